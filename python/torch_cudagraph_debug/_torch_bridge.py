@@ -1,0 +1,49 @@
+"""Where torch meets the native core: tensors cross as plain facts and host bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import InvalidInputError, UnsupportedDtypeError
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """Canonical name of a torch dtype (``torch.float32`` -> ``"float32"``)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise UnsupportedDtypeError(f"dtype '{name}' is not known to torch {torch.__version__}")
+    return dtype
+
+
+def check_recordable(tensor: object, what: str) -> torch.Tensor:
+    """Checks that ``tensor`` is a dense tensor of a dtype the core can record."""
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidInputError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.layout is not torch.strided:
+        raise InvalidInputError(
+            f"{what}: {tensor.layout} tensors cannot be recorded; convert with .to_dense()"
+        )
+    if tensor.device.type == "meta":
+        raise InvalidInputError(f"{what}: a meta tensor has no values to record")
+    _native.check_dtype(dtype_name(tensor.dtype))
+    return tensor
+
+
+def host_bytes(tensor: torch.Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's bytes as a uint8 array (no copy)."""
+    flat = tensor.detach().reshape(-1)
+    return flat.view(torch.uint8).numpy()
+
+
+def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+    """Rebuilds a contiguous CPU tensor from payload bytes (the bytes are copied once)."""
+    if len(data) == 0:
+        return torch.empty(shape, dtype=dtype)
+    flat = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return flat.view(dtype).reshape(shape)

@@ -1,0 +1,93 @@
+"""Typed exceptions of torch-cudagraph-debug.
+
+Every error the package raises derives from :class:`TcgdError`, and also from the builtin
+exception a user would already catch for that kind of problem (``ValueError`` for bad
+arguments, ``TypeError`` for a dtype, ``FileNotFoundError`` for a missing run, ...). The
+native core raises these same classes.
+"""
+
+from __future__ import annotations
+
+
+class TcgdError(Exception):
+    """Base class of every error raised by torch-cudagraph-debug."""
+
+
+class TcgdInternalError(TcgdError, RuntimeError):
+    """A bug in the native core (a caught panic). Please report it with the message."""
+
+
+class InvalidInputError(TcgdError, ValueError):
+    """An argument or value that cannot be used as given; the message says which."""
+
+
+class UnsupportedDtypeError(TcgdError, TypeError):
+    """A tensor dtype that cannot be recorded (quantized, packed sub-byte or bit types)."""
+
+
+class NonContiguousTensorError(InvalidInputError):
+    """A non-contiguous tensor was observed with ``non_contiguous="error"``."""
+
+
+class RecorderStateError(TcgdError, RuntimeError):
+    """A recorder or probe used out of order (after finish, nested points, ...)."""
+
+
+class StorageError(TcgdError, OSError):
+    """A problem with a run directory on disk."""
+
+
+class StorageIOError(StorageError):
+    """The operating system refused a read or write; the message names the file."""
+
+
+class RunNotFoundError(StorageError, FileNotFoundError):
+    """The path is not a run directory (it has no ``run.json``)."""
+
+
+class RunExistsError(StorageError, FileExistsError):
+    """A new run was asked for in a directory that already holds one."""
+
+
+class CorruptRunError(StorageError):
+    """A damaged, truncated or malformed file in a run; the message names it."""
+
+
+class DigestMismatchError(CorruptRunError):
+    """Payload bytes that do not match their content digest."""
+
+
+class PayloadMissingError(CorruptRunError):
+    """An observation refers to payload bytes that the run does not hold."""
+
+
+class UnsupportedFormatError(StorageError):
+    """A run written by a newer version of the package; upgrade to read it."""
+
+
+class UnsafePathError(CorruptRunError):
+    """A manifest that points outside its run directory; it is refused unread."""
+
+
+class PayloadUnavailableError(TcgdError, LookupError):
+    """The observation was recorded as a summary only; its values were never stored."""
+
+
+__all__ = [
+    "CorruptRunError",
+    "DigestMismatchError",
+    "InvalidInputError",
+    "NonContiguousTensorError",
+    "PayloadMissingError",
+    "PayloadUnavailableError",
+    "RecorderStateError",
+    "RunExistsError",
+    "RunNotFoundError",
+    "StorageError",
+    "StorageIOError",
+    "TcgdError",
+    "TcgdInternalError",
+    "UnsafePathError",
+    "UnsupportedDtypeError",
+    "UnsupportedFormatError",
+]

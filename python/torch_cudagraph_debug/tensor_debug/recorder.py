@@ -1,0 +1,350 @@
+"""``TensorRecorder``: a complete experiment, recorded point by point into a Parquet run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._environment import detect_rank, provenance
+from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
+from torch_cudagraph_debug.errors import (
+    InvalidInputError,
+    NonContiguousTensorError,
+    RecorderStateError,
+)
+from torch_cudagraph_debug.tensor_debug.run import TensorRun
+
+Execution = Literal["eager", "cuda_graph"]
+Payload = Literal["full", "summary"]
+NonContiguous = Literal["error", "copy"]
+
+_PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
+
+
+def _choice(what: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InvalidInputError(f"{what} must be one of {allowed}, got {value!r}")
+    return str(value)
+
+
+@dataclass
+class _PendingObservation:
+    """An observation taken inside an open point; its host copy may still be in flight."""
+
+    order: int
+    name: str
+    invocation_index: int
+    host: torch.Tensor
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    source_device: str
+    payload: str
+
+    def as_native(self) -> dict[str, object]:
+        return {
+            "order": self.order,
+            "name": self.name,
+            "invocation_index": self.invocation_index,
+            "dtype": dtype_name(self.host.dtype),
+            "shape": list(self.shape),
+            "stride": list(self.stride),
+            "source_device": self.source_device,
+            "payload": self.payload,
+            "data": host_bytes(self.host),
+            "summary": None,
+            "site_id": None,
+            "graph_kind": None,
+            "node_name": None,
+            "aten_op": None,
+            "module_path": None,
+            "source_location": None,
+            "compile_id": None,
+        }
+
+
+class _OpenPoint:
+    def __init__(self, label: str, metadata: dict[str, Any], synchronize: object):
+        self.label = label
+        self.metadata = metadata
+        self.synchronize = synchronize
+        self.observations: list[_PendingObservation] = []
+        self.invocations: dict[str, int] = {}
+        self.copy_done: list[torch.cuda.Event] = []
+
+
+class TensorRecorder:
+    """Records intermediate tensors into a run: one Parquet part per point.
+
+    ``execution="eager"``: ``observe`` copies each value to the host (CUDA values
+    asynchronously, on the recorder's own stream) and the point commits when its
+    ``record_point`` block exits. See ``docs/tensor-debug.md`` for every rule.
+    """
+
+    def __init__(
+        self,
+        *,
+        execution: Execution = "eager",
+        name: str = "run",
+        run_dir: str | os.PathLike[str] | None = None,
+        bundle_dir: str | os.PathLike[str] | None = None,
+        device: torch.device | str | int | None = None,
+        payload: Payload = "full",
+        non_contiguous: NonContiguous = "error",
+        strict_scope: bool = False,
+        synchronize: bool = True,
+        rank: int | None = None,
+        group_id: str | None = None,
+        world_size: int | None = None,
+        run_metadata: dict[str, Any] | None = None,
+    ):
+        self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
+        if self.execution == "cuda_graph":
+            raise InvalidInputError(
+                "execution='cuda_graph' records replays through the native probe runtime, "
+                "which this build does not include yet; use execution='eager'"
+            )
+        self.payload = _choice("payload", payload, ("full", "summary"))
+        self.non_contiguous = _choice("non_contiguous", non_contiguous, ("error", "copy"))
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
+        if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
+            raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
+        self.name = name
+        self.device = None if device is None else torch.device(device)
+        self.strict_scope = bool(strict_scope)
+        self.synchronize = synchronize
+        self.rank, self.world_size = detect_rank(rank, world_size)
+        self.group_id = group_id
+        metadata = dict(run_metadata or {})
+        _json("run_metadata", metadata)
+
+        root = run_dir if run_dir is not None else bundle_dir
+        if root is None:
+            root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
+        path = os.fspath(root)
+        if self.world_size is not None and self.world_size > 1:
+            # One job directory holds one run per rank, named for hive-style discovery.
+            path = os.path.join(path, f"rank={self.rank}")
+        header = {
+            "run_id": uuid.uuid4().hex,
+            "name": name,
+            "kind": "tensor",
+            "execution": self.execution,
+            "rank": self.rank,
+            "group_id": group_id,
+            "world_size": self.world_size,
+            "provenance": provenance([self.device] if self.device is not None else None),
+            "run_metadata": metadata,
+        }
+        self._writer = _native.RunWriter(path, json.dumps(header), _PRODUCER)
+        self.path = str(self._writer.path)
+        self._point: _OpenPoint | None = None
+        self._result: TensorRun | None = None
+        self._closed = False
+        self._copy_stream: torch.cuda.Stream | None = None
+
+    # ----------------------------------------------------------------- observing
+    def observe(
+        self, tensor: torch.Tensor, *, name: str, payload: Payload | None = None
+    ) -> torch.Tensor:
+        """Records ``tensor`` under ``name`` in the open point and returns it unchanged.
+
+        Outside a point the call is a no-op, or an error with ``strict_scope=True``. A call
+        that raises uses up no invocation index."""
+        self._check_open("observe")
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
+        kind = self.payload if payload is None else _choice("payload", payload, ("full", "summary"))
+        point = self._point
+        if point is None:
+            if self.strict_scope:
+                raise RecorderStateError(
+                    f"observe({name!r}) outside record_point(); wrap the step in "
+                    "`with recorder.record_point(label):` or pass strict_scope=False"
+                )
+            return tensor
+        check_recordable(tensor, f"observe({name!r})")
+        if self.device is not None and tensor.device != self.device:
+            raise InvalidInputError(
+                f"observe({name!r}): tensor is on {tensor.device}, the recorder on "
+                f"{self.device}; move it or create the recorder with device=None"
+            )
+        source = tensor.detach()
+        if not source.is_contiguous():
+            if self.non_contiguous == "error":
+                raise NonContiguousTensorError(
+                    f"observe({name!r}): tensor with shape {tuple(source.shape)} and stride "
+                    f"{source.stride()} is not contiguous; pass non_contiguous='copy' to "
+                    "record a contiguous copy (its original stride is kept in the run)"
+                )
+        host = self._to_host(source, point)
+        invocation = point.invocations.get(name, 0)
+        point.observations.append(
+            _PendingObservation(
+                order=len(point.observations),
+                name=name,
+                invocation_index=invocation,
+                host=host,
+                shape=tuple(source.shape),
+                stride=tuple(source.stride()),
+                source_device=str(source.device),
+                payload=kind,
+            )
+        )
+        point.invocations[name] = invocation + 1
+        return tensor
+
+    def _to_host(self, source: torch.Tensor, point: _OpenPoint) -> torch.Tensor:
+        if source.device.type == "cpu":
+            # A private copy: the model may overwrite the tensor in place before the point
+            # closes.
+            return source.contiguous().clone()
+        if source.device.type != "cuda":
+            return source.contiguous().cpu()
+        # CUDA: an asynchronous copy into pinned memory on the recorder's own stream, so
+        # the model's stream is not blocked; waited for when the point closes.
+        if self._copy_stream is None or self._copy_stream.device != source.device:
+            self._copy_stream = torch.cuda.Stream(device=source.device)
+        stream = self._copy_stream
+        producer = torch.cuda.current_stream(source.device)
+        stream.wait_stream(producer)
+        host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)
+        with torch.cuda.stream(stream):
+            host.copy_(source.contiguous(), non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(stream)
+        # The caching allocator must not reuse the source's memory before the copy ran.
+        source.record_stream(stream)
+        point.copy_done.append(done)
+        return host
+
+    def watch_grad(self, tensor: torch.Tensor, *, name: str, strict: bool = False) -> torch.Tensor:
+        """Records the gradient of ``tensor`` under ``name`` when backward reaches it (inside
+        a point, like any observation)."""
+        self._check_open("watch_grad")
+        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
+            message = f"watch_grad({name!r}): the tensor does not require grad"
+            if strict:
+                raise InvalidInputError(message)
+            warnings.warn(message + "; nothing will be recorded", stacklevel=2)
+            return tensor
+
+        def hook(grad: torch.Tensor) -> None:
+            self.observe(grad, name=name)
+
+        tensor.register_hook(hook)
+        return tensor
+
+    # ----------------------------------------------------------------- points
+    @contextlib.contextmanager
+    def record_point(
+        self,
+        label: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        synchronize: bool | None = None,
+    ) -> Iterator[None]:
+        """Opens a point; observations inside it are committed together when the block
+        exits. An exception inside the block discards the point and propagates."""
+        self._check_open("record_point")
+        if self._point is not None:
+            raise RecorderStateError(
+                f"record_point({label!r}) inside record_point({self._point.label!r}); "
+                "points do not nest"
+            )
+        if not isinstance(label, str) or not label:
+            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
+        if self._writer.has_label(label):
+            raise InvalidInputError(f"point label {label!r} is already used in this run")
+        meta = dict(metadata or {})
+        _json("metadata", meta)
+        self._point = _OpenPoint(label, meta, self.synchronize if synchronize is None else synchronize)
+        try:
+            yield
+            self._commit(self._point)
+        finally:
+            self._point = None
+
+    def _commit(self, point: _OpenPoint) -> None:
+        # The host copies must have landed before their bytes are read, whatever
+        # `synchronize` says; it only decides whether the whole device is waited for too.
+        for done in point.copy_done:
+            done.synchronize()
+        if point.synchronize and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        self._writer.commit_point(
+            point.label,
+            json.dumps(point.metadata),
+            None,
+            None,
+            [o.as_native() for o in point.observations],
+        )
+
+    # ----------------------------------------------------------------- lifecycle
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RecorderStateError(
+                f"{what}() on a recorder that is already finished or closed; create a new "
+                "TensorRecorder for a new run"
+            )
+
+    def preview(self) -> TensorRun:
+        """The run as committed so far (``complete=False`` until ``finish``)."""
+        if self._result is not None:
+            return self._result
+        return TensorRun.load(self.path)
+
+    def finish(self) -> TensorRun:
+        """Marks the run complete and returns it. Idempotent."""
+        if self._result is not None:
+            return self._result
+        self._check_open("finish")
+        if self._point is not None:
+            raise RecorderStateError(
+                f"finish() inside record_point({self._point.label!r}); leave the point first"
+            )
+        self._writer.close(True)
+        self._closed = True
+        self._result = TensorRun.load(self.path)
+        return self._result
+
+    @property
+    def result(self) -> TensorRun | None:
+        """The finished run, or None before ``finish``."""
+        return self._result
+
+    def close(self) -> None:
+        """Releases the recorder. A run that was not finished stays ``complete=False``."""
+        if self._closed:
+            return
+        self._writer.close(False)
+        self._closed = True
+
+    def __enter__(self) -> TensorRecorder:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            # Keep what was committed; the run says it did not reach its end.
+            self.close()
+            with contextlib.suppress(Exception):
+                self._result = TensorRun.load(self.path)
+
+
+def _json(what: str, value: object) -> None:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None

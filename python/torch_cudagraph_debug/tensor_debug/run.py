@@ -1,0 +1,249 @@
+"""Recorded tensor runs as Python objects: ``TensorRun`` > ``TensorPoint`` >
+``TensorObservation``. The data lives in the run directory; these objects are views
+built from the tables the native reader returns."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import torch
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._torch_bridge import dtype_from_name, tensor_from_bytes
+from torch_cudagraph_debug.errors import InvalidInputError, PayloadUnavailableError
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """Native summary of a value (float64; NaN and ±inf counted, excluded from moments).
+
+    ``min``, ``max``, ``mean`` and ``std`` (population) are over finite values and are
+    ``None`` when there is none. Complex values are summarised by magnitude."""
+
+    numel: int
+    finite: int
+    nan: int
+    posinf: int
+    neginf: int
+    zero: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    l2: float
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TensorSummary:
+        return cls(**{f: d[f] for f in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class TensorSite:
+    """Where a value came from when a compile pass placed the probe."""
+
+    site_id: str | None
+    graph_kind: str | None
+    node_name: str | None
+    aten_op: str | None
+    module_path: str | None
+    source_location: str | None
+    compile_id: str | None
+
+
+_SITE_COLUMNS = tuple(TensorSite.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class TensorObservation:
+    order: int
+    name: str
+    invocation_index: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    source_device: str
+    nbytes: int
+    payload: str
+    digest: str | None
+    summary: TensorSummary
+    site: TensorSite | None
+    _reader: _native.RunReader | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.name, self.invocation_index)
+
+    def tensor(self) -> torch.Tensor:
+        """The recorded value as a contiguous CPU tensor; its bytes are checked against the
+        digest first. Raises ``PayloadUnavailableError`` for a summary-only observation."""
+        if self.payload != "full" or self.digest is None or self._reader is None:
+            raise PayloadUnavailableError(
+                f"observation '{self.name}' (invocation {self.invocation_index}) was recorded "
+                f"with payload='{self.payload}': only its summary was stored; record with "
+                "payload='full' to keep the values"
+            )
+        data = self._reader.payload(self.digest)
+        return tensor_from_bytes(data, self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class TensorPoint:
+    index: int
+    label: str
+    timestamp: _dt.datetime
+    metadata: dict[str, Any]
+    replay_index: int | None
+    observations: tuple[TensorObservation, ...]
+
+    @property
+    def by_key(self) -> dict[tuple[str, int], TensorObservation]:
+        return {o.key: o for o in self.observations}
+
+    def observation(self, name: str, invocation_index: int = 0) -> TensorObservation:
+        try:
+            return self.by_key[(name, invocation_index)]
+        except KeyError:
+            names = sorted({o.name for o in self.observations})
+            raise KeyError(
+                f"point '{self.label}' has no observation ({name!r}, {invocation_index}); "
+                f"names recorded: {names}"
+            ) from None
+
+    def tensor(self, name: str, invocation_index: int = 0) -> torch.Tensor:
+        return self.observation(name, invocation_index).tensor()
+
+
+def _parse_time(value: str | None) -> _dt.datetime | None:
+    return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class TensorRun:
+    """A recorded run, loaded from its directory. ``run["label"]`` or ``run[i]`` gives a
+    point; ``to_arrow()`` / ``to_pandas()`` give every observation as one table."""
+
+    def __init__(self, reader: _native.RunReader):
+        self._reader = reader
+        manifest = json.loads(reader.manifest_json())
+        if manifest["kind"] != "tensor":
+            raise InvalidInputError(
+                f"'{reader.path}' is a {manifest['kind']} run, not a tensor run"
+            )
+        self.path: str = str(reader.path)
+        self.run_id: str = manifest["run_id"]
+        self.name: str = manifest["name"]
+        self.execution: str = manifest["execution"]
+        self.rank: int | None = manifest["rank"]
+        self.group_id: str | None = manifest["group_id"]
+        self.world_size: int | None = manifest["world_size"]
+        self.created_at = _parse_time(manifest["created_at"])
+        self.finished_at = _parse_time(manifest["finished_at"])
+        self.complete: bool = manifest["complete"]
+        self.format_version: int = manifest["format_version"]
+        self.provenance: dict[str, Any] = manifest.get("provenance") or {}
+        self.run_metadata: dict[str, Any] = manifest.get("run_metadata") or {}
+        self.points: tuple[TensorPoint, ...] = self._build_points()
+        self._by_label = {p.label: p for p in self.points}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TensorRun:
+        """Opens a run directory. The manifest and every part are checked first; damage is
+        a typed error naming the file."""
+        return cls(_native.RunReader(os.fspath(path)))
+
+    def _build_points(self) -> tuple[TensorPoint, ...]:
+        by_point: dict[int, list[TensorObservation]] = {}
+        for row in self._reader.table("observations").to_pylist():
+            site_values = {c: row[c] for c in _SITE_COLUMNS}
+            observation = TensorObservation(
+                order=row["order"],
+                name=row["name"],
+                invocation_index=row["invocation_index"],
+                shape=tuple(row["shape"]),
+                stride=tuple(row["stride"]),
+                dtype=dtype_from_name(row["dtype"]),
+                source_device=row["source_device"],
+                nbytes=row["nbytes"],
+                payload=row["payload"],
+                digest=row["digest"],
+                summary=TensorSummary(
+                    numel=row["numel"],
+                    finite=row["finite_count"],
+                    nan=row["nan_count"],
+                    posinf=row["posinf_count"],
+                    neginf=row["neginf_count"],
+                    zero=row["zero_count"],
+                    min=row["min"],
+                    max=row["max"],
+                    mean=row["mean"],
+                    std=row["std"],
+                    l2=row["l2"],
+                ),
+                site=TensorSite(**site_values) if any(site_values.values()) else None,
+                _reader=self._reader,
+            )
+            by_point.setdefault(row["point_index"], []).append(observation)
+        points = []
+        for row in self._reader.table("points").to_pylist():
+            observations = sorted(by_point.get(row["point_index"], []), key=lambda o: o.order)
+            points.append(
+                TensorPoint(
+                    index=row["point_index"],
+                    label=row["label"],
+                    timestamp=row["timestamp"],
+                    metadata=json.loads(row["metadata"]),
+                    replay_index=row["replay_index"],
+                    observations=tuple(observations),
+                )
+            )
+        return tuple(points)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __iter__(self) -> Iterator[TensorPoint]:
+        return iter(self.points)
+
+    def __getitem__(self, key: str | int) -> TensorPoint:
+        if isinstance(key, str):
+            try:
+                return self._by_label[key]
+            except KeyError:
+                raise KeyError(
+                    f"run '{self.name}' has no point '{key}'; labels: {list(self._by_label)}"
+                ) from None
+        return self.points[key]
+
+    def point(self, key: str | int) -> TensorPoint:
+        return self[key]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(p.label for p in self.points)
+
+    def to_arrow(self) -> pa.Table:
+        """Every observation of the run (one row each, summary columns included, payload
+        bytes excluded), zero-copy from the native reader."""
+        return pa.Table.from_batches([self._reader.table("observations")])
+
+    def points_table(self) -> pa.Table:
+        return pa.Table.from_batches([self._reader.table("points")])
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def validate(self) -> list[tuple[str, str]]:
+        """Checks every file digest and payload digest; returns ``(path, problem)`` pairs,
+        empty when the run is intact."""
+        return self._reader.validate()
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorRun(name={self.name!r}, execution={self.execution!r}, rank={self.rank}, "
+            f"points={len(self.points)}, complete={self.complete}, path={self.path!r})"
+        )

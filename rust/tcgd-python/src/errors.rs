@@ -1,0 +1,70 @@
+//! Rust errors become the typed exceptions of `torch_cudagraph_debug.errors`.
+//!
+//! The exception classes are defined in Python (so they can also derive from the builtin
+//! `ValueError`, `TypeError`, ... that users already catch); this module only decides which
+//! class each error is. Panics are caught at the boundary and become `TcgdInternalError`.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+use tcgd_store::StoreError;
+
+const ERRORS_MODULE: &str = "torch_cudagraph_debug.errors";
+
+pub fn typed_error(py: Python<'_>, class: &str, message: String) -> PyErr {
+    let class = py
+        .import(ERRORS_MODULE)
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+    match class {
+        Ok(class) => PyErr::from_type(class, message),
+        // The errors module is part of the same wheel; if it cannot be imported the
+        // install is broken, and the message still reaches the user.
+        Err(_) => pyo3::exceptions::PyRuntimeError::new_err(message),
+    }
+}
+
+fn class_of(error: &StoreError) -> &'static str {
+    match error {
+        StoreError::Io { .. } => "StorageIOError",
+        StoreError::NotARun { .. } => "RunNotFoundError",
+        StoreError::InvalidManifest { .. } | StoreError::CorruptPart { .. } => "CorruptRunError",
+        StoreError::NewerFormat { .. } => "UnsupportedFormatError",
+        StoreError::UnsafePath { .. } => "UnsafePathError",
+        StoreError::DigestMismatch { .. } => "DigestMismatchError",
+        StoreError::PayloadMissing { .. } => "PayloadMissingError",
+        StoreError::InvalidInput { .. } | StoreError::Summary(_) => "InvalidInputError",
+        StoreError::RunFinished { .. } => "RecorderStateError",
+        StoreError::RunExists { .. } => "RunExistsError",
+        StoreError::Dtype(_) => "UnsupportedDtypeError",
+    }
+}
+
+pub fn store_error(py: Python<'_>, error: StoreError) -> PyErr {
+    typed_error(py, class_of(&error), error.to_string())
+}
+
+pub fn dtype_error(py: Python<'_>, error: tcgd_tensor::UnsupportedDtype) -> PyErr {
+    store_error(py, StoreError::Dtype(error))
+}
+
+/// Runs `f`, turning a panic into a typed Python exception instead of unwinding into the
+/// interpreter.
+pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(typed_error(
+                py,
+                "TcgdInternalError",
+                format!("internal error in the native core: {detail}; please report it"),
+            ))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Typed errors of the store. Every variant names the file or value at fault and says
+//! what to do, because these messages reach users unchanged (as Python exceptions or CLI
+//! output).
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("I/O error on '{path}': {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("'{path}' is not a run directory: it has no run.json manifest")]
+    NotARun { path: PathBuf },
+
+    #[error("manifest '{path}' is invalid: {reason}")]
+    InvalidManifest { path: PathBuf, reason: String },
+
+    #[error(
+        "'{path}' was written with format_version {found}, newer than this reader understands \
+         ({supported}); upgrade torch-cudagraph-debug to read it"
+    )]
+    NewerFormat {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error(
+        "manifest '{manifest}' names part path '{part}', which is not a plain relative path \
+         inside the run directory; the manifest was damaged or crafted, refusing to read it"
+    )]
+    UnsafePath { manifest: PathBuf, part: String },
+
+    #[error(
+        "part '{path}' is damaged or truncated ({reason}); the run's other points may still \
+         load: run validate() to list every damaged file"
+    )]
+    CorruptPart { path: PathBuf, reason: String },
+
+    #[error(
+        "payload {digest} read from '{path}' does not match its digest (got {actual}); the \
+         file was modified or damaged after it was written"
+    )]
+    DigestMismatch {
+        digest: String,
+        actual: String,
+        path: PathBuf,
+    },
+
+    #[error("payload {digest} is not stored in run '{run}'")]
+    PayloadMissing { digest: String, run: PathBuf },
+
+    #[error("invalid value for {field}: {reason}")]
+    InvalidInput { field: String, reason: String },
+
+    #[error("run '{path}' is already finished; start a new run to record more points")]
+    RunFinished { path: PathBuf },
+
+    #[error("run directory '{path}' already holds a run; choose a new directory")]
+    RunExists { path: PathBuf },
+
+    #[error(transparent)]
+    Dtype(#[from] tcgd_tensor::UnsupportedDtype),
+
+    #[error(transparent)]
+    Summary(#[from] tcgd_tensor::SummaryError),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io { path, source }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>) -> impl FnOnce(String) -> StoreError {
+        let path = path.into();
+        move |reason| StoreError::CorruptPart { path, reason }
+    }
+
+    pub(crate) fn invalid(field: &str, reason: impl Into<String>) -> StoreError {
+        StoreError::InvalidInput {
+            field: field.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}

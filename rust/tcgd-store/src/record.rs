@@ -1,0 +1,157 @@
+//! What a producer hands the writer for one point: plain facts about tensors, never torch
+//! objects. Bytes are borrowed host memory (contiguous, row-major, little-endian).
+
+use tcgd_tensor::{DType, TensorSummary};
+
+use crate::error::{Result, StoreError};
+
+/// Where a probed value came from when a compile pass placed the probe. All optional:
+/// hand-placed probes have none of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Site {
+    pub site_id: Option<String>,
+    pub graph_kind: Option<String>,
+    pub node_name: Option<String>,
+    pub aten_op: Option<String>,
+    pub module_path: Option<String>,
+    pub source_location: Option<String>,
+    pub compile_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// Bytes are stored; the value can be rebuilt.
+    Full,
+    /// Only the summary (and the digest when bytes were seen) is stored.
+    Summary,
+}
+
+impl PayloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadKind::Full => "full",
+            PayloadKind::Summary => "summary",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<PayloadKind> {
+        match s {
+            "full" => Ok(PayloadKind::Full),
+            "summary" => Ok(PayloadKind::Summary),
+            other => Err(StoreError::invalid(
+                "payload",
+                format!("'{other}' is not one of \"full\", \"summary\""),
+            )),
+        }
+    }
+}
+
+/// The value of one observation as the producer has it.
+#[derive(Debug, Clone, Copy)]
+pub enum Value<'a> {
+    /// Host bytes of the value; the writer digests and summarises them.
+    Bytes(&'a [u8]),
+    /// A summary computed elsewhere (on the device); no bytes were brought to the host.
+    Summary(TensorSummary),
+}
+
+#[derive(Debug, Clone)]
+pub struct ObservationInput<'a> {
+    pub order: i64,
+    pub name: String,
+    pub invocation_index: i64,
+    pub site: Site,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub stride: Vec<i64>,
+    pub source_device: String,
+    pub payload: PayloadKind,
+    pub value: Value<'a>,
+}
+
+impl ObservationInput<'_> {
+    pub fn numel(&self) -> Result<u64> {
+        self.shape.iter().try_fold(1u64, |acc, &d| {
+            let d = u64::try_from(d).map_err(|_| {
+                StoreError::invalid(
+                    "shape",
+                    format!("observation '{}' has negative size {d}", self.name),
+                )
+            })?;
+            acc.checked_mul(d).ok_or_else(|| {
+                StoreError::invalid("shape", format!("observation '{}' overflows", self.name))
+            })
+        })
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.shape.len() != self.stride.len() {
+            return Err(StoreError::invalid(
+                "stride",
+                format!(
+                    "observation '{}' has {} sizes but {} strides",
+                    self.name,
+                    self.shape.len(),
+                    self.stride.len()
+                ),
+            ));
+        }
+        let numel = self.numel()?;
+        match self.value {
+            Value::Bytes(bytes) => {
+                let expected = numel.saturating_mul(self.dtype.itemsize() as u64);
+                if bytes.len() as u64 != expected {
+                    return Err(StoreError::invalid(
+                        "bytes",
+                        format!(
+                            "observation '{}' ({} {:?}) needs {expected} bytes, got {}",
+                            self.name,
+                            self.dtype,
+                            self.shape,
+                            bytes.len()
+                        ),
+                    ));
+                }
+            }
+            Value::Summary(_) if self.payload == PayloadKind::Full => {
+                return Err(StoreError::invalid(
+                    "payload",
+                    format!(
+                        "observation '{}' asks for a full payload but carries only a summary",
+                        self.name
+                    ),
+                ));
+            }
+            Value::Summary(s) if s.numel != numel => {
+                return Err(StoreError::invalid(
+                    "summary",
+                    format!(
+                        "observation '{}' has {numel} elements but its summary counts {}",
+                        self.name, s.numel
+                    ),
+                ));
+            }
+            Value::Summary(_) => {}
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PointInput {
+    pub label: String,
+    /// JSON text of the user's metadata (`{}` when none).
+    pub metadata: String,
+    pub replay_index: Option<i64>,
+    /// Microseconds since the Unix epoch; the commit time when absent.
+    pub timestamp_us: Option<i64>,
+}
+
+/// What the writer reports back once a point is durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedPoint {
+    pub point_index: u64,
+    pub observations: u64,
+    pub payload_chunks_written: u64,
+    pub payloads_deduplicated: u64,
+}

@@ -1,0 +1,236 @@
+//! Exact float8 decoding tables, generated at compile time from each format's
+//! parameters so that no table entry is typed in by hand.
+
+/// How a float8 format spends its encodings on NaN and infinity.
+#[derive(Clone, Copy)]
+enum Specials {
+    /// OCP `*fn` formats: only exponent and mantissa all ones is NaN, no infinity.
+    AllOnesNan,
+    /// IEEE 754 style: exponent all ones is infinity (mantissa 0) or NaN.
+    Ieee,
+    /// `*fnuz` formats: the negative-zero encoding 0x80 is the only NaN.
+    NegZeroNan,
+    /// `e8m0fnu`: 0xFF is the only NaN, everything else is a power of two.
+    MaxNan,
+}
+
+#[derive(Clone, Copy)]
+struct Format {
+    exp_bits: u32,
+    man_bits: u32,
+    bias: i32,
+    signed: bool,
+    specials: Specials,
+}
+
+const E4M3FN: Format = Format {
+    exp_bits: 4,
+    man_bits: 3,
+    bias: 7,
+    signed: true,
+    specials: Specials::AllOnesNan,
+};
+const E4M3FNUZ: Format = Format {
+    exp_bits: 4,
+    man_bits: 3,
+    bias: 8,
+    signed: true,
+    specials: Specials::NegZeroNan,
+};
+const E5M2: Format = Format {
+    exp_bits: 5,
+    man_bits: 2,
+    bias: 15,
+    signed: true,
+    specials: Specials::Ieee,
+};
+const E5M2FNUZ: Format = Format {
+    exp_bits: 5,
+    man_bits: 2,
+    bias: 16,
+    signed: true,
+    specials: Specials::NegZeroNan,
+};
+const E8M0FNU: Format = Format {
+    exp_bits: 8,
+    man_bits: 0,
+    bias: 127,
+    signed: false,
+    specials: Specials::MaxNan,
+};
+
+pub(crate) static F8_E4M3FN: [f64; 256] = table(E4M3FN);
+pub(crate) static F8_E4M3FNUZ: [f64; 256] = table(E4M3FNUZ);
+pub(crate) static F8_E5M2: [f64; 256] = table(E5M2);
+pub(crate) static F8_E5M2FNUZ: [f64; 256] = table(E5M2FNUZ);
+pub(crate) static F8_E8M0FNU: [f64; 256] = table(E8M0FNU);
+
+/// 2^e for the exponents float8 can reach, all of which are normal in f64.
+const fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
+const fn decode(fmt: Format, byte: u8) -> f64 {
+    let bits = byte as u32;
+    let man_mask = (1u32 << fmt.man_bits) - 1;
+    let exp_mask = (1u32 << fmt.exp_bits) - 1;
+    let man = bits & man_mask;
+    let exp = (bits >> fmt.man_bits) & exp_mask;
+    let negative = fmt.signed && (bits >> (fmt.man_bits + fmt.exp_bits)) & 1 == 1;
+
+    let nan = match fmt.specials {
+        Specials::AllOnesNan => exp == exp_mask && man == man_mask,
+        Specials::Ieee => exp == exp_mask && man != 0,
+        Specials::NegZeroNan => byte == 0x80,
+        Specials::MaxNan => byte == 0xFF,
+    };
+    if nan {
+        return f64::NAN;
+    }
+    let magnitude = if matches!(fmt.specials, Specials::Ieee) && exp == exp_mask {
+        f64::INFINITY
+    } else if exp == 0 && fmt.man_bits > 0 {
+        // Subnormal: no implicit leading one, exponent pinned at 1 - bias.
+        man as f64 * pow2(1 - fmt.bias - fmt.man_bits as i32)
+    } else {
+        let implicit = 1u32 << fmt.man_bits;
+        (implicit + man) as f64 * pow2(exp as i32 - fmt.bias - fmt.man_bits as i32)
+    };
+    if negative {
+        -magnitude
+    } else {
+        magnitude
+    }
+}
+
+const fn table(fmt: Format) -> [f64; 256] {
+    let mut out = [0.0; 256];
+    let mut i = 0;
+    while i < 256 {
+        out[i] = decode(fmt, i as u8);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_bits_eq(table: &[f64; 256], byte: u8, want: f64) {
+        let got = table[byte as usize];
+        assert!(
+            got.to_bits() == want.to_bits(),
+            "0x{byte:02X}: got {got:e}, want {want:e}"
+        );
+    }
+
+    fn nans(table: &[f64; 256]) -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&b| table[b as usize].is_nan())
+            .collect()
+    }
+
+    fn infs(table: &[f64; 256]) -> Vec<u8> {
+        (0..=255u8)
+            .filter(|&b| table[b as usize].is_infinite())
+            .collect()
+    }
+
+    fn max_finite(table: &[f64; 256]) -> f64 {
+        table
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    #[test]
+    fn e4m3fn() {
+        let t = &F8_E4M3FN;
+        assert_bits_eq(t, 0x00, 0.0);
+        assert_bits_eq(t, 0x80, -0.0);
+        assert_bits_eq(t, 0x01, 2f64.powi(-9));
+        assert_bits_eq(t, 0x07, 7.0 * 2f64.powi(-9));
+        assert_bits_eq(t, 0x08, 2f64.powi(-6));
+        assert_bits_eq(t, 0x38, 1.0);
+        assert_bits_eq(t, 0x40, 2.0);
+        assert_bits_eq(t, 0x7E, 448.0);
+        assert_bits_eq(t, 0xFE, -448.0);
+        assert_bits_eq(t, 0xC4, -3.0);
+        assert_eq!(nans(t), vec![0x7F, 0xFF]);
+        assert!(infs(t).is_empty());
+        assert_eq!(max_finite(t), 448.0);
+    }
+
+    #[test]
+    fn e4m3fnuz() {
+        let t = &F8_E4M3FNUZ;
+        assert_bits_eq(t, 0x00, 0.0);
+        assert_bits_eq(t, 0x01, 2f64.powi(-10));
+        assert_bits_eq(t, 0x40, 1.0);
+        assert_bits_eq(t, 0x7F, 240.0);
+        assert_bits_eq(t, 0xFF, -240.0);
+        assert_eq!(nans(t), vec![0x80]);
+        assert!(infs(t).is_empty());
+        assert_eq!(max_finite(t), 240.0);
+    }
+
+    #[test]
+    fn e5m2() {
+        let t = &F8_E5M2;
+        assert_bits_eq(t, 0x00, 0.0);
+        assert_bits_eq(t, 0x80, -0.0);
+        assert_bits_eq(t, 0x01, 2f64.powi(-16));
+        assert_bits_eq(t, 0x3C, 1.0);
+        assert_bits_eq(t, 0x7B, 57344.0);
+        assert_bits_eq(t, 0xFB, -57344.0);
+        assert_bits_eq(t, 0x7C, f64::INFINITY);
+        assert_bits_eq(t, 0xFC, f64::NEG_INFINITY);
+        assert_eq!(nans(t), vec![0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF]);
+        assert_eq!(infs(t), vec![0x7C, 0xFC]);
+        // e5m2 is the top byte of an IEEE binary16, so the half crate is an
+        // independent oracle for every encoding.
+        for b in 0..=255u8 {
+            let h = half::f16::from_bits(u16::from(b) << 8).to_f64();
+            let got = t[b as usize];
+            assert!(
+                got.to_bits() == h.to_bits() || (got.is_nan() && h.is_nan()),
+                "0x{b:02X}: {got} vs {h}"
+            );
+        }
+    }
+
+    #[test]
+    fn e5m2fnuz() {
+        let t = &F8_E5M2FNUZ;
+        assert_bits_eq(t, 0x00, 0.0);
+        assert_bits_eq(t, 0x01, 2f64.powi(-17));
+        assert_bits_eq(t, 0x40, 1.0);
+        assert_bits_eq(t, 0x7C, 32768.0);
+        assert_bits_eq(t, 0x7F, 57344.0);
+        assert_bits_eq(t, 0xFF, -57344.0);
+        assert_eq!(nans(t), vec![0x80]);
+        assert!(infs(t).is_empty());
+    }
+
+    #[test]
+    fn e8m0fnu() {
+        let t = &F8_E8M0FNU;
+        assert_bits_eq(t, 0x7F, 1.0);
+        assert_bits_eq(t, 0x80, 2.0);
+        assert_bits_eq(t, 0x00, 2f64.powi(-127));
+        assert_bits_eq(t, 0xFE, 2f64.powi(127));
+        assert_eq!(nans(t), vec![0xFF]);
+        assert!(infs(t).is_empty());
+        assert!(t.iter().all(|v| v.is_nan() || *v > 0.0));
+    }
+
+    #[test]
+    fn fnuz_formats_have_no_negative_zero() {
+        for t in [&F8_E4M3FNUZ, &F8_E5M2FNUZ] {
+            let zeros: Vec<u8> = (0..=255u8).filter(|&b| t[b as usize] == 0.0).collect();
+            assert_eq!(zeros, vec![0x00]);
+        }
+    }
+}

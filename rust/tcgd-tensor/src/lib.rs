@@ -1,0 +1,16 @@
+//! Tensor dtypes and native summaries over host bytes.
+//!
+//! [`DType`] names the torch dtypes whose raw bytes can be decoded; [`decode`] turns
+//! those bytes into `f64` values (or `(re, im)` pairs) chunk by chunk for other
+//! crates to build on; [`summarize`] computes counts, extremes and numerically
+//! stable moments of a whole tensor.
+
+pub mod decode;
+mod dtype;
+mod float8;
+mod moments;
+mod summary;
+
+pub use decode::DecodeError;
+pub use dtype::{DType, UnsupportedDtype};
+pub use summary::{summarize, SummaryError, TensorSummary};
