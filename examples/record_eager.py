@@ -76,7 +76,7 @@ def main() -> None:
     loss_trend = duckdb.sql(
         f"SELECT list(round(mean, 5) ORDER BY point_index) FROM "
         f"read_parquet('{run_dir}/observations/*.parquet') WHERE name = 'loss'"
-    ).fetchone()[0]
+    ).fetchall()[0][0]
     print(f"loss by step: {loss_trend}")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from torch_cudagraph_debug import _native
@@ -35,10 +34,12 @@ def check_recordable(tensor: object, what: str) -> torch.Tensor:
     return tensor
 
 
-def host_bytes(tensor: torch.Tensor) -> np.ndarray:
-    """A contiguous CPU tensor's bytes as a uint8 array (no copy)."""
-    flat = tensor.detach().reshape(-1)
-    return flat.view(torch.uint8).numpy()
+def host_bytes(tensor: torch.Tensor) -> tuple[int, int]:
+    """``(address, length)`` of a contiguous CPU tensor's bytes, as the native core takes
+    them. The caller keeps ``tensor`` referenced while the core reads."""
+    if tensor.device.type != "cpu" or not tensor.is_contiguous():
+        raise InvalidInputError("host bytes need a contiguous CPU tensor")
+    return (tensor.data_ptr(), tensor.numel() * tensor.element_size())
 
 
 def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:

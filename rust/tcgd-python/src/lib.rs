@@ -6,30 +6,31 @@
 mod errors;
 mod store;
 
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tcgd_tensor::{summarize as summarize_bytes, DType, TensorSummary};
 
-use errors::{dtype_error, guard, typed_error};
+use errors::{dtype_error, guard};
 
-/// Borrows a Python buffer's bytes. Only C-contiguous byte buffers are accepted, so the
-/// slice covers exactly the buffer's memory.
-pub(crate) fn buffer_bytes<'a>(py: Python<'a>, buffer: &'a PyBuffer<u8>) -> PyResult<&'a [u8]> {
-    if !buffer.is_c_contiguous() {
-        return Err(typed_error(
-            py,
-            "InvalidInputError",
-            "tensor bytes must be a C-contiguous buffer".into(),
-        ));
+/// Host memory handed over as plain facts: the address and length of a contiguous CPU
+/// tensor's bytes. (The buffer protocol is not in the limited API of Python 3.10, which
+/// this abi3 wheel targets.)
+#[derive(Debug, Clone, Copy, FromPyObject)]
+pub(crate) struct HostBytes(usize, usize);
+
+impl HostBytes {
+    /// # Safety
+    /// `ptr` must address `len` readable bytes that stay alive, unmoved and unwritten for
+    /// the lifetime the caller picks. Only this package's Python layer creates `HostBytes`:
+    /// it passes a private, contiguous CPU tensor and keeps it referenced for the call.
+    pub(crate) unsafe fn as_slice<'a>(self) -> &'a [u8] {
+        let HostBytes(ptr, len) = self;
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: guaranteed by the caller, as documented above.
+        unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }
     }
-    if buffer.len_bytes() == 0 {
-        return Ok(&[]);
-    }
-    // SAFETY: the buffer is C-contiguous with `len_bytes` bytes at `buf_ptr`, and the
-    // exporter keeps that memory alive and unmoved while `buffer` (borrowed for 'a) is
-    // held. Callers pass private host copies that no other thread writes to.
-    Ok(unsafe { std::slice::from_raw_parts(buffer.buf_ptr() as *const u8, buffer.len_bytes()) })
 }
 
 pub(crate) fn parse_dtype(py: Python<'_>, name: &str) -> PyResult<DType> {
@@ -55,16 +56,15 @@ pub(crate) fn summary_to_dict<'py>(
     Ok(d)
 }
 
-/// Summary of a tensor's host bytes (contiguous, little-endian) as a dict.
+/// Summary of a tensor's host bytes (contiguous, little-endian) as a dict; `data` is
+/// `(address, length)`.
 #[pyfunction]
-fn summarize<'py>(
-    py: Python<'py>,
-    dtype: &str,
-    data: PyBuffer<u8>,
-) -> PyResult<Bound<'py, PyDict>> {
+fn summarize<'py>(py: Python<'py>, dtype: &str, data: HostBytes) -> PyResult<Bound<'py, PyDict>> {
     guard(py, || {
         let dtype = parse_dtype(py, dtype)?;
-        let bytes = buffer_bytes(py, &data)?;
+        // SAFETY: `data` comes from `_torch_bridge.host_bytes`, which keeps the tensor
+        // alive in the calling frame for the duration of this call.
+        let bytes = unsafe { data.as_slice() };
         let summary = py
             .detach(|| summarize_bytes(dtype, bytes))
             .map_err(|e| errors::store_error(py, e.into()))?;
@@ -74,9 +74,10 @@ fn summarize<'py>(
 
 /// Content digest of bytes, as stored in runs (`blake3:<hex>`).
 #[pyfunction]
-fn content_digest(py: Python<'_>, data: PyBuffer<u8>) -> PyResult<String> {
+fn content_digest(py: Python<'_>, data: HostBytes) -> PyResult<String> {
     guard(py, || {
-        let bytes = buffer_bytes(py, &data)?;
+        // SAFETY: as in `summarize`.
+        let bytes = unsafe { data.as_slice() };
         Ok(py.detach(|| tcgd_store::content_digest(bytes)))
     })
 }

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use arrow_pyarrow::ToPyArrow;
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tcgd_store::{
@@ -13,7 +12,7 @@ use tcgd_store::{
 use tcgd_tensor::TensorSummary;
 
 use crate::errors::{guard, store_error, typed_error};
-use crate::{buffer_bytes, parse_dtype};
+use crate::{parse_dtype, HostBytes};
 
 /// One observation as Python hands it over: a mapping with every key present (None where
 /// a value is absent).
@@ -28,8 +27,8 @@ struct ObservationArgs {
     stride: Vec<i64>,
     source_device: String,
     payload: String,
-    /// Host bytes (C-contiguous, one byte per item); None for a device-computed summary.
-    data: Option<PyBuffer<u8>>,
+    /// Host bytes as (address, length); None for a device-computed summary.
+    data: Option<HostBytes>,
     /// A device-computed summary: (numel, finite, nan, posinf, neginf, zero, min, max,
     /// mean, std, l2).
     summary: Option<SummaryArgs>,
@@ -97,9 +96,8 @@ impl RunWriter {
     #[new]
     fn new(py: Python<'_>, path: PathBuf, header_json: &str, producer: &str) -> PyResult<Self> {
         guard(py, || {
-            let header: RunHeader = serde_json::from_str(header_json).map_err(|e| {
-                typed_error(py, "InvalidInputError", format!("run header: {e}"))
-            })?;
+            let header: RunHeader = serde_json::from_str(header_json)
+                .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
             let writer = py
                 .detach(|| tcgd_store::RunWriter::create(&path, header, producer))
                 .map_err(|e| store_error(py, e))?;
@@ -124,8 +122,10 @@ impl RunWriter {
         guard(py, || {
             let mut inputs = Vec::with_capacity(observations.len());
             for o in &observations {
-                let value = match (&o.data, o.summary) {
-                    (Some(data), _) => Value::Bytes(buffer_bytes(py, data)?),
+                let value = match (o.data, o.summary) {
+                    // SAFETY: the recorder keeps every observed host tensor referenced
+                    // until this call returns (see `HostBytes::as_slice`).
+                    (Some(data), _) => Value::Bytes(unsafe { data.as_slice() }),
                     (None, Some(s)) => Value::Summary(to_summary(s)),
                     (None, None) => {
                         return Err(typed_error(
@@ -162,7 +162,8 @@ impl RunWriter {
                 replay_index,
                 timestamp_us,
             };
-            let mut writer = lock(py, &self.inner)?;
+            let mut locked = lock(py, &self.inner)?;
+            let writer: &mut tcgd_store::RunWriter = &mut locked;
             let committed: CommittedPoint = py
                 .detach(|| writer.commit_point(&point, &inputs))
                 .map_err(|e| store_error(py, e))?;
@@ -197,7 +198,8 @@ impl RunWriter {
     /// Ends the run, complete or not. Idempotent.
     fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
         guard(py, || {
-            let mut writer = lock(py, &self.inner)?;
+            let mut locked = lock(py, &self.inner)?;
+            let writer: &mut tcgd_store::RunWriter = &mut locked;
             py.detach(|| writer.close(complete))
                 .map_err(|e| store_error(py, e))
         })
@@ -239,7 +241,11 @@ impl RunReader {
 
     fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(py, || {
-            let bytes = self.inner.manifest().to_json().map_err(|e| store_error(py, e))?;
+            let bytes = self
+                .inner
+                .manifest()
+                .to_json()
+                .map_err(|e| store_error(py, e))?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })
     }

@@ -21,7 +21,8 @@ use arrow::datatypes::SchemaRef;
 const PAYLOAD_ROWS_PER_GROUP: usize = 4;
 
 fn properties(table_name: &str, is_payload: bool) -> Result<WriterProperties> {
-    let level = ZstdLevel::try_new(3).map_err(|e| StoreError::invalid("zstd level", e.to_string()))?;
+    let level =
+        ZstdLevel::try_new(3).map_err(|e| StoreError::invalid("zstd level", e.to_string()))?;
     let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_key_value_metadata(Some(vec![
@@ -62,8 +63,7 @@ fn write_parquet(
         path: temp.clone(),
         source: std::io::Error::other(e.to_string()),
     };
-    let mut writer =
-        ArrowWriter::try_new(file, schema, Some(props)).map_err(parquet_err)?;
+    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(parquet_err)?;
     writer.write(batch).map_err(parquet_err)?;
     let file = writer.into_inner().map_err(parquet_err)?;
     file.commit()

@@ -104,9 +104,9 @@ impl RunReader {
     }
 
     fn payload_index(&self) -> Result<&HashMap<String, PayloadLocation>> {
-        let index = self.payload_index.get_or_init(|| {
-            self.build_payload_index().map_err(|e| e.to_string())
-        });
+        let index = self
+            .payload_index
+            .get_or_init(|| self.build_payload_index().map_err(|e| e.to_string()));
         index.as_ref().map_err(|reason| StoreError::CorruptPart {
             path: self.dir.join(Table::Payloads.dir_name()),
             reason: reason.clone(),
@@ -140,13 +140,13 @@ impl RunReader {
     /// The bytes of one payload, reassembled from its chunks and checked against its
     /// digest.
     pub fn payload(&self, digest: &str) -> Result<Vec<u8>> {
-        let location = self
-            .payload_index()?
-            .get(digest)
-            .ok_or_else(|| StoreError::PayloadMissing {
-                digest: digest.to_owned(),
-                run: self.dir.clone(),
-            })?;
+        let location =
+            self.payload_index()?
+                .get(digest)
+                .ok_or_else(|| StoreError::PayloadMissing {
+                    digest: digest.to_owned(),
+                    run: self.dir.clone(),
+                })?;
         let parts = self.payload_parts();
         let part = parts[location.part];
         let path = part_path(&self.dir, part);

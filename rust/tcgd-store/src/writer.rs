@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, Int64Builder, LargeBinaryArray,
-    ListBuilder, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, Float64Array, Int64Array, Int64Builder, LargeBinaryArray, ListBuilder,
+    RecordBatch, StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field};
 use rayon::prelude::*;
@@ -88,7 +88,11 @@ impl RunWriter {
         writer.publish(&writer.manifest)?;
         if let Some(parent) = dir.parent() {
             // The run directory entry itself must survive a crash.
-            sync_dir(if parent.as_os_str().is_empty() { Path::new(".") } else { parent })?;
+            sync_dir(if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            })?;
         }
         Ok(writer)
     }
@@ -180,12 +184,8 @@ impl RunWriter {
             rows.finish()?
         };
         let payload_chunks = payload_batch.as_ref().map_or(0, |b| b.num_rows() as u64);
-        let observation_batch = observations_batch(
-            &self.manifest,
-            point_index,
-            &point.label,
-            &digested,
-        )?;
+        let observation_batch =
+            observations_batch(&self.manifest, point_index, &point.label, &digested)?;
         let points_batch = points_batch(
             &self.manifest,
             point_index,
@@ -196,7 +196,10 @@ impl RunWriter {
 
         let batches = [
             (Table::Payloads, payload_batch),
-            (Table::Observations, Some(observation_batch).filter(|b| b.num_rows() > 0)),
+            (
+                Table::Observations,
+                Some(observation_batch).filter(|b| b.num_rows() > 0),
+            ),
             (Table::Points, Some(points_batch)),
         ];
         for (table, batch) in batches {
@@ -324,8 +327,11 @@ fn batch(schema: arrow::datatypes::SchemaRef, columns: Vec<ArrayRef>) -> Result<
 }
 
 fn int64_lists<'a>(lists: impl Iterator<Item = &'a [i64]>) -> ArrayRef {
-    let mut builder = ListBuilder::new(Int64Builder::new())
-        .with_field(Arc::new(Field::new("item", DataType::Int64, false)));
+    let mut builder = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(Field::new(
+        "item",
+        DataType::Int64,
+        false,
+    )));
     for list in lists {
         builder.values().append_slice(list);
         builder.append(true);
@@ -392,22 +398,34 @@ fn observations_batch(
             rows.iter().map(|d| d.digest.as_deref()).collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.numel)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.numel))
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.finite)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.finite))
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.nan)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.nan))
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.pos_inf)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.pos_inf))
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.neg_inf)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.neg_inf))
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
-            rows.iter().map(|d| count(d.summary.zero)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|d| count(d.summary.zero))
+                .collect::<Vec<_>>(),
         )),
         floats(|s| s.min),
         floats(|s| s.max),

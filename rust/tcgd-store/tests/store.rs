@@ -79,7 +79,10 @@ fn write_two_points(dir: &Path) -> (Vec<u8>, Vec<u8>) {
     let b = f32_bytes(&[0.0, -3.0]);
     let mut w = RunWriter::create(dir, header(), "test").unwrap();
     let c0 = w
-        .commit_point(&point("p0"), &[f32_obs("a", 0, 0, &a), f32_obs("a", 1, 1, &b)])
+        .commit_point(
+            &point("p0"),
+            &[f32_obs("a", 0, 0, &a), f32_obs("a", 1, 1, &b)],
+        )
         .unwrap();
     assert_eq!((c0.point_index, c0.observations), (0, 2));
     // Same bytes again: stored once per run.
@@ -116,7 +119,10 @@ fn round_trip_points_observations_payloads() {
     assert_eq!(ints(&obs, "posinf_count"), [1, 0, 1]);
     assert_eq!(ints(&obs, "zero_count"), [0, 1, 0]);
     assert_eq!(ints(&obs, "nbytes"), [16, 8, 16]);
-    let mean = obs.column_by_name("mean").unwrap().as_primitive::<Float64Type>();
+    let mean = obs
+        .column_by_name("mean")
+        .unwrap()
+        .as_primitive::<Float64Type>();
     assert_eq!(mean.value(0), 1.5);
     assert_eq!(mean.value(1), -1.5);
     let digests = strings(&obs, "digest");
@@ -142,7 +148,9 @@ fn large_payload_spans_chunks_and_round_trips() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     // 40 MiB + 12 bytes: three chunks, the last one short.
-    let bytes: Vec<u8> = (0..(40usize << 20) + 12).map(|i| (i * 31 % 251) as u8).collect();
+    let bytes: Vec<u8> = (0..(40usize << 20) + 12)
+        .map(|i| (i * 31 % 251) as u8)
+        .collect();
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     let obs = ObservationInput {
         dtype: DType::UInt8,
@@ -171,7 +179,8 @@ fn summary_payload_stores_no_bytes_and_empty_tensors_work() {
         stride: vec![3, 1],
         ..f32_obs("e", 0, 1, &[])
     };
-    w.commit_point(&point("p0"), &[summary_only, empty]).unwrap();
+    w.commit_point(&point("p0"), &[summary_only, empty])
+        .unwrap();
     w.close(false).unwrap();
     let r = RunReader::open(&dir).unwrap();
     assert!(!r.manifest().complete);
@@ -203,7 +212,10 @@ fn bad_points_are_refused_and_leave_nothing_visible() {
     let err = w.commit_point(&point("p1"), &[ragged]).unwrap_err();
     assert!(err.to_string().contains("needs 8 bytes, got 4"), "{err}");
     let twice = w
-        .commit_point(&point("p1"), &[f32_obs("a", 0, 0, &a), f32_obs("a", 0, 1, &a)])
+        .commit_point(
+            &point("p1"),
+            &[f32_obs("a", 0, 0, &a), f32_obs("a", 0, 1, &a)],
+        )
         .unwrap_err();
     assert!(twice.to_string().contains("appears twice"), "{twice}");
     // The writer still works, and the failed attempts used no index.
@@ -314,7 +326,11 @@ fn not_a_run_and_invalid_manifest() {
     ));
     fs::write(tmp.path().join(MANIFEST_FILE), b"{\"schema\": \"other\"}").unwrap();
     let err = open_err(tmp.path());
-    assert!(err.to_string().contains("expected \"torch-cudagraph-debug/run\""), "{err}");
+    assert!(
+        err.to_string()
+            .contains("expected \"torch-cudagraph-debug/run\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -352,5 +368,8 @@ fn part_of_another_table_is_refused() {
     });
     let r = RunReader::open(&dir).unwrap();
     let err = r.table(Table::Points).unwrap_err();
-    assert!(err.to_string().contains("not a part of the points table"), "{err}");
+    assert!(
+        err.to_string().contains("not a part of the points table"),
+        "{err}"
+    );
 }

@@ -1,0 +1,1 @@
+../../../fx_passes/__init__.py
