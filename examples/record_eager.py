@@ -14,7 +14,6 @@ from pathlib import Path
 
 import torch
 from torch import nn
-
 from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 
 
@@ -47,7 +46,9 @@ def main() -> None:
     torch.manual_seed(0)
     device = torch.device(args.device)
 
-    with TensorRecorder(name="eager-demo", run_dir=run_dir, run_metadata={"model": "2x mlp"}) as rec:
+    with TensorRecorder(
+        name="eager-demo", run_dir=run_dir, run_metadata={"model": "2x mlp"}
+    ) as rec:
         model = nn.Sequential(Block(64, rec), Block(64, rec)).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for step in range(args.steps):

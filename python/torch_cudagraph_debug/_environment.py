@@ -19,7 +19,9 @@ def _env_int(name: str) -> int | None:
     try:
         return int(value)
     except ValueError:
-        raise InvalidInputError(f"environment variable {name}={value!r} is not an integer") from None
+        raise InvalidInputError(
+            f"environment variable {name}={value!r} is not an integer"
+        ) from None
 
 
 def _distributed() -> tuple[int | None, int | None]:

@@ -180,13 +180,12 @@ class TensorRecorder:
                 f"{self.device}; move it or create the recorder with device=None"
             )
         source = tensor.detach()
-        if not source.is_contiguous():
-            if self.non_contiguous == "error":
-                raise NonContiguousTensorError(
-                    f"observe({name!r}): tensor with shape {tuple(source.shape)} and stride "
-                    f"{source.stride()} is not contiguous; pass non_contiguous='copy' to "
-                    "record a contiguous copy (its original stride is kept in the run)"
-                )
+        if not source.is_contiguous() and self.non_contiguous == "error":
+            raise NonContiguousTensorError(
+                f"observe({name!r}): tensor with shape {tuple(source.shape)} and stride "
+                f"{source.stride()} is not contiguous; pass non_contiguous='copy' to "
+                "record a contiguous copy (its original stride is kept in the run)"
+            )
         host = self._to_host(source, point)
         invocation = point.invocations.get(name, 0)
         point.observations.append(
@@ -268,7 +267,9 @@ class TensorRecorder:
             raise InvalidInputError(f"point label {label!r} is already used in this run")
         meta = dict(metadata or {})
         _json("metadata", meta)
-        self._point = _OpenPoint(label, meta, self.synchronize if synchronize is None else synchronize)
+        self._point = _OpenPoint(
+            label, meta, self.synchronize if synchronize is None else synchronize
+        )
         try:
             yield
             self._commit(self._point)

@@ -1,0 +1,39 @@
+"""Examples run as users run them; the installed package carries every source file."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import torch_cudagraph_debug
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_record_eager_example_prints_the_duckdb_query(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "record_eager.py"), "--run-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    assert "points: ('step0', 'step1', 'step2', 'step3')" in out
+    assert "DuckDB over the run's observation parts" in out
+    # Four steps of decreasing-then-noisy loss: one value per step, all finite.
+    loss_line = next(line for line in out.splitlines() if line.startswith("loss by step:"))
+    values = [float(v) for v in loss_line.split(":")[1].strip(" []\n").split(",")]
+    assert len(values) == 4 and all(0.5 < v < 2.0 for v in values)
+
+
+def test_fx_passes_ship_inside_the_package():
+    installed = Path(torch_cudagraph_debug.__file__).parent / "fx_passes"
+    sources = sorted(p.relative_to(REPO / "fx_passes") for p in (REPO / "fx_passes").rglob("*.py"))
+    assert sources, "fx_passes/ has no sources"
+    for rel in sources:
+        shipped = installed / rel
+        assert shipped.is_file(), f"fx_passes/{rel} is not in the installed package"
+        assert shipped.read_text() == (REPO / "fx_passes" / rel).read_text()
+    assert importlib.import_module("torch_cudagraph_debug.fx_passes").__file__

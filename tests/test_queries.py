@@ -1,0 +1,92 @@
+"""Runs are plain Parquet: DuckDB and pandas read them without this package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pandas as pd
+import pytest
+import torch
+from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
+
+
+@pytest.fixture
+def job(tmp_path):
+    """Two ranks of one job, three points each, in one job directory."""
+    for rank in (0, 1):
+        with TensorRecorder(name="job", run_dir=tmp_path, rank=rank, world_size=2) as rec:
+            for step in range(3):
+                with rec.record_point(f"step{step}", metadata={"step": step}):
+                    rec.observe(torch.full((4, 4), float(step + 10 * rank)), name="h")
+                    rec.observe(torch.tensor([step, rank], dtype=torch.int64), name="ids")
+    return tmp_path
+
+
+def test_duckdb_reads_one_run_directly(job):
+    rows = duckdb.sql(
+        f"""SELECT point_label, name, numel, mean, std, dtype, shape
+            FROM read_parquet('{job}/rank=1/observations/*.parquet')
+            WHERE name = 'h' ORDER BY point_index"""
+    ).fetchall()
+    assert rows == [
+        ("step0", "h", 16, 10.0, 0.0, "float32", [4, 4]),
+        ("step1", "h", 16, 11.0, 0.0, "float32", [4, 4]),
+        ("step2", "h", 16, 12.0, 0.0, "float32", [4, 4]),
+    ]
+
+
+def test_duckdb_sees_every_rank_of_a_job_with_hive_partitioning(job):
+    rows = duckdb.sql(
+        f"""SELECT rank, count(*) AS n, max(mean) AS top
+            FROM read_parquet('{job}/**/observations/*.parquet', hive_partitioning=true)
+            WHERE name = 'h' GROUP BY rank ORDER BY rank"""
+    ).fetchall()
+    assert rows == [(0, 3, 2.0), (1, 3, 12.0)]
+    runs = duckdb.sql(
+        f"SELECT rank, complete, point_count FROM read_parquet('{job}/*/run.parquet') ORDER BY rank"
+    ).fetchall()
+    assert runs == [(0, True, 3), (1, True, 3)]
+
+
+def test_duckdb_joins_points_and_reassembles_payload_bytes(job):
+    run = f"{job}/rank=0"
+    (meta, digest) = duckdb.sql(
+        f"""SELECT p.metadata, o.digest
+            FROM read_parquet('{run}/observations/*.parquet') o
+            JOIN read_parquet('{run}/points/*.parquet') p USING (point_index)
+            WHERE o.name = 'ids' AND p.label = 'step2'"""
+    ).fetchall()[0]
+    assert meta == '{"step": 2}'
+    chunks = duckdb.sql(
+        f"""SELECT data FROM read_parquet('{run}/payloads/*.parquet')
+            WHERE digest = '{digest}' ORDER BY chunk_index"""
+    ).fetchall()
+    data = b"".join(c[0] for c in chunks)
+    assert torch.frombuffer(bytearray(data), dtype=torch.int64).tolist() == [2, 0]
+
+
+def test_pandas_reads_a_run_and_our_to_pandas_agrees(job):
+    df = pd.read_parquet(f"{job}/rank=1/observations")
+    h = df[df["name"] == "h"].sort_values("point_index")
+    assert h["mean"].tolist() == [10.0, 11.0, 12.0]
+    assert h["l2"].tolist() == pytest.approx([40.0, 44.0, 48.0])
+    mine = TensorRun.load(job / "rank=1").to_pandas()
+    assert mine[mine["name"] == "h"]["mean"].tolist() == [10.0, 11.0, 12.0]
+    assert set(df.columns) == set(mine.columns)
+
+
+def test_a_process_without_our_package_reads_the_run(job):
+    # No import of torch_cudagraph_debug in the child: the files alone carry the data.
+    code = textwrap.dedent(
+        f"""
+        import sys, duckdb
+        assert "torch_cudagraph_debug" not in sys.modules
+        n = duckdb.sql("SELECT count(*) FROM read_parquet('{job}/rank=0/points/*.parquet')")
+        print(n.fetchall()[0][0])
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "3"

@@ -1,0 +1,224 @@
+"""TensorRecorder in eager mode: identity rules, point and run lifecycle, payload kinds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch_cudagraph_debug.errors import (
+    InvalidInputError,
+    NonContiguousTensorError,
+    PayloadUnavailableError,
+    RecorderStateError,
+    RunExistsError,
+)
+from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
+
+
+def test_observe_returns_the_same_tensor_and_records_identity(tmp_path):
+    rec = TensorRecorder(name="ident", run_dir=tmp_path / "run")
+    a, b = torch.arange(4.0), torch.ones(2, 3, dtype=torch.int32)
+    with rec.record_point("step0", metadata={"lr": 0.1}):
+        assert rec.observe(a, name="x") is a
+        rec.observe(b, name="y")
+        rec.observe(a * 2, name="x")
+    run = rec.finish()
+    point = run["step0"]
+    assert [(o.order, o.name, o.invocation_index) for o in point.observations] == [
+        (0, "x", 0),
+        (1, "y", 0),
+        (2, "x", 1),
+    ]
+    assert point.metadata == {"lr": 0.1}
+    assert point.index == 0 and run[0] is point
+    assert point.observation("x", 1).tensor().tolist() == [0.0, 2.0, 4.0, 6.0]
+    y = point.observation("y")
+    assert (y.shape, y.stride, y.dtype, y.nbytes) == ((2, 3), (3, 1), torch.int32, 24)
+    assert y.source_device == "cpu" and y.payload == "full"
+    assert y.summary.numel == 6 and y.summary.mean == 1.0 and y.summary.std == 0.0
+    assert run.complete and run.name == "ident" and run.execution == "eager"
+    assert run.rank == 0 and run.world_size == 1
+    assert run.finished_at >= run.created_at
+
+
+def test_values_are_captured_when_observed_not_when_the_point_closes(tmp_path):
+    with TensorRecorder(run_dir=tmp_path / "run") as rec:
+        x = torch.zeros(3)
+        with rec.record_point("p"):
+            rec.observe(x, name="before")
+            x.add_(5)  # the model keeps working on the same storage
+            rec.observe(x, name="after")
+    point = rec.result["p"]
+    assert point.tensor("before").tolist() == [0.0, 0.0, 0.0]
+    assert point.tensor("after").tolist() == [5.0, 5.0, 5.0]
+
+
+def test_outside_a_point_observe_is_a_no_op_unless_strict(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "a")
+    t = torch.ones(1)
+    assert rec.observe(t, name="x") is t
+    rec.finish()
+    assert len(rec.result) == 0
+    strict = TensorRecorder(run_dir=tmp_path / "b", strict_scope=True)
+    with pytest.raises(RecorderStateError, match="outside record_point"):
+        strict.observe(t, name="x")
+
+
+def test_points_do_not_nest_and_labels_are_unique(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run")
+    with rec.record_point("p"), pytest.raises(RecorderStateError, match="do not nest"):
+        with rec.record_point("q"):
+            pass
+    with pytest.raises(InvalidInputError, match="'p' is already used"), rec.record_point("p"):
+        pass
+    with pytest.raises(InvalidInputError, match="JSON"):
+        with rec.record_point("m", metadata={"f": object()}):
+            pass
+    assert rec.finish().labels == ("p",)
+
+
+def test_an_exception_inside_a_point_discards_that_point_only(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run")
+    with rec.record_point("ok"):
+        rec.observe(torch.ones(1), name="x")
+    with pytest.raises(ZeroDivisionError), rec.record_point("broken"):
+        rec.observe(torch.ones(1), name="x")
+        _ = 1 / 0
+    with rec.record_point("broken"):  # the label was never committed
+        rec.observe(torch.zeros(1), name="x")
+    run = rec.finish()
+    assert run.labels == ("ok", "broken")
+    assert run["broken"].tensor("x").tolist() == [0.0]
+
+
+def test_context_manager_exception_keeps_an_incomplete_run(tmp_path):
+    path = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="boom"), TensorRecorder(run_dir=path) as rec:
+        with rec.record_point("p0"):
+            rec.observe(torch.ones(2), name="x")
+        raise RuntimeError("boom")
+    run = TensorRun.load(path)
+    assert run.complete is False
+    assert run.labels == ("p0",)
+    assert run.finished_at is not None
+    assert rec.result is not None and rec.result.complete is False
+    with pytest.raises(RecorderStateError, match="already finished or closed"):
+        rec.observe(torch.ones(1), name="x")
+
+
+def test_finish_is_idempotent_preview_and_close(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run")
+    with rec.record_point("p0"):
+        rec.observe(torch.ones(1), name="x")
+    preview = rec.preview()
+    assert preview.complete is False and preview.labels == ("p0",)
+    assert rec.result is None
+    run = rec.finish()
+    assert rec.finish() is run and rec.result is run and rec.preview() is run
+    assert run.complete
+    with pytest.raises(RecorderStateError), rec.record_point("p1"):
+        pass
+
+    closed = TensorRecorder(run_dir=tmp_path / "closed")
+    closed.close()
+    closed.close()
+    assert TensorRun.load(tmp_path / "closed").complete is False
+
+
+def test_summary_payload_keeps_statistics_but_no_values(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run", payload="summary")
+    x = torch.tensor([1.0, math.nan, 3.0, -math.inf])
+    with rec.record_point("p"):
+        rec.observe(x, name="s")
+        rec.observe(x, name="f", payload="full")
+    point = rec.finish()["p"]
+    s = point.observation("s")
+    assert s.payload == "summary"
+    assert (s.summary.nan, s.summary.neginf, s.summary.finite) == (1, 1, 2)
+    assert (s.summary.min, s.summary.max, s.summary.mean) == (1.0, 3.0, 2.0)
+    with pytest.raises(PayloadUnavailableError, match="payload='summary'"):
+        s.tensor()
+    # Same bytes, same digest: comparisons can tell equal values apart from summaries.
+    assert s.digest == point.observation("f").digest
+    assert torch.equal(point.tensor("f"), x) is False  # NaN != NaN
+    assert torch.allclose(point.tensor("f"), x, equal_nan=True)
+    stored = list((tmp_path / "run" / "payloads").glob("*.parquet"))
+    assert len(stored) == 1  # only the full observation's bytes
+
+
+def test_non_contiguous_error_or_copy(tmp_path):
+    t = torch.arange(12.0).reshape(3, 4).t()
+    rec = TensorRecorder(run_dir=tmp_path / "a")
+    with rec.record_point("p"):
+        with pytest.raises(NonContiguousTensorError, match="non_contiguous='copy'"):
+            rec.observe(t, name="t")
+        rec.observe(t[:, 0], name="column")  # a contiguous view is fine
+    copying = TensorRecorder(run_dir=tmp_path / "b", non_contiguous="copy")
+    with copying.record_point("p"):
+        copying.observe(t, name="t")
+    obs = copying.finish()["p"].observation("t")
+    assert obs.stride == (1, 4)  # the source's layout is kept as a fact
+    assert torch.equal(obs.tensor(), t)
+
+
+def test_watch_grad_records_gradients_inside_a_point(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run")
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    rec.watch_grad(w, name="w.grad")
+    with rec.record_point("step"):
+        (w * torch.tensor([3.0, 4.0])).sum().backward()
+    assert rec.finish()["step"].tensor("w.grad").tolist() == [3.0, 4.0]
+    with pytest.warns(UserWarning, match="does not require grad"):
+        TensorRecorder(run_dir=tmp_path / "b").watch_grad(torch.ones(1), name="g")
+    with pytest.raises(InvalidInputError):
+        TensorRecorder(run_dir=tmp_path / "c").watch_grad(torch.ones(1), name="g", strict=True)
+
+
+def test_rank_and_world_size_come_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    rec = TensorRecorder(name="job", bundle_dir=tmp_path / "job", group_id="g1")
+    # One job directory, one run per rank, named for hive-style discovery.
+    assert Path(rec.path) == tmp_path / "job" / "rank=1"
+    run = rec.finish()
+    assert (run.rank, run.world_size, run.group_id) == (1, 2, "g1")
+    explicit = TensorRecorder(run_dir=tmp_path / "x", rank=0, world_size=1)
+    assert Path(explicit.path) == tmp_path / "x"
+    with pytest.raises(InvalidInputError, match="outside world size"):
+        TensorRecorder(run_dir=tmp_path / "y", rank=3, world_size=2)
+
+
+def test_bad_arguments_are_typed_errors(tmp_path):
+    with pytest.raises(InvalidInputError, match="payload"):
+        TensorRecorder(run_dir=tmp_path / "a", payload="half")
+    with pytest.raises(InvalidInputError, match="execution"):
+        TensorRecorder(run_dir=tmp_path / "b", execution="graph")
+    with pytest.raises(InvalidInputError, match="run_dir or its alias"):
+        TensorRecorder(run_dir=tmp_path / "c", bundle_dir=tmp_path / "d")
+    rec = TensorRecorder(run_dir=tmp_path / "e")
+    with rec.record_point("p"):
+        with pytest.raises(InvalidInputError, match=r"expected a torch\.Tensor"):
+            rec.observe([1, 2], name="x")
+        with pytest.raises(InvalidInputError, match="sparse"):
+            rec.observe(torch.eye(2).to_sparse(), name="x")
+    with pytest.raises(RunExistsError):
+        TensorRecorder(run_dir=tmp_path / "e")
+
+
+def test_provenance_and_run_metadata_are_stored(tmp_path):
+    rec = TensorRecorder(run_dir=tmp_path / "run", run_metadata={"model": "mlp", "seed": 3})
+    run = rec.finish()
+    assert run.run_metadata == {"model": "mlp", "seed": 3}
+    assert run.provenance["torch"] == torch.__version__
+    assert run.provenance["producer"] == "torch-cudagraph-debug"
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert manifest["format_version"] == run.format_version == 1
+
+
+def test_default_run_dir_is_a_fresh_temporary_directory():
+    a, b = TensorRecorder(name="tmp"), TensorRecorder(name="tmp")
+    assert a.path != b.path and Path(a.path, "run.json").is_file()
+    assert a.finish().path == a.path
