@@ -33,6 +33,38 @@ class RecorderStateError(TcgdError, RuntimeError):
     """A recorder or probe used out of order (after finish, nested points, ...)."""
 
 
+class WrongDeviceError(InvalidInputError):
+    """A tensor on another device than the probe or recorder is bound to."""
+
+
+class ProbeClosedError(RecorderStateError):
+    """A probe used after ``close()``."""
+
+
+class SecondCaptureError(RecorderStateError):
+    """A probe used in a second capture; a probe binds to one captured graph."""
+
+
+class SynchronizeDuringCaptureError(RecorderStateError):
+    """A snapshot or synchronising call while a CUDA graph capture is under way."""
+
+
+class CaptureInvalidatedError(TcgdError, RuntimeError):
+    """The capture on the current stream was invalidated by an earlier error."""
+
+
+class CudaUnavailableError(TcgdError, RuntimeError):
+    """CUDA work was asked for on a machine or build without a usable CUDA driver."""
+
+
+class CudaDriverError(TcgdError, RuntimeError):
+    """A CUDA driver call failed; the message names the call and the error."""
+
+
+class CheckFailedError(TcgdError, AssertionError):
+    """A ``CheckAction`` saw a value outside its tolerance (``assert_check_ok``)."""
+
+
 class StorageError(TcgdError, OSError):
     """A problem with a run directory on disk."""
 
@@ -74,20 +106,28 @@ class PayloadUnavailableError(TcgdError, LookupError):
 
 
 __all__ = [
+    "CaptureInvalidatedError",
+    "CheckFailedError",
     "CorruptRunError",
+    "CudaDriverError",
+    "CudaUnavailableError",
     "DigestMismatchError",
     "InvalidInputError",
     "NonContiguousTensorError",
     "PayloadMissingError",
     "PayloadUnavailableError",
+    "ProbeClosedError",
     "RecorderStateError",
     "RunExistsError",
     "RunNotFoundError",
+    "SecondCaptureError",
     "StorageError",
     "StorageIOError",
+    "SynchronizeDuringCaptureError",
     "TcgdError",
     "TcgdInternalError",
     "UnsafePathError",
     "UnsupportedDtypeError",
     "UnsupportedFormatError",
+    "WrongDeviceError",
 ]

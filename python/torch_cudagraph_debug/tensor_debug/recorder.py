@@ -22,6 +22,7 @@ from torch_cudagraph_debug.errors import (
     NonContiguousTensorError,
     RecorderStateError,
 )
+from torch_cudagraph_debug.tensor_debug.probe import TensorProbe
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 Execution = Literal["eager", "cuda_graph"]
@@ -108,11 +109,6 @@ class TensorRecorder:
         run_metadata: dict[str, Any] | None = None,
     ):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
-        if self.execution == "cuda_graph":
-            raise InvalidInputError(
-                "execution='cuda_graph' records replays through the native probe runtime, "
-                "which this build does not include yet; use execution='eager'"
-            )
         self.payload = _choice("payload", payload, ("full", "summary"))
         self.non_contiguous = _choice("non_contiguous", non_contiguous, ("error", "copy"))
         if not isinstance(name, str) or not name:
@@ -152,6 +148,19 @@ class TensorRecorder:
         self._result: TensorRun | None = None
         self._closed = False
         self._copy_stream: torch.cuda.Stream | None = None
+        # cuda_graph execution: observations are probe sites captured into the graph; each
+        # point reads the slots after the replay it wraps.
+        self._probe: TensorProbe | None = None
+        self._payload_of: dict[tuple[str, int], str] = {}
+        self._last_replay = 0
+        if self.execution == "cuda_graph":
+            self._probe = TensorProbe(
+                f"{name}/recorder",
+                non_contiguous=self.non_contiguous,
+                when="capture",
+                device=self.device,
+                synchronize=synchronize,
+            )
 
     # ----------------------------------------------------------------- observing
     def observe(
@@ -165,6 +174,8 @@ class TensorRecorder:
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
         kind = self.payload if payload is None else _choice("payload", payload, ("full", "summary"))
+        if self._probe is not None:
+            return self._observe_in_graph(tensor, name, kind)
         point = self._point
         if point is None:
             if self.strict_scope:
@@ -201,6 +212,26 @@ class TensorRecorder:
             )
         )
         point.invocations[name] = invocation + 1
+        return tensor
+
+    def _observe_in_graph(self, tensor: torch.Tensor, name: str, kind: str) -> torch.Tensor:
+        """``cuda_graph`` execution: inside a capture the value becomes a probe site refreshed
+        on every replay; outside one (warmup) the call does nothing."""
+        assert self._probe is not None
+        if self._point is not None and _capturing(tensor):
+            raise RecorderStateError(
+                f"observe({name!r}) captures inside record_point(); capture the graph first, "
+                "then replay it inside record_point()"
+            )
+        invocation = self._probe._invocations.get(name, 0)
+        self._probe(tensor, name=name)
+        if self._probe._invocations.get(name, 0) > invocation:
+            self._payload_of[(name, invocation)] = kind
+        elif self.strict_scope and not _capturing(tensor):
+            raise RecorderStateError(
+                f"observe({name!r}) outside a capture with execution='cuda_graph'; observe "
+                "inside torch.cuda.graph(...) or pass strict_scope=False"
+            )
         return tensor
 
     def _to_host(self, source: torch.Tensor, point: _OpenPoint) -> torch.Tensor:
@@ -277,6 +308,9 @@ class TensorRecorder:
             self._point = None
 
     def _commit(self, point: _OpenPoint) -> None:
+        if self._probe is not None:
+            self._commit_replay(point)
+            return
         # The host copies must have landed before their bytes are read, whatever
         # `synchronize` says; it only decides whether the whole device is waited for too.
         for done in point.copy_done:
@@ -290,6 +324,37 @@ class TensorRecorder:
             None,
             [o.as_native() for o in point.observations],
         )
+
+    def _commit_replay(self, point: _OpenPoint) -> None:
+        """The point takes the values of the replay that ran inside it."""
+        assert self._probe is not None
+        snapshot = self._probe.snapshot(synchronize=point.synchronize)
+        if snapshot.replay_index <= self._last_replay:
+            raise RecorderStateError(
+                f"record_point({point.label!r}) saw no new replay (replay index "
+                f"{snapshot.replay_index}); replay the captured graph inside the point"
+            )
+        observations = [
+            _PendingObservation(
+                order=o.order,
+                name=o.name,
+                invocation_index=o.invocation_index,
+                host=o.tensor(),
+                shape=o.shape,
+                stride=o.stride,
+                source_device=o.source_device,
+                payload=self._payload_of.get(o.key, self.payload),
+            )
+            for o in snapshot.observations
+        ]
+        self._writer.commit_point(
+            point.label,
+            json.dumps(point.metadata),
+            snapshot.replay_index,
+            None,
+            [o.as_native() for o in observations],
+        )
+        self._last_replay = snapshot.replay_index
 
     # ----------------------------------------------------------------- lifecycle
     def _check_open(self, what: str) -> None:
@@ -316,6 +381,7 @@ class TensorRecorder:
             )
         self._writer.close(True)
         self._closed = True
+        self._release_probe()
         self._result = TensorRun.load(self.path)
         return self._result
 
@@ -330,6 +396,12 @@ class TensorRecorder:
             return
         self._writer.close(False)
         self._closed = True
+        self._release_probe()
+
+    def _release_probe(self) -> None:
+        if self._probe is not None:
+            # Graphs that captured the probe keep its slots alive on their own.
+            self._probe.close(synchronize=False)
 
     def __enter__(self) -> TensorRecorder:
         return self
@@ -342,6 +414,10 @@ class TensorRecorder:
             self.close()
             with contextlib.suppress(Exception):
                 self._result = TensorRun.load(self.path)
+
+
+def _capturing(tensor: torch.Tensor) -> bool:
+    return tensor.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def _json(what: str, value: object) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +15,12 @@ import pyarrow as pa
 import torch
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import dtype_from_name, tensor_from_bytes
+from torch_cudagraph_debug._torch_bridge import (
+    dtype_from_name,
+    dtype_name,
+    host_bytes,
+    tensor_from_bytes,
+)
 from torch_cudagraph_debug.errors import InvalidInputError, PayloadUnavailableError
 
 
@@ -41,6 +46,14 @@ class TensorSummary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TensorSummary:
         return cls(**{f: d[f] for f in cls.__dataclass_fields__})
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSummary:
+        """The native summary of a CPU tensor's values."""
+        contiguous = tensor.contiguous()
+        return cls.from_dict(
+            _native.summarize(dtype_name(contiguous.dtype), host_bytes(contiguous))
+        )
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,8 @@ class TensorObservation:
     digest: str | None
     summary: TensorSummary
     site: TensorSite | None
-    _reader: _native.RunReader | None = field(default=None, repr=False, compare=False)
+    # How to produce the value: from a run's payloads, or a snapshot's host copy.
+    _load: Callable[[], torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -82,14 +96,13 @@ class TensorObservation:
     def tensor(self) -> torch.Tensor:
         """The recorded value as a contiguous CPU tensor; its bytes are checked against the
         digest first. Raises ``PayloadUnavailableError`` for a summary-only observation."""
-        if self.payload != "full" or self.digest is None or self._reader is None:
+        if self.payload != "full" or self._load is None:
             raise PayloadUnavailableError(
                 f"observation '{self.name}' (invocation {self.invocation_index}) was recorded "
                 f"with payload='{self.payload}': only its summary was stored; record with "
                 "payload='full' to keep the values"
             )
-        data = self._reader.payload(self.digest)
-        return tensor_from_bytes(data, self.dtype, self.shape)
+        return self._load()
 
 
 @dataclass(frozen=True)
@@ -185,7 +198,7 @@ class TensorRun:
                     l2=row["l2"],
                 ),
                 site=TensorSite(**site_values) if any(site_values.values()) else None,
-                _reader=self._reader,
+                _load=self._payload_loader(row),
             )
             by_point.setdefault(row["point_index"], []).append(observation)
         points = []
@@ -202,6 +215,13 @@ class TensorRun:
                 )
             )
         return tuple(points)
+
+    def _payload_loader(self, row: dict[str, Any]) -> Callable[[], torch.Tensor] | None:
+        if row["payload"] != "full" or row["digest"] is None:
+            return None
+        reader, digest = self._reader, row["digest"]
+        dtype, shape = dtype_from_name(row["dtype"]), tuple(row["shape"])
+        return lambda: tensor_from_bytes(reader.payload(digest), dtype, shape)
 
     def __len__(self) -> int:
         return len(self.points)

@@ -4,6 +4,7 @@
 //! mapping. Logic lives in the crates below.
 
 mod errors;
+mod probe;
 mod store;
 
 use pyo3::prelude::*;
@@ -104,5 +105,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_dtype, m)?)?;
     m.add_class::<store::RunWriter>()?;
     m.add_class::<store::RunReader>()?;
+    m.add_class::<probe::ProbeRuntime>()?;
+    m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;
+    m.add_function(wrap_pyfunction!(probe::probe_memory, m)?)?;
     Ok(())
 }

@@ -432,3 +432,50 @@ mod tests {
         assert!(for_each_complex_chunk(DType::Float64, &bytes, |_| {}).is_err());
     }
 }
+
+/// The exact value of element `index` of an integer or bool dtype, or `None` for floating
+/// and complex dtypes (and for an index past the end). Checks and comparisons use it so
+/// that int64 / uint64 values beyond 2^53 compare exactly, which `f64` cannot.
+pub fn integer_at(dtype: DType, bytes: &[u8], index: usize) -> Option<i128> {
+    let size = dtype.itemsize();
+    let start = index.checked_mul(size)?;
+    let raw = bytes.get(start..start.checked_add(size)?)?;
+    let mut le = [0u8; 8];
+    le[..size.min(8)].copy_from_slice(&raw[..size.min(8)]);
+    Some(match dtype {
+        DType::Bool => i128::from(raw[0] != 0),
+        DType::UInt8 => i128::from(raw[0]),
+        DType::Int8 => i128::from(raw[0] as i8),
+        DType::UInt16 => i128::from(u16::from_le_bytes([le[0], le[1]])),
+        DType::Int16 => i128::from(i16::from_le_bytes([le[0], le[1]])),
+        DType::UInt32 => i128::from(u32::from_le_bytes([le[0], le[1], le[2], le[3]])),
+        DType::Int32 => i128::from(i32::from_le_bytes([le[0], le[1], le[2], le[3]])),
+        DType::UInt64 => i128::from(u64::from_le_bytes(le)),
+        DType::Int64 => i128::from(i64::from_le_bytes(le)),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod integer_tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_exact_beyond_f64_precision() {
+        let big = (1u64 << 63) + 1;
+        assert_eq!(
+            integer_at(DType::UInt64, &big.to_le_bytes(), 0),
+            Some(i128::from(big))
+        );
+        let neg = i64::MIN + 1;
+        assert_eq!(
+            integer_at(DType::Int64, &neg.to_le_bytes(), 0),
+            Some(i128::from(neg))
+        );
+        assert_eq!(integer_at(DType::Int8, &[0xFF, 1], 1), Some(1));
+        assert_eq!(integer_at(DType::Int8, &[0xFF], 0), Some(-1));
+        assert_eq!(integer_at(DType::Bool, &[0, 2], 1), Some(1));
+        assert_eq!(integer_at(DType::Float32, &[0; 4], 0), None);
+        assert_eq!(integer_at(DType::Int32, &[0; 4], 1), None);
+    }
+}

@@ -1,0 +1,603 @@
+"""``TensorProbe``: observe intermediate tensors inside a captured CUDA graph (or eagerly),
+refreshed on every replay, read on request.
+
+Device work (slots, the replay counter, Print and Check host functions) is done by the
+native runtime; this module keeps identity, validation and the user-facing objects.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from torch_cudagraph_debug import _native, _probe_op
+from torch_cudagraph_debug._torch_bridge import (
+    check_recordable,
+    dtype_name,
+    host_bytes,
+    tensor_from_bytes,
+)
+from torch_cudagraph_debug.errors import (
+    CheckFailedError,
+    InvalidInputError,
+    NonContiguousTensorError,
+    ProbeClosedError,
+    RecorderStateError,
+    SynchronizeDuringCaptureError,
+    WrongDeviceError,
+)
+from torch_cudagraph_debug.tensor_debug.run import TensorObservation, TensorSummary
+
+When = Literal["capture", "always"]
+SyncArg = bool | torch.cuda.Stream | torch.device | str | int | None
+
+
+# --------------------------------------------------------------------------- actions
+def _check_bool(owner: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{owner}.{name} must be a bool, got {value!r}")
+
+
+def _check_count(owner: str, name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInputError(f"{owner}.{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class RecordAction:
+    """Keep the latest value of every observation (read it with ``snapshot()``)."""
+
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        _check_bool("RecordAction", "enabled", self.enabled)
+
+
+@dataclass(frozen=True)
+class PrintAction:
+    """Print observed values from a host function during replay.
+
+    Each printing replay costs a device-to-host copy of the value and a host round trip
+    that the stream waits for: use it at a few sites, not everywhere. Output goes to the
+    process's standard output (file descriptor 1), not through ``sys.stdout``.
+    """
+
+    max_items: int = 16
+    every: int = 1
+    summary: bool = True
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        _check_count("PrintAction", "max_items", self.max_items)
+        _check_count("PrintAction", "every", self.every)
+        _check_bool("PrintAction", "summary", self.summary)
+        _check_bool("PrintAction", "enabled", self.enabled)
+
+
+ExpectedValues = Any  # a tensor / ndarray, a sequence of them, or a mapping keyed by (name, inv)
+
+
+@dataclass(frozen=True)
+class CheckAction:
+    """Check observed values against expected ones on every replay, on the host.
+
+    Finite values pass when ``|a - e| <= atol + rtol * |e|``; infinities must match exactly;
+    NaN passes only with ``equal_nan``; integers compare exactly over their whole range.
+    The first failure is kept (replay, name, element, both values): ``check_status()``.
+    """
+
+    expected: ExpectedValues
+    rtol: float = 1e-5
+    atol: float = 1e-8
+    equal_nan: bool = False
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                raise InvalidInputError(f"CheckAction.{name} must be a number >= 0, got {value!r}")
+        _check_bool("CheckAction", "equal_nan", self.equal_nan)
+        _check_bool("CheckAction", "enabled", self.enabled)
+
+    def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor:
+        expected = self.expected
+        if isinstance(expected, Mapping):
+            if (name, invocation) not in expected:
+                raise InvalidInputError(
+                    f"CheckAction has no expected value for ({name!r}, {invocation}); "
+                    f"keys: {sorted(expected)}"
+                )
+            expected = expected[(name, invocation)]
+        elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+            if order >= len(expected):
+                raise InvalidInputError(
+                    f"CheckAction lists {len(expected)} expected values; observation {order} "
+                    f"({name!r}) has none"
+                )
+            expected = expected[order]
+        value = torch.as_tensor(expected)
+        if value.device.type != "cpu":
+            raise InvalidInputError("CheckAction expected values must be CPU tensors or arrays")
+        return value.contiguous()
+
+
+Action = RecordAction | PrintAction | CheckAction
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class CheckFailure:
+    replay_index: int
+    name: str
+    invocation_index: int
+    element: tuple[int, ...]
+    actual: str
+    expected: str
+
+
+@dataclass(frozen=True)
+class CheckStatus:
+    evaluations: int
+    failures: int
+    first_failure: CheckFailure | None
+
+    @property
+    def ok(self) -> bool:
+        return self.failures == 0
+
+
+@dataclass(frozen=True)
+class TensorProbeSnapshot:
+    """Every observation of a probe as of one moment (after a replay, or eagerly)."""
+
+    probe_name: str
+    snapshot_index: int
+    replay_index: int
+    timestamp: _dt.datetime
+    observations: tuple[TensorObservation, ...]
+    overwrite_counts: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def by_key(self) -> dict[tuple[str, int], TensorObservation]:
+        return {o.key: o for o in self.observations}
+
+    def observation(self, name: str, invocation_index: int = 0) -> TensorObservation:
+        try:
+            return self.by_key[(name, invocation_index)]
+        except KeyError:
+            raise KeyError(
+                f"snapshot of probe {self.probe_name!r} has no observation "
+                f"({name!r}, {invocation_index}); keys: {sorted(self.by_key)}"
+            ) from None
+
+    def tensor(self, name: str, invocation_index: int = 0) -> torch.Tensor:
+        return self.observation(name, invocation_index).tensor()
+
+
+# --------------------------------------------------------------------------- the probe
+@dataclass
+class _Site:
+    """One observation slot: fixed at capture (or at the first eager call of a name)."""
+
+    order: int
+    name: str
+    invocation_index: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    source_device: str
+    nbytes: int
+    slot: int | None = None  # native slot (CUDA)
+    host: torch.Tensor | None = None  # host slot (CPU)
+    actions: list[int] = field(default_factory=list)  # native action ids, for eager relaunch
+    overwrites: int = 0
+    check: tuple[CheckAction, torch.Tensor] | None = None
+
+
+def _in_capture(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _coordinate(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    coord = []
+    for size in reversed(shape):
+        coord.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(coord))
+
+
+class TensorProbe:
+    """Observes tensors at the places it is called.
+
+    ``probe(tensor, name=...)`` returns the same tensor. Inside ``torch.cuda.graph(...)``
+    each call reserves a device slot and records a device-to-device copy into it, so every
+    replay refreshes the value; ``snapshot()`` reads all slots. With ``when="capture"``
+    (default) calls outside a capture do nothing; with ``when="always"`` an eager call
+    re-samples one slot per name in place.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        actions: Sequence[Action] = (RecordAction(),),
+        *,
+        non_contiguous: Literal["error", "copy"] = "error",
+        when: When = "capture",
+        device: torch.device | str | int | None = None,
+        synchronize: SyncArg = True,
+    ):
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"probe name must be a non-empty string, got {name!r}")
+        actions = tuple(actions)
+        for action in actions:
+            if not isinstance(action, RecordAction | PrintAction | CheckAction):
+                raise InvalidInputError(
+                    f"actions must be RecordAction, PrintAction or CheckAction, got {action!r}"
+                )
+        if non_contiguous not in ("error", "copy"):
+            raise InvalidInputError(
+                f"non_contiguous must be 'error' or 'copy', got {non_contiguous!r}"
+            )
+        if when not in ("capture", "always"):
+            raise InvalidInputError(f"when must be 'capture' or 'always', got {when!r}")
+        self.name = name
+        self.actions = actions
+        self.non_contiguous = non_contiguous
+        self.when = when
+        self.synchronize = synchronize
+        self.device: torch.device | None = None if device is None else _as_device(device)
+        self._runtime: _native.ProbeRuntime | None = None
+        self._sites: list[_Site] = []
+        self._captured: dict[tuple[str, int], _Site] = {}
+        self._invocations: dict[str, int] = {}
+        self._eager: dict[str, _Site] = {}
+        self._mode: Literal["eager", "capture"] | None = None
+        self._snapshots = 0
+        self._closed = False
+        self._id = _probe_op.register(self)
+
+    # ------------------------------------------------------------ calling the probe
+    def __call__(self, tensor: torch.Tensor, *, name: str | None = None) -> torch.Tensor:
+        self._check_open()
+        name = self.name if name is None else name
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
+        check_recordable(tensor, f"{self.name}({name!r})")
+        self._bind_device(tensor, name)
+        capturing = _in_capture(tensor.device)
+        if not capturing and self.when == "capture":
+            return tensor  # warmup and eager runs add nothing
+        if not capturing and self._mode == "capture":
+            raise RecorderStateError(
+                f"probe {self.name!r} was already captured into a graph; eager calls after "
+                "capture are rejected. Use a separate TensorProbe for eager observations"
+            )
+        value = tensor.detach()
+        if not value.is_contiguous():
+            if self.non_contiguous == "error":
+                raise NonContiguousTensorError(
+                    f"{self.name}({name!r}): tensor with shape {tuple(value.shape)} and stride "
+                    f"{value.stride()} is not contiguous; create the probe with "
+                    "non_contiguous='copy' to observe a contiguous copy"
+                )
+            value = value.contiguous()
+        if capturing:
+            self._observe_in_capture(tensor, value, name)
+        else:
+            self._observe_eagerly(tensor, value, name)
+        return tensor
+
+    def _bind_device(self, tensor: torch.Tensor, name: str) -> None:
+        if self.device is None:
+            self.device = _as_device(tensor.device)
+        if tensor.device.type != self.device.type or (
+            self.device.type == "cuda" and tensor.device.index != self.device.index
+        ):
+            kind = "CPU tensor in a CUDA probe" if tensor.device.type == "cpu" else "wrong device"
+            raise WrongDeviceError(
+                f"{self.name}({name!r}): {kind}: the tensor is on {tensor.device}, the probe "
+                f"on {self.device}; move the tensor or use a probe for that device"
+            )
+
+    def _new_site(self, source: torch.Tensor, value: torch.Tensor, name: str, inv: int) -> _Site:
+        return _Site(
+            order=len(self._sites),
+            name=name,
+            invocation_index=inv,
+            dtype=value.dtype,
+            shape=tuple(source.shape),
+            stride=tuple(source.stride()),
+            source_device=str(source.device),
+            nbytes=value.numel() * value.element_size(),
+        )
+
+    def _observe_in_capture(self, source: torch.Tensor, value: torch.Tensor, name: str) -> None:
+        inv = self._invocations.get(name, 0)
+        site = self._new_site(source, value, name, inv)
+        self._sites.append(site)
+        try:
+            _probe_op.probe_op(value, self._id, site.order)
+        except BaseException:
+            # A failed call uses no index. (A slot it may have reserved stays unused.)
+            self._sites.pop()
+            raise
+        self._mode = "capture"
+        self._invocations[name] = inv + 1
+        self._captured[(name, inv)] = site
+
+    def _observe_eagerly(self, source: torch.Tensor, value: torch.Tensor, name: str) -> None:
+        site = self._eager.get(name)
+        if site is not None and (site.dtype, site.shape) != (value.dtype, tuple(source.shape)):
+            raise InvalidInputError(
+                f"{self.name}({name!r}): eager calls re-sample one slot per name; it holds "
+                f"{site.dtype}{list(site.shape)}, this value is {value.dtype}{list(source.shape)}"
+            )
+        fresh = site is None
+        if fresh:
+            site = self._new_site(source, value, name, 0)
+            self._sites.append(site)
+        try:
+            _probe_op.probe_op(value, self._id, site.order)
+        except BaseException:
+            if fresh:
+                self._sites.pop()
+            raise
+        if fresh:
+            self._eager[name] = site
+            self._mode = self._mode or "eager"
+        else:
+            site.overwrites += 1
+
+    # ------------------------------------------------------------ op kernels
+    def _native_runtime(self) -> _native.ProbeRuntime:
+        if self._runtime is None:
+            assert self.device is not None and self.device.type == "cuda"
+            self._runtime = _native.ProbeRuntime(self.device.index or 0)
+        return self._runtime
+
+    def _record_cuda(self, value: torch.Tensor, site_index: int) -> None:
+        """Body of the probe op on CUDA: reserve the slot once, then copy into it on the
+        current stream (recorded into the graph when the stream captures)."""
+        site = self._sites[site_index]
+        runtime = self._native_runtime()
+        stream = torch.cuda.current_stream(value.device).cuda_stream
+        capturing = runtime.capturing(stream)
+        if capturing:
+            runtime.bind_capture(stream)
+        if site.slot is None:
+            site.slot = runtime.add_slot(site.nbytes)
+        runtime.copy_into_slot(site.slot, value.data_ptr(), site.nbytes, stream)
+        if site.actions:
+            for action in site.actions:
+                runtime.relaunch_action(action, stream)
+        else:
+            self._launch_actions(runtime, site, stream)
+
+    def _launch_actions(self, runtime: _native.ProbeRuntime, site: _Site, stream: int) -> None:
+        for action in self.actions:
+            if not action.enabled:
+                continue
+            if isinstance(action, PrintAction):
+                site.actions.append(
+                    runtime.enqueue_print(
+                        site.slot,
+                        stream,
+                        self.name,
+                        site.name,
+                        site.invocation_index,
+                        dtype_name(site.dtype),
+                        list(site.shape),
+                        action.max_items,
+                        action.every,
+                        action.summary,
+                    )
+                )
+            elif isinstance(action, CheckAction):
+                expected = action.expected_for(site.name, site.invocation_index, site.order)
+                if expected.numel() != math.prod(site.shape):
+                    raise InvalidInputError(
+                        f"CheckAction expected value for ({site.name!r}, {site.invocation_index}) "
+                        f"has {expected.numel()} elements, the observed value "
+                        f"{math.prod(site.shape)}"
+                    )
+                site.check = (action, expected)
+                site.actions.append(
+                    runtime.enqueue_check(
+                        site.slot,
+                        stream,
+                        site.name,
+                        site.invocation_index,
+                        dtype_name(site.dtype),
+                        host_bytes(expected),
+                        dtype_name(expected.dtype),
+                        float(action.rtol),
+                        float(action.atol),
+                        action.equal_nan,
+                    )
+                )
+
+    def _record_cpu(self, value: torch.Tensor, site_index: int) -> None:
+        """Body of the probe op on CPU: a host copy into the site's host slot."""
+        site = self._sites[site_index]
+        if any(a.enabled and not isinstance(a, RecordAction) for a in self.actions):
+            raise InvalidInputError(
+                f"probe {self.name!r}: PrintAction and CheckAction run as host functions on "
+                "a CUDA stream and need a CUDA probe; on CPU, use RecordAction and snapshot()"
+            )
+        if site.host is None:
+            site.host = torch.empty(value.shape, dtype=value.dtype)
+        site.host.copy_(value)
+
+    # ------------------------------------------------------------ reading
+    def _wait(self, synchronize: SyncArg, what: str) -> None:
+        sync = self.synchronize if synchronize is None else synchronize
+        device = self.device
+        if device is None or device.type != "cuda":
+            return
+        if _in_capture(device):
+            raise SynchronizeDuringCaptureError(
+                f"{what} during a CUDA graph capture: it would read device memory (and "
+                "synchronise) inside the capture; call it after the capture ends"
+            )
+        if sync is False:
+            return
+        if isinstance(sync, torch.cuda.Stream):
+            sync.synchronize()
+        elif sync is True:
+            torch.cuda.synchronize(device)
+        else:
+            torch.cuda.synchronize(_as_device(sync))
+
+    def snapshot(self, *, synchronize: SyncArg = None) -> TensorProbeSnapshot:
+        """Reads every observation's latest value. ``synchronize``: ``True`` waits for the
+        device, a ``torch.cuda.Stream`` for that stream, a device for that device, ``False``
+        for nothing; ``None`` uses the constructor's choice."""
+        self._check_open()
+        self._wait(synchronize, "snapshot()")
+        replay = 0
+        if self._runtime is not None and self._mode == "capture":
+            replay = self._runtime.replay_count()
+        observations = []
+        sites = self._captured.values() if self._mode == "capture" else self._eager.values()
+        for site in sorted(sites, key=lambda s: s.order):
+            if site.host is not None:
+                value = site.host.clone()
+            elif site.slot is not None and self._runtime is not None:
+                value = tensor_from_bytes(
+                    self._runtime.read_slot(site.slot), site.dtype, site.shape
+                )
+            else:
+                continue
+            observations.append(_observation(site, value))
+        snapshot = TensorProbeSnapshot(
+            probe_name=self.name,
+            snapshot_index=self._snapshots,
+            replay_index=replay,
+            timestamp=_dt.datetime.now(_dt.timezone.utc),
+            observations=tuple(observations),
+            overwrite_counts={
+                (s.name, s.invocation_index): s.overwrites for s in self._eager.values()
+            },
+        )
+        self._snapshots += 1
+        return snapshot
+
+    @property
+    def replay_index(self) -> int:
+        """Replays of the captured graph so far (0 before the first; reads the device)."""
+        self._check_open()
+        if self._runtime is None or self._mode != "capture":
+            return 0
+        self._wait(False, "replay_index")
+        return self._runtime.replay_count()
+
+    # ------------------------------------------------------------ checks
+    def check_status(self) -> CheckStatus:
+        """Evaluations and failures of every CheckAction so far (as of the last completed
+        replay: synchronise first to include a replay in flight)."""
+        self._check_open()
+        if self._runtime is None:
+            return CheckStatus(0, 0, None)
+        evaluations, failures, first = self._runtime.check_status()
+        failure = None
+        if first is not None:
+            replay, name, inv, element, actual, expected = first
+            site = self._captured.get((name, inv)) or self._eager.get(name)
+            shape = site.shape if site is not None else ()
+            failure = CheckFailure(replay, name, inv, _coordinate(element, shape), actual, expected)
+        return CheckStatus(evaluations, failures, failure)
+
+    def assert_check_ok(self) -> None:
+        status = self.check_status()
+        if status.first_failure is not None:
+            f = status.first_failure
+            raise CheckFailedError(
+                f"probe {self.name!r}: {status.failures} of {status.evaluations} checks failed; "
+                f"first at replay {f.replay_index}, ({f.name!r}, {f.invocation_index}) "
+                f"element {f.element}: got {f.actual}, expected {f.expected}"
+            )
+
+    # ------------------------------------------------------------ gradients
+    def watch_grad(self, tensor: torch.Tensor, *, name: str, strict: bool = False) -> torch.Tensor:
+        """Probes the gradient of ``tensor`` when backward reaches it (the backward must be
+        captured too when ``when="capture"``)."""
+        self._check_open()
+        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
+            message = f"watch_grad({name!r}): the tensor does not require grad"
+            if strict:
+                raise InvalidInputError(message)
+            warnings.warn(message + "; nothing will be observed", stacklevel=2)
+            return tensor
+
+        def observe_gradient(grad: torch.Tensor) -> None:
+            self(grad, name=name)
+
+        tensor.register_hook(observe_gradient)
+        return tensor
+
+    # ------------------------------------------------------------ lifecycle
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProbeClosedError(
+                f"probe {self.name!r} is closed; create a new TensorProbe to observe again"
+            )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, *, synchronize: SyncArg = None) -> None:
+        """Releases the probe. Graphs that captured it keep its device slots alive until
+        they are destroyed, so closing before ``del graph`` is safe. Idempotent."""
+        if self._closed:
+            return
+        self._wait(synchronize, "close()")
+        if self._runtime is not None:
+            self._runtime.close()
+        self._closed = True
+        _probe_op.unregister(self._id)
+
+    def __enter__(self) -> TensorProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorProbe({self.name!r}, when={self.when!r}, device={self.device}, "
+            f"observations={len(self._sites)}, closed={self._closed})"
+        )
+
+
+def _as_device(device: torch.device | str | int) -> torch.device:
+    d = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+    if d.type == "cuda" and d.index is None:
+        d = torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
+def _observation(site: _Site, value: torch.Tensor) -> TensorObservation:
+    contiguous = value.contiguous()
+    return TensorObservation(
+        order=site.order,
+        name=site.name,
+        invocation_index=site.invocation_index,
+        shape=site.shape,
+        stride=site.stride,
+        dtype=site.dtype,
+        source_device=site.source_device,
+        nbytes=site.nbytes,
+        payload="full",
+        digest=_native.content_digest(host_bytes(contiguous)),
+        summary=TensorSummary.of(contiguous),
+        site=None,
+        _load=lambda: contiguous,
+    )

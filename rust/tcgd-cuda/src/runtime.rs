@@ -1,0 +1,366 @@
+//! One probe's device-side state and the work it enqueues.
+//!
+//! Lifetime: everything a captured graph refers to (slots, the counter, the pinned buffers
+//! and host-function state) lives in one `Resources`, shared by the probe and, through a
+//! CUDA user object, by the graph it was captured into. Closing the probe drops one
+//! reference; destroying the graph drops the other. The user object's destructor runs on a
+//! driver thread where CUDA calls are forbidden, so it only queues the reference; the
+//! queue is drained (and memory freed) on the next ordinary call into the runtime, or by
+//! `release_deferred()`.
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::{self, CUcontext, CUstream};
+
+use crate::driver::{as_stream, capture_state, check, make_current, primary_context, CaptureState};
+use crate::error::{CudaError, Result};
+use crate::host_actions::{
+    run_host_action, ActionKind, CheckFailure, CheckLog, CheckSpec, HostAction, PrintSpec,
+};
+use crate::kernels::enqueue_counter_increment;
+use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
+
+struct Resources {
+    ctx: usize,
+    stream: PrivateStream,
+    counter: DeviceBuffer,
+    slots: Mutex<Vec<DeviceBuffer>>,
+    /// Boxed so the addresses handed to host functions never move when the vector grows.
+    #[allow(clippy::vec_box)]
+    actions: Mutex<Vec<Box<HostAction>>>,
+}
+
+// SAFETY: the raw handles inside (context, device addresses, pinned pointers) are valid
+// from any thread; mutation goes through the mutexes, and host functions only read their
+// own action's buffers in stream order.
+unsafe impl Send for Resources {}
+// SAFETY: as above.
+unsafe impl Sync for Resources {}
+
+impl Drop for Resources {
+    fn drop(&mut self) {
+        // The buffers are freed right after this body; their context must be current.
+        let _ = make_current(self.ctx as CUcontext);
+    }
+}
+
+/// References released by graphs, waiting for an ordinary thread to free them.
+static RELEASED: Mutex<Vec<Arc<Resources>>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn release_from_graph(user: *mut c_void) {
+    // SAFETY: `user` is the pointer made by Arc::into_raw in `bind_capture`, handed back
+    // exactly once by the driver.
+    let resources = unsafe { Arc::from_raw(user as *const Resources) };
+    match RELEASED.lock() {
+        Ok(mut queue) => queue.push(resources),
+        // A poisoned queue: leak rather than free on this thread.
+        Err(_) => std::mem::forget(resources),
+    }
+}
+
+/// Frees the resources that graphs have released since the last call; returns how many.
+pub fn release_deferred() -> usize {
+    let released = match RELEASED.lock() {
+        Ok(mut queue) => std::mem::take(&mut *queue),
+        Err(_) => return 0,
+    };
+    let count = released.len();
+    drop(released);
+    count
+}
+
+pub struct ProbeRuntime {
+    device: i32,
+    ctx: CUcontext,
+    resources: Option<Arc<Resources>>,
+    bound: Option<(u64, usize)>,
+    checks: Arc<CheckLog>,
+}
+
+// SAFETY: `ctx` is a process-lifetime primary context handle, valid on any thread.
+unsafe impl Send for ProbeRuntime {}
+// SAFETY: as above; all mutation needs `&mut self` or goes through `Resources`' mutexes.
+unsafe impl Sync for ProbeRuntime {}
+
+impl ProbeRuntime {
+    /// A runtime on `device`, with its replay counter allocated and zeroed. Safe to call
+    /// during a capture (allocation switches to relaxed capture mode).
+    pub fn new(device: i32) -> Result<ProbeRuntime> {
+        let ctx = primary_context(device)?;
+        make_current(ctx)?;
+        release_deferred();
+        let stream = PrivateStream::new()?;
+        let counter = DeviceBuffer::alloc(8)?;
+        counter.zero(&stream)?;
+        Ok(ProbeRuntime {
+            device,
+            ctx,
+            resources: Some(Arc::new(Resources {
+                ctx: ctx as usize,
+                stream,
+                counter,
+                slots: Mutex::new(Vec::new()),
+                actions: Mutex::new(Vec::new()),
+            })),
+            bound: None,
+            checks: Arc::new(CheckLog::default()),
+        })
+    }
+
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    fn resources(&self) -> Result<&Arc<Resources>> {
+        make_current(self.ctx)?;
+        self.resources.as_ref().ok_or(CudaError::Closed)
+    }
+
+    pub fn capture_state(&self, stream: usize) -> Result<CaptureState> {
+        self.resources()?;
+        capture_state(as_stream(stream))
+    }
+
+    /// Called on every probe call made while `stream` captures. The first call ties the
+    /// probe's resources to the graph being captured and records the replay-counter
+    /// increment; later calls of the same capture do nothing; a call from another capture
+    /// is an error (a probe binds to one capture). Returns whether this call bound.
+    pub fn bind_capture(&mut self, stream: usize) -> Result<bool> {
+        let resources = self.resources()?.clone();
+        let (id, graph) = match capture_state(as_stream(stream))? {
+            CaptureState::Capturing { id, graph } => (id, graph),
+            CaptureState::Invalidated => return Err(CudaError::CaptureInvalidated),
+            CaptureState::Idle => {
+                return Err(CudaError::Invalid(
+                    "bind_capture outside a capture: the stream is not capturing".into(),
+                ))
+            }
+        };
+        match self.bound {
+            Some((bound_id, _)) if bound_id == id => return Ok(false),
+            Some((_, bound_graph)) => return Err(CudaError::SecondCapture { bound: bound_graph }),
+            None => {}
+        }
+        let raw = Arc::into_raw(resources) as *mut c_void;
+        let mut object: sys::CUuserObject = std::ptr::null_mut();
+        // SAFETY: `raw` is an owned Arc reference; the destructor takes it back exactly once.
+        let created = check("cuUserObjectCreate", unsafe {
+            sys::cuUserObjectCreate(
+                &mut object,
+                raw,
+                Some(release_from_graph),
+                1,
+                sys::CUuserObject_flags::CU_USER_OBJECT_NO_DESTRUCTOR_SYNC as u32,
+            )
+        });
+        if let Err(e) = created {
+            // SAFETY: the driver did not take the reference; reclaim it.
+            drop(unsafe { Arc::from_raw(raw as *const Resources) });
+            return Err(e);
+        }
+        // SAFETY: `graph` is the graph being captured (from the capture info); MOVE hands
+        // our one reference on `object` to it.
+        let retained = check("cuGraphRetainUserObject", unsafe {
+            sys::cuGraphRetainUserObject(
+                graph as sys::CUgraph,
+                object,
+                1,
+                sys::CUuserObjectRetain_flags::CU_GRAPH_USER_OBJECT_MOVE as u32,
+            )
+        });
+        if let Err(e) = retained {
+            // SAFETY: we still own the reference; releasing it runs the destructor, which
+            // queues the Arc for release.
+            unsafe { sys::cuUserObjectRelease(object, 1) };
+            return Err(e);
+        }
+        let counter = self.resources()?.counter.ptr;
+        enqueue_counter_increment(self.ctx, counter, as_stream(stream))?;
+        self.bound = Some((id, graph));
+        Ok(true)
+    }
+
+    pub fn is_bound(&self) -> bool {
+        self.bound.is_some()
+    }
+
+    /// A new device slot of `nbytes`; returns its index.
+    pub fn add_slot(&self, nbytes: usize) -> Result<usize> {
+        let resources = self.resources()?;
+        let buffer = DeviceBuffer::alloc(nbytes)?;
+        let mut slots = resources.slots.lock().map_err(|_| CudaError::Poisoned)?;
+        slots.push(buffer);
+        Ok(slots.len() - 1)
+    }
+
+    fn slot(&self, slot: usize) -> Result<(u64, usize)> {
+        let slots = self
+            .resources()?
+            .slots
+            .lock()
+            .map_err(|_| CudaError::Poisoned)?;
+        slots
+            .get(slot)
+            .map(|b| (b.ptr, b.nbytes))
+            .ok_or(CudaError::NoSuchSlot { slot })
+    }
+
+    /// Enqueues (or records) a device-to-device copy of `nbytes` from `src` into `slot`.
+    pub fn copy_into_slot(
+        &self,
+        slot: usize,
+        src: u64,
+        nbytes: usize,
+        stream: usize,
+    ) -> Result<()> {
+        let (dst, size) = self.slot(slot)?;
+        if nbytes != size {
+            return Err(CudaError::Invalid(format!(
+                "slot {slot} holds {size} bytes, the value has {nbytes}"
+            )));
+        }
+        if nbytes == 0 {
+            return Ok(());
+        }
+        // SAFETY: `dst` is our allocation of `nbytes`; `src` is the device address of a
+        // live tensor of `nbytes` contiguous bytes, kept alive by the caller until the copy
+        // ran (torch's stream semantics for the probed tensor).
+        check("cuMemcpyDtoDAsync_v2", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, nbytes, as_stream(stream))
+        })
+    }
+
+    /// Records the host action's copies and launch on `stream`.
+    fn launch(&self, resources: &Resources, action: &HostAction, stream: usize) -> Result<()> {
+        let (src, nbytes) = self.slot(action.slot)?;
+        let s: CUstream = as_stream(stream);
+        // SAFETY: destinations are the action's pinned buffers of the given sizes; sources
+        // are our slot and counter. The host function reads them after both copies (stream
+        // order).
+        unsafe {
+            if nbytes > 0 {
+                check(
+                    "cuMemcpyDtoHAsync_v2",
+                    sys::cuMemcpyDtoHAsync_v2(action.value.ptr.cast(), src, nbytes, s),
+                )?;
+            }
+            check(
+                "cuMemcpyDtoHAsync_v2",
+                sys::cuMemcpyDtoHAsync_v2(action.replay.ptr.cast(), resources.counter.ptr, 8, s),
+            )?;
+        }
+        let user = action as *const HostAction as *mut c_void;
+        // SAFETY: `user` points into a Box owned by `resources`, which outlives every launch
+        // of this host function (see the module comment).
+        check("cuLaunchHostFunc", unsafe {
+            sys::cuLaunchHostFunc(s, Some(run_host_action), user)
+        })
+    }
+
+    fn enqueue_host_action(&self, slot: usize, kind: ActionKind, stream: usize) -> Result<usize> {
+        let resources = self.resources()?;
+        let (_, nbytes) = self.slot(slot)?;
+        let action = Box::new(HostAction {
+            kind,
+            slot,
+            value: PinnedBuffer::alloc(nbytes)?,
+            replay: PinnedBuffer::alloc(8)?,
+        });
+        self.launch(resources, &action, stream)?;
+        let mut actions = resources.actions.lock().map_err(|_| CudaError::Poisoned)?;
+        actions.push(action);
+        Ok(actions.len() - 1)
+    }
+
+    /// Launches an existing action again (eager probes re-sample the same slot in place,
+    /// so their actions are registered once and relaunched on every call).
+    pub fn relaunch_action(&self, action: usize, stream: usize) -> Result<()> {
+        let resources = self.resources()?;
+        let actions = resources.actions.lock().map_err(|_| CudaError::Poisoned)?;
+        let action = actions
+            .get(action)
+            .ok_or_else(|| CudaError::Invalid(format!("no action {action}")))?;
+        self.launch(resources, action, stream)
+    }
+
+    /// Registers and launches a Print action; returns its index for `relaunch_action`.
+    pub fn enqueue_print(&self, slot: usize, spec: PrintSpec, stream: usize) -> Result<usize> {
+        self.enqueue_host_action(slot, ActionKind::Print(spec), stream)
+    }
+
+    /// Registers and launches a Check action; returns its index for `relaunch_action`.
+    pub fn enqueue_check(&self, slot: usize, spec: CheckSpec, stream: usize) -> Result<usize> {
+        let (_, nbytes) = self.slot(slot)?;
+        let numel = nbytes / spec.dtype.itemsize().max(1);
+        if spec.expected.len() != numel * spec.expected_dtype.itemsize() {
+            return Err(CudaError::Invalid(format!(
+                "check '{}': expected value has {} bytes of {}, the observed value {numel} elements",
+                spec.name,
+                spec.expected.len(),
+                spec.expected_dtype
+            )));
+        }
+        let log = self.checks.clone();
+        self.enqueue_host_action(slot, ActionKind::Check(spec, log), stream)
+    }
+
+    /// The replay counter (the caller synchronises with the replays first).
+    pub fn replay_count(&self) -> Result<u64> {
+        let resources = self.resources()?;
+        let mut bytes = [0u8; 8];
+        resources.stream.read(resources.counter.ptr, &mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    /// A slot's bytes (the caller synchronises with the replays first).
+    pub fn read_slot(&self, slot: usize) -> Result<Vec<u8>> {
+        let (src, nbytes) = self.slot(slot)?;
+        let mut out = vec![0u8; nbytes];
+        self.resources()?.stream.read(src, &mut out)?;
+        Ok(out)
+    }
+
+    /// (checks evaluated, checks failed, first failure).
+    pub fn check_status(&self) -> (u64, u64, Option<CheckFailure>) {
+        use std::sync::atomic::Ordering;
+        let first = self.checks.first.lock().ok().and_then(|f| f.clone());
+        (
+            self.checks.evaluations.load(Ordering::Relaxed),
+            self.checks.failures.load(Ordering::Relaxed),
+            first,
+        )
+    }
+
+    /// Device bytes of this probe's slots.
+    pub fn slot_bytes(&self) -> u64 {
+        self.resources
+            .as_ref()
+            .and_then(|r| {
+                r.slots
+                    .lock()
+                    .ok()
+                    .map(|s| s.iter().map(|b| b.nbytes as u64).sum())
+            })
+            .unwrap_or(0)
+    }
+
+    /// Drops the probe's reference; a graph that captured the probe keeps its own.
+    pub fn close(&mut self) {
+        if self.resources.is_some() {
+            let _ = make_current(self.ctx);
+        }
+        self.resources = None;
+        release_deferred();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.resources.is_none()
+    }
+}
+
+impl Drop for ProbeRuntime {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,259 @@
+//! `ProbeRuntime`: the CUDA probe runtime as the Python `TensorProbe` drives it.
+
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use tcgd_cuda::{CaptureState, CheckSpec, CudaError, PrintSpec};
+
+use crate::errors::{guard, typed_error};
+use crate::{parse_dtype, HostBytes};
+
+pub fn cuda_error(py: Python<'_>, error: CudaError) -> PyErr {
+    let class = match &error {
+        CudaError::NoDriver { .. } => "CudaUnavailableError",
+        CudaError::Driver { .. } => "CudaDriverError",
+        CudaError::SecondCapture { .. } => "SecondCaptureError",
+        CudaError::CaptureInvalidated => "CaptureInvalidatedError",
+        CudaError::Closed => "ProbeClosedError",
+        CudaError::Invalid(_) => "InvalidInputError",
+        CudaError::NoSuchSlot { .. } | CudaError::Poisoned => "TcgdInternalError",
+    };
+    typed_error(py, class, error.to_string())
+}
+
+#[pyclass(module = "torch_cudagraph_debug._native")]
+pub struct ProbeRuntime {
+    inner: Mutex<tcgd_cuda::ProbeRuntime>,
+}
+
+impl ProbeRuntime {
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, tcgd_cuda::ProbeRuntime>> {
+        self.inner.lock().map_err(|_| {
+            typed_error(
+                py,
+                "TcgdInternalError",
+                "probe runtime lock poisoned".into(),
+            )
+        })
+    }
+}
+
+/// (replay, name, invocation, element, actual, expected)
+type FailureTuple = (u64, String, i64, u64, String, String);
+
+#[pymethods]
+impl ProbeRuntime {
+    #[new]
+    fn new(py: Python<'_>, device: i32) -> PyResult<Self> {
+        guard(py, || {
+            let runtime = tcgd_cuda::ProbeRuntime::new(device).map_err(|e| cuda_error(py, e))?;
+            Ok(ProbeRuntime {
+                inner: Mutex::new(runtime),
+            })
+        })
+    }
+
+    /// Whether `stream` (a raw CUstream handle) is capturing right now.
+    fn capturing(&self, py: Python<'_>, stream: usize) -> PyResult<bool> {
+        guard(py, || {
+            let state = self
+                .lock(py)?
+                .capture_state(stream)
+                .map_err(|e| cuda_error(py, e))?;
+            match state {
+                CaptureState::Capturing { .. } => Ok(true),
+                CaptureState::Idle => Ok(false),
+                CaptureState::Invalidated => Err(cuda_error(py, CudaError::CaptureInvalidated)),
+            }
+        })
+    }
+
+    fn bind_capture(&self, py: Python<'_>, stream: usize) -> PyResult<bool> {
+        guard(py, || {
+            self.lock(py)?
+                .bind_capture(stream)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    fn add_slot(&self, py: Python<'_>, nbytes: usize) -> PyResult<usize> {
+        guard(py, || {
+            self.lock(py)?
+                .add_slot(nbytes)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    fn copy_into_slot(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        src: u64,
+        nbytes: usize,
+        stream: usize,
+    ) -> PyResult<()> {
+        guard(py, || {
+            self.lock(py)?
+                .copy_into_slot(slot, src, nbytes, stream)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (slot, stream, probe, name, invocation, dtype, shape, max_items, every, summary))]
+    fn enqueue_print(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        stream: usize,
+        probe: String,
+        name: String,
+        invocation: i64,
+        dtype: &str,
+        shape: Vec<i64>,
+        max_items: usize,
+        every: u64,
+        summary: bool,
+    ) -> PyResult<usize> {
+        guard(py, || {
+            let spec = PrintSpec {
+                probe,
+                name,
+                invocation,
+                dtype: parse_dtype(py, dtype)?,
+                shape,
+                max_items,
+                every,
+                summary,
+            };
+            self.lock(py)?
+                .enqueue_print(slot, spec, stream)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (slot, stream, name, invocation, dtype, expected, expected_dtype, rtol, atol, equal_nan))]
+    fn enqueue_check(
+        &self,
+        py: Python<'_>,
+        slot: usize,
+        stream: usize,
+        name: String,
+        invocation: i64,
+        dtype: &str,
+        expected: HostBytes,
+        expected_dtype: &str,
+        rtol: f64,
+        atol: f64,
+        equal_nan: bool,
+    ) -> PyResult<usize> {
+        guard(py, || {
+            // SAFETY: `expected` is a contiguous CPU tensor the caller keeps referenced
+            // during this call; its bytes are copied into the spec here.
+            let expected = unsafe { expected.as_slice() }.to_vec();
+            let spec = CheckSpec {
+                name,
+                invocation,
+                dtype: parse_dtype(py, dtype)?,
+                expected,
+                expected_dtype: parse_dtype(py, expected_dtype)?,
+                rtol,
+                atol,
+                equal_nan,
+            };
+            self.lock(py)?
+                .enqueue_check(slot, spec, stream)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    fn relaunch_action(&self, py: Python<'_>, action: usize, stream: usize) -> PyResult<()> {
+        guard(py, || {
+            self.lock(py)?
+                .relaunch_action(action, stream)
+                .map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    fn replay_count(&self, py: Python<'_>) -> PyResult<u64> {
+        guard(py, || {
+            self.lock(py)?.replay_count().map_err(|e| cuda_error(py, e))
+        })
+    }
+
+    fn read_slot<'py>(&self, py: Python<'py>, slot: usize) -> PyResult<Bound<'py, PyBytes>> {
+        guard(py, || {
+            let bytes = self
+                .lock(py)?
+                .read_slot(slot)
+                .map_err(|e| cuda_error(py, e))?;
+            Ok(PyBytes::new(py, &bytes))
+        })
+    }
+
+    /// (evaluations, failures, first failure or None).
+    fn check_status(&self, py: Python<'_>) -> PyResult<(u64, u64, Option<FailureTuple>)> {
+        guard(py, || {
+            let (evaluations, failures, first) = self.lock(py)?.check_status();
+            Ok((
+                evaluations,
+                failures,
+                first.map(|f| {
+                    (
+                        f.replay,
+                        f.name,
+                        f.invocation,
+                        f.element,
+                        f.actual,
+                        f.expected,
+                    )
+                }),
+            ))
+        })
+    }
+
+    #[getter]
+    fn slot_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.slot_bytes())
+    }
+
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.is_closed())
+    }
+
+    #[getter]
+    fn bound(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.is_bound())
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            self.lock(py)?.close();
+            Ok(())
+        })
+    }
+}
+
+/// Whether a CUDA driver can be used in this process (never raises).
+#[pyfunction]
+pub fn cuda_available() -> bool {
+    std::panic::catch_unwind(tcgd_cuda::cuda_available).unwrap_or(false)
+}
+
+/// Frees probe memory released by destroyed graphs; returns how many probes' worth.
+#[pyfunction]
+pub fn release_deferred(py: Python<'_>) -> PyResult<usize> {
+    guard(py, || Ok(tcgd_cuda::release_deferred()))
+}
+
+/// (device bytes, pinned host bytes) held by probe runtimes in this process.
+#[pyfunction]
+pub fn probe_memory() -> (u64, u64) {
+    (
+        tcgd_cuda::live_device_bytes(),
+        tcgd_cuda::live_pinned_bytes(),
+    )
+}
