@@ -241,8 +241,8 @@ class TensorRecorder:
             return source.contiguous().clone()
         if source.device.type != "cuda":
             return source.contiguous().cpu()
-        # CUDA: an asynchronous copy into pinned memory on the recorder's own stream, so
-        # the model's stream is not blocked; waited for when the point closes.
+        # CUDA: an asynchronous copy into pinned memory on the recorder's own stream; the
+        # host waits for it only when the point closes.
         if self._copy_stream is None or self._copy_stream.device != source.device:
             self._copy_stream = torch.cuda.Stream(device=source.device)
         stream = self._copy_stream
@@ -253,8 +253,11 @@ class TensorRecorder:
             host.copy_(source.contiguous(), non_blocking=True)
             done = torch.cuda.Event()
             done.record(stream)
-        # The caching allocator must not reuse the source's memory before the copy ran.
+        # The caching allocator must not reuse the source's memory before the copy ran,
+        # and the model's later work (an in-place update, say) must not overtake the copy:
+        # the model's stream waits for it on the device; the host does not.
         source.record_stream(stream)
+        producer.wait_stream(stream)
         point.copy_done.append(done)
         return host
 
