@@ -205,6 +205,13 @@ def _in_capture(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+def _release_freed_memory() -> None:
+    """Frees probe memory that closed probes and destroyed graphs gave up. Freeing device
+    memory during a capture would invalidate it, so this waits for a moment without one."""
+    if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
+        _native.release_deferred()
+
+
 def _coordinate(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     coord = []
     for size in reversed(shape):
@@ -359,6 +366,7 @@ class TensorProbe:
     def _native_runtime(self) -> _native.ProbeRuntime:
         if self._runtime is None:
             assert self.device is not None and self.device.type == "cuda"
+            _release_freed_memory()
             self._runtime = _native.ProbeRuntime(self.device.index or 0)
         return self._runtime
 
@@ -461,6 +469,7 @@ class TensorProbe:
         for nothing; ``None`` uses the constructor's choice."""
         self._check_open()
         self._wait(synchronize, "snapshot()")
+        _release_freed_memory()
         replay = 0
         if self._runtime is not None and self._mode == "capture":
             replay = self._runtime.replay_count()
@@ -563,6 +572,7 @@ class TensorProbe:
             self._runtime.close()
         self._closed = True
         _probe_op.unregister(self._id)
+        _release_freed_memory()
 
     def __enter__(self) -> TensorProbe:
         return self

@@ -4,9 +4,11 @@
 //! and host-function state) lives in one `Resources`, shared by the probe and, through a
 //! CUDA user object, by the graph it was captured into. Closing the probe drops one
 //! reference; destroying the graph drops the other. The user object's destructor runs on a
-//! driver thread where CUDA calls are forbidden, so it only queues the reference; the
-//! queue is drained (and memory freed) on the next ordinary call into the runtime, or by
-//! `release_deferred()`.
+//! driver thread where CUDA calls are forbidden, so it only queues the reference. Closing a
+//! probe queues its reference the same way. Freeing device memory while any stream
+//! captures in global mode would invalidate that capture, so nothing here frees on its
+//! own: the caller drains the queue with `release_deferred()` when it knows no capture is
+//! under way.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -59,7 +61,8 @@ unsafe extern "C" fn release_from_graph(user: *mut c_void) {
     }
 }
 
-/// Frees the resources that graphs have released since the last call; returns how many.
+/// Frees the resources released by graphs and closed probes since the last call; returns
+/// how many. Call it only when no stream captures (freeing would invalidate a capture).
 pub fn release_deferred() -> usize {
     let released = match RELEASED.lock() {
         Ok(mut queue) => std::mem::take(&mut *queue),
@@ -89,7 +92,6 @@ impl ProbeRuntime {
     pub fn new(device: i32) -> Result<ProbeRuntime> {
         let ctx = primary_context(device)?;
         make_current(ctx)?;
-        release_deferred();
         let stream = PrivateStream::new()?;
         let counter = DeviceBuffer::alloc(8)?;
         counter.zero(&stream)?;
@@ -345,13 +347,15 @@ impl ProbeRuntime {
             .unwrap_or(0)
     }
 
-    /// Drops the probe's reference; a graph that captured the probe keeps its own.
+    /// Gives up the probe's reference (queued for `release_deferred`); a graph that
+    /// captured the probe keeps its own.
     pub fn close(&mut self) {
-        if self.resources.is_some() {
-            let _ = make_current(self.ctx);
+        if let Some(resources) = self.resources.take() {
+            match RELEASED.lock() {
+                Ok(mut queue) => queue.push(resources),
+                Err(_) => std::mem::forget(resources),
+            }
         }
-        self.resources = None;
-        release_deferred();
     }
 
     pub fn is_closed(&self) -> bool {
