@@ -87,6 +87,9 @@ ExpectedValues = Any  # a tensor / ndarray, a sequence of them, or a mapping key
 class CheckAction:
     """Check observed values against expected ones on every replay, on the host.
 
+    ``expected``: one CPU tensor (or array) for every observation, a sequence of them in
+    capture order, or a mapping keyed by ``(name, invocation_index)`` (observations it
+    leaves out are not checked).
     Finite values pass when ``|a - e| <= atol + rtol * |e|``; infinities must match exactly;
     NaN passes only with ``equal_nan``; integers compare exactly over their whole range.
     The first failure is kept (replay, name, element, both values): ``check_status()``.
@@ -106,20 +109,20 @@ class CheckAction:
         _check_bool("CheckAction", "equal_nan", self.equal_nan)
         _check_bool("CheckAction", "enabled", self.enabled)
 
-    def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor:
+    def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor | None:
+        """The expected value of one observation; ``None`` when a mapping leaves it out
+        (that observation is not checked)."""
         expected = self.expected
         if isinstance(expected, Mapping):
             if (name, invocation) not in expected:
-                raise InvalidInputError(
-                    f"CheckAction has no expected value for ({name!r}, {invocation}); "
-                    f"keys: {sorted(expected)}"
-                )
+                return None
             expected = expected[(name, invocation)]
         elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
             if order >= len(expected):
                 raise InvalidInputError(
-                    f"CheckAction lists {len(expected)} expected values; observation {order} "
-                    f"({name!r}) has none"
+                    f"CheckAction lists {len(expected)} expected values in capture order; "
+                    f"observation {order} ({name!r}) has none. Use a mapping keyed by "
+                    "(name, invocation_index) to check only some observations"
                 )
             expected = expected[order]
         value = torch.as_tensor(expected)
@@ -409,6 +412,8 @@ class TensorProbe:
                 )
             elif isinstance(action, CheckAction):
                 expected = action.expected_for(site.name, site.invocation_index, site.order)
+                if expected is None:
+                    continue
                 if expected.numel() != math.prod(site.shape):
                     raise InvalidInputError(
                         f"CheckAction expected value for ({site.name!r}, {site.invocation_index}) "
