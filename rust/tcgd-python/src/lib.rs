@@ -3,7 +3,9 @@
 //! Thin on purpose: argument conversion, GIL release around heavy work, and error
 //! mapping. Logic lives in the crates below.
 
+mod compare;
 mod errors;
+mod memory;
 mod probe;
 mod store;
 
@@ -109,5 +111,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;
     m.add_function(wrap_pyfunction!(probe::probe_memory, m)?)?;
+    compare::register(m)?;
+    memory::register(m)?;
     Ok(())
 }

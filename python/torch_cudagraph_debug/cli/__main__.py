@@ -1,0 +1,5 @@
+import sys
+
+from torch_cudagraph_debug.cli import main
+
+sys.exit(main())

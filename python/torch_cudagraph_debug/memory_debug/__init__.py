@@ -1,0 +1,2 @@
+"""Memory debug: allocator states (every pool, graph-private pools included), recorded,
+decomposed and compared. See ``docs/memory-debug.md``."""

@@ -1,0 +1,1 @@
+//! Comparison engine for recorded tensors.

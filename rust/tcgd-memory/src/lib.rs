@@ -1,0 +1,1 @@
+//! Allocator snapshots as Arrow tables.

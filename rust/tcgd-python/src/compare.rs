@@ -1,0 +1,7 @@
+//! Python bindings of tcgd-compare.
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
