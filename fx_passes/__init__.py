@@ -1,5 +1,24 @@
 """FX graph passes that place tensor probes in the post-grad graphs Inductor compiles.
 
-Shipped inside the wheel as ``torch_cudagraph_debug.fx_passes``. The passes (node selection
-from a config file, probe insertion, site identity) arrive with the compile plugin.
+Shipped inside the wheel as ``torch_cudagraph_debug.fx_passes``.
 """
+
+from torch_cudagraph_debug.fx_passes.probe_insertion import (
+    GRAPH_KIND,
+    ChainedPass,
+    GraphDecisions,
+    ProbeInsertionPass,
+    graph_kind,
+    graph_kind_of,
+    node_facts,
+)
+
+__all__ = [
+    "GRAPH_KIND",
+    "ChainedPass",
+    "GraphDecisions",
+    "ProbeInsertionPass",
+    "graph_kind",
+    "graph_kind_of",
+    "node_facts",
+]

@@ -110,7 +110,7 @@ def test_the_probe_op_survives_dead_code_elimination():
 
     def f(x):
         y = x * 2
-        probe_op(y, probe._id, 0)
+        probe_op(y, probe._id, "0")
         return x + 1
 
     gm = torch.fx.symbolic_trace(f)

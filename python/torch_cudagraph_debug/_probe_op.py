@@ -1,10 +1,15 @@
-"""The one probe op every path uses: ``torch.ops.tcgd.probe(value, probe_id, site)``.
+"""The one probe op every path uses: ``torch.ops.tcgd.probe(value, probe, site)``.
 
 Hand-placed probes call it eagerly (inside ``torch.cuda.graph`` it is captured like any
 op); compile passes insert it into graphs. It returns nothing and feeds no dataflow, so it
 is marked side-effectful: an unmarked op returning nothing is silently removed by dead-code
-elimination. Its kernels look the probe up by id and let it do the work (a device copy
+elimination. Its kernels look the probe up by key and let it do the work (a device copy
 into the probe's slot on CUDA, a host copy on CPU).
+
+``probe`` and ``site`` are strings so that compiled code stays meaningful in another
+process: a graph served from Inductor's FX graph cache carries them as constants, and
+the compile plugin's keys and site descriptions are derived from the config, not from
+process state.
 """
 
 from __future__ import annotations
@@ -19,46 +24,48 @@ from torch_cudagraph_debug.errors import ProbeClosedError
 
 
 class _ProbeTarget(Protocol):
-    def _record_cuda(self, value: torch.Tensor, site: int) -> None: ...
-    def _record_cpu(self, value: torch.Tensor, site: int) -> None: ...
+    def _record_cuda(self, value: torch.Tensor, site: str) -> None: ...
+    def _record_cpu(self, value: torch.Tensor, site: str) -> None: ...
 
 
-_PROBES: weakref.WeakValueDictionary[int, _ProbeTarget] = weakref.WeakValueDictionary()
+_PROBES: weakref.WeakValueDictionary[str, _ProbeTarget] = weakref.WeakValueDictionary()
 _IDS = itertools.count(1)
 
 
-def register(probe: _ProbeTarget) -> int:
-    probe_id = next(_IDS)
-    _PROBES[probe_id] = probe
-    return probe_id
+def register(probe: _ProbeTarget, key: str | None = None) -> str:
+    """Registers a probe under ``key`` (a fresh process-local key when None)."""
+    key = f"tensorprobe:{next(_IDS)}" if key is None else key
+    _PROBES[key] = probe
+    return key
 
 
-def unregister(probe_id: int) -> None:
-    _PROBES.pop(probe_id, None)
+def unregister(key: str) -> None:
+    _PROBES.pop(key, None)
 
 
-def _lookup(probe_id: int) -> _ProbeTarget:
-    probe = _PROBES.get(probe_id)
+def _lookup(key: str) -> _ProbeTarget:
+    probe = _PROBES.get(key)
     if probe is None:
         raise ProbeClosedError(
-            f"probe #{probe_id} was closed or garbage-collected; its probe op cannot record"
+            f"probe {key!r} is closed, garbage-collected, or was never opened in this "
+            "process; its probe op cannot record"
         )
     return probe
 
 
 _LIBRARY = torch.library.Library("tcgd", "DEF")
-_LIBRARY.define("probe(Tensor value, int probe_id, int site) -> ()")
+_LIBRARY.define("probe(Tensor value, str probe, str site) -> ()")
 
 
-def _probe_cuda(value: torch.Tensor, probe_id: int, site: int) -> None:
-    _lookup(probe_id)._record_cuda(value, site)
+def _probe_cuda(value: torch.Tensor, probe: str, site: str) -> None:
+    _lookup(probe)._record_cuda(value, site)
 
 
-def _probe_cpu(value: torch.Tensor, probe_id: int, site: int) -> None:
-    _lookup(probe_id)._record_cpu(value, site)
+def _probe_cpu(value: torch.Tensor, probe: str, site: str) -> None:
+    _lookup(probe)._record_cpu(value, site)
 
 
-def _probe_fake(value: torch.Tensor, probe_id: int, site: int) -> None:
+def _probe_fake(value: torch.Tensor, probe: str, site: str) -> None:
     return None
 
 

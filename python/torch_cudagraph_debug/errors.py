@@ -65,6 +65,10 @@ class CheckFailedError(TcgdError, AssertionError):
     """A ``CheckAction`` saw a value outside its tolerance (``assert_check_ok``)."""
 
 
+class ConfigError(TcgdError, ValueError):
+    """A probe config that cannot be used; the message names the file, line and key."""
+
+
 class StorageError(TcgdError, OSError):
     """A problem with a run directory on disk."""
 
@@ -108,6 +112,7 @@ class PayloadUnavailableError(TcgdError, LookupError):
 __all__ = [
     "CaptureInvalidatedError",
     "CheckFailedError",
+    "ConfigError",
     "CorruptRunError",
     "CudaDriverError",
     "CudaUnavailableError",

@@ -333,7 +333,7 @@ class TensorProbe:
         site = self._new_site(source, value, name, inv)
         self._sites.append(site)
         try:
-            _probe_op.probe_op(value, self._id, site.order)
+            _probe_op.probe_op(value, self._id, str(site.order))
         except BaseException:
             # A failed call uses no index. (A slot it may have reserved stays unused.)
             self._sites.pop()
@@ -354,7 +354,7 @@ class TensorProbe:
             site = self._new_site(source, value, name, 0)
             self._sites.append(site)
         try:
-            _probe_op.probe_op(value, self._id, site.order)
+            _probe_op.probe_op(value, self._id, str(site.order))
         except BaseException:
             if fresh:
                 self._sites.pop()
@@ -373,10 +373,10 @@ class TensorProbe:
             self._runtime = _native.ProbeRuntime(self.device.index or 0)
         return self._runtime
 
-    def _record_cuda(self, value: torch.Tensor, site_index: int) -> None:
+    def _record_cuda(self, value: torch.Tensor, site_key: str) -> None:
         """Body of the probe op on CUDA: reserve the slot once, then copy into it on the
         current stream (recorded into the graph when the stream captures)."""
-        site = self._sites[site_index]
+        site = self._sites[int(site_key)]
         runtime = self._native_runtime()
         stream = torch.cuda.current_stream(value.device).cuda_stream
         capturing = runtime.capturing(stream)
@@ -436,9 +436,9 @@ class TensorProbe:
                     )
                 )
 
-    def _record_cpu(self, value: torch.Tensor, site_index: int) -> None:
+    def _record_cpu(self, value: torch.Tensor, site_key: str) -> None:
         """Body of the probe op on CPU: a host copy into the site's host slot."""
-        site = self._sites[site_index]
+        site = self._sites[int(site_key)]
         if any(a.enabled and not isinstance(a, RecordAction) for a in self.actions):
             raise InvalidInputError(
                 f"probe {self.name!r}: PrintAction and CheckAction run as host functions on "

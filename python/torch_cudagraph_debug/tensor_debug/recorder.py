@@ -30,6 +30,15 @@ Payload = Literal["full", "summary"]
 NonContiguous = Literal["error", "copy"]
 
 _PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
+SITE_COLUMNS = (
+    "site_id",
+    "graph_kind",
+    "node_name",
+    "aten_op",
+    "module_path",
+    "source_location",
+    "compile_id",
+)
 
 
 def _choice(what: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -50,8 +59,12 @@ class _PendingObservation:
     stride: tuple[int, ...]
     source_device: str
     payload: str
+    # Where a compile pass placed the probe (site_id, graph_kind, node_name, aten_op,
+    # module_path, source_location, compile_id); None for hand-placed observations.
+    site: dict[str, Any] | None = None
 
     def as_native(self) -> dict[str, object]:
+        site = self.site or {}
         return {
             "order": self.order,
             "name": self.name,
@@ -63,13 +76,7 @@ class _PendingObservation:
             "payload": self.payload,
             "data": host_bytes(self.host),
             "summary": None,
-            "site_id": None,
-            "graph_kind": None,
-            "node_name": None,
-            "aten_op": None,
-            "module_path": None,
-            "source_location": None,
-            "compile_id": None,
+            **{column: site.get(column) for column in SITE_COLUMNS},
         }
 
 
@@ -125,24 +132,16 @@ class TensorRecorder:
         _json("run_metadata", metadata)
 
         root = run_dir if run_dir is not None else bundle_dir
-        if root is None:
-            root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
-        path = os.fspath(root)
-        if self.world_size is not None and self.world_size > 1:
-            # One job directory holds one run per rank, named for hive-style discovery.
-            path = os.path.join(path, f"rank={self.rank}")
-        header = {
-            "run_id": uuid.uuid4().hex,
-            "name": name,
-            "kind": "tensor",
-            "execution": self.execution,
-            "rank": self.rank,
-            "group_id": group_id,
-            "world_size": self.world_size,
-            "provenance": provenance([self.device] if self.device is not None else None),
-            "run_metadata": metadata,
-        }
-        self._writer = _native.RunWriter(path, json.dumps(header), _PRODUCER)
+        self._writer = open_run_writer(
+            name=name,
+            root=root,
+            execution=self.execution,
+            rank=self.rank,
+            world_size=self.world_size,
+            group_id=group_id,
+            devices=[self.device] if self.device is not None else None,
+            run_metadata=metadata,
+        )
         self.path = str(self._writer.path)
         self._point: _OpenPoint | None = None
         self._result: TensorRun | None = None
@@ -417,6 +416,38 @@ class TensorRecorder:
             self.close()
             with contextlib.suppress(Exception):
                 self._result = TensorRun.load(self.path)
+
+
+def open_run_writer(
+    *,
+    name: str,
+    root: str | os.PathLike[str] | None,
+    execution: str,
+    rank: int | None,
+    world_size: int | None,
+    group_id: str | None,
+    devices: list[torch.device] | None,
+    run_metadata: dict[str, Any],
+) -> _native.RunWriter:
+    """Creates a tensor run: in ``root`` (a fresh temporary directory when None), or in
+    ``root/rank=<rank>`` when the job has several ranks (hive-style discovery)."""
+    if root is None:
+        root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
+    path = os.fspath(root)
+    if world_size is not None and world_size > 1:
+        path = os.path.join(path, f"rank={rank}")
+    header = {
+        "run_id": uuid.uuid4().hex,
+        "name": name,
+        "kind": "tensor",
+        "execution": execution,
+        "rank": rank,
+        "group_id": group_id,
+        "world_size": world_size,
+        "provenance": provenance(devices),
+        "run_metadata": run_metadata,
+    }
+    return _native.RunWriter(path, json.dumps(header), _PRODUCER)
 
 
 def _capturing(tensor: torch.Tensor) -> bool:

@@ -16,6 +16,16 @@ pub use host_actions::{CheckFailure, CheckSpec, PrintSpec};
 pub use memory::{live_device_bytes, live_pinned_bytes};
 pub use runtime::{release_deferred, ProbeRuntime};
 
+/// The id of the capture `stream` is recording into, or None when it is not capturing.
+pub fn capture_id(stream: usize) -> Result<Option<u64>> {
+    ensure_driver()?;
+    match driver::capture_state(driver::as_stream(stream))? {
+        CaptureState::Capturing { id, .. } => Ok(Some(id)),
+        CaptureState::Idle => Ok(None),
+        CaptureState::Invalidated => Err(CudaError::CaptureInvalidated),
+    }
+}
+
 /// Whether a CUDA driver can be used here (never panics, unlike a first driver call).
 pub fn cuda_available() -> bool {
     ensure_driver().is_ok()

@@ -4,6 +4,7 @@
 //! mapping. Logic lives in the crates below.
 
 mod compare;
+mod config;
 mod errors;
 mod memory;
 mod probe;
@@ -111,6 +112,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;
     m.add_function(wrap_pyfunction!(probe::probe_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(probe::capture_id, m)?)?;
+    config::register(m)?;
     compare::register(m)?;
     memory::register(m)?;
     Ok(())

@@ -237,6 +237,14 @@ impl ProbeRuntime {
     }
 }
 
+/// The id of the capture the raw stream `stream` records into, or None.
+#[pyfunction]
+pub fn capture_id(py: Python<'_>, stream: usize) -> PyResult<Option<u64>> {
+    guard(py, || {
+        tcgd_cuda::capture_id(stream).map_err(|e| cuda_error(py, e))
+    })
+}
+
 /// Whether a CUDA driver can be used in this process (never raises).
 #[pyfunction]
 pub fn cuda_available() -> bool {

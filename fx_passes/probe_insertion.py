@@ -1,0 +1,243 @@
+"""The post-grad pass that places probe ops: facts of every candidate node go to the
+native selection (config rules), and each selected node gets a ``tcgd::probe`` call right
+after it, carrying the site's identity as a string constant.
+
+Matching (which nodes) is the native config's job; this module only reads facts off the
+graph and rewrites it, in the style of Inductor's own small passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._probe_op import probe_op
+from torch_cudagraph_debug._torch_bridge import dtype_name
+
+# Set by the tcgd backend around each graph's compilation (it knows whether Inductor is
+# compiling a forward, backward or inference graph); None under a plain torch.compile.
+GRAPH_KIND: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tcgd_graph_kind", default=None
+)
+
+# Ops whose outputs Inductor materialises in memory anyway (extern kernels, fallbacks):
+# probing them does not change what the compiled graph computes.
+_MATERIALIZED_OPS = (
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.convolution",
+    "aten._scaled_dot_product",
+    "aten._flash_attention",
+    "aten._efficient_attention",
+    "aten._scaled_mm",
+    "aten._int_mm",
+)
+
+
+@dataclass
+class GraphDecisions:
+    """Everything the pass decided for one compiled graph (what ``explain`` shows)."""
+
+    graph_kind: str
+    compile_id: str | None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def selected(self) -> list[dict[str, Any]]:
+        return [d for d in self.decisions if d["selected"]]
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        return [d for d in self.decisions if not d["selected"]]
+
+
+def graph_kind_of(graph: torch.fx.Graph) -> str:
+    """The kind of graph being compiled: from the backend when it told us, else from the
+    graph itself (backward graphs take tangents; a graph compiled with grad disabled is
+    an inference graph)."""
+    kind = GRAPH_KIND.get()
+    if kind is not None:
+        return kind
+    placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
+    if any(name.startswith("tangents") for name in placeholders):
+        return "backward"
+    return "forward" if torch.is_grad_enabled() else "inference"
+
+
+@contextlib.contextmanager
+def graph_kind(kind: str) -> Iterator[None]:
+    token = GRAPH_KIND.set(kind)
+    try:
+        yield
+    finally:
+        GRAPH_KIND.reset(token)
+
+
+def _compile_id() -> str | None:
+    with contextlib.suppress(Exception):
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        return None if compile_id is None else str(compile_id)
+    return None
+
+
+def _tensor_of(node: torch.fx.Node) -> torch.Tensor | None:
+    val = node.meta.get("val")
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if target is operator.getitem and node.args and isinstance(node.args[0], torch.fx.Node):
+        return f"{_op_name(node.args[0])}[{node.args[1]}]"
+    return (
+        str(target)
+        if isinstance(target, torch._ops.OpOverload)
+        else getattr(target, "__name__", str(target))
+    )
+
+
+def _module_path(node: torch.fx.Node) -> str | None:
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
+    if not stack:
+        return None
+    innermost = list(stack.values())[-1]
+    return innermost[0] if isinstance(innermost, tuple | list) else str(innermost)
+
+
+def _numel(t: torch.Tensor) -> int | None:
+    try:
+        return int(t.numel())
+    except Exception:  # symbolic sizes: unknown until run time
+        return None
+
+
+def node_facts(node: torch.fx.Node, kind: str) -> dict[str, Any]:
+    """What the selection needs to know about one node."""
+    t = _tensor_of(node)
+    return {
+        "graph_kind": kind,
+        "node_name": node.name,
+        "op": _op_name(node),
+        "module_path": _module_path(node),
+        "stack_trace": node.meta.get("stack_trace"),
+        "dtype": dtype_name(t.dtype) if t is not None else None,
+        "numel": _numel(t) if t is not None else None,
+        "is_tensor": t is not None and t.layout is torch.strided,
+    }
+
+
+def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "call_function" and n.target is not probe_op]
+
+
+def _materialized_anyway(node: torch.fx.Node) -> bool:
+    """Whether Inductor keeps this value in memory without a probe: an extern kernel's
+    output or input, or a value the graph returns. Otherwise a probe forces it out of a fused
+    kernel, which can change the rounding of what follows (the observer effect)."""
+    if _op_name(node).startswith(_MATERIALIZED_OPS):
+        return True
+    return any(
+        user.op == "output"
+        or (user.op == "call_function" and _op_name(user).startswith(_MATERIALIZED_OPS))
+        for user in node.users
+    )
+
+
+def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -> dict[str, Any]:
+    module = decision.get("module_path") or ""
+    return {
+        "site_id": f"{kind}/{module or '-'}/{node.name}",
+        "graph_kind": kind,
+        "node_name": node.name,
+        "aten_op": decision["op"],
+        "module_path": module or None,
+        "source_location": decision.get("source_location"),
+        "compile_id": _compile_id(),
+        "materialized_by_probe": not _materialized_anyway(node),
+        "actions": decision.get("actions", ["record"]),
+    }
+
+
+class ProbeInsertionPass(CustomGraphPass):
+    """Inserts ``tcgd::probe`` after every node the config selects.
+
+    ``uuid()`` covers the config text, the package version and this pass's source, so the
+    FX graph cache serves a graph only to the same probes (and recompiles when they
+    change)."""
+
+    def __init__(
+        self,
+        config: _native.ProbeConfig,
+        probe_key: str,
+        on_graph: Callable[[GraphDecisions], None] | None = None,
+    ):
+        self.config = config
+        self.probe_key = probe_key
+        self.on_graph = on_graph
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProbeInsertionPass:
+        # Inductor deep-copies its config when it snapshots it; the pass is a handle to
+        # the session that records, and a copy must still report to it.
+        return self
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        kind = graph_kind_of(graph)
+        candidates = _candidates(graph)
+        facts = [node_facts(n, kind) for n in candidates]
+        decisions = json.loads(self.config.select(json.dumps(facts)))
+        record = GraphDecisions(kind, _compile_id())
+        for node, decision in zip(candidates, decisions, strict=True):
+            if decision["selected"]:
+                site = site_description(node, decision, kind)
+                decision["site"] = site
+                with graph.inserting_after(node):
+                    probe = graph.call_function(
+                        probe_op, (node, self.probe_key, json.dumps(site, sort_keys=True))
+                    )
+                probe.meta["val"] = None
+            record.decisions.append(decision)
+        if self.on_graph is not None:
+            self.on_graph(record)
+
+    def uuid(self) -> bytes:
+        sources = tuple(sorted(Path(__file__).parent.glob("*.py")))
+        return b"|".join(
+            [
+                self.config.digest.encode(),
+                self.probe_key.encode(),
+                _native.__version__.encode(),
+                get_hash_for_files(sources),
+            ]
+        )
+
+
+class ChainedPass(CustomGraphPass):
+    """Runs a pass the user already installed, then ours: never replace theirs."""
+
+    def __init__(self, first: Callable[[torch.fx.Graph], None], second: ProbeInsertionPass):
+        self.first = first
+        self.second = second
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ChainedPass:
+        return self  # see ProbeInsertionPass.__deepcopy__
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        self.first(graph)
+        self.second(graph)
+
+    def uuid(self) -> Any:
+        first = self.first.uuid() if isinstance(self.first, CustomGraphPass) else None
+        if first is None:
+            return None  # an uncacheable user pass keeps the graph uncacheable
+        return repr((first, self.second.uuid())).encode()

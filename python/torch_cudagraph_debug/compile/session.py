@@ -1,0 +1,338 @@
+"""``ProbeSession``: what one process records for one probe config.
+
+The compiled graphs call ``tcgd::probe(value, session_key, site)``. When the call runs
+eagerly (CPU, Inductor without CUDA graphs, Graph Trees warmup) the value is copied to
+the host at once. When it runs while a CUDA graph is being recorded (Graph Trees
+recording), the value gets a device slot in a probe runtime bound to that capture, and
+every later replay refreshes the slot without running any Python. A point reads both.
+
+Points: by default every call of a compiled callable starts a new point once a callable
+that already ran in the current point runs again (so a training step - forward, backward,
+optimizer - is one point), labelled ``call<N>``; ``record_point(label)`` names points
+explicitly instead. A normal interpreter exit finishes the run; a crash leaves every
+committed point in an incomplete run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from torch_cudagraph_debug import _native, _probe_op
+from torch_cudagraph_debug._environment import detect_rank
+from torch_cudagraph_debug._torch_bridge import tensor_from_bytes
+from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
+from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
+from torch_cudagraph_debug.tensor_debug.recorder import (
+    _PendingObservation,
+    open_run_writer,
+)
+from torch_cudagraph_debug.tensor_debug.run import TensorRun
+
+
+@dataclass
+class _CapturedSlot:
+    capture: int
+    runtime: _native.ProbeRuntime
+    slot: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    device: str
+
+
+@dataclass
+class _Capture:
+    runtime: _native.ProbeRuntime
+    graph_kind: str
+    last_committed_replay: int = 0
+
+
+class ProbeSession:
+    """Recording state for one config in this process (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: _native.ProbeConfig,
+        *,
+        run_dir: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        payload: str | None = None,
+        auto_points: bool = True,
+    ):
+        settings = json.loads(config.run_json())
+        self.config = config
+        self.name = name or settings["name"]
+        self.payload = payload or settings["payload"]
+        if self.payload not in ("full", "summary"):
+            raise InvalidInputError(f"payload must be 'full' or 'summary', got {self.payload!r}")
+        self.key = f"compile:{config.digest[:16]}:{self.name}"
+        self.auto_points = auto_points
+        self.decisions: list[GraphDecisions] = []
+        self.insertion_pass = ProbeInsertionPass(config, self.key, self.decisions.append)
+        rank, world_size = detect_rank(None, None)
+        root = run_dir if run_dir is not None else settings.get("dir")
+        if root is not None and run_dir is None:
+            root = os.path.join(root, self.name)
+        self._writer = open_run_writer(
+            name=self.name,
+            root=root,
+            execution="compiled",
+            rank=rank,
+            world_size=world_size,
+            group_id=None,
+            devices=None,
+            run_metadata={"probe_config": config.source_name, "config_digest": config.digest},
+        )
+        self.path = str(self._writer.path)
+        self._lock = threading.RLock()
+        self._sites: dict[str, dict[str, Any]] = {}
+        self._site_order: dict[str, int] = {}
+        self._eager: dict[str, torch.Tensor] = {}
+        self._captures: dict[int, _Capture] = {}
+        self._slots: dict[tuple[int, str], _CapturedSlot] = {}
+        self._callables_in_point: set[int] = set()
+        self._calls = 0
+        self._explicit_point = False
+        self._finished = False
+        self._result: TensorRun | None = None
+        _probe_op.register(self, self.key)
+        atexit.register(self._finish_at_exit)
+
+    # ------------------------------------------------------------ the op's kernels
+    def _site(self, site_json: str) -> dict[str, Any]:
+        site = self._sites.get(site_json)
+        if site is None:
+            site = json.loads(site_json)
+            self._sites[site_json] = site
+            self._site_order.setdefault(site["site_id"], len(self._site_order))
+        return site
+
+    def _record_cpu(self, value: torch.Tensor, site_json: str) -> None:
+        with self._lock:
+            site = self._site(site_json)
+            self._eager[site["site_id"]] = value.detach().contiguous().clone()
+
+    def _record_cuda(self, value: torch.Tensor, site_json: str) -> None:
+        with self._lock:
+            site = self._site(site_json)
+            stream = torch.cuda.current_stream(value.device).cuda_stream
+            capture = _native.capture_id(stream)
+            if capture is None:
+                # Eager (warmup, or compiled without CUDA graphs): take the value now.
+                self._eager[site["site_id"]] = value.detach().to("cpu", copy=True)
+                return
+            self._record_in_capture(value.detach().contiguous(), site, capture, stream)
+
+    def _record_in_capture(
+        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
+    ) -> None:
+        state = self._captures.get(capture)
+        if state is None:
+            runtime = _native.ProbeRuntime(value.device.index or 0)
+            runtime.bind_capture(stream)
+            state = _Capture(runtime, site["graph_kind"])
+            self._captures[capture] = state
+        key = (capture, site["site_id"])
+        slot = self._slots.get(key)
+        if slot is None:
+            nbytes = value.numel() * value.element_size()
+            slot = _CapturedSlot(
+                capture,
+                state.runtime,
+                state.runtime.add_slot(nbytes),
+                value.dtype,
+                tuple(value.shape),
+                tuple(value.stride()),
+                str(value.device),
+            )
+            self._slots[key] = slot
+        state.runtime.copy_into_slot(
+            slot.slot, value.data_ptr(), value.numel() * value.element_size(), stream
+        )
+
+    # ------------------------------------------------------------ points
+    def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
+        """Wraps a compiled graph's callable so its calls delimit points."""
+        callable_id = id(compiled)
+        boxed = getattr(compiled, "_boxed_call", False)
+
+        @functools.wraps(compiled)
+        def run(*args: Any) -> Any:
+            self._on_call(callable_id)
+            return compiled(*args)
+
+        if boxed:
+            run._boxed_call = True  # type: ignore[attr-defined]
+        return run
+
+    def _on_call(self, callable_id: int) -> None:
+        if not self.auto_points or self._explicit_point or self._finished:
+            return
+        with self._lock:
+            if callable_id in self._callables_in_point:
+                self._commit(f"call{self._calls}", {})
+                self._calls += 1
+            self._callables_in_point.add(callable_id)
+
+    @contextlib.contextmanager
+    def record_point(self, label: str, *, metadata: dict[str, Any] | None = None) -> Iterator[None]:
+        """Names a point explicitly: the values of everything that ran inside the block.
+        While a named point is open, automatic points are off."""
+        if self._finished:
+            raise RecorderStateError("record_point() after finish(); start a new session")
+        with self._lock:
+            self._flush_auto_point()
+            self._explicit_point = True
+        try:
+            yield
+            with self._lock:
+                self._commit(label, dict(metadata or {}))
+        finally:
+            self._explicit_point = False
+
+    def _flush_auto_point(self) -> None:
+        if self._callables_in_point:
+            self._commit(f"call{self._calls}", {})
+            self._calls += 1
+
+    def _captured_values(self) -> tuple[list[tuple[str, torch.Tensor, _CapturedSlot]], dict]:
+        """Slots of captures that replayed since the last point, and their replay counters."""
+        advanced: dict[int, int] = {}
+        for capture, state in self._captures.items():
+            replays = state.runtime.replay_count()
+            if replays > state.last_committed_replay:
+                advanced[capture] = replays
+        values = []
+        for (capture, site_id), slot in self._slots.items():
+            if capture in advanced and site_id not in self._eager:
+                data = slot.runtime.read_slot(slot.slot)
+                values.append((site_id, tensor_from_bytes(data, slot.dtype, slot.shape), slot))
+        return values, advanced
+
+    def _commit(self, label: str, metadata: dict[str, Any]) -> None:
+        if self._captures and torch.cuda.is_available():
+            torch.cuda.synchronize()
+        captured, advanced = self._captured_values() if self._captures else ([], {})
+        sites = {s["site_id"]: s for s in self._sites.values()}
+        pending: list[tuple[int, _PendingObservation]] = []
+        for site_id, host in self._eager.items():
+            pending.append((self._site_order[site_id], self._pending(sites[site_id], host)))
+        for site_id, host, slot in captured:
+            pending.append(
+                (
+                    self._site_order[site_id],
+                    self._pending(sites[site_id], host, slot.stride, slot.device),
+                )
+            )
+        pending.sort(key=lambda p: p[0])
+        observations = []
+        for order, (_, observation) in enumerate(pending):
+            observation.order = order
+            observations.append(observation.as_native())
+        replay = max(advanced.values()) if advanced else None
+        if advanced:
+            metadata = {
+                **metadata,
+                "graph_replays": {
+                    self._captures[c].graph_kind + f"#{c}": n for c, n in advanced.items()
+                },
+            }
+        self._writer.commit_point(label, json.dumps(metadata), replay, None, observations)
+        for capture, replays in advanced.items():
+            self._captures[capture].last_committed_replay = replays
+        self._eager.clear()
+        self._callables_in_point.clear()
+
+    def _pending(
+        self,
+        site: dict[str, Any],
+        host: torch.Tensor,
+        stride: tuple[int, ...] | None = None,
+        device: str | None = None,
+    ) -> _PendingObservation:
+        host = host.contiguous()
+        return _PendingObservation(
+            order=0,
+            name=site["site_id"],
+            invocation_index=0,
+            host=host,
+            shape=tuple(host.shape),
+            stride=stride or tuple(host.stride()),
+            source_device=device or str(host.device),
+            payload=self.payload,
+            site=site,
+        )
+
+    # ------------------------------------------------------------ lifecycle
+    def finish(self) -> TensorRun:
+        """Commits the pending point (if any) and marks the run complete. Idempotent."""
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            if not self._finished:
+                self._flush_auto_point()
+                if self._eager:
+                    self._commit(f"call{self._calls}", {})
+                    self._calls += 1
+                self._writer.close(True)
+                self._finished = True
+                _probe_op.unregister(self.key)
+                for state in self._captures.values():
+                    state.runtime.close()
+            self._result = TensorRun.load(self.path)
+            return self._result
+
+    def _finish_at_exit(self) -> None:
+        with contextlib.suppress(Exception):
+            self.finish()
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+
+_SESSIONS: dict[tuple[str, str | None, str | None, str | None], ProbeSession] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def session_for(
+    config: _native.ProbeConfig,
+    *,
+    run_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    payload: str | None = None,
+) -> ProbeSession:
+    """One session per (config, run settings) in a process: every graph compiled with the
+    same config records into the same run."""
+    key = (config.digest, None if run_dir is None else os.fspath(run_dir), name, payload)
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(key)
+        if session is None or session.finished:
+            session = ProbeSession(config, run_dir=run_dir, name=name, payload=payload)
+            _SESSIONS[key] = session
+        return session
+
+
+def load_config(probes: Any) -> _native.ProbeConfig:
+    """A config from a path (TOML), TOML text is not accepted (ambiguous with paths), a
+    dict with the same structure, or an already loaded ``ProbeConfig``."""
+    if isinstance(probes, _native.ProbeConfig):
+        return probes
+    if isinstance(probes, dict):
+        return _native.ProbeConfig.from_json(json.dumps(probes))
+    if isinstance(probes, str | os.PathLike):
+        return _native.ProbeConfig.load(os.fspath(probes))
+    raise InvalidInputError(
+        "probes must be a path to a TOML file, a dict or a ProbeConfig, got "
+        f"{type(probes).__name__}"
+    )

@@ -1,0 +1,1 @@
+../../../fx_passes/probe_insertion.py

@@ -1,0 +1,213 @@
+//! Probe config files: a versioned TOML schema, validated with errors that name file, line
+//! and key, and the node selection the compile pass asks for (with a reason for every
+//! selected and rejected candidate, which `explain` shows).
+
+mod error;
+mod schema;
+mod select;
+
+pub use error::ConfigError;
+pub use schema::{Action, Payload, ProbeConfig, RunSettings, CONFIG_VERSION};
+pub use select::{
+    normalize_module_path, select_nodes, source_location, Decision, Matcher, NodeFacts, Rule,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+version = 1
+
+[run]
+name = "gpt-cg"
+dir = "runs"
+payload = "summary"
+
+[[select]]
+ops = ["aten.mm", "aten.addmm", "aten._scaled_dot_product_*"]
+modules = ["layers.*.attn"]
+graphs = ["forward", "backward"]
+dtypes = ["float32", "bfloat16"]
+max_numel = 100_000_000
+actions = ["record"]
+every = 1
+limit = 2
+
+[[select]]
+names = ["relu*"]
+sources = ["model.py:120-160"]
+
+[[exclude]]
+ops = ["aten.view", "aten.t"]
+"#;
+
+    fn parse(text: &str) -> Result<ProbeConfig, ConfigError> {
+        ProbeConfig::parse("probes.toml", text, "0.1.0")
+    }
+
+    fn node(name: &str, op: &str, module: &str, kind: &str) -> NodeFacts {
+        NodeFacts {
+            graph_kind: kind.into(),
+            node_name: name.into(),
+            op: op.into(),
+            module_path: Some(module.into()),
+            stack_trace: Some(
+                "  File \"/src/model.py\", line 130, in forward\n    y = x @ w\n".into(),
+            ),
+            dtype: Some("float32".into()),
+            numel: Some(64),
+            is_tensor: true,
+        }
+    }
+
+    #[test]
+    fn a_good_config_parses() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.run.name, "gpt-cg");
+        assert_eq!(c.run.payload, Payload::Summary);
+        assert_eq!(c.select.len(), 2);
+        assert_eq!(c.select[0].limit, Some(2));
+        assert_eq!(c.digest.len(), 64);
+        assert_ne!(
+            c.digest,
+            parse(&GOOD.replace("limit = 2", "limit = 3"))
+                .unwrap()
+                .digest
+        );
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let cases = [
+            (
+                GOOD.replace("every = 1", "evry = 1"),
+                16,
+                "unknown field `evry`",
+            ),
+            (
+                GOOD.replace("[\"layers.*.attn\"]", "[\"layers[.attn\"]"),
+                11,
+                "select[0].modules",
+            ),
+            (
+                GOOD.replace("max_numel = 100_000_000", "max_numel = 0"),
+                14,
+                "select[0].max_numel",
+            ),
+            (
+                GOOD.replace("\"forward\", \"backward\"", "\"fwd\""),
+                12,
+                "select[0].graphs",
+            ),
+            (
+                GOOD.replace("model.py:120-160", "model.py:160-120"),
+                21,
+                "select[1].sources",
+            ),
+            (
+                GOOD.replace("payload = \"summary\"", "payload = \"half\""),
+                7,
+                "run.payload",
+            ),
+            (GOOD.replace("version = 1", "version = 2"), 2, "version"),
+            (
+                GOOD.replace("[\"record\"]", "[\"check\"]"),
+                15,
+                "select[0].actions",
+            ),
+        ];
+        for (text, line, needle) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("probes.toml:{line}:")), "{err}");
+            assert!(err.contains(needle), "{err}");
+        }
+        let empty = parse("version = 1\n").unwrap_err().to_string();
+        assert!(empty.contains("no [[select]]"), "{empty}");
+        let both = "version = 1\n[[select]]\nmin_numel = 10\nmax_numel = 5\n";
+        assert!(parse(both)
+            .unwrap_err()
+            .to_string()
+            .contains("impossible range"));
+    }
+
+    #[test]
+    fn selection_with_reasons_every_and_limit() {
+        let c = parse(GOOD).unwrap();
+        let nodes = vec![
+            node(
+                "mm",
+                "aten.mm.default",
+                "L['self'].layers[0].attn",
+                "forward",
+            ),
+            node(
+                "mm_1",
+                "aten.mm.default",
+                "L['self'].layers[1].attn",
+                "forward",
+            ),
+            node(
+                "mm_2",
+                "aten.mm.default",
+                "L['self'].layers[2].attn",
+                "forward",
+            ),
+            node(
+                "view",
+                "aten.view.default",
+                "L['self'].layers[0].attn",
+                "forward",
+            ),
+            node("relu", "aten.relu.default", "L['self'].mlp", "inference"),
+            node("add", "aten.add.Tensor", "L['self'].mlp", "forward"),
+            NodeFacts {
+                is_tensor: false,
+                ..node("split", "aten.split.Tensor", "L['self'].mlp", "forward")
+            },
+        ];
+        let d = select_nodes(&c.select, &c.exclude, &nodes);
+        let summary: Vec<(bool, &str)> =
+            d.iter().map(|d| (d.selected, d.reason.as_str())).collect();
+        assert_eq!(summary[0], (true, "select[0]"));
+        assert_eq!(summary[1], (true, "select[0]"));
+        assert_eq!(summary[2], (false, "select[0] matched, limit = 2 reached"));
+        assert_eq!(summary[3], (false, "excluded by exclude[0]"));
+        assert_eq!(summary[4], (true, "select[1]"));
+        assert!(
+            summary[5].1.starts_with("select[0]: op 'aten.add' not in"),
+            "{:?}",
+            summary[5]
+        );
+        assert_eq!(summary[6], (false, "produces no tensor"));
+        assert_eq!(d[0].module_path.as_deref(), Some("layers.0.attn"));
+        assert_eq!(d[0].source_location.as_deref(), Some("/src/model.py:130"));
+    }
+
+    #[test]
+    fn every_nth_match() {
+        let c = parse("version = 1\n[[select]]\nops = [\"aten.mm\"]\nevery = 2\n").unwrap();
+        let nodes: Vec<NodeFacts> = (0..5)
+            .map(|i| node(&format!("mm_{i}"), "aten.mm.default", "m", "forward"))
+            .collect();
+        let picked: Vec<bool> = select_nodes(&c.select, &c.exclude, &nodes)
+            .iter()
+            .map(|d| d.selected)
+            .collect();
+        assert_eq!(picked, [true, false, true, false, true]);
+    }
+
+    #[test]
+    fn module_paths_normalise() {
+        assert_eq!(
+            normalize_module_path("L['self'].layers[0].attn"),
+            "layers.0.attn"
+        );
+        assert_eq!(
+            normalize_module_path("L['self']._modules['h']._modules['0'].mlp"),
+            "h.0.mlp"
+        );
+        assert_eq!(normalize_module_path("L['self']"), "");
+        assert_eq!(normalize_module_path("transformer.h.0"), "transformer.h.0");
+    }
+}

@@ -1,0 +1,414 @@
+//! The probe config file, version 1 (documented in docs/compile-plugin.md).
+//!
+//! Every value the user can get wrong is kept with its span, so a validation error can
+//! name the file, the line and the key, before any compilation starts.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::ConfigError;
+use crate::select::{Matcher, Rule};
+
+pub const CONFIG_VERSION: i64 = 1;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    version: Spanned<i64>,
+    #[serde(default)]
+    run: Option<RawRun>,
+    #[serde(default)]
+    select: Vec<RawRule>,
+    #[serde(default)]
+    exclude: Vec<RawExclude>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    name: Option<Spanned<String>>,
+    dir: Option<Spanned<String>>,
+    payload: Option<Spanned<String>>,
+    history: Option<Spanned<i64>>,
+}
+
+// The matcher fields are spelled out in both tables: serde's `flatten` would drop the
+// spans that error messages need.
+#[derive(Debug, Default)]
+struct RawMatch {
+    ops: Vec<Spanned<String>>,
+    modules: Vec<Spanned<String>>,
+    names: Vec<Spanned<String>>,
+    sources: Vec<Spanned<String>>,
+    graphs: Vec<Spanned<String>>,
+    dtypes: Vec<Spanned<String>>,
+    min_numel: Option<Spanned<i64>>,
+    max_numel: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    #[serde(default)]
+    ops: Vec<Spanned<String>>,
+    #[serde(default)]
+    modules: Vec<Spanned<String>>,
+    #[serde(default)]
+    names: Vec<Spanned<String>>,
+    #[serde(default)]
+    sources: Vec<Spanned<String>>,
+    #[serde(default)]
+    graphs: Vec<Spanned<String>>,
+    #[serde(default)]
+    dtypes: Vec<Spanned<String>>,
+    min_numel: Option<Spanned<i64>>,
+    max_numel: Option<Spanned<i64>>,
+    #[serde(default)]
+    actions: Vec<Spanned<String>>,
+    every: Option<Spanned<i64>>,
+    limit: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExclude {
+    #[serde(default)]
+    ops: Vec<Spanned<String>>,
+    #[serde(default)]
+    modules: Vec<Spanned<String>>,
+    #[serde(default)]
+    names: Vec<Spanned<String>>,
+    #[serde(default)]
+    sources: Vec<Spanned<String>>,
+    #[serde(default)]
+    graphs: Vec<Spanned<String>>,
+    #[serde(default)]
+    dtypes: Vec<Spanned<String>>,
+    min_numel: Option<Spanned<i64>>,
+    max_numel: Option<Spanned<i64>>,
+}
+
+macro_rules! raw_match {
+    ($raw:expr) => {
+        RawMatch {
+            ops: $raw.ops,
+            modules: $raw.modules,
+            names: $raw.names,
+            sources: $raw.sources,
+            graphs: $raw.graphs,
+            dtypes: $raw.dtypes,
+            min_numel: $raw.min_numel,
+            max_numel: $raw.max_numel,
+        }
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Payload {
+    Full,
+    Summary,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Record,
+    Print,
+}
+
+/// Run settings from `[run]`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunSettings {
+    pub name: String,
+    pub dir: Option<String>,
+    pub payload: Payload,
+    pub history: u32,
+}
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    pub source_name: String,
+    pub run: RunSettings,
+    pub select: Vec<Rule>,
+    pub exclude: Vec<Matcher>,
+    /// blake3 of the file text and the producer version: the compile cache key part.
+    pub digest: String,
+}
+
+pub(crate) const GRAPH_KINDS: [&str; 3] = ["forward", "backward", "inference"];
+pub(crate) const DTYPES: [&str; 21] = [
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "complex32",
+    "complex64",
+    "complex128",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+];
+
+/// Turns byte offsets into 1-based line numbers for error messages.
+pub(crate) struct Locator<'a> {
+    pub file: &'a str,
+    pub text: &'a str,
+}
+
+impl Locator<'_> {
+    pub fn line(&self, offset: usize) -> usize {
+        self.text[..offset.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1
+    }
+
+    pub fn error(&self, offset: usize, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file.to_owned(),
+            line: self.line(offset),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl ProbeConfig {
+    /// Parses and validates config text. `file` names the source in error messages.
+    pub fn parse(
+        file: &str,
+        text: &str,
+        producer_version: &str,
+    ) -> Result<ProbeConfig, ConfigError> {
+        let at = Locator { file, text };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| at.line(s.start));
+            ConfigError::Syntax {
+                file: file.to_owned(),
+                line,
+                message: e.message().to_owned(),
+            }
+        })?;
+        if *raw.version.get_ref() != CONFIG_VERSION {
+            return Err(at.error(
+                raw.version.span().start,
+                "version",
+                format!(
+                    "config version {} is not supported; this release reads version {CONFIG_VERSION}",
+                    raw.version.get_ref()
+                ),
+            ));
+        }
+        let run = run_settings(&at, raw.run)?;
+        if raw.select.is_empty() {
+            return Err(ConfigError::Invalid {
+                file: file.to_owned(),
+                line: 1,
+                key: "select".into(),
+                message: "no [[select]] table: nothing would be probed".into(),
+            });
+        }
+        let select = raw
+            .select
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| rule(&at, i, r))
+            .collect::<Result<Vec<_>, _>>()?;
+        let exclude = raw
+            .exclude
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| matcher(&at, &format!("exclude[{i}]"), raw_match!(r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(producer_version.as_bytes());
+        hasher.update(b"\0");
+        hasher.update(text.as_bytes());
+        Ok(ProbeConfig {
+            source_name: file.to_owned(),
+            run,
+            select,
+            exclude,
+            digest: hasher.finalize().to_hex().to_string(),
+        })
+    }
+
+    pub fn load(path: &Path, producer_version: &str) -> Result<ProbeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            file: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        ProbeConfig::parse(&path.display().to_string(), &text, producer_version)
+    }
+}
+
+fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, ConfigError> {
+    let raw = raw.unwrap_or(RawRun {
+        name: None,
+        dir: None,
+        payload: None,
+        history: None,
+    });
+    let payload = match raw.payload {
+        None => Payload::Full,
+        Some(p) => match p.get_ref().as_str() {
+            "full" => Payload::Full,
+            "summary" => Payload::Summary,
+            other => {
+                return Err(at.error(
+                    p.span().start,
+                    "run.payload",
+                    format!("'{other}' is not one of \"full\", \"summary\""),
+                ))
+            }
+        },
+    };
+    let history = match raw.history {
+        None => 0,
+        Some(h) if *h.get_ref() == 0 => 0,
+        Some(h) if *h.get_ref() < 0 => {
+            return Err(at.error(h.span().start, "run.history", "must be >= 0"));
+        }
+        Some(h) => {
+            return Err(at.error(
+                h.span().start,
+                "run.history",
+                format!(
+                    "history = {} (a device ring of past replays) is not available in this \
+                     release; use 0 (latest value only)",
+                    h.get_ref()
+                ),
+            ));
+        }
+    };
+    let name = match raw.name {
+        None => "compiled".to_owned(),
+        Some(n) if n.get_ref().is_empty() => {
+            return Err(at.error(n.span().start, "run.name", "must not be empty"));
+        }
+        Some(n) => n.into_inner(),
+    };
+    Ok(RunSettings {
+        name,
+        dir: raw.dir.map(Spanned::into_inner),
+        payload,
+        history,
+    })
+}
+
+fn positive(
+    at: &Locator,
+    key: &str,
+    value: &Option<Spanned<i64>>,
+) -> Result<Option<u64>, ConfigError> {
+    match value {
+        None => Ok(None),
+        Some(v) if *v.get_ref() < 1 => Err(at.error(
+            v.span().start,
+            key,
+            format!("must be >= 1, got {}", v.get_ref()),
+        )),
+        Some(v) => Ok(Some(*v.get_ref() as u64)),
+    }
+}
+
+fn rule(at: &Locator, index: usize, raw: RawRule) -> Result<Rule, ConfigError> {
+    let key = format!("select[{index}]");
+    let (actions_raw, every, limit) = (raw.actions, raw.every, raw.limit);
+    let matcher = matcher(at, &key, raw_match!(raw))?;
+    let mut actions = Vec::new();
+    for a in &actions_raw {
+        actions.push(match a.get_ref().as_str() {
+            "record" => Action::Record,
+            "print" => Action::Print,
+            "check" => {
+                return Err(at.error(
+                    a.span().start,
+                    &format!("{key}.actions"),
+                    "\"check\" needs expected values, which a config file cannot carry; \
+                     use CheckAction on a TensorProbe",
+                ))
+            }
+            other => {
+                return Err(at.error(
+                    a.span().start,
+                    &format!("{key}.actions"),
+                    format!("'{other}' is not one of \"record\", \"print\""),
+                ))
+            }
+        });
+    }
+    if actions.is_empty() {
+        actions.push(Action::Record);
+    }
+    Ok(Rule {
+        index,
+        matcher,
+        actions,
+        every: positive(at, &format!("{key}.every"), &every)?.unwrap_or(1),
+        limit: positive(at, &format!("{key}.limit"), &limit)?,
+    })
+}
+
+fn matcher(at: &Locator, key: &str, raw: RawMatch) -> Result<Matcher, ConfigError> {
+    let globs = |field: &str, values: &[Spanned<String>]| {
+        crate::select::GlobList::new(at, &format!("{key}.{field}"), values)
+    };
+    for g in &raw.graphs {
+        if !GRAPH_KINDS.contains(&g.get_ref().as_str()) {
+            return Err(at.error(
+                g.span().start,
+                &format!("{key}.graphs"),
+                format!("'{}' is not one of {GRAPH_KINDS:?}", g.get_ref()),
+            ));
+        }
+    }
+    for d in &raw.dtypes {
+        if !DTYPES.contains(&d.get_ref().as_str()) {
+            return Err(at.error(
+                d.span().start,
+                &format!("{key}.dtypes"),
+                format!(
+                    "'{}' is not a recordable dtype; one of {DTYPES:?}",
+                    d.get_ref()
+                ),
+            ));
+        }
+    }
+    let min = positive(at, &format!("{key}.min_numel"), &raw.min_numel)?;
+    let max = positive(at, &format!("{key}.max_numel"), &raw.max_numel)?;
+    if let (Some(lo), Some(hi), Some(span)) = (min, max, raw.max_numel.as_ref()) {
+        if lo > hi {
+            return Err(at.error(
+                span.span().start,
+                &format!("{key}.max_numel"),
+                format!("impossible range: min_numel {lo} > max_numel {hi}"),
+            ));
+        }
+    }
+    Ok(Matcher {
+        ops: globs("ops", &raw.ops)?,
+        modules: globs("modules", &raw.modules)?,
+        names: globs("names", &raw.names)?,
+        sources: crate::select::SourceList::new(at, &format!("{key}.sources"), &raw.sources)?,
+        graphs: raw.graphs.into_iter().map(Spanned::into_inner).collect(),
+        dtypes: raw.dtypes.into_iter().map(Spanned::into_inner).collect(),
+        min_numel: min,
+        max_numel: max,
+    })
+}

@@ -1,0 +1,325 @@
+//! Which nodes of a compiled graph get a probe, and why (or why not).
+
+use globset::{Glob, GlobMatcher};
+use serde::Serialize;
+use toml::Spanned;
+
+use crate::error::ConfigError;
+use crate::schema::{Action, Locator};
+
+/// A list of globs; empty matches everything.
+#[derive(Debug, Clone, Default)]
+pub struct GlobList {
+    patterns: Vec<(String, GlobMatcher)>,
+}
+
+impl GlobList {
+    pub(crate) fn new(
+        at: &Locator,
+        key: &str,
+        values: &[Spanned<String>],
+    ) -> Result<GlobList, ConfigError> {
+        let mut patterns = Vec::new();
+        for v in values {
+            let glob = Glob::new(v.get_ref()).map_err(|e| {
+                at.error(
+                    v.span().start,
+                    key,
+                    format!("bad glob '{}': {e}", v.get_ref()),
+                )
+            })?;
+            patterns.push((v.get_ref().clone(), glob.compile_matcher()));
+        }
+        Ok(GlobList { patterns })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    fn matches_any(&self, candidates: &[&str]) -> bool {
+        self.patterns
+            .iter()
+            .any(|(_, g)| candidates.iter().any(|c| g.is_match(c)))
+    }
+
+    fn describe(&self) -> String {
+        let names: Vec<&str> = self.patterns.iter().map(|(p, _)| p.as_str()).collect();
+        format!("{names:?}")
+    }
+}
+
+/// One `file-glob[:line[-line]]` entry: its text, the file glob, the inclusive lines.
+type SourceEntry = (String, GlobMatcher, Option<(u64, u64)>);
+
+/// `file-glob[:line[-line]]` entries.
+#[derive(Debug, Clone, Default)]
+pub struct SourceList {
+    entries: Vec<SourceEntry>,
+}
+
+impl SourceList {
+    pub(crate) fn new(
+        at: &Locator,
+        key: &str,
+        values: &[Spanned<String>],
+    ) -> Result<SourceList, ConfigError> {
+        let mut entries = Vec::new();
+        for v in values {
+            let text = v.get_ref();
+            let bad =
+                |why: &str| at.error(v.span().start, key, format!("bad source '{text}': {why}"));
+            let (file, lines) = match text.rsplit_once(':') {
+                Some((file, range)) if range.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
+                    let (lo, hi) = match range.split_once('-') {
+                        Some((lo, hi)) => (lo, hi),
+                        None => (range, range),
+                    };
+                    let lo: u64 = lo.parse().map_err(|_| bad("line is not a number"))?;
+                    let hi: u64 = hi.parse().map_err(|_| bad("line is not a number"))?;
+                    if lo == 0 || lo > hi {
+                        return Err(bad(
+                            "impossible line range (lines start at 1, first <= last)",
+                        ));
+                    }
+                    (file, Some((lo, hi)))
+                }
+                _ => (text.as_str(), None),
+            };
+            let glob = Glob::new(file).map_err(|e| bad(&e.to_string()))?;
+            entries.push((text.clone(), glob.compile_matcher(), lines));
+        }
+        Ok(SourceList { entries })
+    }
+
+    fn matches(&self, source: Option<&(String, u64)>) -> bool {
+        if self.entries.is_empty() {
+            return true;
+        }
+        let Some((file, line)) = source else {
+            return false;
+        };
+        let base = file.rsplit('/').next().unwrap_or(file);
+        self.entries.iter().any(|(_, glob, lines)| {
+            (glob.is_match(file) || glob.is_match(base))
+                && lines.is_none_or(|(lo, hi)| (lo..=hi).contains(line))
+        })
+    }
+}
+
+/// The criteria of one `[[select]]` or `[[exclude]]` table; all given criteria must hold.
+#[derive(Debug, Clone, Default)]
+pub struct Matcher {
+    pub ops: GlobList,
+    pub modules: GlobList,
+    pub names: GlobList,
+    pub sources: SourceList,
+    pub graphs: Vec<String>,
+    pub dtypes: Vec<String>,
+    pub min_numel: Option<u64>,
+    pub max_numel: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub index: usize,
+    pub matcher: Matcher,
+    pub actions: Vec<Action>,
+    pub every: u64,
+    pub limit: Option<u64>,
+}
+
+/// What the pass knows about one candidate node (raw, as torch has it; normalised here).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct NodeFacts {
+    pub graph_kind: String,
+    pub node_name: String,
+    /// `aten.mm.default` style; empty for nodes that are not op calls.
+    pub op: String,
+    /// The innermost entry of `nn_module_stack`, as torch prints it (`L['self'].layers[0]`).
+    pub module_path: Option<String>,
+    /// `stack_trace` as torch records it; its last frame is the source location.
+    pub stack_trace: Option<String>,
+    pub dtype: Option<String>,
+    pub numel: Option<u64>,
+    /// False for nodes that produce no tensor (tuples, symbols, None).
+    pub is_tensor: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Decision {
+    pub node_name: String,
+    pub op: String,
+    pub module_path: Option<String>,
+    pub source_location: Option<String>,
+    pub selected: bool,
+    pub rule: Option<usize>,
+    pub actions: Vec<Action>,
+    pub reason: String,
+}
+
+/// `L['self'].layers[0].attn` -> `layers.0.attn`; `L['x']` (an input) -> `` (the root).
+pub fn normalize_module_path(raw: &str) -> String {
+    let mut path = raw.trim();
+    for prefix in ["L['self'].", "L['self']", "self."] {
+        if let Some(rest) = path.strip_prefix(prefix) {
+            path = rest;
+            break;
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => {
+                let mut inner = String::new();
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                    inner.push(d);
+                }
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(inner.trim_matches(|q| q == '\'' || q == '"'));
+            }
+            _ => out.push(c),
+        }
+    }
+    out.split('.')
+        .filter(|part| !part.is_empty() && *part != "_modules")
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The last `File "...", line N` of a stack trace: where the user's code made the value.
+pub fn source_location(stack_trace: &str) -> Option<(String, u64)> {
+    stack_trace.lines().rev().find_map(|line| {
+        let rest = line.trim().strip_prefix("File \"")?;
+        let (file, rest) = rest.split_once('"')?;
+        let rest = rest.trim_start_matches(',').trim().strip_prefix("line ")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        Some((file.to_owned(), digits.parse().ok()?))
+    })
+}
+
+struct Facts<'a> {
+    raw: &'a NodeFacts,
+    packet: &'a str,
+    module: Option<String>,
+    source: Option<(String, u64)>,
+}
+
+fn why_not(m: &Matcher, f: &Facts) -> Option<String> {
+    let raw = f.raw;
+    if !m.graphs.is_empty() && !m.graphs.contains(&raw.graph_kind) {
+        return Some(format!("graph '{}' not in {:?}", raw.graph_kind, m.graphs));
+    }
+    if !m.ops.is_empty() && !m.ops.matches_any(&[&raw.op, f.packet]) {
+        return Some(format!("op '{}' not in {}", f.packet, m.ops.describe()));
+    }
+    if !m.names.is_empty() && !m.names.matches_any(&[&raw.node_name]) {
+        return Some(format!(
+            "name '{}' not in {}",
+            raw.node_name,
+            m.names.describe()
+        ));
+    }
+    if !m.modules.is_empty() {
+        match &f.module {
+            Some(module) if m.modules.matches_any(&[module]) => {}
+            Some(module) => {
+                return Some(format!("module '{module}' not in {}", m.modules.describe()))
+            }
+            None => return Some("no module path".into()),
+        }
+    }
+    if !m.sources.matches(f.source.as_ref()) {
+        return Some(match &f.source {
+            Some((file, line)) => format!("source {file}:{line} not selected"),
+            None => "no source location".into(),
+        });
+    }
+    if !m.dtypes.is_empty() && !raw.dtype.as_ref().is_some_and(|d| m.dtypes.contains(d)) {
+        return Some(format!("dtype {:?} not in {:?}", raw.dtype, m.dtypes));
+    }
+    if let Some(lo) = m.min_numel {
+        if raw.numel.is_some_and(|n| n < lo) {
+            return Some(format!("numel {:?} < min_numel {lo}", raw.numel));
+        }
+    }
+    if let Some(hi) = m.max_numel {
+        if raw.numel.is_none_or(|n| n > hi) {
+            return Some(format!("numel {:?} > max_numel {hi}", raw.numel));
+        }
+    }
+    None
+}
+
+/// Decides every candidate node of one graph, in graph order. `every` and `limit` count
+/// per rule within this graph.
+pub fn select_nodes(select: &[Rule], exclude: &[Matcher], nodes: &[NodeFacts]) -> Vec<Decision> {
+    let mut matched = vec![0u64; select.len()];
+    let mut taken = vec![0u64; select.len()];
+    nodes
+        .iter()
+        .map(|raw| {
+            let packet = raw.op.rsplit_once('.').map_or(raw.op.as_str(), |(p, _)| p);
+            let facts = Facts {
+                raw,
+                packet,
+                module: raw.module_path.as_deref().map(normalize_module_path),
+                source: raw.stack_trace.as_deref().and_then(source_location),
+            };
+            let mut decision = Decision {
+                node_name: raw.node_name.clone(),
+                op: raw.op.clone(),
+                module_path: facts.module.clone(),
+                source_location: facts.source.as_ref().map(|(f, l)| format!("{f}:{l}")),
+                selected: false,
+                rule: None,
+                actions: Vec::new(),
+                reason: String::new(),
+            };
+            if !raw.is_tensor {
+                decision.reason = "produces no tensor".into();
+                return decision;
+            }
+            if let Some(i) = exclude.iter().position(|m| why_not(m, &facts).is_none()) {
+                decision.reason = format!("excluded by exclude[{i}]");
+                return decision;
+            }
+            let mut first_miss = None;
+            for rule in select {
+                match why_not(&rule.matcher, &facts) {
+                    Some(miss) => {
+                        first_miss.get_or_insert_with(|| format!("select[{}]: {miss}", rule.index));
+                    }
+                    None => {
+                        let i = rule.index;
+                        matched[i] += 1;
+                        decision.rule = Some(i);
+                        if (matched[i] - 1) % rule.every != 0 {
+                            decision.reason = format!(
+                                "select[{i}] matched, skipped by every = {} (match {})",
+                                rule.every, matched[i]
+                            );
+                        } else if rule.limit.is_some_and(|l| taken[i] >= l) {
+                            decision.reason =
+                                format!("select[{i}] matched, limit = {} reached", taken[i]);
+                        } else {
+                            taken[i] += 1;
+                            decision.selected = true;
+                            decision.actions = rule.actions.clone();
+                            decision.reason = format!("select[{i}]");
+                        }
+                        return decision;
+                    }
+                }
+            }
+            decision.reason = first_miss.unwrap_or_else(|| "no select rule matched".into());
+            decision
+        })
+        .collect()
+}

@@ -1,0 +1,96 @@
+//! `ProbeConfig`: probe config files and node selection for the compile pass.
+
+use pyo3::prelude::*;
+use tcgd_config::{select_nodes, ConfigError, NodeFacts};
+
+use crate::errors::{guard, typed_error};
+
+fn config_error(py: Python<'_>, error: ConfigError) -> PyErr {
+    typed_error(py, "ConfigError", error.to_string())
+}
+
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct ProbeConfig {
+    inner: tcgd_config::ProbeConfig,
+}
+
+#[pymethods]
+impl ProbeConfig {
+    /// Reads and validates a TOML config file.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))
+                .map_err(|e| config_error(py, e))?;
+            Ok(ProbeConfig { inner })
+        })
+    }
+
+    /// Validates config text; `name` stands for the file in error messages.
+    #[staticmethod]
+    fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let inner = tcgd_config::ProbeConfig::parse(name, text, env!("CARGO_PKG_VERSION"))
+                .map_err(|e| config_error(py, e))?;
+            Ok(ProbeConfig { inner })
+        })
+    }
+
+    /// Validates a config given as data (the JSON text of a dict), through the same TOML
+    /// schema.
+    #[staticmethod]
+    fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let value: toml::Value = serde_json::from_str(json).map_err(|e| {
+                typed_error(
+                    py,
+                    "ConfigError",
+                    format!("<dict>: not a config table: {e}"),
+                )
+            })?;
+            let text = toml::to_string(&value).map_err(|e| {
+                typed_error(
+                    py,
+                    "ConfigError",
+                    format!("<dict>: not a config table: {e}"),
+                )
+            })?;
+            let inner = tcgd_config::ProbeConfig::parse("<dict>", &text, env!("CARGO_PKG_VERSION"))
+                .map_err(|e| config_error(py, e))?;
+            Ok(ProbeConfig { inner })
+        })
+    }
+
+    /// blake3 of the config text and the package version.
+    #[getter]
+    fn digest(&self) -> String {
+        self.inner.digest.clone()
+    }
+
+    #[getter]
+    fn source_name(&self) -> String {
+        self.inner.source_name.clone()
+    }
+
+    /// The `[run]` settings as JSON.
+    fn run_json(&self, py: Python<'_>) -> PyResult<String> {
+        serde_json::to_string(&self.inner.run)
+            .map_err(|e| typed_error(py, "TcgdInternalError", e.to_string()))
+    }
+
+    /// Decides every candidate node of one graph: JSON list of node facts in, JSON list
+    /// of decisions out (graph order).
+    fn select(&self, py: Python<'_>, nodes_json: &str) -> PyResult<String> {
+        guard(py, || {
+            let nodes: Vec<NodeFacts> = serde_json::from_str(nodes_json)
+                .map_err(|e| typed_error(py, "InvalidInputError", format!("node facts: {e}")))?;
+            let decisions = select_nodes(&self.inner.select, &self.inner.exclude, &nodes);
+            serde_json::to_string(&decisions)
+                .map_err(|e| typed_error(py, "TcgdInternalError", e.to_string()))
+        })
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ProbeConfig>()
+}

@@ -1,0 +1,220 @@
+"""The torch.compile plugin on CPU Inductor: config, selection, insertion, recording,
+points, explain, the FX graph cache and the context-manager form."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+import torch
+import torch_cudagraph_debug.compile as tcgd_compile
+from torch import nn
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import ConfigError
+from torch_cudagraph_debug.tensor_debug import TensorRun
+
+CONFIG = textwrap.dedent(
+    """
+    version = 1
+
+    [run]
+    name = "mlp"
+
+    [[select]]
+    ops = ["aten.addmm", "aten.mm", "aten.relu"]
+    graphs = ["forward", "inference"]
+
+    [[exclude]]
+    names = ["relu_1"]
+    """
+)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.fixture
+def config_file(tmp_path):
+    path = tmp_path / "probes.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo(tmp_path, monkeypatch):
+    # A private Inductor cache per test: a graph cached by another test would skip the
+    # pass (and its decisions) here.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_backend_records_selected_sites_per_call(tmp_path, config_file):
+    torch.manual_seed(0)
+    model = MLP()
+    compiled = torch.compile(
+        model, backend="tcgd", options={"probes": str(config_file), "run_dir": tmp_path / "run"}
+    )
+    inputs = [torch.randn(3, 8) for _ in range(3)]
+    with torch.no_grad():
+        outs = [compiled(x) for x in inputs]
+    session = tcgd_compile.session_for(
+        _native.ProbeConfig.load(str(config_file)), run_dir=tmp_path / "run"
+    )
+    run = session.finish()
+    assert run.execution == "compiled" and run.complete
+    assert run.labels == ("call0", "call1", "call2")
+    point = run["call1"]
+    ops = sorted(o.site.aten_op for o in point.observations)
+    assert ops == ["aten.addmm.default", "aten.addmm.default", "aten.relu.default"], ops
+    # Values equal an eager recomputation of the same call.
+    with torch.no_grad():
+        h = torch.relu(model.fc1(inputs[1]))
+        eager = {"relu": h, "fc2": model.fc2(h)}
+    by_module = {o.site.module_path: o for o in point.observations}
+    fc2 = by_module["fc2"]
+    assert fc2.site.graph_kind == "inference"
+    assert fc2.site.source_location and "test_compile_plugin.py" in fc2.site.source_location
+    torch.testing.assert_close(fc2.tensor(), eager["fc2"])
+    torch.testing.assert_close(outs[1], eager["fc2"])
+    relu = next(o for o in point.observations if o.site.aten_op == "aten.relu.default")
+    torch.testing.assert_close(relu.tensor(), eager["relu"])
+    assert relu.name == relu.site.site_id and relu.site.site_id.startswith("inference/")
+
+
+def test_config_errors_name_file_line_and_key_before_compiling(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(CONFIG.replace('graphs = ["forward", "inference"]', 'graphs = ["fwd"]'))
+    expected = f"{bad}:9: select[0].graphs: 'fwd' is not one of"
+    # The helper validates when it is called, before torch.compile is even reached.
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        tcgd_compile.compile(MLP(), probes=bad)
+    # Through backend="tcgd", torch calls the backend at the first call; the config is
+    # read before Inductor compiles anything, and torch wraps our error.
+    compiled = torch.compile(MLP(), backend="tcgd", options={"probes": str(bad)})
+    with pytest.raises(Exception, match=re.escape(expected)):
+        compiled(torch.randn(2, 8))
+    with pytest.raises(ConfigError, match="unknown field `opz`"):
+        tcgd_compile.load_config({"version": 1, "select": [{"opz": ["aten.mm"]}]})
+
+
+def test_probes_do_not_change_outputs_when_probed_nodes_are_materialized(tmp_path):
+    torch.manual_seed(1)
+    model = MLP()
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        plain = torch.compile(model)(x)
+        torch._dynamo.reset()
+        config = {"version": 1, "select": [{"ops": ["aten.addmm"]}]}
+        probed = tcgd_compile.compile(model, probes=config, run_dir=tmp_path / "r")(x)
+    assert torch.equal(plain, probed)
+
+
+def test_explain_lists_selected_and_rejected_sites_with_reasons(config_file):
+    from torch_cudagraph_debug.compile.explain import explain
+
+    report = explain(config_file, MLP(), torch.randn(2, 8))
+    (graph,) = report.graphs
+    text = report.to_text()
+    assert "graph inference" in text and "3 selected" in text, text
+    assert graph.graph_kind == "inference"
+    selected = {d["op"] for d in graph.selected}
+    assert selected == {"aten.addmm.default", "aten.relu.default"}
+    reasons = {d["node_name"]: d["reason"] for d in graph.rejected}
+    assert any("not in" in r for r in reasons.values()), reasons
+    # addmm outputs and relu (an addmm input) are in memory anyway: no observer effect.
+    assert not any(d["site"]["materialized_by_probe"] for d in graph.selected)
+    assert report.to_dict()["graphs"][0]["selected"][0]["reason"] == "select[0]"
+
+
+def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe():
+    from torch_cudagraph_debug.compile.explain import explain
+
+    def fused(x):
+        return (x * 3.0 + 1.0).sin()
+
+    config = {"version": 1, "select": [{"ops": ["aten.mul", "aten.sin"]}]}
+    report = explain(config, fused, torch.randn(16))
+    flags = {d["op"]: d["site"]["materialized_by_probe"] for d in report.graphs[0].selected}
+    assert flags == {"aten.mul.Tensor": True, "aten.sin.default": False}, flags
+    assert "[materialized by probe]" in report.to_text()
+
+
+def test_context_manager_chains_an_existing_custom_pass(tmp_path, config_file):
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    seen = []
+
+    class Counter(CustomGraphPass):
+        def __call__(self, graph):
+            seen.append(len(graph.nodes))
+
+        def uuid(self):
+            return b"counter"
+
+    with torch._inductor.config.patch(post_grad_custom_post_pass=Counter()):
+        with tcgd_compile.probes(config_file, run_dir=tmp_path / "run") as session:
+            with torch.no_grad():
+                torch.compile(MLP())(torch.randn(2, 8))
+    assert len(seen) == 1 and len(session.decisions) == 1
+    run = session.finish()
+    assert len(run) == 1 and len(run[0].observations) == 3
+
+
+def test_fx_graph_cache_hit_still_records_and_a_new_config_recompiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    from torch._dynamo.utils import counters
+
+    def run_once(config, run_dir):
+        torch._dynamo.reset()
+        counters.clear()
+        model = MLP()
+        with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=True):
+            tcgd_compile.compile(model, probes=config, run_dir=run_dir)(torch.randn(2, 8))
+        session = tcgd_compile.session_for(tcgd_compile.load_config(config), run_dir=run_dir)
+        return session.finish(), dict(counters["inductor"])
+
+    first = {"version": 1, "select": [{"ops": ["aten.addmm"]}]}
+    run1, c1 = run_once(first, tmp_path / "a")
+    run2, c2 = run_once(first, tmp_path / "b")
+    assert c1.get("fxgraph_cache_miss", 0) >= 1
+    assert c2.get("fxgraph_cache_hit", 0) >= 1, c2
+    assert len(run2[0].observations) == len(run1[0].observations) == 2
+    second = {"version": 1, "select": [{"ops": ["aten.relu"]}]}
+    run3, c3 = run_once(second, tmp_path / "c")
+    assert c3.get("fxgraph_cache_miss", 0) >= 1, c3
+    assert [o.site.aten_op for o in run3[0].observations] == ["aten.relu.default"]
+
+
+def test_training_graphs_probe_forward_and_backward(tmp_path):
+    torch.manual_seed(2)
+    model = MLP()
+    config = {
+        "version": 1,
+        "select": [{"ops": ["aten.addmm", "aten.mm"], "graphs": ["forward", "backward"]}],
+    }
+    compiled = tcgd_compile.compile(model, probes=config, run_dir=tmp_path / "run")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = compiled(torch.randn(4, 8)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    session = tcgd_compile.session_for(tcgd_compile.load_config(config), run_dir=tmp_path / "run")
+    run = session.finish()
+    assert run.labels == ("call0", "call1", "call2")
+    kinds = {o.site.graph_kind for o in run["call1"].observations}
+    assert kinds == {"forward", "backward"}
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert manifest["complete"] is True
+    assert isinstance(TensorRun.load(tmp_path / "run"), TensorRun)
