@@ -16,6 +16,7 @@ committed point in an incomplete run.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import functools
 import json
@@ -97,7 +98,8 @@ class ProbeSession:
         self._lock = threading.RLock()
         self._sites: dict[str, dict[str, Any]] = {}
         self._site_order: dict[str, int] = {}
-        self._eager: dict[str, torch.Tensor] = {}
+        # Values taken eagerly in the current point: site id -> (host copy, source device).
+        self._eager: dict[str, tuple[torch.Tensor, str]] = {}
         self._captures: dict[int, _Capture] = {}
         self._slots: dict[tuple[int, str], _CapturedSlot] = {}
         self._callables_in_point: set[int] = set()
@@ -105,6 +107,9 @@ class ProbeSession:
         self._explicit_point = False
         self._finished = False
         self._result: TensorRun | None = None
+        # How often the op's Python body ran per site: under CUDA Graph Trees it runs in
+        # warmup and recording only, never on replay.
+        self.body_calls: collections.Counter[str] = collections.Counter()
         _probe_op.register(self, self.key)
         atexit.register(self._finish_at_exit)
 
@@ -120,16 +125,19 @@ class ProbeSession:
     def _record_cpu(self, value: torch.Tensor, site_json: str) -> None:
         with self._lock:
             site = self._site(site_json)
-            self._eager[site["site_id"]] = value.detach().contiguous().clone()
+            self.body_calls[site["site_id"]] += 1
+            self._eager[site["site_id"]] = (value.detach().contiguous().clone(), "cpu")
 
     def _record_cuda(self, value: torch.Tensor, site_json: str) -> None:
         with self._lock:
             site = self._site(site_json)
+            self.body_calls[site["site_id"]] += 1
             stream = torch.cuda.current_stream(value.device).cuda_stream
             capture = _native.capture_id(stream)
             if capture is None:
                 # Eager (warmup, or compiled without CUDA graphs): take the value now.
-                self._eager[site["site_id"]] = value.detach().to("cpu", copy=True)
+                host = value.detach().to("cpu", copy=True)
+                self._eager[site["site_id"]] = (host, str(value.device))
                 return
             self._record_in_capture(value.detach().contiguous(), site, capture, stream)
 
@@ -225,8 +233,10 @@ class ProbeSession:
         captured, advanced = self._captured_values() if self._captures else ([], {})
         sites = {s["site_id"]: s for s in self._sites.values()}
         pending: list[tuple[int, _PendingObservation]] = []
-        for site_id, host in self._eager.items():
-            pending.append((self._site_order[site_id], self._pending(sites[site_id], host)))
+        for site_id, (host, device) in self._eager.items():
+            pending.append(
+                (self._site_order[site_id], self._pending(sites[site_id], host, device=device))
+            )
         for site_id, host, slot in captured:
             pending.append(
                 (

@@ -1,0 +1,215 @@
+"""The compile plugin under CUDA Graph Trees (mode="reduce-overhead") on the GPU."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch_cudagraph_debug.compile as tcgd_compile
+from torch import nn
+from torch._dynamo.utils import counters
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 32)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def capture_count(monkeypatch):
+    """Counts CUDA graph captures (Graph Trees records each partition once)."""
+    count = {"captures": 0}
+    original = torch.cuda.CUDAGraph.capture_begin
+
+    def counting(self, *args, **kwargs):
+        count["captures"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "capture_begin", counting)
+    return count
+
+
+def linear_site_value(op: str, linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """What a probed linear layer's matmul site holds: Inductor keeps addmm, or (when a
+    pointwise op follows) splits it into mm plus a bias add fused downstream."""
+    with torch.no_grad():
+        if op.startswith("aten.addmm"):
+            return linear(x).cpu()
+        assert op.startswith("aten.mm"), op
+        return (x @ linear.weight.t()).cpu()
+
+
+CONFIG = {"version": 1, "select": [{"ops": ["aten.addmm", "aten.mm", "aten.relu"]}]}
+
+
+def test_inference_graph_trees_replays_land_in_the_run(tmp_path, capture_count):
+    torch.manual_seed(0)
+    model = MLP().cuda()
+    inputs = [torch.randn(16, 64, device="cuda") for _ in range(6)]
+
+    # Baseline: the same model without probes, to compare captures and outputs.
+    with torch.no_grad():
+        plain = torch.compile(model, mode="reduce-overhead")
+        plain_out = [plain(x).clone() for x in inputs]
+    plain_captures = capture_count["captures"]
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    torch._dynamo.reset()
+    counters.clear()
+    capture_count["captures"] = 0
+
+    compiled = tcgd_compile.compile(
+        model, probes=CONFIG, mode="reduce-overhead", run_dir=tmp_path / "run"
+    )
+    with torch.no_grad():
+        outs = [compiled(x).clone() for x in inputs]
+    session = tcgd_compile.session_for(tcgd_compile.load_config(CONFIG), run_dir=tmp_path / "run")
+    run = session.finish()
+
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert capture_count["captures"] == plain_captures >= 1  # no extra partition
+    for a, b in zip(outs, plain_out, strict=True):
+        assert torch.equal(a, b)  # addmm/relu outputs are materialized anyway
+    # The op's Python body ran in warmup and recording only.
+    assert set(session.body_calls.values()) == {2}, session.body_calls
+    assert run.labels == tuple(f"call{i}" for i in range(6))
+    replays = [p.replay_index for p in run.points]
+    assert replays[0] is None and replays[1:] == [1, 2, 3, 4, 5], replays
+    for point, x in zip(run.points, inputs, strict=True):
+        by_module = {o.site.module_path: o for o in point.observations if o.site.module_path}
+        with torch.no_grad():
+            hidden = torch.relu(model.fc1(x))
+        for name, layer_input in (("fc1", x), ("fc2", hidden)):
+            site = by_module[name]
+            want = linear_site_value(site.site.aten_op, getattr(model, name), layer_input)
+            torch.testing.assert_close(site.tensor(), want)
+        relu = next(o for o in point.observations if o.site.aten_op == "aten.relu.default")
+        with torch.no_grad():
+            torch.testing.assert_close(relu.tensor(), torch.relu(model.fc1(x)).cpu())
+        assert all(o.source_device == "cuda:0" for o in point.observations)
+    assert "graph_replays" in run["call3"].metadata
+
+
+def test_training_loop_probes_forward_and_backward_under_graph_trees(tmp_path):
+    torch.manual_seed(1)
+    model = MLP().cuda()
+    reference = copy.deepcopy(model)
+    config = {
+        "version": 1,
+        "select": [{"ops": ["aten.addmm", "aten.mm"], "graphs": ["forward", "backward"]}],
+    }
+    compiled = tcgd_compile.compile(
+        model, probes=config, mode="reduce-overhead", run_dir=tmp_path / "run"
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.01)
+    steps = 5
+    expected = []
+    for _ in range(steps):
+        x = torch.randn(16, 64, device="cuda")
+        ref_out = reference(x)
+        ref_out.square().mean().backward()
+        expected.append(
+            {
+                "x": x,
+                "fc1": copy.deepcopy(reference.fc1),
+                "fc2_weight_grad": reference.fc2.weight.grad.detach().cpu(),
+            }
+        )
+        ref_opt.step()
+        ref_opt.zero_grad()
+        loss = compiled(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    session = tcgd_compile.session_for(tcgd_compile.load_config(config), run_dir=tmp_path / "run")
+    run = session.finish()
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert set(session.body_calls.values()) == {2}, session.body_calls
+    assert len(run) == steps
+    for point, want in zip(run.points, expected, strict=True):
+        kinds = {o.site.graph_kind for o in point.observations}
+        assert kinds == {"forward", "backward"}, kinds
+        fc1 = next(
+            o
+            for o in point.observations
+            if o.site.graph_kind == "forward" and o.site.module_path == "fc1"
+        )
+        torch.testing.assert_close(
+            fc1.tensor(),
+            linear_site_value(fc1.site.aten_op, want["fc1"], want["x"]),
+            rtol=1e-4,
+            atol=1e-5,
+        )
+        grads = [o.tensor() for o in point.observations if o.site.graph_kind == "backward"]
+        g = want["fc2_weight_grad"]
+        assert any(
+            (t.shape == g.shape and torch.allclose(t, g, rtol=1e-4, atol=1e-6))
+            or (t.shape == g.t().shape and torch.allclose(t, g.t(), rtol=1e-4, atol=1e-6))
+            for t in grads
+        ), "no backward site equals the eager fc2 weight gradient"
+    replays = [p.replay_index for p in run.points]
+    assert replays[0] is None and replays[-1] == steps - 1, replays
+
+
+def test_gpt2_attention_and_mlp_under_graph_trees(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(
+        n_layer=2, n_head=2, n_embd=64, n_positions=64, vocab_size=101, attn_implementation="sdpa"
+    )
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config).cuda().eval()
+    probes = {
+        "version": 1,
+        "select": [
+            {
+                "modules": ["h.*.attn*", "h.*.mlp*"],
+                "ops": ["aten.addmm", "aten.mm", "aten._scaled_dot_product_*"],
+            }
+        ],
+    }
+    compiled = tcgd_compile.compile(
+        model, probes=probes, mode="reduce-overhead", run_dir=tmp_path / "run"
+    )
+    batches = [torch.randint(0, 101, (2, 32), device="cuda") for _ in range(4)]
+    expected = []
+    for ids in batches:
+        captured = {}
+        hook = model.h[1].mlp.c_fc.register_forward_hook(
+            lambda m, i, o, captured=captured: captured.update(v=o)
+        )
+        with torch.no_grad():
+            model(input_ids=ids)
+        hook.remove()
+        expected.append(captured["v"].detach().cpu())
+        with torch.no_grad():
+            compiled(input_ids=ids)
+    session = tcgd_compile.session_for(tcgd_compile.load_config(probes), run_dir=tmp_path / "run")
+    run = session.finish()
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert set(session.body_calls.values()) == {2}, session.body_calls
+    assert [p.replay_index for p in run.points] == [None, 1, 2, 3]
+    for point, want in zip(run.points, expected, strict=True):
+        site = next(o for o in point.observations if o.site.module_path == "h.1.mlp.c_fc")
+        torch.testing.assert_close(site.tensor().reshape(want.shape), want, rtol=1e-3, atol=1e-4)
+        modules = {o.site.module_path for o in point.observations}
+        assert {"h.0.attn.c_attn", "h.1.mlp.c_proj"} <= modules, modules
