@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._probe_op import probe_op
+from torch_cudagraph_debug._probe_op import NEEDS_MUTABLE_TOKEN, probe_op, probe_token_op
 from torch_cudagraph_debug._torch_bridge import dtype_name
 
 # Set by the tcgd backend around each graph's compilation (it knows whether Inductor is
@@ -141,6 +141,26 @@ def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     return [n for n in graph.nodes if n.op == "call_function" and n.target is not probe_op]
 
 
+def _token_for(graph: torch.fx.Graph, like: torch.Tensor) -> torch.fx.Node:
+    """A one-element constant of the graph module that the token variant of the probe op
+    "mutates" (it never writes it), one per device, read through a get_attr node."""
+    module = graph.owning_module
+    device = like.device
+    name = f"_tcgd_probe_token_{device.type}_{device.index or 0}"
+    if not hasattr(module, name):
+        module.register_buffer(name, torch.zeros(1, device=device), persistent=False)
+    existing = next((n for n in graph.nodes if n.op == "get_attr" and n.target == name), None)
+    if existing is not None:
+        return existing
+    with graph.inserting_before(next(iter(graph.nodes))):
+        node = graph.get_attr(name)
+    # Passes after ours propagate fake tensors: the token's value must be one too.
+    fake_mode = getattr(like, "fake_mode", None)
+    real = getattr(module, name)
+    node.meta["val"] = fake_mode.from_tensor(real) if fake_mode is not None else real
+    return node
+
+
 def _materialized_anyway(node: torch.fx.Node) -> bool:
     """Whether Inductor keeps this value in memory without a probe: an extern kernel's
     output or input, or a value the graph returns. Otherwise a probe forces it out of a fused
@@ -201,17 +221,20 @@ class ProbeInsertionPass(CustomGraphPass):
             if decision["selected"]:
                 site = site_description(node, decision, kind)
                 decision["site"] = site
+                args = (node, self.probe_key, json.dumps(site, sort_keys=True))
                 with graph.inserting_after(node):
-                    probe = graph.call_function(
-                        probe_op, (node, self.probe_key, json.dumps(site, sort_keys=True))
-                    )
+                    if NEEDS_MUTABLE_TOKEN:
+                        token = _token_for(graph, _tensor_of(node))
+                        probe = graph.call_function(probe_token_op, (token, *args))
+                    else:
+                        probe = graph.call_function(probe_op, args)
                 probe.meta["val"] = None
             record.decisions.append(decision)
         if self.on_graph is not None:
             self.on_graph(record)
 
     def uuid(self) -> bytes:
-        sources = tuple(sorted(Path(__file__).parent.glob("*.py")))
+        sources = tuple(sorted(str(p) for p in Path(__file__).parent.glob("*.py")))
         return b"|".join(
             [
                 self.config.digest.encode(),

@@ -218,3 +218,99 @@ def test_training_graphs_probe_forward_and_backward(tmp_path):
     manifest = json.loads((tmp_path / "run" / "run.json").read_text())
     assert manifest["complete"] is True
     assert isinstance(TensorRun.load(tmp_path / "run"), TensorRun)
+
+
+CHILD = textwrap.dedent(
+    """
+    import os, sys, torch
+    import torch_cudagraph_debug.compile as tcgd_compile
+    run_dir, mode = sys.argv[1], sys.argv[2]
+    config = {"version": 1, "select": [{"ops": ["aten.addmm"]}]}
+    model = torch.nn.Linear(4, 4)
+    compiled = tcgd_compile.compile(model, probes=config, run_dir=run_dir)
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(torch.randn(2, 4))
+    if mode == "crash":
+        os.kill(os.getpid(), 9)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["exit", "crash"])
+def test_process_exit_finishes_the_run_and_a_crash_leaves_it_loadable(tmp_path, mode):
+    import subprocess
+    import sys
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(script), str(run_dir), mode],
+        env={**__import__("os").environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    run = TensorRun.load(run_dir)
+    if mode == "exit":
+        assert done.returncode == 0, done.stderr
+        # Every call is a point; the last one is committed at exit, with the run finished.
+        assert run.complete and run.labels == ("call0", "call1", "call2")
+    else:
+        assert done.returncode == -9
+        # Points are committed when the next call starts: two survive the kill.
+        assert not run.complete and run.labels == ("call0", "call1")
+        assert run.validate() == []
+
+
+def test_tcgd_explain_cli_runs_a_script_and_prints_decisions(tmp_path, config_file):
+    import subprocess
+    import sys
+
+    script = tmp_path / "model.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+
+            class MLP(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Linear(8, 16)
+                    self.fc2 = nn.Linear(16, 4)
+
+                def forward(self, x):
+                    return self.fc2(torch.relu(self.fc1(x)))
+
+            with torch.no_grad():
+                torch.compile(MLP())(torch.randn(2, 8))
+            """
+        )
+    )
+    env = {**__import__("os").environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")}
+    cli = [sys.executable, "-m", "torch_cudagraph_debug.cli", "explain", str(config_file)]
+    text = subprocess.run(
+        [*cli, str(script)], capture_output=True, text=True, env=env, check=True, timeout=300
+    ).stdout
+    assert "graph inference (compile id 0/0): 3 selected" in text, text
+    assert "+ addmm" in text and "fc1" in text and "model.py:" in text
+    data = json.loads(
+        subprocess.run(
+            [*cli[:-1], "--json", str(config_file), str(script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+    )
+    (graph,) = data["graphs"]
+    assert {d["site"]["module_path"] for d in graph["selected"]} == {"fc1", "fc2", None}
+    bad = subprocess.run(
+        [*cli[:-1], str(tmp_path / "missing.toml"), str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode == 2 and "missing.toml" in bad.stderr

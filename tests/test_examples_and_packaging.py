@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,21 @@ def test_record_eager_example_prints_the_duckdb_query(tmp_path):
     loss_line = next(line for line in out.splitlines() if line.startswith("loss by step:"))
     values = [float(v) for v in loss_line.split(":")[1].strip(" []\n").split(",")]
     assert len(values) == 4 and all(0.5 < v < 2.0 for v in values)
+
+
+def test_compile_probes_example_records_and_queries(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "compile_probes.py"), "--run-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache")},
+    ).stdout
+    assert "graph inference (compile id 0/0): 4 selected" in out, out
+    assert "points: ('call0', 'call1', 'call2', 'call3', 'call4')" in out
+    assert out.count("aten.addmm.default") >= 8  # four sites explained, four queried
+    assert "blocks.1.down" in out.split("DuckDB")[1]
 
 
 def test_fx_passes_ship_inside_the_package():

@@ -19,6 +19,7 @@ import weakref
 from typing import Protocol
 
 import torch
+import torch._library.utils
 
 from torch_cudagraph_debug.errors import ProbeClosedError
 
@@ -55,6 +56,11 @@ def _lookup(key: str) -> _ProbeTarget:
 
 _LIBRARY = torch.library.Library("tcgd", "DEF")
 _LIBRARY.define("probe(Tensor value, str probe, str site) -> ()")
+# The same op with a mutable token argument. Inductor before the effects API (torch 2.6)
+# keeps a fallback op only when its schema mutates something, whatever FX's side-effect
+# mark says; the compile pass uses this variant there, with a small constant tensor as
+# the token.
+_LIBRARY.define("probe_token(Tensor(a!) token, Tensor value, str probe, str site) -> ()")
 
 
 def _probe_cuda(value: torch.Tensor, probe: str, site: str) -> None:
@@ -69,9 +75,30 @@ def _probe_fake(value: torch.Tensor, probe: str, site: str) -> None:
     return None
 
 
+def _token_cuda(token: torch.Tensor, value: torch.Tensor, probe: str, site: str) -> None:
+    _lookup(probe)._record_cuda(value, site)
+
+
+def _token_cpu(token: torch.Tensor, value: torch.Tensor, probe: str, site: str) -> None:
+    _lookup(probe)._record_cpu(value, site)
+
+
+def _token_fake(token: torch.Tensor, value: torch.Tensor, probe: str, site: str) -> None:
+    return None
+
+
 _LIBRARY.impl("probe", _probe_cuda, "CUDA")
 _LIBRARY.impl("probe", _probe_cpu, "CPU")
+_LIBRARY.impl("probe_token", _token_cuda, "CUDA")
+_LIBRARY.impl("probe_token", _token_cpu, "CPU")
 torch.library.register_fake("tcgd::probe", _probe_fake, lib=_LIBRARY)
+torch.library.register_fake("tcgd::probe_token", _token_fake, lib=_LIBRARY)
 
 probe_op = torch.ops.tcgd.probe.default
+probe_token_op = torch.ops.tcgd.probe_token.default
 torch.fx.node.has_side_effect(probe_op)
+torch.fx.node.has_side_effect(probe_token_op)
+
+# Whether Inductor's scheduler honours the side-effect mark (torch >= 2.7 has the
+# effects-aware `is_impure`); otherwise compiled graphs need the token variant.
+NEEDS_MUTABLE_TOKEN = not hasattr(torch._library.utils, "is_impure")

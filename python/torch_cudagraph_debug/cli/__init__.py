@@ -1,4 +1,5 @@
-"""The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``.
+"""The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``,
+``tcgd explain``.
 
 ``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes: 0 match
 (or report produced), 1 mismatch, 3 inconclusive, 2 error.
@@ -14,7 +15,7 @@ EXIT_OK, EXIT_MISMATCH, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
-    from torch_cudagraph_debug.cli import memory, tensor
+    from torch_cudagraph_debug.cli import compile, memory, tensor
 
     parser = argparse.ArgumentParser(prog="tcgd", description=__doc__.splitlines()[0])
     domains = parser.add_subparsers(dest="domain", required=True)
@@ -22,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_commands(
         domains.add_parser("memory", help="allocator memory: summaries, comparisons")
     )
+    compile.add_explain_command(domains)
     return parser
 
 

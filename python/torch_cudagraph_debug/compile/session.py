@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import functools
 import json
 import os
 import threading
@@ -174,7 +173,8 @@ class ProbeSession:
         callable_id = id(compiled)
         boxed = getattr(compiled, "_boxed_call", False)
 
-        @functools.wraps(compiled)
+        # No functools.wraps: torch 2.6 follows __wrapped__ and would call the compiled
+        # function directly, bypassing this wrapper.
         def run(*args: Any) -> Any:
             self._on_call(callable_id)
             return compiled(*args)

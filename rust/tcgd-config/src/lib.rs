@@ -208,6 +208,7 @@ ops = ["aten.view", "aten.t"]
             "h.0.mlp"
         );
         assert_eq!(normalize_module_path("L['self']"), "");
+        assert_eq!(normalize_module_path("L['fn'][0]"), "0");
         assert_eq!(normalize_module_path("transformer.h.0"), "transformer.h.0");
     }
 }

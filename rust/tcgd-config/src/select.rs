@@ -158,14 +158,16 @@ pub struct Decision {
     pub reason: String,
 }
 
-/// `L['self'].layers[0].attn` -> `layers.0.attn`; `L['x']` (an input) -> `` (the root).
+/// `L['self'].layers[0].attn` -> `layers.0.attn`: paths are relative to the compiled
+/// module, which Dynamo names after the frame's local (`L['self']`, `L['fn']`, ...).
 pub fn normalize_module_path(raw: &str) -> String {
     let mut path = raw.trim();
-    for prefix in ["L['self'].", "L['self']", "self."] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            path = rest;
-            break;
+    if let Some(rest) = path.strip_prefix("L[") {
+        if let Some(end) = rest.find(']') {
+            path = rest[end + 1..].trim_start_matches('.');
         }
+    } else if let Some(rest) = path.strip_prefix("self.") {
+        path = rest;
     }
     let mut out = String::with_capacity(path.len());
     let mut chars = path.chars().peekable();
