@@ -105,14 +105,13 @@ class TensorObservation:
         return self._load()
 
 
-@dataclass(frozen=True)
-class TensorPoint:
-    index: int
-    label: str
-    timestamp: _dt.datetime
-    metadata: dict[str, Any]
-    replay_index: int | None
+class ObservationSet:
+    """Lookup by identity over ``observations``, shared by points and probe snapshots."""
+
     observations: tuple[TensorObservation, ...]
+
+    def _describe(self) -> str:
+        raise NotImplementedError
 
     @property
     def by_key(self) -> dict[tuple[str, int], TensorObservation]:
@@ -122,14 +121,26 @@ class TensorPoint:
         try:
             return self.by_key[(name, invocation_index)]
         except KeyError:
-            names = sorted({o.name for o in self.observations})
             raise KeyError(
-                f"point '{self.label}' has no observation ({name!r}, {invocation_index}); "
-                f"names recorded: {names}"
+                f"{self._describe()} has no observation ({name!r}, {invocation_index}); "
+                f"keys: {sorted(self.by_key)}"
             ) from None
 
     def tensor(self, name: str, invocation_index: int = 0) -> torch.Tensor:
         return self.observation(name, invocation_index).tensor()
+
+
+@dataclass(frozen=True)
+class TensorPoint(ObservationSet):
+    index: int
+    label: str
+    timestamp: _dt.datetime
+    metadata: dict[str, Any]
+    replay_index: int | None
+    observations: tuple[TensorObservation, ...]
+
+    def _describe(self) -> str:
+        return f"point {self.label!r}"
 
 
 def _parse_time(value: str | None) -> _dt.datetime | None:
