@@ -40,8 +40,11 @@ def register(probe: _ProbeTarget, key: str | None = None) -> str:
     return key
 
 
-def unregister(key: str) -> None:
-    _PROBES.pop(key, None)
+def unregister(key: str, probe: _ProbeTarget | None = None) -> None:
+    """Forgets ``key``; with ``probe`` given, only while the key still names that probe
+    (a later session of the same config may have taken the key over)."""
+    if probe is None or _PROBES.get(key) is probe:
+        _PROBES.pop(key, None)
 
 
 def _lookup(key: str) -> _ProbeTarget:

@@ -296,7 +296,7 @@ class ProbeSession:
                     self._calls += 1
                 self._writer.close(True)
                 self._finished = True
-                _probe_op.unregister(self.key)
+                _probe_op.unregister(self.key, self)
                 for state in self._captures.values():
                     state.runtime.close()
             self._result = TensorRun.load(self.path)
