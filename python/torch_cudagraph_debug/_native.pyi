@@ -1,5 +1,6 @@
 """Type stubs of the native core (Rust, pyo3)."""
 
+from collections.abc import Callable as _Callable
 from os import PathLike
 
 import pyarrow as pa
@@ -40,3 +41,187 @@ class RunReader:
     def run_table(self) -> pa.RecordBatch: ...
     def payload(self, digest: str) -> bytes: ...
     def validate(self) -> list[tuple[str, str]]: ...
+
+# ---------------------------------------------------------------- memory debug (tcgd-memory)
+
+# (device, free, total, probe device bytes, probe pinned bytes); None where unknown.
+_DeviceArgs = list[tuple[int, int | None, int | None, int | None, int | None]]
+# ((reference device, (a, b)), (candidate device, (c, d)))
+_PoolMapping = list[tuple[tuple[int, tuple[int, int]], tuple[int, tuple[int, int]]]]
+
+class MemoryState:
+    def identity(self) -> dict[str, object]: ...
+    @property
+    def devices(self) -> list[int]: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    def observations(self) -> list[tuple[int, int, tuple[int, int], int, dict[str, int]]]: ...
+    def pool_stats(self) -> list[tuple[int, tuple[int, int], dict[str, int]]]: ...
+    def scope_stats(self, device: int | None = None) -> dict[str, dict[str, int]]: ...
+    def device_memory(self) -> list[dict[str, object]]: ...
+    def table(self, name: str) -> pa.RecordBatch: ...
+    def raw_snapshot(self) -> dict[str, object]: ...
+    def report(
+        self, format: str = "text", include_unchanged: bool = True, depth: str = "stream"
+    ) -> str: ...
+
+class MemoryIngestor:
+    def __init__(self, origin: str, name: str) -> None: ...
+    def ingest(
+        self,
+        snapshot: object,
+        *,
+        label: str | None,
+        marker: str | None,
+        devices: list[int] | None,
+        device_memory: _DeviceArgs,
+        source: str,
+        synchronized: bool,
+        during_capture: bool,
+        torch_version: str | None,
+    ) -> MemoryState: ...
+
+class MemoryRunWriter:
+    def __init__(self, path: str | PathLike[str], header_json: str, producer: str) -> None: ...
+    def record(
+        self,
+        snapshot: object,
+        *,
+        label: str,
+        metadata_json: str,
+        marker: str | None,
+        devices: list[int] | None,
+        device_memory: _DeviceArgs,
+        source: str,
+        synchronized: bool,
+        during_capture: bool,
+        torch_version: str | None,
+    ) -> MemoryState: ...
+    def import_pickle(
+        self,
+        path: str | PathLike[str],
+        *,
+        label: str,
+        metadata_json: str,
+        device_memory: _DeviceArgs,
+    ) -> MemoryState: ...
+    def has_label(self, label: str) -> bool: ...
+    @property
+    def point_count(self) -> int: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    def close(self, complete: bool) -> None: ...
+
+class MemoryRunReader:
+    def __init__(self, path: str | PathLike[str]) -> None: ...
+    def manifest_json(self) -> str: ...
+    def states(self) -> list[MemoryState]: ...
+    def table(self, name: str) -> pa.RecordBatch: ...
+    def raw_snapshot(self, point_index: int) -> dict[str, object]: ...
+    def validate(self) -> list[tuple[str, str]]: ...
+
+class MemoryComparison:
+    def render(
+        self, format: str = "text", include_unchanged: bool = True, depth: str = "stream"
+    ) -> str: ...
+    @property
+    def relation(self) -> str: ...
+    @property
+    def lifecycle_label(self) -> str: ...
+    @property
+    def warnings(self) -> list[str]: ...
+    @property
+    def suggested_pool_mapping(self) -> _PoolMapping: ...
+
+class MemoryPhaseComparison:
+    def render(self, format: str = "text", include_unchanged: bool = True) -> str: ...
+    @property
+    def identity_failures(self) -> int: ...
+    @property
+    def warnings(self) -> list[str]: ...
+
+class MemoryTimeline:
+    def render(self, format: str = "text", include_unchanged: bool = True) -> str: ...
+
+def memory_state_from_pickle(
+    path: str | PathLike[str],
+    *,
+    origin: str,
+    name: str,
+    label: str,
+    device_memory: _DeviceArgs,
+) -> MemoryState: ...
+def check_snapshot_pickle(data: bytes) -> None: ...
+def compare_states(
+    reference: MemoryState,
+    candidate: MemoryState,
+    *,
+    pool_mapping: _PoolMapping,
+    device_mapping: list[tuple[int, int]],
+) -> MemoryComparison: ...
+def compare_phases(
+    baseline_start: MemoryState,
+    baseline_end: MemoryState,
+    candidate_start: MemoryState,
+    candidate_end: MemoryState,
+    *,
+    pool_mapping: _PoolMapping,
+    device_mapping: list[tuple[int, int]],
+) -> MemoryPhaseComparison: ...
+def memory_timeline(states: list[MemoryState]) -> MemoryTimeline: ...
+
+# --- comparison engine (tcgd-compare) ------------------------------------------------
+
+class Comparison:
+    """A finished comparison, held natively; reports are rendered on request."""
+
+    @property
+    def status(self) -> str: ...
+    def to_json(self) -> str: ...
+    def to_text(self, limit: int | None = None) -> str: ...
+    def to_html(self, limit: int | None = None) -> str: ...
+    def csv_tables(self) -> list[tuple[str, str]]: ...
+    def write(
+        self, directory: str | PathLike[str], overwrite: bool = False, limit: int | None = None
+    ) -> list[str]: ...
+    def worst(self, n: int | None = None) -> list[tuple[int | None, int, int]]: ...
+
+# A set: {"subject": {...}, "point": {...}, "observations": [{...}], "loader": callable}
+# where loader(i) returns (owner, (address, length)) of a private contiguous CPU tensor.
+_ObservationSet = dict[str, object]
+_Progress = _Callable[[int, int, str], None] | None
+_Mapping = str | list[tuple[str | int, str | int]] | None
+
+def compare_sets(
+    kind: str,
+    reference: _ObservationSet,
+    candidate: _ObservationSet,
+    options_json: str,
+    progress_callback: _Progress = None,
+) -> Comparison: ...
+def compare_runs(
+    reference: str | PathLike[str],
+    candidate: str | PathLike[str],
+    options_json: str,
+    point_mapping: _Mapping = None,
+    progress_callback: _Progress = None,
+) -> Comparison: ...
+def compare_point_series(
+    reference: _ObservationSet,
+    run: str | PathLike[str],
+    options_json: str,
+    progress_callback: _Progress = None,
+) -> Comparison: ...
+def compare_run_groups(
+    reference: tuple[str | None, list[str]],
+    candidate: tuple[str | None, list[str]],
+    options_json: str,
+    point_mapping: _Mapping = None,
+    progress_callback: _Progress = None,
+) -> Comparison: ...
+def run_group(root: str | None = None, paths: list[str] = ...) -> str: ...
+def default_compare_options() -> str: ...

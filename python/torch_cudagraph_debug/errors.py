@@ -109,29 +109,68 @@ class PayloadUnavailableError(TcgdError, LookupError):
     """The observation was recorded as a summary only; its values were never stored."""
 
 
+class ComparisonFailedError(TcgdError, AssertionError):
+    """``assert_ok()`` on a comparison that did not match (mismatch or inconclusive)."""
+
+
+class ReportExistsError(StorageError, FileExistsError):
+    """A report directory that already holds files; pass ``overwrite=True`` to replace the
+    report files (other files are kept)."""
+
+
+class MissingDependencyError(TcgdError, ImportError):
+    """An optional package a feature needs (tensorboard, duckdb) is not installed."""
+
+
+class SnapshotFormatError(TcgdError, ValueError):
+    """An allocator snapshot (a ``torch.cuda.memory._snapshot()`` dict or a
+    ``_dump_snapshot`` pickle) that lacks a required field, has one of the wrong type, or
+    contradicts itself; the message names the field and the torch version."""
+
+
+class UnsafePickleError(SnapshotFormatError):
+    """A pickle that would execute code when loaded; it is refused unread."""
+
+
+class CrossRunError(InvalidInputError):
+    """An analysis that only means something inside one run (events, lifetimes, phase
+    ranges) was asked across independent runs."""
+
+
+class FeatureUnavailableError(TcgdError, NotImplementedError):
+    """A part of the reference design's API that this release does not provide yet."""
+
+
 __all__ = [
     "CaptureInvalidatedError",
     "CheckFailedError",
+    "ComparisonFailedError",
     "ConfigError",
     "CorruptRunError",
+    "CrossRunError",
     "CudaDriverError",
     "CudaUnavailableError",
     "DigestMismatchError",
+    "FeatureUnavailableError",
     "InvalidInputError",
+    "MissingDependencyError",
     "NonContiguousTensorError",
     "PayloadMissingError",
     "PayloadUnavailableError",
     "ProbeClosedError",
     "RecorderStateError",
+    "ReportExistsError",
     "RunExistsError",
     "RunNotFoundError",
     "SecondCaptureError",
+    "SnapshotFormatError",
     "StorageError",
     "StorageIOError",
     "SynchronizeDuringCaptureError",
     "TcgdError",
     "TcgdInternalError",
     "UnsafePathError",
+    "UnsafePickleError",
     "UnsupportedDtypeError",
     "UnsupportedFormatError",
     "WrongDeviceError",

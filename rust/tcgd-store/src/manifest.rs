@@ -21,6 +21,16 @@ pub enum RunKind {
     Memory,
 }
 
+impl RunKind {
+    /// The tables a run of this kind writes; their directories exist from its creation.
+    pub fn tables(self) -> &'static [Table] {
+        match self {
+            RunKind::Tensor => &Table::TENSOR,
+            RunKind::Memory => &Table::MEMORY,
+        }
+    }
+}
+
 /// What the producer knows when a run starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunHeader {

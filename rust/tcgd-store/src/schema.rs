@@ -24,16 +24,59 @@ pub enum Table {
     Points,
     Observations,
     Payloads,
+    MemoryPoints,
+    MemoryDevices,
+    MemoryStats,
+    MemorySegments,
+    MemoryBlocks,
+    MemoryEvents,
+    MemoryFrames,
+    MemoryStacks,
 }
 
 impl Table {
-    pub const ALL: [Table; 3] = [Table::Points, Table::Observations, Table::Payloads];
+    pub const ALL: [Table; 11] = [
+        Table::Points,
+        Table::Observations,
+        Table::Payloads,
+        Table::MemoryPoints,
+        Table::MemoryDevices,
+        Table::MemoryStats,
+        Table::MemorySegments,
+        Table::MemoryBlocks,
+        Table::MemoryEvents,
+        Table::MemoryFrames,
+        Table::MemoryStacks,
+    ];
+    /// The tables of a tensor run.
+    pub const TENSOR: [Table; 3] = [Table::Points, Table::Observations, Table::Payloads];
+    /// The tables of a memory run: `points` is shared, so that every run answers the same
+    /// "which points are committed" query.
+    pub const MEMORY: [Table; 9] = [
+        Table::Points,
+        Table::MemoryPoints,
+        Table::MemoryDevices,
+        Table::MemoryStats,
+        Table::MemorySegments,
+        Table::MemoryBlocks,
+        Table::MemoryEvents,
+        Table::MemoryFrames,
+        Table::MemoryStacks,
+    ];
 
     pub fn dir_name(self) -> &'static str {
         match self {
             Table::Points => "points",
             Table::Observations => "observations",
             Table::Payloads => "payloads",
+            Table::MemoryPoints => "memory_points",
+            Table::MemoryDevices => "memory_devices",
+            Table::MemoryStats => "memory_stats",
+            Table::MemorySegments => "memory_segments",
+            Table::MemoryBlocks => "memory_blocks",
+            Table::MemoryEvents => "memory_events",
+            Table::MemoryFrames => "memory_frames",
+            Table::MemoryStacks => "memory_stacks",
         }
     }
 
@@ -46,6 +89,14 @@ impl Table {
             Table::Points => POINTS.clone(),
             Table::Observations => OBSERVATIONS.clone(),
             Table::Payloads => PAYLOADS.clone(),
+            Table::MemoryPoints => MEMORY_POINTS.clone(),
+            Table::MemoryDevices => MEMORY_DEVICES.clone(),
+            Table::MemoryStats => MEMORY_STATS.clone(),
+            Table::MemorySegments => MEMORY_SEGMENTS.clone(),
+            Table::MemoryBlocks => MEMORY_BLOCKS.clone(),
+            Table::MemoryEvents => MEMORY_EVENTS.clone(),
+            Table::MemoryFrames => MEMORY_FRAMES.clone(),
+            Table::MemoryStacks => MEMORY_STACKS.clone(),
         }
     }
 }
@@ -142,4 +193,172 @@ pub static PAYLOADS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("total_nbytes", DataType::Int64, false),
         Field::new("data", DataType::LargeBinary, false),
     ]))
+});
+
+fn utf8_list() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Utf8, false)))
+}
+
+/// The identity columns every memory table starts with, so a glob over many runs still
+/// tells rows apart.
+fn memory_identity() -> Vec<Field> {
+    vec![
+        Field::new("run_id", DataType::Utf8, false),
+        Field::new("rank", DataType::Int64, true),
+        Field::new("point_index", DataType::Int64, false),
+    ]
+}
+
+fn memory_schema(columns: Vec<Field>) -> SchemaRef {
+    let mut fields = memory_identity();
+    fields.extend(columns);
+    Arc::new(Schema::new(fields))
+}
+
+/// A pool id as torch reports it: a pair of integers, `(0, 0)` for the default pool.
+fn pool_columns(nullable: bool) -> [Field; 2] {
+    [
+        Field::new("pool_id_0", DataType::Int64, nullable),
+        Field::new("pool_id_1", DataType::Int64, nullable),
+    ]
+}
+
+/// One row per memory point: where its snapshot came from and how it was taken.
+pub static MEMORY_POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    memory_schema(vec![
+        Field::new("label", DataType::Utf8, false),
+        Field::new("source", DataType::Utf8, false),
+        Field::new("source_path", DataType::Utf8, true),
+        Field::new("marker", DataType::Utf8, true),
+        Field::new("boundary_recorded", DataType::Boolean, false),
+        Field::new("synchronized", DataType::Boolean, false),
+        Field::new("during_capture", DataType::Boolean, false),
+        Field::new("torch_version", DataType::Utf8, true),
+        Field::new("warnings", utf8_list(), false),
+    ])
+});
+
+/// One row per (point, device): device-wide memory next to the allocator's, and the state
+/// of the allocator history window that ends at this point.
+pub static MEMORY_DEVICES: LazyLock<SchemaRef> = LazyLock::new(|| {
+    memory_schema(vec![
+        Field::new("device", DataType::Int64, false),
+        Field::new("free_bytes", DataType::Int64, true),
+        Field::new("total_bytes", DataType::Int64, true),
+        Field::new("cuda_used", DataType::Int64, true),
+        Field::new("allocator_reserved", DataType::Int64, false),
+        Field::new("residual", DataType::Int64, true),
+        Field::new("probe_device_bytes", DataType::Int64, true),
+        Field::new("probe_pinned_bytes", DataType::Int64, true),
+        Field::new("history_status", DataType::Utf8, false),
+        Field::new("ring_entries", DataType::Int64, false),
+        Field::new("window_events", DataType::Int64, false),
+        Field::new("window_first_time_us", DataType::Int64, true),
+        Field::new("window_last_time_us", DataType::Int64, true),
+    ])
+});
+
+/// One row per (point, device, pool, stream): the allocator statistics of that slice.
+pub static MEMORY_STATS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let [p0, p1] = pool_columns(false);
+    memory_schema(vec![
+        Field::new("point_label", DataType::Utf8, false),
+        Field::new("order", DataType::Int64, false),
+        Field::new("device", DataType::Int64, false),
+        p0,
+        p1,
+        Field::new("pool_kind", DataType::Utf8, false),
+        Field::new("stream", DataType::Int64, false),
+        Field::new("reserved", DataType::Int64, false),
+        Field::new("allocated", DataType::Int64, false),
+        Field::new("active", DataType::Int64, false),
+        Field::new("requested", DataType::Int64, false),
+        Field::new("awaiting_free", DataType::Int64, false),
+        Field::new("inactive", DataType::Int64, false),
+        Field::new("internal_fragmentation", DataType::Int64, false),
+        Field::new("segment_count", DataType::Int64, false),
+        Field::new("block_count", DataType::Int64, false),
+        Field::new("inactive_block_count", DataType::Int64, false),
+        Field::new("largest_inactive_block", DataType::Int64, false),
+        Field::new("expandable_segment_count", DataType::Int64, false),
+        Field::new("expandable_reserved", DataType::Int64, false),
+        Field::new("expandable_inactive", DataType::Int64, false),
+    ])
+});
+
+/// One row per allocator segment (for expandable segments: per mapped range) at a point.
+pub static MEMORY_SEGMENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let [p0, p1] = pool_columns(false);
+    memory_schema(vec![
+        Field::new("segment_index", DataType::Int64, false),
+        Field::new("device", DataType::Int64, false),
+        Field::new("address", DataType::Int64, true),
+        Field::new("total_size", DataType::Int64, false),
+        Field::new("allocated_size", DataType::Int64, true),
+        Field::new("active_size", DataType::Int64, true),
+        Field::new("requested_size", DataType::Int64, true),
+        Field::new("stream", DataType::Int64, false),
+        p0,
+        p1,
+        Field::new("segment_type", DataType::Utf8, false),
+        Field::new("is_expandable", DataType::Boolean, false),
+        Field::new("stack_id", DataType::Int64, true),
+    ])
+});
+
+/// One row per block of a segment at a point.
+pub static MEMORY_BLOCKS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let [p0, p1] = pool_columns(false);
+    memory_schema(vec![
+        Field::new("segment_index", DataType::Int64, false),
+        Field::new("block_index", DataType::Int64, false),
+        Field::new("device", DataType::Int64, false),
+        p0,
+        p1,
+        Field::new("stream", DataType::Int64, false),
+        Field::new("address", DataType::Int64, true),
+        Field::new("address_inferred", DataType::Boolean, false),
+        Field::new("size", DataType::Int64, false),
+        Field::new("requested_size", DataType::Int64, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("stack_id", DataType::Int64, true),
+    ])
+});
+
+/// Allocator history: only the trace entries new since the previous point.
+pub static MEMORY_EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let [p0, p1] = pool_columns(true);
+    memory_schema(vec![
+        Field::new("device", DataType::Int64, false),
+        Field::new("ring_index", DataType::Int64, false),
+        Field::new("action", DataType::Utf8, false),
+        Field::new("address", DataType::Int64, true),
+        Field::new("size", DataType::Int64, false),
+        Field::new("stream", DataType::Int64, false),
+        Field::new("time_us", DataType::Int64, true),
+        p0,
+        p1,
+        Field::new("user_metadata", DataType::Utf8, true),
+        Field::new("compile_context", DataType::Utf8, true),
+        Field::new("device_free", DataType::Int64, true),
+        Field::new("stack_id", DataType::Int64, true),
+    ])
+});
+
+/// Stack frames, each stored once per run (in the part of the point that first saw it).
+pub static MEMORY_FRAMES: LazyLock<SchemaRef> = LazyLock::new(|| {
+    memory_schema(vec![
+        Field::new("frame_id", DataType::Int64, false),
+        Field::new("filename", DataType::Utf8, false),
+        Field::new("line", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, false),
+    ])
+});
+
+/// Stacks as lists of frame ids, innermost first (torch's order), each stored once per run.
+pub static MEMORY_STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    memory_schema(vec![
+        Field::new("stack_id", DataType::Int64, false),
+        Field::new("frame_ids", int64_list(), false),
+    ])
 });

@@ -73,7 +73,7 @@ impl RunWriter {
                 path: dir.to_path_buf(),
             });
         }
-        for table in Table::ALL {
+        for table in header.kind.tables() {
             let sub = dir.join(table.dir_name());
             fs::create_dir_all(&sub).map_err(StoreError::io(&sub))?;
         }
@@ -130,17 +130,7 @@ impl RunWriter {
         observations: &[ObservationInput<'_>],
     ) -> Result<CommittedPoint> {
         self.ensure_open()?;
-        if self.labels.contains(&point.label) {
-            return Err(StoreError::invalid(
-                "label",
-                format!(
-                    "point label '{}' is already used in this run; labels are unique",
-                    point.label
-                ),
-            ));
-        }
-        serde_json::from_str::<serde_json::Value>(&point.metadata)
-            .map_err(|e| StoreError::invalid("metadata", format!("not JSON: {e}")))?;
+        self.check_new_point(point)?;
         let mut keys = HashSet::new();
         for obs in observations {
             obs.validate()?;
@@ -163,7 +153,7 @@ impl RunWriter {
         let point_index = self.manifest.point_count;
         let file_name = format!("part-{:06}.parquet", point_index + 1);
         let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
-        let mut next = self.manifest.clone();
+        let next = self.manifest.clone();
         let mut new_payloads = HashSet::new();
         let mut deduplicated = 0u64;
 
@@ -194,7 +184,7 @@ impl RunWriter {
             digested.len(),
         )?;
 
-        let batches = [
+        let batches = vec![
             (Table::Payloads, payload_batch),
             (
                 Table::Observations,
@@ -202,8 +192,30 @@ impl RunWriter {
             ),
             (Table::Points, Some(points_batch)),
         ];
+        self.write_point_parts(next, &point.label, &file_name, batches)?;
+        self.stored_payloads.extend(new_payloads);
+        Ok(CommittedPoint {
+            point_index,
+            observations: digested.len() as u64,
+            payload_chunks_written: payload_chunks,
+            payloads_deduplicated: deduplicated,
+        })
+    }
+
+    /// Writes one point's parts (hidden, fsynced, renamed), fsyncs the table directories
+    /// and publishes the manifest that lists them: the point becomes visible all at once.
+    fn write_point_parts(
+        &mut self,
+        mut next: Manifest,
+        label: &str,
+        file_name: &str,
+        batches: Vec<(Table, Option<RecordBatch>)>,
+    ) -> Result<()> {
+        let point_index = self.manifest.point_count;
+        let mut written = Vec::new();
         for (table, batch) in batches {
             let Some(batch) = batch else { continue };
+            written.push(table);
             let rel = format!("{}/{}", table.dir_name(), file_name);
             let committed = write_part(&self.dir.join(&rel), table, &batch)?;
             next.parts.push(PartEntry {
@@ -215,21 +227,93 @@ impl RunWriter {
                 point_index,
             });
         }
-        for table in Table::ALL {
+        // Only directories that gained a file have a rename to make durable.
+        for table in written {
             sync_dir(&self.dir.join(table.dir_name()))?;
         }
         next.point_count = point_index + 1;
         self.publish(&next)?;
-
         self.manifest = next;
-        self.labels.insert(point.label.clone());
-        self.stored_payloads.extend(new_payloads);
-        Ok(CommittedPoint {
+        self.labels.insert(label.to_owned());
+        Ok(())
+    }
+
+    /// The index the next committed point will get; producers of memory tables write it
+    /// into their rows.
+    pub fn next_point_index(&self) -> u64 {
+        self.manifest.point_count
+    }
+
+    /// Commits one point of a memory run: its `points` row plus the memory tables the
+    /// producer built (each batch must have its table's schema and carry
+    /// `point_index == next_point_index()`). An empty batch writes no part. Same
+    /// durability and visibility rules as `commit_point`.
+    pub fn commit_tables(
+        &mut self,
+        point: &PointInput,
+        observation_count: usize,
+        tables: Vec<(Table, RecordBatch)>,
+    ) -> Result<u64> {
+        self.ensure_open()?;
+        self.check_new_point(point)?;
+        let kind_tables = self.manifest.header.kind.tables();
+        let mut seen = HashSet::new();
+        for (table, batch) in &tables {
+            if matches!(table, Table::Points | Table::Observations | Table::Payloads)
+                || !kind_tables.contains(table)
+                || !seen.insert(*table)
+            {
+                return Err(StoreError::invalid(
+                    "table",
+                    format!(
+                        "{} cannot be committed here (a {:?} run, once per point)",
+                        table.dir_name(),
+                        self.manifest.header.kind
+                    ),
+                ));
+            }
+            if batch.schema().fields() != table.schema().fields() {
+                return Err(StoreError::invalid(
+                    table.dir_name(),
+                    "the batch's columns differ from the table's schema",
+                ));
+            }
+        }
+        let point_index = self.manifest.point_count;
+        let file_name = format!("part-{:06}.parquet", point_index + 1);
+        let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
+        let points = points_batch(
+            &self.manifest,
             point_index,
-            observations: digested.len() as u64,
-            payload_chunks_written: payload_chunks,
-            payloads_deduplicated: deduplicated,
-        })
+            point,
+            timestamp,
+            observation_count,
+        )?;
+        let mut batches: Vec<(Table, Option<RecordBatch>)> = tables
+            .into_iter()
+            .map(|(table, batch)| (table, Some(batch).filter(|b| b.num_rows() > 0)))
+            .collect();
+        // The `points` row goes last, like in tensor runs: a glob over `points/` never
+        // shows a point whose other parts are missing.
+        batches.push((Table::Points, Some(points)));
+        let next = self.manifest.clone();
+        self.write_point_parts(next, &point.label, &file_name, batches)?;
+        Ok(point_index)
+    }
+
+    fn check_new_point(&self, point: &PointInput) -> Result<()> {
+        if self.labels.contains(&point.label) {
+            return Err(StoreError::invalid(
+                "label",
+                format!(
+                    "point label '{}' is already used in this run; labels are unique",
+                    point.label
+                ),
+            ));
+        }
+        serde_json::from_str::<serde_json::Value>(&point.metadata)
+            .map_err(|e| StoreError::invalid("metadata", format!("not JSON: {e}")))?;
+        Ok(())
     }
 
     /// Ends the run. `complete=false` keeps a run that ended by an error: its points are

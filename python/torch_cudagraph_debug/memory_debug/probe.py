@@ -1,0 +1,171 @@
+"""``MemoryProbe``: allocator snapshots for a local question, with no run and no
+persistence."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.memory_debug._model import _StateView
+from torch_cudagraph_debug.memory_debug._source import (
+    Devices,
+    SnapshotSource,
+    TorchSource,
+    device_args,
+    emit,
+    resolve_devices,
+    take,
+)
+from torch_cudagraph_debug.memory_debug.compare import (
+    MemoryAttributionOptions,
+    MemoryComparison,
+    compare_snapshots,
+)
+
+
+class MemoryProbeSnapshot(_StateView):
+    """One allocator state taken by a probe (or built from a saved snapshot)."""
+
+    def __init__(self, state: _native.MemoryState, raw: dict[str, Any] | None = None):
+        self._state = state
+        self._raw = raw
+        identity = state.identity()
+        self.name: str = identity["name"]
+        self.label: str = identity["label"]
+        self.index: int = identity["index"]
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: dict[str, Any],
+        *,
+        name: str = "snapshot",
+        label: str | None = None,
+        mem_get_info: Any = None,
+        probe_memory: tuple[int, int] | None = None,
+    ) -> MemoryProbeSnapshot:
+        """A snapshot from a ``torch.cuda.memory._snapshot()`` dict taken elsewhere.
+        ``mem_get_info`` is ``(free, total)`` of device 0 or ``{device: (free, total)}``;
+        without it CUDA used and the residual are unavailable. Snapshots built this way
+        are independent of each other (their lifecycle is ``unavailable``); use a
+        ``MemoryProbe`` or a run for related snapshots."""
+        ingestor = _native.MemoryIngestor(f"dict:{uuid.uuid4().hex}", name)
+        state = ingestor.ingest(
+            snapshot,
+            label=label,
+            marker=None,
+            devices=None,
+            device_memory=device_args(mem_get_info, probe_memory),
+            source="dict",
+            synchronized=False,
+            during_capture=False,
+            torch_version=None,
+        )
+        emit(state.warnings, f"snapshot {name!r}")
+        return cls(state, snapshot)
+
+    @classmethod
+    def from_pickle(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        label: str | None = None,
+        mem_get_info: Any = None,
+    ) -> MemoryProbeSnapshot:
+        """A snapshot from a ``torch.cuda.memory._dump_snapshot`` file, read by a parser
+        that never executes code (a pickle that would is refused with
+        ``UnsafePickleError``)."""
+        path = os.fspath(path)
+        stem = os.path.splitext(os.path.basename(path))[0]
+        state = _native.memory_state_from_pickle(
+            path,
+            origin=f"file:{uuid.uuid4().hex}",
+            name=name or stem,
+            label=label or stem,
+            device_memory=device_args(mem_get_info),
+        )
+        emit(state.warnings, f"snapshot {path!r}")
+        return cls(state)
+
+    def raw_snapshot(self) -> dict[str, Any]:
+        """The snapshot dict: torch's own when this object was built from one, otherwise
+        one rebuilt in torch's shape (history: the entries this snapshot stored)."""
+        if self._raw is not None:
+            return self._raw
+        return self._state.raw_snapshot()
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryProbeSnapshot(name={self.name!r}, label={self.label!r}, "
+            f"observations={len(self.observations)})"
+        )
+
+
+class MemoryProbe:
+    """Takes allocator snapshots of this process for a local question.
+
+    ``devices``: ``None`` (the current device and every device the snapshot mentions), an
+    index, a sequence, or ``"all"``. ``synchronize`` waits for the devices before each
+    snapshot so that finished work is freed; during a CUDA graph capture a snapshot is
+    still allowed, unsynchronised, with a warning. Live snapshots need CUDA
+    (``CudaUnavailableError`` otherwise). Allocator history is never switched on or off
+    here: it is the application's choice (``torch.cuda.memory._record_memory_history``).
+    """
+
+    def __init__(
+        self,
+        name: str = "memory",
+        *,
+        devices: Devices = None,
+        synchronize: bool = True,
+        _source: SnapshotSource | None = None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.synchronize = bool(synchronize)
+        self._source = _source if _source is not None else TorchSource()
+        self._devices = resolve_devices(devices, self._source)
+        self._id = uuid.uuid4().hex
+        self._ingestor = _native.MemoryIngestor(f"probe:{self._id}", name)
+        self._count = 0
+
+    def snapshot(
+        self, *, label: str | None = None, synchronize: bool | None = None
+    ) -> MemoryProbeSnapshot:
+        """Takes one snapshot. Each snapshot stores only the allocator history entries new
+        since the previous snapshot of this probe."""
+        sync = self.synchronize if synchronize is None else bool(synchronize)
+        label = label if label is not None else f"snapshot-{self._count}"
+        marker = f"tcgd:probe:{self._id}:{self._count}"
+        taken = take(self._source, self._devices, sync, marker)
+        state = self._ingestor.ingest(
+            taken.snapshot,
+            label=label,
+            marker=taken.marker,
+            devices=taken.devices,
+            device_memory=taken.device_memory,
+            source="live",
+            synchronized=taken.synchronized,
+            during_capture=taken.during_capture,
+            torch_version=self._source.torch_version,
+        )
+        self._count += 1
+        emit(state.warnings, f"{self.name}@{label}")
+        return MemoryProbeSnapshot(state, taken.snapshot)
+
+    def compare(
+        self,
+        reference: MemoryProbeSnapshot,
+        candidate: MemoryProbeSnapshot,
+        attribution: MemoryAttributionOptions | None = None,
+    ) -> MemoryComparison:
+        """Compares two snapshots of this probe: address lifecycle included."""
+        return compare_snapshots(reference, candidate, attribution=attribution)
+
+    def __repr__(self) -> str:
+        return f"MemoryProbe(name={self.name!r}, snapshots={self._count})"

@@ -1,0 +1,254 @@
+"""``MemoryRecorder``: a complete experiment, recorded point by point into a Parquet run;
+and the import of existing ``_dump_snapshot`` pickles into a run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._environment import detect_rank, provenance
+from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
+from torch_cudagraph_debug.memory_debug._source import (
+    Devices,
+    SnapshotSource,
+    TorchSource,
+    device_args,
+    emit,
+    resolve_devices,
+    take,
+)
+from torch_cudagraph_debug.memory_debug.run import MemoryPoint, MemoryRun
+
+_PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
+
+
+def _json(what: str, value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None
+
+
+def _header(
+    name: str,
+    execution: str,
+    rank: int | None,
+    group_id: str | None,
+    world_size: int | None,
+    run_metadata: dict[str, Any],
+    facts: dict[str, Any],
+) -> tuple[str, str]:
+    run_id = uuid.uuid4().hex
+    header = {
+        "run_id": run_id,
+        "name": name,
+        "kind": "memory",
+        "execution": execution,
+        "rank": rank,
+        "group_id": group_id,
+        "world_size": world_size,
+        "provenance": facts,
+        "run_metadata": run_metadata,
+    }
+    return run_id, _json("run_metadata", header)
+
+
+class MemoryRecorder:
+    """Records allocator states into a run: one set of Parquet parts per point.
+
+    Each point stores the full allocator state (segments, blocks, statistics per device,
+    pool and stream, device-wide memory) and only the history entries new since the
+    previous point. A marker string is set as the allocator metadata while each snapshot
+    is taken (the previous metadata is restored), so the history is cut exactly at
+    points. Live points need CUDA (``CudaUnavailableError`` otherwise)."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "memory",
+        run_dir: str | os.PathLike[str] | None = None,
+        bundle_dir: str | os.PathLike[str] | None = None,
+        devices: Devices = None,
+        rank: int | None = None,
+        synchronize: bool = True,
+        group_id: str | None = None,
+        world_size: int | None = None,
+        run_metadata: dict[str, Any] | None = None,
+        _source: SnapshotSource | None = None,
+    ):
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
+        if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
+            raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
+        self._source = _source if _source is not None else TorchSource()
+        self._source.check_available()
+        self.name = name
+        self.synchronize = bool(synchronize)
+        self._devices = resolve_devices(devices, self._source)
+        self.rank, self.world_size = detect_rank(rank, world_size)
+        self.group_id = group_id
+        root = run_dir if run_dir is not None else bundle_dir
+        if root is None:
+            root = tempfile.mkdtemp(prefix=f"tcgd-memory-{name}-")
+        path = os.fspath(root)
+        if self.world_size is not None and self.world_size > 1:
+            path = os.path.join(path, f"rank={self.rank}")
+        facts = provenance() if _source is None else {"producer": "torch-cudagraph-debug"}
+        self.run_id, header = _header(
+            name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
+        )
+        self._writer = _native.MemoryRunWriter(path, header, _PRODUCER)
+        self.path = str(self._writer.path)
+        self._points: list[MemoryPoint] = []
+        self._result: MemoryRun | None = None
+        self._closed = False
+
+    def record_point(
+        self,
+        label: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        synchronize: bool | None = None,
+    ) -> MemoryPoint:
+        """Takes a snapshot and commits it durably as the next point."""
+        self._check_open("record_point")
+        if not isinstance(label, str) or not label:
+            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
+        if self._writer.has_label(label):
+            raise InvalidInputError(f"point label {label!r} is already used in this run")
+        metadata_json = _json("metadata", dict(metadata or {}))
+        sync = self.synchronize if synchronize is None else bool(synchronize)
+        index = self._writer.point_count
+        taken = take(self._source, self._devices, sync, f"tcgd:{self.run_id}:{index}")
+        state = self._writer.record(
+            taken.snapshot,
+            label=label,
+            metadata_json=metadata_json,
+            marker=taken.marker,
+            devices=taken.devices,
+            device_memory=taken.device_memory,
+            source="live",
+            synchronized=taken.synchronized,
+            during_capture=taken.during_capture,
+            torch_version=self._source.torch_version,
+        )
+        emit(state.warnings, f"{self.name}@{label}")
+        return self._as_point(state, metadata)
+
+    def _as_point(self, state: _native.MemoryState, metadata: dict[str, Any] | None) -> MemoryPoint:
+        point = MemoryPoint(state, _LivePoints(self.path), None, dict(metadata or {}))
+        self._points.append(point)
+        return point
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RecorderStateError(
+                f"{what}() on a recorder that is already finished or closed; create a new "
+                "MemoryRecorder for a new run"
+            )
+
+    def preview(self) -> MemoryRun:
+        """The run as committed so far (``complete=False`` until ``finish``)."""
+        if self._result is not None:
+            return self._result
+        return MemoryRun.load(self.path)
+
+    def finish(self) -> MemoryRun:
+        """Marks the run complete and returns it. Idempotent."""
+        if self._result is not None:
+            return self._result
+        self._check_open("finish")
+        self._writer.close(True)
+        self._closed = True
+        self._result = MemoryRun.load(self.path)
+        return self._result
+
+    @property
+    def result(self) -> MemoryRun | None:
+        return self._result
+
+    def close(self) -> None:
+        """Releases the recorder. A run that was not finished stays ``complete=False``."""
+        if self._closed:
+            return
+        self._writer.close(False)
+        self._closed = True
+
+    def __enter__(self) -> MemoryRecorder:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            # Keep what was committed; the run says it did not reach its end.
+            self.close()
+            with contextlib.suppress(Exception):
+                self._result = MemoryRun.load(self.path)
+
+
+class _LivePoints:
+    """What a point returned by ``record_point`` needs of the run it belongs to: the run
+    is reopened when a raw snapshot is asked for, so committed points stay readable
+    while recording goes on."""
+
+    def __init__(self, path: str):
+        self._path = path
+
+    def raw_snapshot(self, point_index: int) -> dict[str, Any]:
+        return _native.MemoryRunReader(self._path).raw_snapshot(point_index)
+
+
+def import_snapshots(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    run_dir: str | os.PathLike[str],
+    name: str = "import",
+    labels: Sequence[str] | None = None,
+    mem_get_info: Sequence[Any] | None = None,
+    run_metadata: dict[str, Any] | None = None,
+) -> MemoryRun:
+    """Imports ``torch.cuda.memory._dump_snapshot`` pickles, in order, as the points of a
+    new memory run. Files are read by a parser that never executes code. Snapshots of
+    one process share its allocator history: each point stores only the entries new since
+    the previous file. ``mem_get_info``: per file, ``None`` or ``(free, total)`` of device
+    0 or ``{device: (free, total)}``, when known."""
+    files = [os.fspath(p) for p in paths]
+    if not files:
+        raise InvalidInputError("import_snapshots needs at least one snapshot file")
+    labels = (
+        list(labels)
+        if labels is not None
+        else [os.path.splitext(os.path.basename(p))[0] for p in files]
+    )
+    if len(labels) != len(files):
+        raise InvalidInputError(f"{len(files)} files but {len(labels)} labels")
+    if len(set(labels)) != len(labels):
+        raise InvalidInputError(f"labels must be unique, got {labels}; pass labels=...")
+    readings = list(mem_get_info) if mem_get_info is not None else [None] * len(files)
+    if len(readings) != len(files):
+        raise InvalidInputError(f"{len(files)} files but {len(readings)} mem_get_info readings")
+    rank, world_size = detect_rank(None, None)
+    facts = {"producer": "torch-cudagraph-debug", "imported_from": files}
+    _, header = _header(name, "import", rank, None, world_size, dict(run_metadata or {}), facts)
+    writer = _native.MemoryRunWriter(os.fspath(run_dir), header, _PRODUCER)
+    complete = False
+    try:
+        for path, label, reading in zip(files, labels, readings, strict=True):
+            state = writer.import_pickle(
+                path,
+                label=label,
+                metadata_json=_json("metadata", {"source_path": path}),
+                device_memory=device_args(reading),
+            )
+            emit(state.warnings, f"{name}@{label}")
+        complete = True
+    finally:
+        writer.close(complete)
+    return MemoryRun.load(run_dir)

@@ -1,0 +1,189 @@
+"""Recorded memory runs as Python objects: ``MemoryRun`` > ``MemoryPoint``. The data lives
+in the run directory; these objects are views over what the native reader rebuilt."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
+from torch_cudagraph_debug.memory_debug._model import _StateView
+from torch_cudagraph_debug.memory_debug.compare import (
+    MemoryAttributionOptions,
+    MemoryComparison,
+    MemoryTimeline,
+    compare_snapshots,
+)
+
+
+def _parse_time(value: str | None) -> _dt.datetime | None:
+    return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class MemoryPoint(_StateView):
+    """One committed point of a memory run."""
+
+    def __init__(
+        self,
+        state: _native.MemoryState,
+        reader: _native.MemoryRunReader,
+        timestamp: _dt.datetime | None,
+        metadata: dict[str, Any],
+    ):
+        self._state = state
+        self._reader = reader
+        identity = state.identity()
+        self.index: int = identity["index"]
+        self.label: str = identity["label"]
+        self.source: str = identity["source"]
+        self.source_path: str | None = identity["source_path"]
+        self.marker: str | None = identity["marker"]
+        self.synchronized: bool = identity["synchronized"]
+        self.during_capture: bool = identity["during_capture"]
+        self.timestamp = timestamp
+        self.metadata = metadata
+
+    def raw_snapshot(self) -> dict[str, Any]:
+        """The point as a dict in torch's ``_snapshot()`` shape, rebuilt from the stored
+        tables; ``device_traces`` holds the history entries this point stored (those new
+        since the previous point)."""
+        return self._reader.raw_snapshot(self.index)
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryPoint(index={self.index}, label={self.label!r}, "
+            f"observations={len(self.observations)})"
+        )
+
+
+@dataclass(frozen=True)
+class MemoryPhaseRange:
+    """Two points of one run: the phase between them (``run.between(a, b)``)."""
+
+    start: MemoryPoint
+    end: MemoryPoint
+
+
+class MemoryRun:
+    """A recorded memory run, loaded from its directory. ``run["label"]`` or ``run[i]``
+    gives a point."""
+
+    def __init__(self, reader: _native.MemoryRunReader, path: str):
+        self._reader = reader
+        manifest = json.loads(reader.manifest_json())
+        self.path = path
+        self.run_id: str = manifest["run_id"]
+        self.name: str = manifest["name"]
+        self.execution: str = manifest["execution"]
+        self.rank: int | None = manifest["rank"]
+        self.group_id: str | None = manifest["group_id"]
+        self.world_size: int | None = manifest["world_size"]
+        self.created_at = _parse_time(manifest["created_at"])
+        self.finished_at = _parse_time(manifest["finished_at"])
+        self.complete: bool = manifest["complete"]
+        self.format_version: int = manifest["format_version"]
+        self.provenance: dict[str, Any] = manifest.get("provenance") or {}
+        self.run_metadata: dict[str, Any] = manifest.get("run_metadata") or {}
+        points_table = reader.table("points").to_pylist()
+        extra = {row["point_index"]: row for row in points_table}
+        self.points: tuple[MemoryPoint, ...] = tuple(
+            MemoryPoint(
+                state,
+                reader,
+                extra.get(state.identity()["index"], {}).get("timestamp"),
+                json.loads(extra.get(state.identity()["index"], {}).get("metadata") or "{}"),
+            )
+            for state in reader.states()
+        )
+        self._by_label = {p.label: p for p in self.points}
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> MemoryRun:
+        """Opens a memory run directory; the manifest and every part are checked first."""
+        return cls(_native.MemoryRunReader(os.fspath(path)), os.fspath(path))
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __iter__(self) -> Iterator[MemoryPoint]:
+        return iter(self.points)
+
+    def __getitem__(self, key: str | int) -> MemoryPoint:
+        if isinstance(key, str):
+            try:
+                return self._by_label[key]
+            except KeyError:
+                raise KeyError(
+                    f"run '{self.name}' has no point '{key}'; labels: {list(self._by_label)}"
+                ) from None
+        return self.points[key]
+
+    def point(self, key: str | int) -> MemoryPoint:
+        return self[key]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(p.label for p in self.points)
+
+    def between(self, start: str | int, end: str | int) -> MemoryPhaseRange:
+        """The phase from point ``start`` to point ``end`` (for ``compare_phases``)."""
+        a, b = self[start], self[end]
+        if a.index > b.index:
+            raise InvalidInputError(
+                f"between({start!r}, {end!r}): '{a.label}' comes after '{b.label}'"
+            )
+        return MemoryPhaseRange(a, b)
+
+    def compare(
+        self,
+        reference: str | int,
+        candidate: str | int,
+        attribution: MemoryAttributionOptions | None = None,
+    ) -> MemoryComparison:
+        """Compares two points of this run (address lifecycle included)."""
+        return compare_snapshots(self[reference], self[candidate], attribution=attribution)
+
+    def timeline(self, attribution: MemoryAttributionOptions | None = None) -> MemoryTimeline:
+        """Every point with its change since the previous one."""
+        if attribution is not None and (attribution.events or attribution.lifetimes):
+            raise FeatureUnavailableError(
+                "event and lifetime attribution are not available in this release"
+            )
+        return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]))
+
+    def lifetimes(self, selection: Any = None, through: Any = None, options: Any = None) -> Any:
+        """Allocation lifetimes from the stored history: not available in this release
+        (the history each point stored is in ``table("memory_events")``)."""
+        raise FeatureUnavailableError(
+            "lifetimes() is not available in this release; the allocator history is stored "
+            "in the run's memory_events table"
+        )
+
+    def validate_payloads(self) -> list[tuple[str, str]]:
+        """Checks every stored file against its digest; ``(path, problem)`` pairs, empty
+        when the run is intact."""
+        return [(os.fspath(p), problem) for p, problem in self._reader.validate()]
+
+    def table(self, name: str) -> pa.Table:
+        """Every committed row of one table (``memory_stats``, ``memory_events``, ...)."""
+        return pa.Table.from_batches([self._reader.table(name)])
+
+    def to_arrow(self) -> pa.Table:
+        """The ``memory_stats`` table: one row per (point, device, pool, stream)."""
+        return self.table("memory_stats")
+
+    def to_pandas(self) -> Any:
+        return self.to_arrow().to_pandas()
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryRun(name={self.name!r}, rank={self.rank}, points={len(self.points)}, "
+            f"complete={self.complete}, path={self.path!r})"
+        )

@@ -1,0 +1,303 @@
+//! Phase comparison: how much a baseline phase (two points of one run) and a candidate
+//! phase changed, and how far apart they were at the start and at the end. Every row
+//! checks `end_gap = start_gap + candidate_change - baseline_change`: the four values are
+//! read independently, so a pairing mistake shows up as a row whose identity fails.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::compare::{CompareOptions, PoolKey};
+use crate::error::{MemoryError, Result};
+use crate::model::{PoolId, DEFAULT_POOL};
+use crate::state::{MemoryState, StateIdentity};
+use crate::stats::{MemoryStats, Scope};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseLevel {
+    Scope,
+    Device,
+    Pool,
+}
+
+impl PhaseLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseLevel::Scope => "scope",
+            PhaseLevel::Device => "device",
+            PhaseLevel::Pool => "pool",
+        }
+    }
+}
+
+/// The four readings of one quantity and what follows from them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseValues {
+    pub baseline_start: Option<i64>,
+    pub baseline_end: Option<i64>,
+    pub candidate_start: Option<i64>,
+    pub candidate_end: Option<i64>,
+}
+
+impl PhaseValues {
+    pub fn baseline_change(&self) -> Option<i64> {
+        self.baseline_end?.checked_sub(self.baseline_start?)
+    }
+
+    pub fn candidate_change(&self) -> Option<i64> {
+        self.candidate_end?.checked_sub(self.candidate_start?)
+    }
+
+    pub fn start_gap(&self) -> Option<i64> {
+        self.candidate_start?.checked_sub(self.baseline_start?)
+    }
+
+    pub fn end_gap(&self) -> Option<i64> {
+        self.candidate_end?.checked_sub(self.baseline_end?)
+    }
+
+    /// `None` when a value is missing (no counterpart, or no CUDA reading).
+    pub fn identity_holds(&self) -> Option<bool> {
+        let rhs = self
+            .start_gap()?
+            .checked_add(self.candidate_change()?)?
+            .checked_sub(self.baseline_change()?);
+        Some(rhs == Some(self.end_gap()?))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseRow {
+    pub level: PhaseLevel,
+    pub scope: Option<Scope>,
+    pub baseline_device: Option<i64>,
+    pub candidate_device: Option<i64>,
+    pub baseline_pool: Option<PoolId>,
+    pub candidate_pool: Option<PoolId>,
+    pub metric: &'static str,
+    pub values: PhaseValues,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseComparison {
+    pub baseline: (StateIdentity, StateIdentity),
+    pub candidate: (StateIdentity, StateIdentity),
+    pub same_origin: bool,
+    pub rows: Vec<PhaseRow>,
+    pub warnings: Vec<String>,
+}
+
+impl PhaseComparison {
+    /// Rows whose identity does not hold: always empty unless something is wrong.
+    pub fn identity_failures(&self) -> Vec<&PhaseRow> {
+        self.rows
+            .iter()
+            .filter(|r| r.values.identity_holds() == Some(false))
+            .collect()
+    }
+}
+
+const METRICS: [&str; 4] = ["reserved", "allocated", "active", "requested"];
+
+fn metric(stats: &MemoryStats, name: &str) -> i64 {
+    stats
+        .byte_metrics()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, v)| *v)
+}
+
+fn check_range(start: &MemoryState, end: &MemoryState, what: &str) -> Result<()> {
+    if start.identity.origin != end.identity.origin || start.identity.origin.is_empty() {
+        return Err(MemoryError::invalid(format!(
+            "the {what} range goes from '{}' to '{}', which belong to different runs; a \
+             phase is two points of one run",
+            start.identity.title(),
+            end.identity.title()
+        )));
+    }
+    Ok(())
+}
+
+fn pools(states: [&MemoryState; 2], device: i64) -> BTreeSet<PoolId> {
+    states
+        .iter()
+        .flat_map(|s| s.observations.iter())
+        .filter(|(k, _)| k.device == device)
+        .map(|(k, _)| k.pool)
+        .collect()
+}
+
+fn pool_stats(state: &MemoryState, device: i64, pool: PoolId) -> MemoryStats {
+    MemoryStats::sum(
+        state
+            .observations
+            .iter()
+            .filter(|(k, _)| k.device == device && k.pool == pool)
+            .map(|(_, s)| s),
+    )
+}
+
+pub fn compare_phases(
+    baseline: (&MemoryState, &MemoryState),
+    candidate: (&MemoryState, &MemoryState),
+    options: &CompareOptions,
+) -> Result<PhaseComparison> {
+    check_range(baseline.0, baseline.1, "baseline")?;
+    check_range(candidate.0, candidate.1, "candidate")?;
+    let same_origin = baseline.0.identity.origin == candidate.0.identity.origin;
+    let mut rows = Vec::new();
+    let both = |v: [i64; 4]| PhaseValues {
+        baseline_start: Some(v[0]),
+        baseline_end: Some(v[1]),
+        candidate_start: Some(v[2]),
+        candidate_end: Some(v[3]),
+    };
+
+    for scope in Scope::ALL {
+        let s = [baseline.0, baseline.1, candidate.0, candidate.1]
+            .map(|state| state.scope_stats(None, scope));
+        for name in METRICS {
+            rows.push(PhaseRow {
+                level: PhaseLevel::Scope,
+                scope: Some(scope),
+                baseline_device: None,
+                candidate_device: None,
+                baseline_pool: None,
+                candidate_pool: None,
+                metric: name,
+                values: both(s.map(|x| metric(&x, name))),
+            });
+        }
+    }
+
+    let device_map: BTreeMap<i64, i64> = options.device_mapping.iter().copied().collect();
+    let pool_map: HashMap<PoolKey, PoolKey> = options.pool_mapping.iter().copied().collect();
+    let base_devices: BTreeSet<i64> = baseline
+        .0
+        .devices
+        .iter()
+        .chain(&baseline.1.devices)
+        .copied()
+        .collect();
+    let cand_devices: BTreeSet<i64> = candidate
+        .0
+        .devices
+        .iter()
+        .chain(&candidate.1.devices)
+        .copied()
+        .collect();
+    let mut pairs: Vec<(Option<i64>, Option<i64>)> = Vec::new();
+    let mut taken = BTreeSet::new();
+    for &bd in &base_devices {
+        let target = device_map.get(&bd).copied().unwrap_or(bd);
+        let cd = (cand_devices.contains(&target) && taken.insert(target)).then_some(target);
+        pairs.push((Some(bd), cd));
+    }
+    pairs.extend(
+        cand_devices
+            .iter()
+            .filter(|d| !taken.contains(d))
+            .map(|&d| (None, Some(d))),
+    );
+
+    let mut warnings = Vec::new();
+    for (bd, cd) in pairs {
+        let device_reading = |state: &MemoryState, device: Option<i64>, what: &str| {
+            let d = device?;
+            match what {
+                "cuda_used" => state.memory(d).cuda_used(),
+                "residual" => state.residual(d),
+                other => Some(metric(&state.device_stats(d), other)),
+            }
+        };
+        for name in ["cuda_used", "residual"].into_iter().chain(METRICS) {
+            rows.push(PhaseRow {
+                level: PhaseLevel::Device,
+                scope: None,
+                baseline_device: bd,
+                candidate_device: cd,
+                baseline_pool: None,
+                candidate_pool: None,
+                metric: name,
+                values: PhaseValues {
+                    baseline_start: device_reading(baseline.0, bd, name),
+                    baseline_end: device_reading(baseline.1, bd, name),
+                    candidate_start: device_reading(candidate.0, cd, name),
+                    candidate_end: device_reading(candidate.1, cd, name),
+                },
+            });
+        }
+        let base_pools = bd
+            .map(|d| pools([baseline.0, baseline.1], d))
+            .unwrap_or_default();
+        let cand_pools = cd
+            .map(|d| pools([candidate.0, candidate.1], d))
+            .unwrap_or_default();
+        let mut used = BTreeSet::new();
+        let mut pool_pairs = Vec::new();
+        for &bp in &base_pools {
+            let target = match bd.and_then(|d| pool_map.get(&(d, bp))) {
+                Some(&(_, p)) => Some(p),
+                None if same_origin || bp == DEFAULT_POOL => Some(bp),
+                None => None,
+            }
+            .filter(|p| cd.is_some() && cand_pools.contains(p) && !used.contains(p));
+            if let Some(p) = target {
+                used.insert(p);
+            } else if !same_origin && bp != DEFAULT_POOL {
+                warnings.push(format!(
+                    "baseline pool [{},{}] of device {} has no candidate counterpart; map it \
+                     with pool_mapping to compare it",
+                    bp.0,
+                    bp.1,
+                    bd.map_or_else(|| "?".to_owned(), |d| d.to_string())
+                ));
+            }
+            pool_pairs.push((Some(bp), target));
+        }
+        pool_pairs.extend(
+            cand_pools
+                .iter()
+                .filter(|p| !used.contains(p))
+                .map(|&p| (None, Some(p))),
+        );
+        for (bp, cp) in pool_pairs {
+            let reading = |state: &MemoryState, device: Option<i64>, pool: Option<PoolId>| {
+                Some(pool_stats(state, device?, pool?))
+            };
+            let s = [
+                reading(baseline.0, bd, bp),
+                reading(baseline.1, bd, bp),
+                reading(candidate.0, cd, cp),
+                reading(candidate.1, cd, cp),
+            ];
+            for name in METRICS {
+                let v = s.map(|x| x.map(|x| metric(&x, name)));
+                rows.push(PhaseRow {
+                    level: PhaseLevel::Pool,
+                    scope: None,
+                    baseline_device: bd,
+                    candidate_device: cd,
+                    baseline_pool: bp,
+                    candidate_pool: cp,
+                    metric: name,
+                    values: PhaseValues {
+                        baseline_start: v[0],
+                        baseline_end: v[1],
+                        candidate_start: v[2],
+                        candidate_end: v[3],
+                    },
+                });
+            }
+        }
+    }
+    Ok(PhaseComparison {
+        baseline: (baseline.0.identity.clone(), baseline.1.identity.clone()),
+        candidate: (candidate.0.identity.clone(), candidate.1.identity.clone()),
+        same_origin,
+        rows,
+        warnings,
+    })
+}

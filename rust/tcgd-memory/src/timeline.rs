@@ -1,0 +1,160 @@
+//! The timeline of a run: at every point, every scope, device and pool with its change
+//! since the previous point. A pool seen at an earlier point stays in the timeline with
+//! zero state after it disappears, so its release is visible.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::model::PoolId;
+use crate::state::{MemoryState, StateIdentity};
+use crate::stats::{MemoryStats, PoolKind, Scope};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimelineLevel {
+    Scope,
+    Device,
+    Pool,
+}
+
+impl TimelineLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimelineLevel::Scope => "scope",
+            TimelineLevel::Device => "device",
+            TimelineLevel::Pool => "pool",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineRow {
+    pub point_index: i64,
+    pub label: String,
+    pub level: TimelineLevel,
+    pub scope: Option<Scope>,
+    pub device: Option<i64>,
+    pub pool: Option<PoolId>,
+    pub pool_kind: Option<PoolKind>,
+    pub stats: MemoryStats,
+    /// `stats` minus the previous point's (for every field); `None` at the first point.
+    pub change: Option<MemoryStats>,
+    pub cuda_used: Option<i64>,
+    pub residual: Option<i64>,
+    pub cuda_used_change: Option<i64>,
+    pub residual_change: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    pub points: Vec<StateIdentity>,
+    pub rows: Vec<TimelineRow>,
+}
+
+fn minus(a: &MemoryStats, b: &MemoryStats) -> MemoryStats {
+    MemoryStats {
+        reserved: a.reserved - b.reserved,
+        allocated: a.allocated - b.allocated,
+        active: a.active - b.active,
+        requested: a.requested - b.requested,
+        segment_count: a.segment_count - b.segment_count,
+        block_count: a.block_count - b.block_count,
+        inactive_block_count: a.inactive_block_count - b.inactive_block_count,
+        largest_inactive_block: a.largest_inactive_block - b.largest_inactive_block,
+        expandable_segment_count: a.expandable_segment_count - b.expandable_segment_count,
+        expandable_reserved: a.expandable_reserved - b.expandable_reserved,
+        expandable_inactive: a.expandable_inactive - b.expandable_inactive,
+    }
+}
+
+pub fn timeline(states: &[&MemoryState]) -> Timeline {
+    let mut rows = Vec::new();
+    let mut seen_devices: BTreeSet<i64> = BTreeSet::new();
+    let mut seen_pools: BTreeSet<(i64, PoolKind, PoolId)> = BTreeSet::new();
+    let mut previous: Option<&MemoryState> = None;
+    for state in states {
+        seen_devices.extend(state.devices.iter().copied());
+        seen_pools.extend(
+            state
+                .observations
+                .iter()
+                .map(|(k, _)| (k.device, PoolKind::of(k.pool), k.pool)),
+        );
+        let identity = &state.identity;
+        let row = |level,
+                   scope,
+                   device,
+                   pool: Option<PoolId>,
+                   now: MemoryStats,
+                   before: Option<MemoryStats>| {
+            TimelineRow {
+                point_index: identity.index,
+                label: identity.label.clone(),
+                level,
+                scope,
+                device,
+                pool,
+                pool_kind: pool.map(PoolKind::of),
+                stats: now,
+                change: before.map(|b| minus(&now, &b)),
+                cuda_used: None,
+                residual: None,
+                cuda_used_change: None,
+                residual_change: None,
+            }
+        };
+        for scope in Scope::ALL {
+            let now = state.scope_stats(None, scope);
+            let before = previous.map(|p| p.scope_stats(None, scope));
+            rows.push(row(
+                TimelineLevel::Scope,
+                Some(scope),
+                None,
+                None,
+                now,
+                before,
+            ));
+        }
+        for &device in &seen_devices {
+            let now = state.device_stats(device);
+            let before = previous.map(|p| p.device_stats(device));
+            let mut r = row(TimelineLevel::Device, None, Some(device), None, now, before);
+            r.cuda_used = state.memory(device).cuda_used();
+            r.residual = state.residual(device);
+            if let Some(p) = previous {
+                r.residual_change = r.residual.zip(p.residual(device)).map(|(a, b)| a - b);
+                r.cuda_used_change = r
+                    .cuda_used
+                    .zip(p.memory(device).cuda_used())
+                    .map(|(a, b)| a - b);
+            }
+            rows.push(r);
+            for &(d, _, pool) in seen_pools.iter().filter(|(d, _, _)| *d == device) {
+                let stats_of = |s: &MemoryState| {
+                    MemoryStats::sum(
+                        s.observations
+                            .iter()
+                            .filter(|(k, _)| k.device == d && k.pool == pool)
+                            .map(|(_, v)| v),
+                    )
+                };
+                let now = stats_of(state);
+                let before = previous.map(stats_of);
+                rows.push(row(
+                    TimelineLevel::Pool,
+                    None,
+                    Some(device),
+                    Some(pool),
+                    now,
+                    before,
+                ));
+            }
+        }
+        previous = Some(state);
+    }
+    Timeline {
+        points: states.iter().map(|s| s.identity.clone()).collect(),
+        rows,
+    }
+}
