@@ -2,6 +2,7 @@
 
 from collections.abc import Callable as _Callable
 from os import PathLike
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -187,7 +188,7 @@ class Comparison:
     def csv_tables(self) -> list[tuple[str, str]]: ...
     def write(
         self, directory: str | PathLike[str], overwrite: bool = False, limit: int | None = None
-    ) -> list[str]: ...
+    ) -> list[Path]: ...
     def worst(self, n: int | None = None) -> list[tuple[int | None, int, int]]: ...
 
 # A set: {"subject": {...}, "point": {...}, "observations": [{...}], "loader": callable}

@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         domains.add_parser("memory", help="allocator memory: summaries, comparisons")
     )
     compile.add_explain_command(domains)
+    tensor.add_query_command(domains)
     return parser
 
 

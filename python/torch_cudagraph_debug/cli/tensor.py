@@ -1,10 +1,490 @@
-"""`tcgd tensor ...` commands."""
+"""`tcgd tensor ...` commands, and the top-level `tcgd query`.
+
+Comparisons print the native text report (or, with ``--json``, the complete JSON report)
+and exit 0 on match, 1 on mismatch, 3 when inconclusive; errors exit 2 (see ``docs/cli.md``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EXIT_OK, EXIT_MISMATCH, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+_EXIT_FOR_STATUS = {"match": EXIT_OK, "mismatch": EXIT_MISMATCH, "inconclusive": EXIT_INCONCLUSIVE}
+
+
+# ------------------------------------------------------------------------ shared options
+def _comparison_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("comparison")
+    group.add_argument("--mode", choices=("allclose", "exact"), default="allclose")
+    group.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (1e-5)")
+    group.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
+    group.add_argument("--equal-nan", action="store_true", help="NaN matches NaN")
+    group.add_argument("--dtype-policy", choices=("strict", "promote"), default="strict")
+    group.add_argument("--layout-policy", choices=("strict", "ignore"), default="strict")
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--limit", type=int, default=20, help="rows per table in the text report (20)"
+    )
+    output.add_argument("--json", action="store_true", help="print the complete JSON report")
+    output.add_argument(
+        "--report", metavar="DIR", help="also write report.txt/.json/.html and CSV tables"
+    )
+    output.add_argument(
+        "--overwrite", action="store_true", help="replace the report files in a non-empty DIR"
+    )
+    output.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on stderr even when it is not a terminal",
+    )
+
+
+def _mapping_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("point pairing")
+    pairing = group.add_mutually_exclusive_group()
+    pairing.add_argument(
+        "--map",
+        action="append",
+        metavar="REF=CAND",
+        help="compare point REF of the reference with point CAND of the candidate (labels, "
+        "or #index); repeat for more pairs; only these points are compared",
+    )
+    pairing.add_argument(
+        "--by-index", action="store_true", help="pair points by position instead of label"
+    )
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions
+
+    return TensorComparisonOptions(
+        mode=args.mode,
+        rtol=args.rtol,
+        atol=args.atol,
+        equal_nan=args.equal_nan,
+        dtype_policy=args.dtype_policy,
+        layout_policy=args.layout_policy,
+        limit=args.limit,
+    )
+
+
+def _point_key(text: str) -> str | int:
+    """`#3` is point index 3; anything else is a label."""
+    if text.startswith("#") and text[1:].lstrip("-").isdigit():
+        return int(text[1:])
+    return text
+
+
+def _mapping(args: argparse.Namespace) -> Any:
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    if args.by_index:
+        return "index"
+    if not args.map:
+        return None
+    pairs = []
+    for item in args.map:
+        ref, sep, cand = item.partition("=")
+        if not sep or not ref or not cand:
+            raise InvalidInputError(f"--map takes REF=CAND, got {item!r}")
+        pairs.append((_point_key(ref), _point_key(cand)))
+    return pairs
+
+
+def _point(run: Any, key: str) -> Any:
+    """A point of a run by label, or by `#index`."""
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    wanted = _point_key(key)
+    try:
+        return run[wanted]
+    except (KeyError, IndexError):
+        raise InvalidInputError(
+            f"run '{run.name}' at {run.path} has no point {key!r}; labels: {list(run.labels)} "
+            "(use #N for the N-th point)"
+        ) from None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
+    """A progress line on stderr, when it is a terminal or --progress asks for it."""
+    if not (args.progress or sys.stderr.isatty()):
+        return None
+    started = time.monotonic()
+
+    def show(done: int, total: int, current: str) -> None:
+        if total == 0:
+            return
+        elapsed = time.monotonic() - started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"[tcgd] comparing {100 * done / total:5.1f}% ({_size(done)} of {_size(total)}, "
+            f"{_size(rate)}/s) {current}"
+        )
+        end = "\n" if done >= total else ""
+        print(f"\r{line[:120]:<120}", end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
+def _finish(result: Any, args: argparse.Namespace) -> int:
+    if args.report:
+        result.write(args.report, overwrite=args.overwrite)
+    if args.json:
+        print(result.to_json())
+    else:
+        print(result.to_text(args.limit), end="")
+    return _EXIT_FOR_STATUS[result.status]
+
+
+# ------------------------------------------------------------------------ commands
+def _summary(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.tensor_debug import TensorRun
+
+    run = TensorRun.load(args.run)
+    points = [_point(run, args.point)] if args.point else list(run.points)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "run": {
+                        "path": run.path,
+                        "run_id": run.run_id,
+                        "name": run.name,
+                        "execution": run.execution,
+                        "rank": run.rank,
+                        "world_size": run.world_size,
+                        "complete": run.complete,
+                        "created_at": str(run.created_at),
+                        "finished_at": None if run.finished_at is None else str(run.finished_at),
+                        "points": len(run.points),
+                    },
+                    "points": [
+                        {
+                            "index": p.index,
+                            "label": p.label,
+                            "replay_index": p.replay_index,
+                            "metadata": p.metadata,
+                            "observations": [
+                                {
+                                    "order": o.order,
+                                    "name": o.name,
+                                    "invocation_index": o.invocation_index,
+                                    "dtype": str(o.dtype).removeprefix("torch."),
+                                    "shape": list(o.shape),
+                                    "payload": o.payload,
+                                    "digest": o.digest,
+                                    "summary": vars(o.summary),
+                                }
+                                for o in p.observations
+                            ],
+                        }
+                        for p in points
+                    ],
+                },
+                allow_nan=False,
+                default=str,
+            )
+        )
+        return EXIT_OK
+    state = "complete" if run.complete else "INCOMPLETE"
+    print(f"run '{run.name}' ({run.execution}, rank {run.rank} of {run.world_size}, {state})")
+    print(f"  path: {run.path}")
+    print(f"  id:   {run.run_id}; created {run.created_at}; {len(run.points)} points")
+    for p in points:
+        replay = "" if p.replay_index is None else f", replay {p.replay_index}"
+        print(f"\npoint #{p.index} '{p.label}'{replay}: {len(p.observations)} observations")
+        rows = [
+            ("observation", "dtype", "shape", "payload", "mean", "std", "min", "max", "nan", "inf")
+        ]
+        for o in p.observations[: args.limit]:
+            s = o.summary
+            rows.append(
+                (
+                    f"{o.name}[{o.invocation_index}]",
+                    str(o.dtype).removeprefix("torch."),
+                    str(list(o.shape)),
+                    o.payload,
+                    _g(s.mean),
+                    _g(s.std),
+                    _g(s.min),
+                    _g(s.max),
+                    str(s.nan),
+                    str(s.posinf + s.neginf),
+                )
+            )
+        _table(rows)
+        if len(p.observations) > args.limit:
+            print(f"  ... {len(p.observations) - args.limit} more (--limit, or --json for all)")
+    return EXIT_OK
+
+
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _compare_points(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.tensor_debug import TensorRun, compare_points
+
+    ref_run = TensorRun.load(args.run)
+    cand_run = TensorRun.load(args.candidate_run) if args.candidate_run else ref_run
+    result = compare_points(
+        _point(ref_run, args.ref_point),
+        _point(cand_run, args.cand_point),
+        options=_options(args),
+        progress=_progress(args),
+    )
+    return _finish(result, args)
+
+
+def _compare_runs(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.tensor_debug import compare_runs
+
+    result = compare_runs(
+        args.reference,
+        args.candidate,
+        point_mapping=_mapping(args),
+        options=_options(args),
+        progress=_progress(args),
+    )
+    return _finish(result, args)
+
+
+def _compare_point_series(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.tensor_debug import TensorRun, compare_point_series
+
+    ref_run = TensorRun.load(args.run)
+    result = compare_point_series(
+        _point(ref_run, args.ref_point),
+        args.series_run or args.run,
+        options=_options(args),
+        progress=_progress(args),
+    )
+    return _finish(result, args)
+
+
+def _group_summary(args: argparse.Namespace) -> int:
+    import warnings
+
+    from torch_cudagraph_debug.tensor_debug import TensorRunGroup
+
+    with warnings.catch_warnings():
+        # The summary prints the warnings itself.
+        warnings.simplefilter("ignore")
+        group = TensorRunGroup.load(args.root)
+    summary = group.summary()
+    if args.json:
+        print(json.dumps(summary))
+        return EXIT_OK
+    state = "complete" if group.complete else "INCOMPLETE"
+    print(
+        f"run group '{group.name}' at {args.root}: {len(group.members)} of "
+        f"{group.world_size} ranks, {len(group.labels)} points, {state}"
+    )
+    rows = [("rank", "points", "complete", "path")]
+    rows += [(str(m.rank), str(len(m.labels)), str(m.complete), m.path) for m in group.members]
+    _table(rows)
+    for w in group.warnings:
+        print(f"warning: {w}")
+    return EXIT_OK
+
+
+def _compare_run_groups(args: argparse.Namespace) -> int:
+    import warnings
+
+    from torch_cudagraph_debug.tensor_debug import compare_run_groups
+
+    with warnings.catch_warnings():
+        # Group warnings are part of the report.
+        warnings.simplefilter("ignore")
+        result = compare_run_groups(
+            args.reference,
+            args.candidate,
+            point_mapping=_mapping(args),
+            options=_options(args),
+            progress=_progress(args),
+        )
+    return _finish(result, args)
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
-    parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("summary", help="a run's points and observation summaries")
+    p.add_argument("run", help="run directory")
+    p.add_argument("--point", help="only this point (label, or #index)")
+    p.add_argument("--limit", type=int, default=20, help="observations shown per point (20)")
+    p.add_argument("--json", action="store_true", help="print everything as JSON")
+    p.set_defaults(handler=_summary)
+
+    p = commands.add_parser("compare-points", help="compare two points, of one run or two")
+    p.add_argument("run", help="run directory of the reference point")
+    p.add_argument("ref_point", help="reference point (label, or #index)")
+    p.add_argument("cand_point", help="candidate point (label, or #index)")
+    p.add_argument(
+        "--candidate-run", metavar="RUN", help="run of the candidate point (default: RUN)"
+    )
+    _comparison_options(p)
+    p.set_defaults(handler=_compare_points)
+
+    p = commands.add_parser("compare-runs", help="compare two runs point by point")
+    p.add_argument("reference", help="reference run directory")
+    p.add_argument("candidate", help="candidate run directory")
+    _mapping_options(p)
+    _comparison_options(p)
+    p.set_defaults(handler=_compare_runs)
+
+    p = commands.add_parser(
+        "compare-point-series",
+        help="compare one point against every point of a run: the first diverging replay",
+    )
+    p.add_argument("run", help="run directory of the reference point")
+    p.add_argument("ref_point", help="reference point (label, or #index)")
+    p.add_argument("series_run", nargs="?", help="run whose points are compared (default: RUN)")
+    _comparison_options(p)
+    p.set_defaults(handler=_compare_point_series)
+
+    p = commands.add_parser("group-summary", help="the runs of a multi-rank job directory")
+    p.add_argument("root", help="job directory holding rank=<r>/ runs")
+    p.add_argument("--json", action="store_true", help="print the group as JSON")
+    p.set_defaults(handler=_group_summary)
+
+    p = commands.add_parser("compare-run-groups", help="compare two multi-rank jobs rank by rank")
+    p.add_argument("reference", help="reference job directory")
+    p.add_argument("candidate", help="candidate job directory")
+    _mapping_options(p)
+    _comparison_options(p)
+    p.set_defaults(handler=_compare_run_groups)
+
+
+# ---------------------------------------------------------------------------- query
+def _run_dirs(path: str) -> list[str]:
+    """A run directory, or every run under a job directory (sorted)."""
+    from torch_cudagraph_debug.errors import RunNotFoundError
+
+    if os.path.isfile(os.path.join(path, "run.json")):
+        return [path]
+    found = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        if "run.json" in files:
+            found.append(root)
+            dirs.clear()  # a run holds no runs
+    if not found:
+        raise RunNotFoundError(f"'{path}' is not a run and holds no run (no run.json under it)")
+    return found
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _query(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug import _native
+    from torch_cudagraph_debug.errors import InvalidInputError, MissingDependencyError
+
+    try:
+        import duckdb
+        import pyarrow as pa
+    except ImportError as e:
+        raise MissingDependencyError(f"tcgd query needs duckdb: pip install duckdb ({e})") from None
+
+    con = duckdb.connect()
+    files: dict[str, list[str]] = {}
+    empty: dict[str, Any] = {}
+    runs = []
+    for path in args.runs:
+        for run_dir in _run_dirs(path):
+            # The reader checks the manifest (paths stay inside the run) and part sizes;
+            # only committed parts are queried, never a half-written point's.
+            reader = _native.RunReader(run_dir)
+            manifest = json.loads(reader.manifest_json())
+            runs.append(reader.run_table())
+            for part in manifest["parts"]:
+                files.setdefault(part["table"], []).append(os.path.join(run_dir, part["path"]))
+            for table in ("points", "observations", "payloads"):
+                if table not in empty:
+                    empty[table] = reader.table(table).schema
+    if runs:
+        con.register("runs", pa.Table.from_batches(runs))
+    for table, paths in files.items():
+        listing = ", ".join(_sql_string(p) for p in paths)
+        con.execute(
+            f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet([{listing}], union_by_name=true)'
+        )
+    for table, schema in empty.items():
+        if table not in files:
+            con.register(table, pa.Table.from_batches([], schema=schema))
+    try:
+        relation = con.sql(args.sql)
+        if relation is None:  # a statement without a result (CREATE, SET, ...)
+            return EXIT_OK
+        # DuckDB 2 renamed arrow() to to_arrow_table().
+        fetch = getattr(relation, "to_arrow_table", None) or relation.arrow
+        result = fetch()
+    except duckdb.Error as e:
+        raise InvalidInputError(f"query failed: {e}") from None
+    rows = result.to_pylist()
+    if args.json:
+        print(json.dumps(rows, default=_json_value))
+        return EXIT_OK
+    names = result.column_names
+    shown = rows[: args.limit]
+    table = [tuple(names)] + [tuple(_cell(r[n]) for n in names) for r in shown]
+    _table(table)
+    if len(rows) > len(shown):
+        print(f"  ... {len(rows) - len(shown)} more rows (--limit, or --json for all)")
+    return EXIT_OK
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def add_query_command(subparsers: Any) -> None:
+    """Adds `tcgd query "<SQL>" RUN...`: DuckDB over the committed parts of the given runs
+    (or of every run under a job directory), as views `runs`, `points`, `observations`,
+    `payloads` (and the memory tables of memory runs)."""
+    p = subparsers.add_parser(
+        "query",
+        help="SQL (DuckDB) over runs: views runs, points, observations, payloads",
+    )
+    p.add_argument(
+        "sql", help='the query, e.g. "SELECT name, max(abs(mean)) FROM observations GROUP BY name"'
+    )
+    p.add_argument("runs", nargs="+", help="run directories, or job directories holding runs")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.add_argument("--limit", type=int, default=100, help="rows shown in the table (100)")
+    p.set_defaults(handler=_query)

@@ -32,7 +32,11 @@ from torch_cudagraph_debug.errors import (
     SynchronizeDuringCaptureError,
     WrongDeviceError,
 )
-from torch_cudagraph_debug.tensor_debug.run import TensorObservation, TensorSummary
+from torch_cudagraph_debug.tensor_debug.run import (
+    ObservationSet,
+    TensorObservation,
+    TensorSummary,
+)
 
 When = Literal["capture", "always"]
 SyncArg = bool | torch.cuda.Stream | torch.device | str | int | None
@@ -157,7 +161,7 @@ class CheckStatus:
 
 
 @dataclass(frozen=True)
-class TensorProbeSnapshot:
+class TensorProbeSnapshot(ObservationSet):
     """Every observation of a probe as of one moment (after a replay, or eagerly)."""
 
     probe_name: str
@@ -167,21 +171,8 @@ class TensorProbeSnapshot:
     observations: tuple[TensorObservation, ...]
     overwrite_counts: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    @property
-    def by_key(self) -> dict[tuple[str, int], TensorObservation]:
-        return {o.key: o for o in self.observations}
-
-    def observation(self, name: str, invocation_index: int = 0) -> TensorObservation:
-        try:
-            return self.by_key[(name, invocation_index)]
-        except KeyError:
-            raise KeyError(
-                f"snapshot of probe {self.probe_name!r} has no observation "
-                f"({name!r}, {invocation_index}); keys: {sorted(self.by_key)}"
-            ) from None
-
-    def tensor(self, name: str, invocation_index: int = 0) -> torch.Tensor:
-        return self.observation(name, invocation_index).tensor()
+    def _describe(self) -> str:
+        return f"snapshot {self.snapshot_index} of probe {self.probe_name!r}"
 
 
 # --------------------------------------------------------------------------- the probe
@@ -537,6 +528,26 @@ class TensorProbe:
                 f"first at replay {f.replay_index}, ({f.name!r}, {f.invocation_index}) "
                 f"element {f.element}: got {f.actual}, expected {f.expected}"
             )
+
+    # ------------------------------------------------------------ comparing
+    def compare(
+        self,
+        ref: TensorProbeSnapshot,
+        cand: TensorProbeSnapshot,
+        *,
+        options: Any = None,
+    ) -> Any:
+        """Compares two snapshots of this probe (typically an earlier one as ``ref`` and a
+        later one as ``cand``); returns a ``TensorComparison`` (see ``compare_snapshots``)."""
+        from torch_cudagraph_debug.tensor_debug.compare import compare_snapshots
+
+        for what, snap in (("ref", ref), ("cand", cand)):
+            if isinstance(snap, TensorProbeSnapshot) and snap.probe_name != self.name:
+                raise InvalidInputError(
+                    f"{what} is a snapshot of probe {snap.probe_name!r}, not of {self.name!r}; "
+                    "use compare_snapshots() to compare snapshots of different probes"
+                )
+        return compare_snapshots(ref, cand, options=options)
 
     # ------------------------------------------------------------ gradients
     def watch_grad(self, tensor: torch.Tensor, *, name: str, strict: bool = False) -> torch.Tensor:

@@ -1,7 +1,574 @@
-//! Python bindings of tcgd-compare.
+//! Python bindings of tcgd-compare: comparisons run natively with the GIL released; the
+//! Python layer hands over observation metadata and a loader for payload bytes, or run
+//! directories that the engine reads itself.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
+use tcgd_compare::{
+    CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
+    PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
+    SiteView, Subject, SummaryView,
+};
+use tcgd_store::PayloadKind;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::errors::{guard, store_error, typed_error};
+use crate::parse_dtype;
+
+// --------------------------------------------------------------------------- inputs
+
+type SummaryArgs = (
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    f64,
+);
+
+/// One observation's metadata, as a mapping with every key present.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct ObservationArgs {
+    order: i64,
+    name: String,
+    invocation_index: i64,
+    dtype: String,
+    shape: Vec<i64>,
+    stride: Vec<i64>,
+    source_device: String,
+    payload: String,
+    digest: Option<String>,
+    /// (numel, finite, nan, posinf, neginf, zero, min, max, mean, std, l2)
+    summary: Option<SummaryArgs>,
+    site_id: Option<String>,
+    graph_kind: Option<String>,
+    node_name: Option<String>,
+    aten_op: Option<String>,
+    module_path: Option<String>,
+    source_location: Option<String>,
+    compile_id: Option<String>,
+}
+
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct PointArgs {
+    label: Option<String>,
+    index: Option<i64>,
+    replay_index: Option<i64>,
+    snapshot_index: Option<i64>,
+    timestamp: Option<String>,
+}
+
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct SubjectArgs {
+    kind: String,
+    name: Option<String>,
+    path: Option<String>,
+    run_id: Option<String>,
+    rank: Option<i64>,
+    world_size: Option<i64>,
+    complete: Option<bool>,
+    points: Option<usize>,
+    detail: Option<String>,
+}
+
+impl From<SubjectArgs> for Subject {
+    fn from(s: SubjectArgs) -> Subject {
+        Subject {
+            kind: s.kind,
+            name: s.name,
+            path: s.path,
+            run_id: s.run_id,
+            rank: s.rank,
+            world_size: s.world_size,
+            complete: s.complete,
+            points: s.points,
+            detail: s.detail,
+        }
+    }
+}
+
+/// A set of observations from Python: a snapshot or a point, with a loader that returns
+/// `(owner, (address, length))` for observation `i`: the bytes of a private, contiguous CPU
+/// tensor that `owner` keeps alive.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct SetArgs {
+    subject: SubjectArgs,
+    point: PointArgs,
+    observations: Vec<ObservationArgs>,
+    loader: Py<PyAny>,
+}
+
+/// Bytes lent by the Python layer.
+struct PyPayload {
+    _owner: Py<PyAny>,
+    address: usize,
+    len: usize,
+}
+
+impl PayloadBuf for PyPayload {
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the loader contract (see `SetArgs`) gives the address and length of a
+        // private contiguous CPU tensor made for this comparison; `_owner` holds a
+        // reference to it for as long as this buffer lives, and no one else references
+        // the tensor, so the memory is valid, unmoved and not written while borrowed.
+        unsafe { std::slice::from_raw_parts(self.address as *const u8, self.len) }
+    }
+}
+
+/// Calls the Python loader; keeps the first Python error so it can be re-raised as is.
+struct PySource {
+    loader: Py<PyAny>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl PayloadSource for PySource {
+    fn load(
+        &self,
+        index: usize,
+        _meta: &ObservationMeta,
+    ) -> tcgd_compare::Result<Arc<dyn PayloadBuf>> {
+        Python::attach(|py| {
+            let loaded = self
+                .loader
+                .call1(py, (index,))
+                .and_then(|r| r.extract::<(Py<PyAny>, (usize, usize))>(py));
+            match loaded {
+                Ok((owner, (address, len))) => Ok(Arc::new(PyPayload {
+                    _owner: owner,
+                    address,
+                    len,
+                }) as Arc<dyn PayloadBuf>),
+                Err(e) => {
+                    let message = e.to_string();
+                    if let Ok(mut slot) = self.error.lock() {
+                        slot.get_or_insert(e);
+                    }
+                    Err(CompareError::External(message))
+                }
+            }
+        })
+    }
+}
+
+fn summary(s: SummaryArgs) -> SummaryView {
+    SummaryView {
+        numel: s.0,
+        finite: s.1,
+        nan: s.2,
+        posinf: s.3,
+        neginf: s.4,
+        zero: s.5,
+        min: s.6,
+        max: s.7,
+        mean: s.8,
+        std: s.9,
+        l2: s.10,
+    }
+}
+
+fn build_set(
+    py: Python<'_>,
+    args: SetArgs,
+    error: &Arc<Mutex<Option<PyErr>>>,
+) -> PyResult<(ObservationSet, Subject)> {
+    let mut observations = Vec::with_capacity(args.observations.len());
+    for o in args.observations {
+        let site = SiteView {
+            site_id: o.site_id,
+            graph_kind: o.graph_kind,
+            node_name: o.node_name,
+            aten_op: o.aten_op,
+            module_path: o.module_path,
+            source_location: o.source_location,
+            compile_id: o.compile_id,
+        };
+        observations.push(ObservationMeta {
+            order: o.order,
+            name: o.name,
+            invocation_index: o.invocation_index,
+            dtype: parse_dtype(py, &o.dtype)?,
+            shape: o.shape,
+            stride: o.stride,
+            source_device: o.source_device,
+            payload: PayloadKind::parse(&o.payload).map_err(|e| store_error(py, e))?,
+            digest: o.digest,
+            summary: o.summary.map(summary),
+            site: Some(site).filter(|s| !s.is_empty()),
+        });
+    }
+    let point = PointRef {
+        label: args.point.label,
+        index: args.point.index,
+        replay_index: args.point.replay_index,
+        snapshot_index: args.point.snapshot_index,
+        timestamp: args.point.timestamp,
+    };
+    let source = Arc::new(PySource {
+        loader: args.loader,
+        error: error.clone(),
+    });
+    Ok((
+        ObservationSet {
+            point,
+            observations,
+            source,
+        },
+        args.subject.into(),
+    ))
+}
+
+/// Reports progress to an optional Python callback `(done_bytes, total_bytes, current)`, at
+/// most ten times a second, and checks for Ctrl-C.
+struct PyProgress {
+    callback: Option<Py<PyAny>>,
+    last: Mutex<Option<Instant>>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
+
+impl Progress for PyProgress {
+    fn report(&self, done: u64, total: u64, current: &str) -> tcgd_compare::Result<()> {
+        let finished = done >= total;
+        if let Ok(mut last) = self.last.lock() {
+            let due = last.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
+            if !due && !finished {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+        }
+        Python::attach(|py| {
+            let outcome = py.check_signals().and_then(|()| match &self.callback {
+                Some(cb) => cb.call1(py, (done, total, current)).map(|_| ()),
+                None => Ok(()),
+            });
+            outcome.map_err(|e| {
+                if let Ok(mut slot) = self.error.lock() {
+                    slot.get_or_insert(e);
+                }
+                CompareError::Interrupted
+            })
+        })
+    }
+}
+
+fn options(py: Python<'_>, json: &str) -> PyResult<CompareOptions> {
+    CompareOptions::from_json(json).map_err(|e| compare_error(py, e))
+}
+
+/// Maps an engine error to the package's exception classes.
+pub fn compare_error(py: Python<'_>, error: CompareError) -> PyErr {
+    let class = match error {
+        CompareError::Store(e) => return store_error(py, e),
+        CompareError::InvalidOption { .. } | CompareError::InvalidInput(_) => "InvalidInputError",
+        CompareError::Payload { .. } => "CorruptRunError",
+        CompareError::External(_) | CompareError::Interrupted => "TcgdInternalError",
+        CompareError::ReportExists { .. } => "ReportExistsError",
+        CompareError::Io { .. } => "StorageIOError",
+    };
+    typed_error(py, class, error.to_string())
+}
+
+/// Runs a comparison with the GIL released; a Python error raised by a loader or the
+/// progress callback is re-raised unchanged.
+fn run(
+    py: Python<'_>,
+    error: &Arc<Mutex<Option<PyErr>>>,
+    work: impl FnOnce() -> tcgd_compare::Result<Comparison> + Send,
+) -> PyResult<PyComparison> {
+    let result = py.detach(work);
+    match result {
+        Ok(inner) => Ok(PyComparison { inner }),
+        Err(e) => {
+            let kept = error.lock().ok().and_then(|mut slot| slot.take());
+            Err(kept.unwrap_or_else(|| compare_error(py, e)))
+        }
+    }
+}
+
+fn progress(callback: Option<Py<PyAny>>, error: &Arc<Mutex<Option<PyErr>>>) -> PyProgress {
+    PyProgress {
+        callback,
+        last: Mutex::new(None),
+        error: error.clone(),
+    }
+}
+
+fn selector(value: &Bound<'_, PyAny>) -> PyResult<PointSelector> {
+    if let Ok(i) = value.extract::<i64>() {
+        return Ok(PointSelector::Index(i));
+    }
+    Ok(PointSelector::Label(value.extract::<String>()?))
+}
+
+/// `None` (by label), `"label"`, `"index"`, or a list of `(reference, candidate)` pairs of
+/// labels or indices.
+fn mapping(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<PointMapping> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(PointMapping::ByLabel);
+    };
+    if let Ok(s) = value.extract::<String>() {
+        return match s.as_str() {
+            "label" => Ok(PointMapping::ByLabel),
+            "index" => Ok(PointMapping::ByIndex),
+            other => Err(typed_error(
+                py,
+                "InvalidInputError",
+                format!(
+                    "point_mapping {other:?} is not \"label\" or \"index\"; give a mapping of \
+                     reference to candidate points to pair them explicitly"
+                ),
+            )),
+        };
+    }
+    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = value.extract().map_err(|_| {
+        typed_error(
+            py,
+            "InvalidInputError",
+            "point_mapping must be None, \"label\", \"index\", or pairs of point labels or \
+             indices"
+                .into(),
+        )
+    })?;
+    let mut out = Vec::with_capacity(pairs.len());
+    for (r, c) in pairs {
+        out.push((selector(&r)?, selector(&c)?));
+    }
+    Ok(PointMapping::Pairs(out))
+}
+
+fn group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyResult<RunGroup> {
+    py.detach(|| match root {
+        Some(root) => RunGroup::load(&root),
+        None => RunGroup::from_paths(&paths),
+    })
+    .map_err(|e| compare_error(py, e))
+}
+
+// -------------------------------------------------------------------------- results
+
+/// A finished comparison, held natively; reports are rendered on request.
+#[pyclass(module = "torch_cudagraph_debug._native", name = "Comparison", frozen)]
+pub struct PyComparison {
+    inner: Comparison,
+}
+
+#[pymethods]
+impl PyComparison {
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.inner.status.as_str()
+    }
+
+    /// The complete comparison as JSON text (the content of report.json).
+    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+        guard(py, || {
+            tcgd_compare::report::to_json(&self.inner).map_err(|e| compare_error(py, e))
+        })
+    }
+
+    #[pyo3(signature = (limit=None))]
+    fn to_text(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
+        guard(py, || Ok(tcgd_compare::report::to_text(&self.inner, limit)))
+    }
+
+    #[pyo3(signature = (limit=None))]
+    fn to_html(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
+        guard(py, || Ok(tcgd_compare::report::to_html(&self.inner, limit)))
+    }
+
+    /// `(file name, CSV text)` for each table that applies.
+    fn csv_tables(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, String)>> {
+        guard(py, || Ok(tcgd_compare::report::csv_tables(&self.inner)))
+    }
+
+    /// Writes report.txt, report.json, report.html and the CSV tables into `directory`.
+    #[pyo3(signature = (directory, overwrite=false, limit=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        directory: PathBuf,
+        overwrite: bool,
+        limit: Option<usize>,
+    ) -> PyResult<Vec<PathBuf>> {
+        guard(py, || {
+            py.detach(|| tcgd_compare::report::write(&self.inner, &directory, overwrite, limit))
+                .map_err(|e| compare_error(py, e))
+        })
+    }
+
+    /// `(rank, point position, observation position)` of the `n` worst observation
+    /// comparisons, worst first.
+    #[pyo3(signature = (n=None))]
+    fn worst(&self, n: Option<usize>) -> Vec<(Option<i64>, usize, usize)> {
+        self.inner
+            .worst(n)
+            .into_iter()
+            .map(|(rank, p, o)| (rank, p.position, o.position))
+            .collect()
+    }
+}
+
+// ------------------------------------------------------------------------ functions
+
+/// Compares two observation sets (`kind` is "snapshots" or "points").
+#[pyfunction]
+#[pyo3(signature = (kind, reference, candidate, options_json, progress_callback=None))]
+fn compare_sets(
+    py: Python<'_>,
+    kind: &str,
+    reference: SetArgs,
+    candidate: SetArgs,
+    options_json: &str,
+    progress_callback: Option<Py<PyAny>>,
+) -> PyResult<PyComparison> {
+    guard(py, || {
+        let kind = match kind {
+            "snapshots" => ComparisonKind::Snapshots,
+            "points" => ComparisonKind::Points,
+            other => {
+                return Err(typed_error(
+                    py,
+                    "InvalidInputError",
+                    format!("kind must be \"snapshots\" or \"points\", got {other:?}"),
+                ))
+            }
+        };
+        let options = options(py, options_json)?;
+        let error = Arc::new(Mutex::new(None));
+        let reference = build_set(py, reference, &error)?;
+        let candidate = build_set(py, candidate, &error)?;
+        let progress = progress(progress_callback, &error);
+        run(py, &error, || {
+            tcgd_compare::compare_sets(
+                kind,
+                (&reference.0, reference.1),
+                (&candidate.0, candidate.1),
+                &options,
+                &progress,
+            )
+        })
+    })
+}
+
+/// Compares two run directories point by point; the engine reads the payloads itself.
+#[pyfunction]
+#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+fn compare_runs(
+    py: Python<'_>,
+    reference: PathBuf,
+    candidate: PathBuf,
+    options_json: &str,
+    point_mapping: Option<&Bound<'_, PyAny>>,
+    progress_callback: Option<Py<PyAny>>,
+) -> PyResult<PyComparison> {
+    guard(py, || {
+        let options = options(py, options_json)?;
+        let mapping = mapping(py, point_mapping)?;
+        let error = Arc::new(Mutex::new(None));
+        let progress = progress(progress_callback, &error);
+        run(py, &error, || {
+            let reference = RunData::open(&reference)?;
+            let candidate = RunData::open(&candidate)?;
+            tcgd_compare::compare_runs(&reference, &candidate, &mapping, &options, &progress)
+        })
+    })
+}
+
+/// Compares one point (from Python) against every point of a run directory.
+#[pyfunction]
+#[pyo3(signature = (reference, run, options_json, progress_callback=None))]
+fn compare_point_series(
+    py: Python<'_>,
+    reference: SetArgs,
+    run: PathBuf,
+    options_json: &str,
+    progress_callback: Option<Py<PyAny>>,
+) -> PyResult<PyComparison> {
+    guard(py, || {
+        let options = options(py, options_json)?;
+        let error = Arc::new(Mutex::new(None));
+        let reference = build_set(py, reference, &error)?;
+        let progress = progress(progress_callback, &error);
+        self::run(py, &error, || {
+            let data = RunData::open(&run)?;
+            tcgd_compare::compare_point_series(
+                (&reference.0, reference.1),
+                &data,
+                &options,
+                &progress,
+            )
+        })
+    })
+}
+
+/// Compares two run groups rank by rank; each side is `(root, paths)`: a job directory,
+/// or (root `None`) the runs themselves.
+#[pyfunction]
+#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+fn compare_run_groups(
+    py: Python<'_>,
+    reference: (Option<PathBuf>, Vec<PathBuf>),
+    candidate: (Option<PathBuf>, Vec<PathBuf>),
+    options_json: &str,
+    point_mapping: Option<&Bound<'_, PyAny>>,
+    progress_callback: Option<Py<PyAny>>,
+) -> PyResult<PyComparison> {
+    guard(py, || {
+        let options = options(py, options_json)?;
+        let mapping = mapping(py, point_mapping)?;
+        let reference = group(py, reference.0, reference.1)?;
+        let candidate = group(py, candidate.0, candidate.1)?;
+        let error = Arc::new(Mutex::new(None));
+        let progress = progress(progress_callback, &error);
+        run(py, &error, || {
+            tcgd_compare::compare_run_groups(&reference, &candidate, &mapping, &options, &progress)
+        })
+    })
+}
+
+/// A run group as JSON: name, world size, members (rank, path, labels, ...), missing
+/// ranks and warnings. `root` finds `rank=<r>/` runs; without it, `paths` are the runs.
+#[pyfunction]
+#[pyo3(signature = (root=None, paths=Vec::new()))]
+fn run_group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyResult<String> {
+    guard(py, || {
+        let group = group(py, root, paths)?;
+        serde_json::to_string(&group).map_err(|e| {
+            typed_error(
+                py,
+                "TcgdInternalError",
+                format!("cannot encode the group: {e}"),
+            )
+        })
+    })
+}
+
+/// The default comparison options as JSON (the single source of the defaults).
+#[pyfunction]
+fn default_compare_options() -> String {
+    serde_json::to_string(&CompareOptions::default()).unwrap_or_default()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyComparison>()?;
+    m.add_function(wrap_pyfunction!(compare_sets, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_point_series, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(run_group, m)?)?;
+    m.add_function(wrap_pyfunction!(default_compare_options, m)?)?;
     Ok(())
 }

@@ -1,0 +1,145 @@
+"""``TensorRunGroup``: the runs of one multi-process job, one per rank.
+
+Finding and checking the members is native (``docs/comparison.md``, Run groups); this
+class holds the result and loads each rank's run on request."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.tensor_debug.run import TensorRun
+
+
+@dataclass(frozen=True)
+class TensorRunGroupMember:
+    rank: int
+    path: str
+    run_id: str
+    complete: bool
+    world_size: int | None
+    labels: tuple[str, ...]
+
+
+class TensorRunGroup:
+    """One run per rank, with the same name and label sequence.
+
+    A rank whose labels are a prefix of the others' (a crashed rank) and ranks below the
+    world size with no run are warnings (``warnings`` keeps them, and each is issued once
+    with :func:`warnings.warn`); ranks that disagree on the name or the labels are an
+    error."""
+
+    def __init__(self, info: dict, root: str | None, paths: list[str]):
+        self._root = root
+        self._paths = paths
+        self.name: str = info["name"]
+        self.root: str | None = info["root"]
+        self.world_size: int = info["world_size"]
+        self.members: tuple[TensorRunGroupMember, ...] = tuple(
+            TensorRunGroupMember(
+                rank=m["rank"],
+                path=m["path"],
+                run_id=m["run_id"],
+                complete=m["complete"],
+                world_size=m["world_size"],
+                labels=tuple(m["labels"]),
+            )
+            for m in info["members"]
+        )
+        self.missing_ranks: tuple[int, ...] = tuple(info["missing_ranks"])
+        self.warnings: tuple[str, ...] = tuple(info["warnings"])
+        self._runs: dict[int, TensorRun] = {}
+        for message in self.warnings:
+            warnings.warn(f"run group '{self.name}': {message}", stacklevel=3)
+
+    @classmethod
+    def load(cls, root: str | os.PathLike[str]) -> TensorRunGroup:
+        """Finds the runs under a job directory (``root/rank=<r>/`` with a ``run.json``
+        each); a directory that is itself a run is a group of one."""
+        path = os.fspath(root)
+        return cls(json.loads(_native.run_group(root=path)), path, [])
+
+    @classmethod
+    def from_runs(cls, runs: Iterable[TensorRun | str | os.PathLike[str]]) -> TensorRunGroup:
+        """A group of the given runs (each rank once), wherever they are stored."""
+        paths = []
+        for run in runs:
+            if isinstance(run, TensorRun):
+                paths.append(run.path)
+            elif isinstance(run, str | os.PathLike):
+                paths.append(os.fspath(run))
+            else:
+                raise InvalidInputError(
+                    "from_runs takes TensorRun objects or run directories, got "
+                    f"{type(run).__name__}"
+                )
+        return cls(json.loads(_native.run_group(paths=paths)), None, paths)
+
+    def _native_args(self) -> tuple[str | None, list[str]]:
+        return self._root, list(self._paths)
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(m.rank for m in self.members)
+
+    @property
+    def complete(self) -> bool:
+        """Every rank is present and finished its run."""
+        return not self.missing_ranks and all(m.complete for m in self.members)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The longest label sequence of any rank (the others are prefixes of it)."""
+        return max((m.labels for m in self.members), key=len, default=())
+
+    def run(self, rank: int) -> TensorRun:
+        """The run of ``rank``, loaded on first use."""
+        if rank not in self._runs:
+            member = next((m for m in self.members if m.rank == rank), None)
+            if member is None:
+                raise KeyError(f"run group '{self.name}' has no run for rank {rank}")
+            self._runs[rank] = TensorRun.load(member.path)
+        return self._runs[rank]
+
+    def __getitem__(self, rank: int) -> TensorRun:
+        return self.run(rank)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __iter__(self) -> Iterator[TensorRun]:
+        return (self.run(m.rank) for m in self.members)
+
+    def summary(self) -> dict:
+        """Name, world size, members and warnings, as plain data (what
+        ``tcgd tensor group-summary --json`` prints)."""
+        return {
+            "name": self.name,
+            "root": self.root,
+            "world_size": self.world_size,
+            "complete": self.complete,
+            "missing_ranks": list(self.missing_ranks),
+            "warnings": list(self.warnings),
+            "members": [
+                {
+                    "rank": m.rank,
+                    "path": m.path,
+                    "run_id": m.run_id,
+                    "complete": m.complete,
+                    "points": len(m.labels),
+                    "labels": list(m.labels),
+                }
+                for m in self.members
+            ],
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorRunGroup(name={self.name!r}, ranks={list(self.ranks)}, "
+            f"world_size={self.world_size}, complete={self.complete})"
+        )

@@ -1,0 +1,152 @@
+//! What a comparison is asked to decide: tolerance mode, NaN handling and the policies for
+//! dtype and layout differences.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::CompareError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// `|candidate - reference| <= atol + rtol * |reference|` per element.
+    Allclose,
+    /// Value equality per element, like `torch.equal`.
+    Exact,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DtypePolicy {
+    /// Different dtypes are a metadata mismatch.
+    Strict,
+    /// Different dtypes are compared by value in a common type.
+    Promote,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayoutPolicy {
+    /// Different strides are a metadata mismatch.
+    Strict,
+    /// Strides are reported but not compared (payloads are always row-major).
+    Ignore,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareOptions {
+    pub mode: Mode,
+    pub rtol: f64,
+    pub atol: f64,
+    pub equal_nan: bool,
+    pub dtype_policy: DtypePolicy,
+    pub layout_policy: LayoutPolicy,
+    /// Rows shown per table in text and HTML reports; JSON and CSV are always complete.
+    pub limit: usize,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            mode: Mode::Allclose,
+            rtol: 1e-5,
+            atol: 1e-8,
+            equal_nan: false,
+            dtype_policy: DtypePolicy::Strict,
+            layout_policy: LayoutPolicy::Strict,
+            limit: 20,
+        }
+    }
+}
+
+impl CompareOptions {
+    /// Parses options from JSON (every field required, none unknown) and checks them.
+    pub fn from_json(text: &str) -> Result<CompareOptions, CompareError> {
+        let options: CompareOptions =
+            serde_json::from_str(text).map_err(|e| CompareError::InvalidOption {
+                option: "options".into(),
+                reason: e.to_string(),
+            })?;
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Tolerances must be finite and non-negative: a NaN tolerance would make every
+    /// verdict false and an infinite one every verdict true, silently.
+    pub fn validate(&self) -> Result<(), CompareError> {
+        for (option, value) in [("rtol", self.rtol), ("atol", self.atol)] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(CompareError::InvalidOption {
+                    option: option.into(),
+                    reason: format!("must be a finite number >= 0, got {value}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// One line naming every option, for report headers.
+    pub fn describe(&self) -> String {
+        let mode = match self.mode {
+            Mode::Allclose => format!(
+                "mode=allclose rtol={} atol={}",
+                crate::format::general(self.rtol),
+                crate::format::general(self.atol)
+            ),
+            Mode::Exact => "mode=exact".to_owned(),
+        };
+        format!(
+            "{mode} equal_nan={} dtype_policy={} layout_policy={}",
+            self.equal_nan,
+            match self.dtype_policy {
+                DtypePolicy::Strict => "strict",
+                DtypePolicy::Promote => "promote",
+            },
+            match self.layout_policy {
+                LayoutPolicy::Strict => "strict",
+                LayoutPolicy::Ignore => "ignore",
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trip_and_validation() {
+        let text = serde_json::to_string(&CompareOptions::default()).unwrap();
+        assert_eq!(
+            CompareOptions::from_json(&text).unwrap(),
+            CompareOptions::default()
+        );
+        let bad = serde_json::json!({
+            "mode": "allclose", "rtol": -1.0, "atol": 0.0, "equal_nan": false,
+            "dtype_policy": "strict", "layout_policy": "strict", "limit": 20
+        })
+        .to_string();
+        let err = CompareOptions::from_json(&bad).unwrap_err().to_string();
+        assert!(err.contains("rtol") && err.contains(">= 0"), "{err}");
+        let unknown = text.replace("\"limit\"", "\"limt\"");
+        assert!(CompareOptions::from_json(&unknown).is_err());
+        let wrong_mode = text.replace("allclose", "close");
+        assert!(CompareOptions::from_json(&wrong_mode).is_err());
+    }
+
+    #[test]
+    fn describe_names_every_option() {
+        let o = CompareOptions::default();
+        assert_eq!(
+            o.describe(),
+            "mode=allclose rtol=1e-05 atol=1e-08 equal_nan=false dtype_policy=strict \
+             layout_policy=strict"
+        );
+        let exact = CompareOptions {
+            mode: Mode::Exact,
+            equal_nan: true,
+            ..o
+        };
+        assert!(exact.describe().starts_with("mode=exact equal_nan=true"));
+    }
+}

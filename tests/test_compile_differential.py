@@ -1,0 +1,83 @@
+"""Differential runs: an eager reference with the same sites as the compiled model, and
+the report naming the first diverging site."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch._inductor.custom_graph_pass import CustomGraphPass
+from torch_cudagraph_debug.compile.differential import differential
+
+CONFIG = {
+    "version": 1,
+    "select": [{"ops": ["aten.addmm", "aten.relu", "aten.sigmoid", "aten.tanh"]}],
+}
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.fc3 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def batches():
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(4, 8, generator=g),) for _ in range(3)]
+
+
+def test_reference_and_compiled_align_site_by_site_and_match(tmp_path):
+    torch.manual_seed(0)
+    result = differential(MLP(), batches(), probes=CONFIG, run_dir=tmp_path)
+    ref, cmp = result.reference, result.compiled
+    assert ref.labels == cmp.labels == ("call0", "call1", "call2")
+    ref_sites = [o.name for o in ref[0].observations]
+    assert ref_sites == [o.name for o in cmp[0].observations]
+    assert len(ref_sites) == 5  # three addmm, relu, sigmoid
+    assert result.comparison.status == "match", result.to_text()
+    assert result.first_divergence is None
+
+
+class PerturbSigmoid(CustomGraphPass):
+    """Makes one node compute something else (tanh instead of sigmoid), keeping its name:
+    a stand-in for a miscompiled kernel."""
+
+    def __call__(self, graph):
+        for node in graph.nodes:
+            if node.target is torch.ops.aten.sigmoid.default:
+                node.target = torch.ops.aten.tanh.default
+
+    def uuid(self):
+        return b"perturb-sigmoid"
+
+
+def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):
+    torch.manual_seed(0)
+    result = differential(
+        MLP(),
+        batches(),
+        probes=CONFIG,
+        run_dir=tmp_path,
+        extra_inductor_options={"post_grad_custom_post_pass": PerturbSigmoid()},
+    )
+    assert result.comparison.status == "mismatch"
+    text = result.to_text()
+    first = result.first_divergence
+    # Upstream sites match; the perturbed node is the first to diverge in execution order.
+    assert first is not None and first.observation.name == "inference/-/sigmoid", (first, text)
+    assert "inference/-/sigmoid" in text
+    worst = {o.name for o in result.comparison.worst_observation_comparisons()[:2]}
+    assert "inference/-/sigmoid" in worst, worst
