@@ -44,6 +44,32 @@ def test_compile_probes_example_records_and_queries(tmp_path):
     assert "blocks.1.down" in out.split("DuckDB")[1]
 
 
+def test_multirank_example_writes_one_run_per_rank(tmp_path):
+    job = tmp_path / "job"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            str(REPO / "examples" / "multirank_record.py"),
+            "--job-dir",
+            str(job),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    summary = subprocess.run(
+        [sys.executable, "-m", "torch_cudagraph_debug.cli", "tensor", "group-summary", str(job)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "2 of 2 ranks, 3 points, complete" in summary, summary
+
+
 def test_fx_passes_ship_inside_the_package():
     installed = Path(torch_cudagraph_debug.__file__).parent / "fx_passes"
     sources = sorted(p.relative_to(REPO / "fx_passes") for p in (REPO / "fx_passes").rglob("*.py"))
