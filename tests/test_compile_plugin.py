@@ -137,7 +137,7 @@ def test_explain_lists_selected_and_rejected_sites_with_reasons(config_file):
     assert report.to_dict()["graphs"][0]["selected"][0]["reason"] == "select[0]"
 
 
-def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe():
+def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe(tmp_path):
     from torch_cudagraph_debug.compile.explain import explain
 
     def fused(x):
@@ -148,6 +148,14 @@ def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe():
     flags = {d["op"]: d["site"]["materialized_by_probe"] for d in report.graphs[0].selected}
     assert flags == {"aten.mul.Tensor": True, "aten.sin.default": False}, flags
     assert "[materialized by probe]" in report.to_text()
+    # The run says so too, per observation.
+    compiled = tcgd_compile.compile(fused, probes=config, run_dir=tmp_path / "run")
+    compiled(torch.randn(16))
+    run = tcgd_compile.session_for(
+        tcgd_compile.load_config(config), run_dir=tmp_path / "run"
+    ).finish()
+    stored = {o.site.aten_op: o.site.materialized_by_probe for o in run[0].observations}
+    assert stored == {"aten.mul.Tensor": True, "aten.sin.default": False}, stored
 
 
 def test_context_manager_chains_an_existing_custom_pass(tmp_path, config_file):

@@ -38,6 +38,7 @@ SITE_COLUMNS = (
     "module_path",
     "source_location",
     "compile_id",
+    "materialized_by_probe",
 )
 
 
@@ -60,7 +61,8 @@ class _PendingObservation:
     source_device: str
     payload: str
     # Where a compile pass placed the probe (site_id, graph_kind, node_name, aten_op,
-    # module_path, source_location, compile_id); None for hand-placed observations.
+    # module_path, source_location, compile_id, materialized_by_probe); None for
+    # hand-placed observations.
     site: dict[str, Any] | None = None
 
     def as_native(self) -> dict[str, object]:

@@ -67,6 +67,8 @@ class TensorSite:
     module_path: str | None
     source_location: str | None
     compile_id: str | None
+    # The probe forced this value out of a fused kernel (the observer effect).
+    materialized_by_probe: bool | None = None
 
 
 _SITE_COLUMNS = tuple(TensorSite.__dataclass_fields__)

@@ -39,6 +39,7 @@ struct ObservationArgs {
     module_path: Option<String>,
     source_location: Option<String>,
     compile_id: Option<String>,
+    materialized_by_probe: Option<bool>,
 }
 
 type SummaryArgs = (
@@ -147,6 +148,7 @@ impl RunWriter {
                         module_path: o.module_path.clone(),
                         source_location: o.source_location.clone(),
                         compile_id: o.compile_id.clone(),
+                        materialized_by_probe: o.materialized_by_probe,
                     },
                     dtype: parse_dtype(py, &o.dtype)?,
                     shape: o.shape.clone(),

@@ -16,6 +16,9 @@ pub struct Site {
     pub module_path: Option<String>,
     pub source_location: Option<String>,
     pub compile_id: Option<String>,
+    /// True when the probe forced the value out of a fused kernel (the observer effect:
+    /// rounding downstream may differ from the unprobed graph).
+    pub materialized_by_probe: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -163,6 +163,7 @@ pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("module_path", DataType::Utf8, true),
         Field::new("source_location", DataType::Utf8, true),
         Field::new("compile_id", DataType::Utf8, true),
+        Field::new("materialized_by_probe", DataType::Boolean, true),
         Field::new("dtype", DataType::Utf8, false),
         Field::new("shape", int64_list(), false),
         Field::new("stride", int64_list(), false),

@@ -472,6 +472,11 @@ fn observations_batch(
         site(|s| &s.module_path),
         site(|s| &s.source_location),
         site(|s| &s.compile_id),
+        Arc::new(BooleanArray::from(
+            rows.iter()
+                .map(|d| d.input.site.materialized_by_probe)
+                .collect::<Vec<_>>(),
+        )),
         strs(rows, |d| d.input.dtype.torch_name()),
         int64_lists(rows.iter().map(|d| d.input.shape.as_slice())),
         int64_lists(rows.iter().map(|d| d.input.stride.as_slice())),
