@@ -1,6 +1,6 @@
-"""Compile a small model with probes chosen by a config file, record every call, and
-query the run with DuckDB. CUDA Graph Trees (mode="reduce-overhead") on a GPU; Inductor's
-CPU backend otherwise.
+"""Compile a small model with probes chosen by a config file, record every call, compare
+it site by site with an eager reference, and query the run with DuckDB. CUDA Graph Trees
+(mode="reduce-overhead") on a GPU; Inductor's CPU backend otherwise.
 
     python examples/compile_probes.py --run-dir runs/compiled
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
 from torch import nn
+from torch_cudagraph_debug.compile.differential import differential
 from torch_cudagraph_debug.compile.explain import explain
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +69,28 @@ def main() -> None:
     print(f"\nrecorded {run!r}")
     print(f"points: {run.labels}; replay indices: {[p.replay_index for p in run.points]}")
 
-    # 3. Query the run's Parquet files directly.
+    # 3. Differential report: an eager reference with the same sites against the compiled
+    #    model, on the same inputs; the first diverging site in execution order.
+    batches = [(torch.randn(8, 64, device=device),) for _ in range(3)]
+    result = differential(
+        model,
+        batches,
+        probes=args.config,
+        run_dir=run_dir.parent / f"{run_dir.name}-diff",
+        mode=mode,
+    )
+    status = result.comparison.status
+    first = result.first_divergence
+    print(f"\ndifferential (eager reference vs compiled): {status}")
+    if first is not None:
+        print(f"first issue: {first.description}")
+    worst = result.comparison.worst_observation_comparisons(3)
+    for comparison in worst:
+        metrics = comparison.metrics
+        max_abs = metrics.max_abs_error if metrics is not None else None
+        print(f"  worst: {comparison.name} ({comparison.status}, max abs error {max_abs})")
+
+    # 4. Query the run's Parquet files directly.
     import duckdb
 
     print("\nDuckDB: per site, mean and max |value| over the recorded calls")

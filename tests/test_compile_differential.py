@@ -81,3 +81,43 @@ def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):
     assert "inference/-/sigmoid" in text
     worst = {o.name for o in result.comparison.worst_observation_comparisons()[:2]}
     assert "inference/-/sigmoid" in worst, worst
+
+
+def test_differential_cli_reports_and_exits_with_the_status(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    factory = tmp_path / "factory.py"
+    factory.write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())\n"
+        "    return model, [(torch.randn(3, 8),) for _ in range(2)]\n"
+    )
+    config = tmp_path / "probes.toml"
+    config.write_text('version = 1\n[[select]]\nops = ["aten.addmm", "aten.relu"]\n')
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch_cudagraph_debug.cli",
+            "differential",
+            str(config),
+            f"{factory}:make",
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "c")},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["status"] == "match"
+    assert (tmp_path / "runs" / "reference" / "run.json").is_file()

@@ -42,6 +42,7 @@ def test_compile_probes_example_records_and_queries(tmp_path):
     assert "points: ('call0', 'call1', 'call2', 'call3', 'call4')" in out
     assert out.count("aten.addmm.default") >= 8  # four sites explained, four queried
     assert "blocks.1.down" in out.split("DuckDB")[1]
+    assert "differential (eager reference vs compiled): match" in out
 
 
 def test_multirank_example_writes_one_run_per_rank(tmp_path):

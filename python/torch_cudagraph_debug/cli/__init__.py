@@ -1,5 +1,5 @@
 """The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``,
-``tcgd explain``.
+``tcgd explain``, ``tcgd differential``.
 
 ``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes: 0 match
 (or report produced), 1 mismatch, 3 inconclusive, 2 error.
@@ -24,6 +24,7 @@ def _parser() -> argparse.ArgumentParser:
         domains.add_parser("memory", help="allocator memory: summaries, comparisons")
     )
     compile.add_explain_command(domains)
+    compile.add_differential_command(domains)
     tensor.add_query_command(domains)
     return parser
 

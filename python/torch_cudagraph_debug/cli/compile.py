@@ -50,3 +50,42 @@ def _explain(args: argparse.Namespace) -> int:
     else:
         print(report.to_text(show_rejected=not args.selected_only))
     return 0
+
+
+def add_differential_command(subparsers: argparse._SubParsersAction) -> None:
+    from torch_cudagraph_debug.cli.tensor import _comparison_options
+
+    parser = subparsers.add_parser(
+        "differential",
+        help="eager reference vs compiled model, site by site: the first diverging site",
+        description="Calls FACTORY (`file.py:function`, returning `(model, batches)` where "
+        "batches is a list of argument tuples), runs every batch through an eager reference "
+        "and through the compiled model with the same probe sites, and reports the "
+        "comparison. Exit code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
+    )
+    parser.add_argument("config", help="probe config (TOML)")
+    parser.add_argument("factory", help="file.py:function returning (model, batches)")
+    parser.add_argument("--run-dir", required=True, help="where the two runs go")
+    parser.add_argument("--compile-mode", default=None, help="torch.compile mode")
+    _comparison_options(parser)
+    parser.set_defaults(handler=_differential)
+
+
+def _differential(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.cli.tensor import _finish, _options
+    from torch_cudagraph_debug.compile.differential import differential
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    path, _, name = args.factory.rpartition(":")
+    if not path or not name:
+        raise InvalidInputError(f"factory must be file.py:function, got {args.factory!r}")
+    model, batches = runpy.run_path(path)[name]()
+    result = differential(
+        model,
+        batches,
+        probes=args.config,
+        run_dir=args.run_dir,
+        mode=args.compile_mode,
+        comparison_options=_options(args),
+    )
+    return _finish(result.comparison, args)
