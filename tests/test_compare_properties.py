@@ -288,8 +288,9 @@ def check(ref: torch.Tensor, cand: torch.Tensor, options: TensorComparisonOption
     assert m.finite_pairs == want["finite_pairs"]
     assert m.nan_introduced == want["nan_introduced"]
     assert m.inf_introduced == want["inf_introduced"]
-    assert m.max_abs_error == want["max_abs_error"], (m, want)
-    assert m.max_rel_error == want["max_rel_error"], (m, want)
+    # Equal up to the last bits: complex moduli (hypot) round differently in Rust and torch.
+    assert nearly(m.max_abs_error, want["max_abs_error"]), (m, want)
+    assert nearly(m.max_rel_error, want["max_rel_error"]), (m, want)
     if want["mean_abs_error"] is None:
         assert m.mean_abs_error is None
     else:
@@ -309,6 +310,12 @@ options_strategy = st.builds(
     atol=st.sampled_from([0.0, 1e-8, 1e-3]),
     equal_nan=st.booleans(),
 )
+
+
+def nearly(got: float | None, want: float | None) -> bool:
+    if got is None or want is None or not math.isfinite(want) or not math.isfinite(got):
+        return got == want or (got is not None and want is not None and got != got and want != want)
+    return math.isclose(got, want, rel_tol=1e-12, abs_tol=0.0)
 
 
 @settings(max_examples=400, deadline=None)
