@@ -6,13 +6,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._points import PointSequence
 from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
@@ -71,7 +71,7 @@ class MemoryPhaseRange:
     end: MemoryPoint
 
 
-class MemoryRun:
+class MemoryRun(PointSequence[MemoryPoint]):
     """A recorded memory run, loaded from its directory. ``run["label"]`` or ``run[i]``
     gives a point."""
 
@@ -102,35 +102,12 @@ class MemoryRun:
             )
             for state in reader.states()
         )
-        self._by_label = {p.label: p for p in self.points}
+        self._index_points()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> MemoryRun:
         """Opens a memory run directory; the manifest and every part are checked first."""
         return cls(_native.MemoryRunReader(os.fspath(path)), os.fspath(path))
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    def __iter__(self) -> Iterator[MemoryPoint]:
-        return iter(self.points)
-
-    def __getitem__(self, key: str | int) -> MemoryPoint:
-        if isinstance(key, str):
-            try:
-                return self._by_label[key]
-            except KeyError:
-                raise KeyError(
-                    f"run '{self.name}' has no point '{key}'; labels: {list(self._by_label)}"
-                ) from None
-        return self.points[key]
-
-    def point(self, key: str | int) -> MemoryPoint:
-        return self[key]
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(p.label for p in self.points)
 
     def between(self, start: str | int, end: str | int) -> MemoryPhaseRange:
         """The phase from point ``start`` to point ``end`` (for ``compare_phases``)."""

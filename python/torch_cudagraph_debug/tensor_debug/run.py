@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ import pyarrow as pa
 import torch
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._points import PointSequence
 from torch_cudagraph_debug._torch_bridge import (
     dtype_from_name,
     dtype_name,
@@ -149,7 +150,7 @@ def _parse_time(value: str | None) -> _dt.datetime | None:
     return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-class TensorRun:
+class TensorRun(PointSequence[TensorPoint]):
     """A recorded run, loaded from its directory. ``run["label"]`` or ``run[i]`` gives a
     point; ``to_arrow()`` / ``to_pandas()`` give every observation as one table."""
 
@@ -174,7 +175,7 @@ class TensorRun:
         self.provenance: dict[str, Any] = manifest.get("provenance") or {}
         self.run_metadata: dict[str, Any] = manifest.get("run_metadata") or {}
         self.points: tuple[TensorPoint, ...] = self._build_points()
-        self._by_label = {p.label: p for p in self.points}
+        self._index_points()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TensorRun:
@@ -235,29 +236,6 @@ class TensorRun:
         reader, digest = self._reader, row["digest"]
         dtype, shape = dtype_from_name(row["dtype"]), tuple(row["shape"])
         return lambda: tensor_from_bytes(reader.payload(digest), dtype, shape)
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    def __iter__(self) -> Iterator[TensorPoint]:
-        return iter(self.points)
-
-    def __getitem__(self, key: str | int) -> TensorPoint:
-        if isinstance(key, str):
-            try:
-                return self._by_label[key]
-            except KeyError:
-                raise KeyError(
-                    f"run '{self.name}' has no point '{key}'; labels: {list(self._by_label)}"
-                ) from None
-        return self.points[key]
-
-    def point(self, key: str | int) -> TensorPoint:
-        return self[key]
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(p.label for p in self.points)
 
     def to_arrow(self) -> pa.Table:
         """Every observation of the run (one row each, summary columns included, payload

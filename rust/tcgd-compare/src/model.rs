@@ -36,6 +36,24 @@ pub struct SummaryView {
     pub l2: f64,
 }
 
+impl From<tcgd_tensor::TensorSummary> for SummaryView {
+    fn from(s: tcgd_tensor::TensorSummary) -> SummaryView {
+        SummaryView {
+            numel: s.numel,
+            finite: s.finite,
+            nan: s.nan,
+            posinf: s.pos_inf,
+            neginf: s.neg_inf,
+            zero: s.zero,
+            min: s.min,
+            max: s.max,
+            mean: s.mean,
+            std: s.std,
+            l2: s.l2,
+        }
+    }
+}
+
 /// Where a value came from when a compile pass placed the probe.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SiteView {

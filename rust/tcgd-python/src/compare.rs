@@ -15,23 +15,9 @@ use tcgd_compare::{
 use tcgd_store::PayloadKind;
 
 use crate::errors::{guard, store_error, typed_error};
-use crate::parse_dtype;
+use crate::{parse_dtype, to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
-
-type SummaryArgs = (
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    f64,
-);
 
 /// One observation's metadata, as a mapping with every key present.
 #[derive(FromPyObject)]
@@ -165,19 +151,7 @@ impl PayloadSource for PySource {
 }
 
 fn summary(s: SummaryArgs) -> SummaryView {
-    SummaryView {
-        numel: s.0,
-        finite: s.1,
-        nan: s.2,
-        posinf: s.3,
-        neginf: s.4,
-        zero: s.5,
-        min: s.6,
-        max: s.7,
-        mean: s.8,
-        std: s.9,
-        l2: s.10,
-    }
+    SummaryView::from(to_summary(s))
 }
 
 fn build_set(

@@ -37,6 +37,38 @@ impl HostBytes {
     }
 }
 
+/// A summary as Python hands it over: (numel, finite, nan, posinf, neginf, zero, min,
+/// max, mean, std, l2).
+pub(crate) type SummaryArgs = (
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    Option<f64>,
+    f64,
+);
+
+pub(crate) fn to_summary(s: SummaryArgs) -> TensorSummary {
+    TensorSummary {
+        numel: s.0,
+        finite: s.1,
+        nan: s.2,
+        pos_inf: s.3,
+        neg_inf: s.4,
+        zero: s.5,
+        min: s.6,
+        max: s.7,
+        mean: s.8,
+        std: s.9,
+        l2: s.10,
+    }
+}
+
 pub(crate) fn parse_dtype(py: Python<'_>, name: &str) -> PyResult<DType> {
     DType::from_torch_name(name).map_err(|e| dtype_error(py, e))
 }

@@ -9,10 +9,9 @@ use pyo3::types::PyBytes;
 use tcgd_store::{
     CommittedPoint, ObservationInput, PayloadKind, PointInput, RunHeader, Site, Table, Value,
 };
-use tcgd_tensor::TensorSummary;
 
 use crate::errors::{guard, store_error, typed_error};
-use crate::{parse_dtype, HostBytes};
+use crate::{parse_dtype, to_summary, HostBytes, SummaryArgs};
 
 /// One observation as Python hands it over: a mapping with every key present (None where
 /// a value is absent).
@@ -40,36 +39,6 @@ struct ObservationArgs {
     source_location: Option<String>,
     compile_id: Option<String>,
     materialized_by_probe: Option<bool>,
-}
-
-type SummaryArgs = (
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    f64,
-);
-
-fn to_summary(s: SummaryArgs) -> TensorSummary {
-    TensorSummary {
-        numel: s.0,
-        finite: s.1,
-        nan: s.2,
-        pos_inf: s.3,
-        neg_inf: s.4,
-        zero: s.5,
-        min: s.6,
-        max: s.7,
-        mean: s.8,
-        std: s.9,
-        l2: s.10,
-    }
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
