@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from torch_cudagraph_debug.errors import (
     FeatureUnavailableError,
     InvalidInputError,
     RecorderStateError,
+    StorageIOError,
 )
 from torch_cudagraph_debug.memory_debug import (
     MemoryDebugWarning,
@@ -187,7 +189,7 @@ def test_exception_keeps_an_incomplete_run(tmp_path) -> None:
     assert rec.result is not None and not rec.result.complete
 
 
-def test_killed_recorder_leaves_a_loadable_run(tmp_path) -> None:
+def _record_three_and_kill(run_dir: Path, flush: bool) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal, sys
@@ -196,18 +198,33 @@ def test_killed_recorder_leaves_a_loadable_run(tmp_path) -> None:
         from torch_cudagraph_debug.memory_debug import MemoryRecorder
         alloc = FakeAllocator()
         seg = alloc.segment(MIB)
-        rec = MemoryRecorder(name="k", run_dir={str(tmp_path / "k")!r}, _source=alloc)
+        rec = MemoryRecorder(name="k", run_dir={str(run_dir)!r}, _source=alloc)
         for i in range(3):
             alloc.churn(seg, 10)
             rec.record_point(f"p{{i}}")
+        if {flush!r}:
+            rec.flush()
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, check=False)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+
+
+def test_killed_recorder_keeps_every_flushed_point(tmp_path) -> None:
+    _record_three_and_kill(tmp_path / "k", flush=True)
     run = MemoryRun.load(tmp_path / "k")
     assert not run.complete
     assert run.labels == ("p0", "p1", "p2")
+    assert run.validate_payloads() == []
+
+
+def test_killed_recorder_before_flush_leaves_a_loadable_prefix(tmp_path) -> None:
+    # Points still queued for the writer thread may be lost; what is there is whole.
+    _record_three_and_kill(tmp_path / "k", flush=False)
+    run = MemoryRun.load(tmp_path / "k")
+    assert not run.complete
+    assert run.labels == ("p0", "p1", "p2")[: len(run.labels)]
     assert run.validate_payloads() == []
 
 
@@ -256,3 +273,28 @@ def test_two_recorders_in_one_process_do_not_mix(tmp_path) -> None:
         warnings.simplefilter("error")
         cross = run_a.compare(0, 2)
     assert cross.relation == "same_origin"
+
+
+def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None:
+    alloc = FakeAllocator()
+    seg = alloc.segment(MIB)
+    rec = MemoryRecorder(name="f", run_dir=tmp_path / "f", _source=alloc)
+    rec.record_point("kept")
+    rec.flush()
+    # The table directory the next commit writes into turns into a file under the writer.
+    stats = tmp_path / "f" / "memory_stats"
+    stats.rename(tmp_path / "f" / "stats-aside")
+    stats.write_bytes(b"")
+    alloc.churn(seg, 5)
+    rec.record_point("lost")
+    with pytest.raises(StorageIOError, match="'lost'"):
+        rec.flush()
+    with pytest.raises(StorageIOError):
+        rec.record_point("after")
+    with pytest.raises(StorageIOError):
+        rec.finish()
+    stats.unlink()
+    (tmp_path / "f" / "stats-aside").rename(stats)
+    run = MemoryRun.load(tmp_path / "f")
+    assert run.labels == ("kept",)
+    assert not run.complete

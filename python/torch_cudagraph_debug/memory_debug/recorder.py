@@ -8,7 +8,7 @@ import json
 import os
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torch_cudagraph_debug import _native
@@ -116,7 +116,12 @@ class MemoryRecorder:
         metadata: dict[str, Any] | None = None,
         synchronize: bool | None = None,
     ) -> MemoryPoint:
-        """Takes a snapshot and commits it durably as the next point."""
+        """Takes a snapshot as the next point and returns it.
+
+        The point's state is built before this returns; its Parquet parts are written and
+        fsynced on the recorder's writer thread, so the caller does not wait for the disk.
+        ``flush()`` (or ``finish()``) returns once every point is durable; a failed
+        background commit is raised by the next call."""
         self._check_open("record_point")
         if not isinstance(label, str) or not label:
             raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
@@ -142,7 +147,7 @@ class MemoryRecorder:
         return self._as_point(state, metadata)
 
     def _as_point(self, state: _native.MemoryState, metadata: dict[str, Any] | None) -> MemoryPoint:
-        point = MemoryPoint(state, _LivePoints(self.path), None, dict(metadata or {}))
+        point = MemoryPoint(state, _LivePoints(self.path, self.flush), None, dict(metadata or {}))
         self._points.append(point)
         return point
 
@@ -153,19 +158,27 @@ class MemoryRecorder:
                 "MemoryRecorder for a new run"
             )
 
+    def flush(self) -> None:
+        """Waits until every point recorded so far is durable on disk. A no-op once the
+        recorder is finished or closed (both flush first)."""
+        if not self._closed:
+            self._writer.flush()
+
     def preview(self) -> MemoryRun:
-        """The run as committed so far (``complete=False`` until ``finish``)."""
+        """The run as committed so far (``complete=False`` until ``finish``); flushes
+        first."""
         if self._result is not None:
             return self._result
+        self.flush()
         return MemoryRun.load(self.path)
 
     def finish(self) -> MemoryRun:
-        """Marks the run complete and returns it. Idempotent."""
+        """Commits what is queued, marks the run complete and returns it. Idempotent."""
         if self._result is not None:
             return self._result
         self._check_open("finish")
-        self._writer.close(True)
         self._closed = True
+        self._writer.close(True)
         self._result = MemoryRun.load(self.path)
         return self._result
 
@@ -177,8 +190,8 @@ class MemoryRecorder:
         """Releases the recorder. A run that was not finished stays ``complete=False``."""
         if self._closed:
             return
-        self._writer.close(False)
         self._closed = True
+        self._writer.close(False)
 
     def __enter__(self) -> MemoryRecorder:
         return self
@@ -195,13 +208,15 @@ class MemoryRecorder:
 
 class _LivePoints:
     """What a point returned by ``record_point`` needs of the run it belongs to: the run
-    is reopened when a raw snapshot is asked for, so committed points stay readable
-    while recording goes on."""
+    is flushed and reopened when a raw snapshot is asked for, so recorded points stay
+    readable while recording goes on."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, flush: Callable[[], None]):
         self._path = path
+        self._flush = flush
 
     def raw_snapshot(self, point_index: int) -> dict[str, Any]:
+        self._flush()
         return _native.MemoryRunReader(self._path).raw_snapshot(point_index)
 
 

@@ -27,6 +27,12 @@ impl PayloadBuf for Vec<u8> {
     }
 }
 
+impl PayloadBuf for arrow::buffer::Buffer {
+    fn bytes(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 /// Where the bytes of a set's observations come from. Called only for pairs that need an
 /// element-wise comparison, possibly from a worker thread.
 pub trait PayloadSource: Send + Sync {

@@ -11,8 +11,12 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int64Type};
 use tcgd_store::{
-    Manifest, PointInput, RunHeader, RunKind, RunReader, RunWriter, StoreError, Table,
+    now_micros, CommitQueue, Manifest, PointInput, RunHeader, RunKind, RunReader, RunWriter,
+    StoreError, Table,
 };
+
+/// Points waiting for the writer thread at most; one more waits for the oldest to commit.
+const QUEUE_DEPTH: usize = 2;
 
 use crate::error::{MemoryError, Result};
 use crate::ingest::{ingest, HistoryCursor, IngestOptions, Ingested};
@@ -46,7 +50,9 @@ pub struct PendingPoint {
 }
 
 pub struct MemoryRunWriter {
-    store: RunWriter,
+    /// Points are committed on the queue's writer thread: a point returns once its state
+    /// is built, while Parquet encoding and the fsyncs run behind it.
+    store: CommitQueue,
     cursor: HistoryCursor,
     stacks: Arc<StackTable>,
     /// What of `stacks` is already committed.
@@ -59,7 +65,7 @@ impl MemoryRunWriter {
             return Err(MemoryError::invalid("a memory run needs kind \"memory\""));
         }
         Ok(MemoryRunWriter {
-            store: RunWriter::create(dir, header, producer)?,
+            store: CommitQueue::start(RunWriter::create(dir, header, producer)?, QUEUE_DEPTH)?,
             cursor: HistoryCursor::new(),
             stacks: Arc::new(StackTable::default()),
             committed: StackMark::default(),
@@ -70,8 +76,8 @@ impl MemoryRunWriter {
         self.store.dir()
     }
 
-    pub fn manifest(&self) -> &Manifest {
-        self.store.manifest()
+    pub fn header(&self) -> &RunHeader {
+        self.store.header()
     }
 
     pub fn has_label(&self, label: &str) -> bool {
@@ -86,6 +92,12 @@ impl MemoryRunWriter {
         self.store.is_closed()
     }
 
+    /// Waits until every recorded point is durable on disk.
+    pub fn flush(&mut self) -> Result<()> {
+        Ok(self.store.flush()?)
+    }
+
+    /// Commits what is still queued, then ends the run.
     pub fn close(&mut self, complete: bool) -> Result<()> {
         Ok(self.store.close(complete)?)
     }
@@ -113,8 +125,10 @@ impl MemoryRunWriter {
         }
     }
 
-    /// Commits a pending point durably. On error nothing of it is visible, the history
-    /// cursor does not move, and its new stacks are forgotten.
+    /// Builds a pending point's state and hands it to the writer thread, which commits it
+    /// durably (`flush` waits for that). On an error here nothing of it is visible, the
+    /// history cursor does not move, and its new stacks are forgotten; an error on the
+    /// writer thread is returned by the next call.
     pub fn commit(
         &mut self,
         pending: PendingPoint,
@@ -148,7 +162,7 @@ impl MemoryRunWriter {
             }
             .into());
         }
-        let header = &self.store.manifest().header;
+        let header = self.store.header();
         let point_index = self.store.next_point_index();
         let identity = StateIdentity {
             origin: header.run_id.clone(),
@@ -171,7 +185,7 @@ impl MemoryRunWriter {
             rank: header.rank,
             point_index: point_index as i64,
         };
-        let tables = state_batches(&state, &ids, self.committed)?;
+        let state = Arc::new(state);
         let point = PointInput {
             label: meta.label,
             metadata: if meta.metadata.is_empty() {
@@ -180,11 +194,24 @@ impl MemoryRunWriter {
                 meta.metadata
             },
             replay_index: None,
-            timestamp_us: meta.timestamp_us,
+            timestamp_us: Some(meta.timestamp_us.unwrap_or_else(now_micros)),
         };
-        self.store
-            .commit_tables(&point, state.observations.len(), tables)?;
-        Ok((Arc::new(state), cursor))
+        let (job_state, committed) = (Arc::clone(&state), self.committed);
+        let label = point.label.clone();
+        self.store.submit(
+            &label,
+            Box::new(move |store: &mut RunWriter| {
+                let tables = state_batches(&job_state, &ids, committed).map_err(|e| {
+                    StoreError::InvalidInput {
+                        field: "memory point".into(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                store.commit_tables(&point, job_state.observations.len(), tables)?;
+                Ok(())
+            }),
+        )?;
+        Ok((state, cursor))
     }
 }
 

@@ -129,6 +129,8 @@ fn real_pickle_round_trips_through_a_run() {
         )
         .unwrap();
     }
+    // Points commit on the writer thread; flush makes them durable before reading back.
+    w.flush().unwrap();
     let r = MemoryRunReader::open(w.dir()).unwrap();
     let c = compare(&r.states()[0], &r.states()[1], &CompareOptions::default()).unwrap();
     let private: i64 = c.devices[0]

@@ -27,7 +27,7 @@ pub fn typed_error(py: Python<'_>, class: &str, message: String) -> PyErr {
 
 fn class_of(error: &StoreError) -> &'static str {
     match error {
-        StoreError::Io { .. } => "StorageIOError",
+        StoreError::Io { .. } | StoreError::BackgroundCommit { .. } => "StorageIOError",
         StoreError::NotARun { .. } => "RunNotFoundError",
         StoreError::InvalidManifest { .. } | StoreError::CorruptPart { .. } => "CorruptRunError",
         StoreError::NewerFormat { .. } => "UnsupportedFormatError",

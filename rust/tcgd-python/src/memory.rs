@@ -811,13 +811,21 @@ impl MemoryRunWriter {
     #[getter]
     fn run_id(&self, py: Python<'_>) -> PyResult<String> {
         Ok(try_lock(py, &self.inner, "recorder")?
-            .manifest()
-            .header
+            .header()
             .run_id
             .clone())
     }
 
-    /// Ends the run, complete or not. Idempotent.
+    /// Waits until every recorded point is durable on disk.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            py.detach(|| w.flush()).map_err(|e| memory_error(py, e))
+        })
+    }
+
+    /// Ends the run, complete or not: commits what is queued first. Idempotent.
     fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
         guard(py, || {
             let mut writer = try_lock(py, &self.inner, "recorder")?;

@@ -12,5 +12,10 @@ pub fn content_digest(bytes: &[u8]) -> String {
     } else {
         blake3::hash(bytes)
     };
+    format_digest(&hash)
+}
+
+/// A finished hash as the digest string stored in runs.
+pub fn format_digest(hash: &blake3::Hash) -> String {
     format!("{DIGEST_PREFIX}{}", hash.to_hex())
 }

@@ -63,6 +63,16 @@ pub enum StoreError {
     #[error("run directory '{path}' already holds a run; choose a new directory")]
     RunExists { path: PathBuf },
 
+    #[error(
+        "run '{run}': committing point '{label}' in the background failed ({reason}); points \
+         recorded after it were not committed, and the run takes no more points"
+    )]
+    BackgroundCommit {
+        run: PathBuf,
+        label: String,
+        reason: String,
+    },
+
     #[error(transparent)]
     Dtype(#[from] tcgd_tensor::UnsupportedDtype),
 

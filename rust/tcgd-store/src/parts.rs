@@ -2,17 +2,25 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
+use parquet::file::metadata::{KeyValue, PageIndexPolicy};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::reader::ChunkReader;
 use parquet::schema::types::ColumnPath;
+use rayon::prelude::*;
 
 use crate::durable::{Committed, HashingFile};
 use crate::error::{Result, StoreError};
+use crate::pool::{BufferPool, PooledFile};
 use crate::schema::{Table, FORMAT_VERSION, KV_FORMAT_VERSION, KV_TABLE, RUNS};
 use arrow::datatypes::SchemaRef;
 
@@ -20,7 +28,24 @@ use arrow::datatypes::SchemaRef;
 /// decoding unrelated chunks.
 const PAYLOAD_ROWS_PER_GROUP: usize = 4;
 
+/// A row group's payload bytes are zstd-compressed only when a sample of them shrinks to at
+/// most this fraction. Float tensors typically save under 10% and decompress at under
+/// 1 GB/s on one core, which would make reading a run (and comparing runs) several times
+/// slower than reading plain bytes; integer, boolean and sparse tensors save far more.
+const COMPRESS_IF_SAMPLE_RATIO_AT_MOST: f64 = 0.8;
+/// Samples per payload chunk and their size, spread over the chunk.
+const SAMPLES_PER_CHUNK: usize = 4;
+const SAMPLE_BYTES: usize = 16 << 10;
+
 fn properties(table_name: &str, is_payload: bool) -> Result<WriterProperties> {
+    payload_aware_properties(table_name, is_payload, true)
+}
+
+fn payload_aware_properties(
+    table_name: &str,
+    is_payload: bool,
+    compress_payload_data: bool,
+) -> Result<WriterProperties> {
     let level =
         ZstdLevel::try_new(3).map_err(|e| StoreError::invalid("zstd level", e.to_string()))?;
     let mut builder = WriterProperties::builder()
@@ -31,19 +56,131 @@ fn properties(table_name: &str, is_payload: bool) -> Result<WriterProperties> {
         ]));
     if is_payload {
         // Statistics and dictionaries over raw tensor bytes cost space and buy nothing.
+        // One value per write batch lets the page size limit close a page after each large
+        // chunk, so a chunk is one page and a read of one chunk skips the others.
         let data = ColumnPath::from("data");
         builder = builder
             .set_max_row_group_row_count(Some(PAYLOAD_ROWS_PER_GROUP))
+            .set_write_batch_size(1)
             .set_column_statistics_enabled(data.clone(), EnabledStatistics::None)
-            .set_column_dictionary_enabled(data, false);
+            .set_column_dictionary_enabled(data.clone(), false);
+        if !compress_payload_data {
+            builder = builder.set_column_compression(data, Compression::UNCOMPRESSED);
+        }
     }
     Ok(builder.build())
 }
 
 /// Writes `batch` to `target` through a hidden temporary file and renames it into place.
 pub fn write_part(target: &Path, table: Table, batch: &RecordBatch) -> Result<Committed> {
-    let props = properties(table.dir_name(), table == Table::Payloads)?;
+    if table == Table::Payloads {
+        return write_payload_part(target, batch);
+    }
+    let props = properties(table.dir_name(), false)?;
     write_parquet(target, table.schema(), props, batch)
+}
+
+/// Writes a payloads part row group by row group: each group's data column is compressed
+/// or stored plain after sampling it, and groups are encoded in parallel (zstd is the
+/// slowest step of a commit), then appended in order.
+fn write_payload_part(target: &Path, batch: &RecordBatch) -> Result<Committed> {
+    let schema = Table::Payloads.schema();
+    let table_name = Table::Payloads.dir_name();
+    let file = HashingFile::create(target)?;
+    let temp = file.temp_path().to_path_buf();
+    let parquet_err = |e: parquet::errors::ParquetError| StoreError::Io {
+        path: temp.clone(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let compressed = payload_aware_properties(table_name, true, true)?;
+    let (mut file_writer, compressed_columns) =
+        ArrowWriter::try_new(file, schema.clone(), Some(compressed))
+            .and_then(ArrowWriter::into_serialized_writer)
+            .map_err(parquet_err)?;
+    // Column writers with the plain data column come from a writer of the same schema
+    // that writes nowhere; their chunks are spliced into the real file's row groups.
+    let plain = payload_aware_properties(table_name, true, false)?;
+    let (_, plain_columns) = ArrowWriter::try_new(std::io::sink(), schema.clone(), Some(plain))
+        .and_then(ArrowWriter::into_serialized_writer)
+        .map_err(parquet_err)?;
+
+    let rows = batch.num_rows();
+    let groups: Vec<RecordBatch> = (0..rows)
+        .step_by(PAYLOAD_ROWS_PER_GROUP)
+        .map(|start| batch.slice(start, PAYLOAD_ROWS_PER_GROUP.min(rows - start)))
+        .collect();
+    // Encoded groups wait in memory until appended: a few per thread bounds that.
+    let wave = 2 * rayon::current_num_threads().max(1);
+    for (wave_no, wave_groups) in groups.chunks(wave).enumerate() {
+        let encoded: Vec<Vec<ArrowColumnChunk>> = wave_groups
+            .par_iter()
+            .enumerate()
+            .map(|(i, group)| {
+                let factory = if sample_compresses(group) {
+                    &compressed_columns
+                } else {
+                    &plain_columns
+                };
+                encode_row_group(factory, &schema, group, wave_no * wave + i)
+            })
+            .collect::<parquet::errors::Result<_>>()
+            .map_err(parquet_err)?;
+        for chunks in encoded {
+            let mut row_group = file_writer.next_row_group().map_err(parquet_err)?;
+            for chunk in chunks {
+                chunk
+                    .append_to_row_group(&mut row_group)
+                    .map_err(parquet_err)?;
+            }
+            row_group.close().map_err(parquet_err)?;
+        }
+    }
+    file_writer.into_inner().map_err(parquet_err)?.commit()
+}
+
+fn encode_row_group(
+    factory: &ArrowRowGroupWriterFactory,
+    schema: &SchemaRef,
+    group: &RecordBatch,
+    index: usize,
+) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
+    let mut writers = factory.create_column_writers(index)?;
+    let mut leaves = Vec::with_capacity(writers.len());
+    for (field, column) in schema.fields().iter().zip(group.columns()) {
+        leaves.extend(compute_leaves(field, column)?);
+    }
+    for (writer, leaf) in writers.iter_mut().zip(&leaves) {
+        writer.write(leaf)?;
+    }
+    writers.into_iter().map(|w| w.close()).collect()
+}
+
+/// Whether zstd shrinks samples of the group's payload bytes enough to be worth its
+/// decompression cost on every read.
+fn sample_compresses(group: &RecordBatch) -> bool {
+    let Some(data) = group
+        .column_by_name("data")
+        .and_then(|c| c.as_binary_opt::<i64>())
+    else {
+        return true;
+    };
+    let (mut sampled, mut compressed) = (0usize, 0usize);
+    for value in data.iter().flatten() {
+        let step = value.len() / SAMPLES_PER_CHUNK;
+        for i in 0..SAMPLES_PER_CHUNK {
+            let start = i * step;
+            let sample = &value[start..(start + SAMPLE_BYTES).min(value.len())];
+            if sample.is_empty() {
+                continue;
+            }
+            sampled += sample.len();
+            compressed += zstd::bulk::compress(sample, 1).map_or(sample.len(), |c| c.len());
+            if step == 0 {
+                break;
+            }
+        }
+    }
+    sampled == 0 || compressed as f64 <= COMPRESS_IF_SAMPLE_RATIO_AT_MOST * sampled as f64
 }
 
 /// Writes the one-row run table (`run.parquet`), a view of the manifest.
@@ -73,14 +210,15 @@ fn open_builder(path: &Path, table: Table) -> Result<ParquetRecordBatchReaderBui
     let file = File::open(path).map_err(StoreError::io(path))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
-    check_part_metadata(path, table, &builder)?;
+    check_part_metadata(path, table, &builder, &table.schema())?;
     Ok(builder)
 }
 
-fn check_part_metadata(
+fn check_part_metadata<R: ChunkReader>(
     path: &Path,
     table: Table,
-    builder: &ParquetRecordBatchReaderBuilder<File>,
+    builder: &ParquetRecordBatchReaderBuilder<R>,
+    expected: &Schema,
 ) -> Result<()> {
     let kv = builder.metadata().file_metadata().key_value_metadata();
     let get = |key: &str| {
@@ -103,7 +241,6 @@ fn check_part_metadata(
             table.dir_name()
         )));
     }
-    let expected = table.schema();
     let found = builder.schema();
     if found.fields().len() != expected.fields().len()
         || found
@@ -150,6 +287,43 @@ pub fn read_part_columns(
         builder = builder.with_row_selection(rows);
     }
     let reader = builder
+        .build()
+        .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
+    collect(path, reader)
+}
+
+/// Reads the chunk columns (chunk index, count, total, data) of the selected payload rows.
+/// The data column is decoded as a view array: its values stay in the buffers the pages
+/// were read into (zero copies for plain pages), and pages of unselected rows are skipped
+/// through the offset index without being read.
+pub fn read_payload_chunks(
+    path: &Path,
+    rows: RowSelection,
+    pool: &Arc<BufferPool>,
+) -> Result<Vec<RecordBatch>> {
+    let fields: Vec<Field> = Table::Payloads
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::LargeBinary => Field::new(f.name(), DataType::BinaryView, f.is_nullable()),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let viewed = Arc::new(Schema::new(fields));
+    let options = ArrowReaderOptions::new()
+        .with_schema(viewed.clone())
+        .with_page_index_policy(PageIndexPolicy::Optional);
+    let file = File::open(path)
+        .and_then(|f| PooledFile::new(f, Arc::clone(pool)))
+        .map_err(StoreError::io(path))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
+        .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
+    check_part_metadata(path, Table::Payloads, &builder, &viewed)?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [1, 2, 3, 4]);
+    let reader = builder
+        .with_projection(mask)
+        .with_row_selection(rows)
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     collect(path, reader)

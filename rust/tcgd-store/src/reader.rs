@@ -4,17 +4,20 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, AsArray, BinaryViewArray, ByteView, RecordBatch};
+use arrow::buffer::Buffer;
+
 use arrow::compute::concat_batches;
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 
-use crate::digest::content_digest;
+use crate::digest::{content_digest, format_digest};
 use crate::error::{Result, StoreError};
 use crate::manifest::{part_path, Manifest, PartEntry};
-use crate::parts::{read_part, read_part_columns};
+use crate::parts::{read_part, read_part_columns, read_payload_chunks};
+use crate::pool::BufferPool;
 use crate::schema::{Table, RUNS};
 use crate::writer::run_batch;
 
@@ -29,7 +32,12 @@ pub struct RunReader {
     dir: PathBuf,
     manifest: Manifest,
     payload_index: OnceLock<Result<HashMap<String, PayloadLocation>, String>>,
+    buffers: Arc<BufferPool>,
 }
+
+/// Payload buffers a reader keeps for reuse once released: enough for the payloads a
+/// comparison holds at once (the pair being compared and the next pair being read).
+const KEEP_BUFFER_BYTES: usize = 256 << 20;
 
 /// One problem found by `validate()`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +76,7 @@ impl RunReader {
             dir: dir.to_path_buf(),
             manifest,
             payload_index: OnceLock::new(),
+            buffers: BufferPool::new(KEEP_BUFFER_BYTES),
         })
     }
 
@@ -137,9 +146,10 @@ impl RunReader {
         Ok(index)
     }
 
-    /// The bytes of one payload, reassembled from its chunks and checked against its
-    /// digest.
-    pub fn payload(&self, digest: &str) -> Result<Vec<u8>> {
+    /// The bytes of one payload, checked against its digest. A one-chunk payload stays in
+    /// the buffer its page was read into; a larger one is joined into one buffer, hashed
+    /// piece by piece while the piece is still in cache.
+    pub fn payload(&self, digest: &str) -> Result<Buffer> {
         let location =
             self.payload_index()?
                 .get(digest)
@@ -151,18 +161,18 @@ impl RunReader {
         let part = parts[location.part];
         let path = part_path(&self.dir, part);
         let selection = rows_to_selection(&location.rows, part.rows as usize);
-        let mut chunks: Vec<(i64, i64, i64, Vec<u8>)> = Vec::new();
-        for batch in read_part_columns(&path, Table::Payloads, &[1, 2, 3, 4], Some(selection))? {
+        let mut chunks: Vec<(i64, i64, i64, Buffer)> = Vec::new();
+        for batch in read_payload_chunks(&path, selection, &self.buffers)? {
             let index = batch.column(0).as_primitive::<Int64Type>();
             let count = batch.column(1).as_primitive::<Int64Type>();
             let total = batch.column(2).as_primitive::<Int64Type>();
-            let data = batch.column(3).as_binary::<i64>();
+            let data = batch.column(3).as_binary_view();
             for i in 0..batch.num_rows() {
                 chunks.push((
                     index.value(i),
                     count.value(i),
                     total.value(i),
-                    data.value(i).to_vec(),
+                    view_buffer(data, i),
                 ));
             }
         }
@@ -177,11 +187,27 @@ impl RunReader {
                 chunks.len()
             )));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-        for chunk in chunks {
-            bytes.extend_from_slice(&chunk.3);
-        }
-        let actual = content_digest(&bytes);
+        let (bytes, actual) = if chunks.len() == 1 {
+            let only = chunks.swap_remove(0).3;
+            let actual = content_digest(&only);
+            (only, actual)
+        } else {
+            let mut hasher = blake3::Hasher::new();
+            let joined_len: usize = chunks.iter().map(|c| c.3.len()).sum();
+            let mut joined = self.buffers.take(joined_len);
+            let mut at = 0;
+            for (_, _, _, chunk) in &chunks {
+                for piece in chunk.chunks(HASH_PIECE_BYTES) {
+                    joined.as_mut_slice()[at..at + piece.len()].copy_from_slice(piece);
+                    hasher.update(piece);
+                    at += piece.len();
+                }
+            }
+            (
+                Buffer::from(joined.freeze()),
+                format_digest(&hasher.finalize()),
+            )
+        };
         if actual != digest || bytes.len() as i64 != total {
             return Err(StoreError::DigestMismatch {
                 digest: digest.to_owned(),
@@ -232,6 +258,21 @@ impl RunReader {
         }
         Ok(issues)
     }
+}
+
+/// Joined payloads are hashed in pieces this size, right after each is copied.
+const HASH_PIECE_BYTES: usize = 1 << 20;
+
+/// The bytes of value `i` of a view array, sharing the array's buffer.
+fn view_buffer(data: &BinaryViewArray, i: usize) -> Buffer {
+    let view = data.views()[i];
+    let len = view as u32 as usize;
+    if len <= 12 {
+        // Short values live inside the view itself.
+        return Buffer::from(data.value(i).to_vec());
+    }
+    let view = ByteView::from(view);
+    data.data_buffers()[view.buffer_index as usize].slice_with_length(view.offset as usize, len)
 }
 
 fn rows_to_selection(rows: &[usize], total: usize) -> RowSelection {

@@ -109,6 +109,11 @@ impl RunWriter {
         self.manifest.point_count
     }
 
+    /// Labels of the committed points.
+    pub fn labels(&self) -> impl Iterator<Item = &String> {
+        self.labels.iter()
+    }
+
     pub fn has_label(&self, label: &str) -> bool {
         self.labels.contains(label)
     }

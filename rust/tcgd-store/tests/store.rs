@@ -129,8 +129,8 @@ fn round_trip_points_observations_payloads() {
     assert_eq!(digests[0], content_digest(&a));
     assert_eq!(digests[0], digests[2]);
 
-    assert_eq!(r.payload(&content_digest(&a)).unwrap(), a);
-    assert_eq!(r.payload(&content_digest(&b)).unwrap(), b);
+    assert_eq!(r.payload(&content_digest(&a)).unwrap().as_slice(), a);
+    assert_eq!(r.payload(&content_digest(&b)).unwrap().as_slice(), b);
     assert!(matches!(
         r.payload("blake3:00"),
         Err(StoreError::PayloadMissing { .. })
@@ -161,7 +161,10 @@ fn large_payload_spans_chunks_and_round_trips() {
     assert_eq!(c.payload_chunks_written, 3);
     w.close(true).unwrap();
     let r = RunReader::open(&dir).unwrap();
-    assert_eq!(r.payload(&content_digest(&bytes)).unwrap(), bytes);
+    assert_eq!(
+        r.payload(&content_digest(&bytes)).unwrap().as_slice(),
+        bytes
+    );
 }
 
 #[test]
@@ -192,7 +195,10 @@ fn summary_payload_stores_no_bytes_and_empty_tensors_work() {
         r.payload(&content_digest(&a)),
         Err(StoreError::PayloadMissing { .. })
     ));
-    assert_eq!(r.payload(&content_digest(&[])).unwrap(), Vec::<u8>::new());
+    assert_eq!(
+        r.payload(&content_digest(&[])).unwrap().as_slice(),
+        &[] as &[u8]
+    );
 }
 
 #[test]
@@ -372,4 +378,86 @@ fn part_of_another_table_is_refused() {
         err.to_string().contains("not a part of the points table"),
         "{err}"
     );
+}
+
+/// Pseudo-random bytes (xorshift): what zstd cannot shrink, like float tensor mantissas.
+fn noise(len: usize, mut state: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+#[test]
+fn payload_bytes_are_compressed_only_where_zstd_pays() {
+    use parquet::basic::Compression;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    // 5 chunks of noise (two row groups: 4 + 1), then 4 chunks of a repeating pattern.
+    let random = noise((5 * (16 << 20)) - 100, 7);
+    let pattern: Vec<u8> = (0..(4 * (16 << 20))).map(|i| (i % 7) as u8).collect();
+    let small = noise(1000, 3);
+    let mut w = RunWriter::create(&dir, header(), "test").unwrap();
+    let obs = |name: &str, order: i64, bytes: &'static [u8]| ObservationInput {
+        dtype: DType::UInt8,
+        shape: vec![bytes.len() as i64],
+        ..f32_obs(name, 0, order, bytes)
+    };
+    let (random, pattern, small): (&'static [u8], &'static [u8], &'static [u8]) =
+        (random.leak(), pattern.leak(), small.leak());
+    let c = w
+        .commit_point(
+            &point("p0"),
+            &[
+                obs("random", 0, random),
+                obs("pattern", 1, pattern),
+                obs("small", 2, small),
+            ],
+        )
+        .unwrap();
+    assert_eq!(c.payload_chunks_written, 10);
+    w.close(true).unwrap();
+
+    let part = fs::read_dir(dir.join("payloads"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let file = SerializedFileReader::new(fs::File::open(&part).unwrap()).unwrap();
+    let data_codecs: Vec<Compression> = file
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            let data = rg
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == "data")
+                .unwrap();
+            data.compression()
+        })
+        .collect();
+    // Groups: [noise x4] [noise, pattern x3] [pattern, small noise].
+    assert_eq!(data_codecs.len(), 3);
+    assert_eq!(data_codecs[0], Compression::UNCOMPRESSED);
+    assert!(
+        matches!(data_codecs[1], Compression::ZSTD(_)),
+        "{data_codecs:?}"
+    );
+    assert!(
+        matches!(data_codecs[2], Compression::ZSTD(_)),
+        "{data_codecs:?}"
+    );
+
+    let r = RunReader::open(&dir).unwrap();
+    for bytes in [random, pattern, small] {
+        assert_eq!(r.payload(&content_digest(bytes)).unwrap().as_slice(), bytes);
+    }
+    assert!(r.validate().unwrap().is_empty());
 }

@@ -1,0 +1,233 @@
+//! Commits on a background thread: the recording thread hands a point over and goes on,
+//! while Parquet encoding, compression and the fsyncs happen on the writer thread.
+//!
+//! Points commit in the order they were handed over, each with the writer's usual
+//! durability (hidden part, fsync, rename, manifest). A point is durable once `flush`
+//! returns; a crash before that loses the points still queued, never a committed one.
+//! The first failed commit stops the queue: the points queued after it are dropped (their
+//! indices assumed it), and every later call returns that failure.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::error::{Result, StoreError};
+use crate::manifest::RunHeader;
+use crate::writer::RunWriter;
+
+/// Work for the writer thread: commits one point through the writer.
+pub type CommitJob = Box<dyn FnOnce(&mut RunWriter) -> Result<()> + Send>;
+
+enum Message {
+    Commit {
+        label: String,
+        job: CommitJob,
+    },
+    /// Answered once every earlier message is done.
+    Flush(SyncSender<()>),
+    Close {
+        complete: bool,
+    },
+}
+
+/// The first failure of the writer thread, kept for every later call.
+type Failure = Arc<Mutex<Option<(String, String)>>>;
+
+pub struct CommitQueue {
+    dir: PathBuf,
+    header: RunHeader,
+    sender: Option<SyncSender<Message>>,
+    worker: Option<JoinHandle<()>>,
+    failure: Failure,
+    /// Points handed over so far (committed or queued).
+    submitted: u64,
+    labels: HashSet<String>,
+    closed: bool,
+}
+
+impl CommitQueue {
+    /// Starts the writer thread. At most `depth` points wait in the queue; handing over
+    /// one more blocks until the oldest is committed, which bounds the memory they hold.
+    pub fn start(writer: RunWriter, depth: usize) -> Result<CommitQueue> {
+        let dir = writer.dir().to_path_buf();
+        let header = writer.manifest().header.clone();
+        let submitted = writer.point_count();
+        let labels = writer.labels().cloned().collect();
+        let (sender, receiver) = sync_channel(depth.max(1));
+        let failure: Failure = Arc::new(Mutex::new(None));
+        let worker_failure = Arc::clone(&failure);
+        let worker = std::thread::Builder::new()
+            .name("tcgd-run-writer".into())
+            .spawn(move || run_worker(writer, &receiver, &worker_failure))
+            .map_err(StoreError::io(&dir))?;
+        Ok(CommitQueue {
+            dir,
+            header,
+            sender: Some(sender),
+            worker: Some(worker),
+            failure,
+            submitted,
+            labels,
+            closed: false,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn header(&self) -> &RunHeader {
+        &self.header
+    }
+
+    /// The index the next handed-over point gets.
+    pub fn next_point_index(&self) -> u64 {
+        self.submitted
+    }
+
+    pub fn point_count(&self) -> u64 {
+        self.submitted
+    }
+
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels.contains(label)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Hands a point over; `job` runs on the writer thread and must commit exactly one
+    /// point (index `next_point_index()`, label `label`).
+    pub fn submit(&mut self, label: &str, job: CommitJob) -> Result<u64> {
+        self.check_usable()?;
+        if self.labels.contains(label) {
+            return Err(StoreError::invalid(
+                "label",
+                format!("point label '{label}' is already used in this run"),
+            ));
+        }
+        self.send(Message::Commit {
+            label: label.to_owned(),
+            job,
+        })?;
+        self.labels.insert(label.to_owned());
+        self.submitted += 1;
+        Ok(self.submitted - 1)
+    }
+
+    /// Waits until every point handed over is durable.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.closed {
+            return self.check_failure();
+        }
+        let (done, wait) = sync_channel(1);
+        self.send(Message::Flush(done))?;
+        // A closed channel means the worker is gone; the failure says why.
+        let _ = wait.recv();
+        self.check_failure()
+    }
+
+    /// Commits what is queued, then closes the run (`complete` as `RunWriter::close`).
+    pub fn close(&mut self, complete: bool) -> Result<()> {
+        if self.closed {
+            return self.check_failure();
+        }
+        self.closed = true;
+        let sent = self.send(Message::Close { complete });
+        self.sender = None;
+        if let Some(worker) = self.worker.take() {
+            if worker.join().is_err() {
+                self.record_failure("close", "the writer thread panicked".into());
+            }
+        }
+        sent?;
+        self.check_failure()
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.closed {
+            return Err(StoreError::RunFinished {
+                path: self.dir.clone(),
+            });
+        }
+        self.check_failure()
+    }
+
+    fn check_failure(&self) -> Result<()> {
+        match &*self.failure.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some((label, reason)) => Err(StoreError::BackgroundCommit {
+                run: self.dir.clone(),
+                label: label.clone(),
+                reason: reason.clone(),
+            }),
+        }
+    }
+
+    fn record_failure(&self, label: &str, reason: String) {
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert((label.to_owned(), reason));
+    }
+
+    fn send(&self, message: Message) -> Result<()> {
+        let sent = self
+            .sender
+            .as_ref()
+            .is_some_and(|s| s.send(message).is_ok());
+        if !sent {
+            self.record_failure("", "the writer thread stopped".into());
+            return self.check_failure();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CommitQueue {
+    /// A queue dropped without `close` still commits what it was handed and leaves the
+    /// run incomplete, like a writer dropped without `close`.
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.close(false);
+        }
+    }
+}
+
+fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Failure) {
+    let failed = |failure: &Failure| failure.lock().map_or(true, |f| f.is_some());
+    for message in receiver {
+        match message {
+            Message::Commit { label, job } => {
+                if failed(failure) {
+                    continue;
+                }
+                // A panic in a job must not take the process (or the queue) down silently.
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut writer)));
+                let reason = match outcome {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(_) => Some("the commit panicked".to_owned()),
+                };
+                if let Some(reason) = reason {
+                    let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+                    f.get_or_insert((label, reason));
+                }
+            }
+            Message::Flush(done) => {
+                let _ = done.send(());
+            }
+            Message::Close { complete } => {
+                if let Err(e) = writer.close(complete && !failed(failure)) {
+                    let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+                    f.get_or_insert(("close".to_owned(), e.to_string()));
+                }
+                return;
+            }
+        }
+    }
+    // Every sender is gone without a close: leave the run incomplete.
+    let _ = writer.close(false);
+}
