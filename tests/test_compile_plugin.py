@@ -267,8 +267,9 @@ def test_process_exit_finishes_the_run_and_a_crash_leaves_it_loadable(tmp_path, 
         assert run.complete and run.labels == ("call0", "call1", "call2")
     else:
         assert done.returncode == -9
-        # Points are committed when the next call starts: two survive the kill.
-        assert not run.complete and run.labels == ("call0", "call1")
+        # Points are handed to the writer thread when the next call starts; the kill may
+        # catch the last of them still queued: a prefix of the two survives, whole.
+        assert not run.complete and run.labels == ("call0", "call1")[: len(run.labels)]
         assert run.validate() == []
 
 

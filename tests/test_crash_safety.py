@@ -63,7 +63,9 @@ def record(recorder, i):
             recorder.observe(value, name=name)
             if MODE == "raise" and i == 2 and name == "act":
                 raise RuntimeError("boom inside p2")
-    # Printed only once the commit returned: every label printed must survive a kill.
+    # Printed only once the point is durable (the writer thread committed it): every
+    # label printed must survive a kill.
+    recorder.flush()
     print(label, flush=True)
 
 

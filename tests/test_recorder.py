@@ -14,6 +14,7 @@ from torch_cudagraph_debug.errors import (
     PayloadUnavailableError,
     RecorderStateError,
     RunExistsError,
+    StorageIOError,
 )
 from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 
@@ -222,3 +223,46 @@ def test_default_run_dir_is_a_fresh_temporary_directory():
     a, b = TensorRecorder(name="tmp"), TensorRecorder(name="tmp")
     assert a.path != b.path and Path(a.path, "run.json").is_file()
     assert a.finish().path == a.path
+
+
+def test_points_are_written_behind_the_caller_and_durable_at_flush(tmp_path) -> None:
+    rec = TensorRecorder(name="bg", run_dir=tmp_path / "bg")
+    values = {}
+    for i in range(4):
+        x = torch.full((1000,), float(i))
+        with rec.record_point(f"p{i}"):
+            rec.observe(x, name="x")
+        # The recorder took a private copy: changing the tensor after the point does not
+        # change what the writer thread commits.
+        x.add_(100.0)
+        values[f"p{i}"] = float(i)
+    rec.flush()
+    run = TensorRun.load(tmp_path / "bg")
+    assert run.labels == ("p0", "p1", "p2", "p3") and not run.complete
+    for label, value in values.items():
+        assert torch.equal(run[label].observation("x").tensor(), torch.full((1000,), value))
+    assert rec.finish().complete
+
+
+def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None:
+    rec = TensorRecorder(name="f", run_dir=tmp_path / "f")
+    with rec.record_point("kept"):
+        rec.observe(torch.ones(3), name="x")
+    rec.flush()
+    # The payloads directory turns into a file under the writer thread.
+    payloads = tmp_path / "f" / "payloads"
+    payloads.rename(tmp_path / "f" / "payloads-aside")
+    payloads.write_bytes(b"")
+    with rec.record_point("lost"):
+        rec.observe(torch.zeros(3), name="x")
+    with pytest.raises(StorageIOError, match="'lost'"):
+        rec.flush()
+    with pytest.raises(StorageIOError):
+        with rec.record_point("after"):
+            rec.observe(torch.zeros(3), name="x")
+    with pytest.raises(StorageIOError):
+        rec.finish()
+    payloads.unlink()
+    (tmp_path / "f" / "payloads-aside").rename(payloads)
+    run = TensorRun.load(tmp_path / "f")
+    assert run.labels == ("kept",) and not run.complete

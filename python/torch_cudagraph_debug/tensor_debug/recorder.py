@@ -77,6 +77,9 @@ class _PendingObservation:
             "source_device": self.source_device,
             "payload": self.payload,
             "data": host_bytes(self.host),
+            # Kept alive by the writer thread until the point is on disk; the recorder
+            # never writes a host tensor once it is handed over.
+            "owner": self.host,
             "summary": None,
             **{column: site.get(column) for column in SITE_COLUMNS},
         }
@@ -289,7 +292,10 @@ class TensorRecorder:
         synchronize: bool | None = None,
     ) -> Iterator[None]:
         """Opens a point; observations inside it are committed together when the block
-        exits. An exception inside the block discards the point and propagates."""
+        exits: the point is checked there, then written on the recorder's writer thread
+        (digests, summaries, Parquet, fsyncs) while the caller goes on. ``flush()`` or
+        ``finish()`` returns once it is durable. An exception inside the block discards
+        the point and propagates."""
         self._check_open("record_point")
         if self._point is not None:
             raise RecorderStateError(
@@ -368,10 +374,18 @@ class TensorRecorder:
                 "TensorRecorder for a new run"
             )
 
+    def flush(self) -> None:
+        """Waits until every point recorded so far is durable on disk; raises a failed
+        background commit. A no-op once the recorder is finished or closed."""
+        if not self._closed:
+            self._writer.flush()
+
     def preview(self) -> TensorRun:
-        """The run as committed so far (``complete=False`` until ``finish``)."""
+        """The run as committed so far (``complete=False`` until ``finish``); flushes
+        first."""
         if self._result is not None:
             return self._result
+        self.flush()
         return TensorRun.load(self.path)
 
     def finish(self) -> TensorRun:
@@ -383,9 +397,11 @@ class TensorRecorder:
             raise RecorderStateError(
                 f"finish() inside record_point({self._point.label!r}); leave the point first"
             )
-        self._writer.close(True)
         self._closed = True
-        self._release_probe()
+        try:
+            self._writer.close(True)
+        finally:
+            self._release_probe()
         self._result = TensorRun.load(self.path)
         return self._result
 
@@ -398,9 +414,11 @@ class TensorRecorder:
         """Releases the recorder. A run that was not finished stays ``complete=False``."""
         if self._closed:
             return
-        self._writer.close(False)
         self._closed = True
-        self._release_probe()
+        try:
+            self._writer.close(False)
+        finally:
+            self._release_probe()
 
     def _release_probe(self) -> None:
         if self._probe is not None:

@@ -5,6 +5,7 @@
 //! class each error is. Panics are caught at the boundary and become `TcgdInternalError`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -66,5 +67,27 @@ pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> 
                 format!("internal error in the native core: {detail}; please report it"),
             ))
         }
+    }
+}
+
+fn busy(py: Python<'_>, what: &str) -> PyErr {
+    typed_error(
+        py,
+        "RecorderStateError",
+        format!("this {what} is in use by another thread; use one {what} per thread"),
+    )
+}
+
+/// Locks without waiting: a recorder or probe belongs to one thread, and waiting for a
+/// lock while holding the GIL could deadlock against a thread that needs the GIL.
+pub fn try_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
+    match m.try_lock() {
+        Ok(g) => Ok(g),
+        Err(std::sync::TryLockError::WouldBlock) => Err(busy(py, what)),
+        Err(std::sync::TryLockError::Poisoned(_)) => Err(typed_error(
+            py,
+            "TcgdInternalError",
+            format!("a previous call on this {what} panicked; it cannot be used again"),
+        )),
     }
 }

@@ -7,7 +7,7 @@
 //! writing, reading runs, comparing, rendering) runs with the GIL released.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
@@ -24,7 +24,7 @@ use tcgd_memory::{
 };
 use tcgd_store::{RunHeader, Table};
 
-use crate::errors::{guard, store_error, typed_error};
+use crate::errors::{guard, store_error, try_lock, typed_error};
 
 // ---------------------------------------------------------------------- errors
 
@@ -46,28 +46,6 @@ fn memory_error(py: Python<'_>, error: MemoryError) -> PyErr {
     match error {
         MemoryError::Store(inner) => store_error(py, inner),
         other => typed_error(py, class, other.to_string()),
-    }
-}
-
-fn busy(py: Python<'_>, what: &str) -> PyErr {
-    typed_error(
-        py,
-        "RecorderStateError",
-        format!("this {what} is in use by another thread; use one {what} per thread"),
-    )
-}
-
-/// Locks without waiting: a recorder or probe belongs to one thread, and waiting for a
-/// lock while holding the GIL could deadlock against a thread that needs the GIL.
-fn try_lock<'a, T>(py: Python<'_>, m: &'a Mutex<T>, what: &str) -> PyResult<MutexGuard<'a, T>> {
-    match m.try_lock() {
-        Ok(g) => Ok(g),
-        Err(std::sync::TryLockError::WouldBlock) => Err(busy(py, what)),
-        Err(std::sync::TryLockError::Poisoned(_)) => Err(typed_error(
-            py,
-            "TcgdInternalError",
-            format!("a previous call on this {what} panicked; it cannot be used again"),
-        )),
     }
 }
 

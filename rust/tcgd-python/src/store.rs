@@ -7,10 +7,11 @@ use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tcgd_store::{
-    CommittedPoint, ObservationInput, PayloadKind, PointInput, RunHeader, Site, Table, Value,
+    check_point, now_micros, CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput,
+    RunHeader, Site, Table, Value,
 };
 
-use crate::errors::{guard, store_error, typed_error};
+use crate::errors::{guard, store_error, try_lock, typed_error};
 use crate::{parse_dtype, to_summary, HostBytes, SummaryArgs};
 
 /// One observation as Python hands it over: a mapping with every key present (None where
@@ -28,6 +29,9 @@ struct ObservationArgs {
     payload: String,
     /// Host bytes as (address, length); None for a device-computed summary.
     data: Option<HostBytes>,
+    /// The object that owns `data` (a private host tensor the recorder never writes
+    /// again); kept alive until the point is committed on the writer thread.
+    owner: Option<Py<PyAny>>,
     /// A device-computed summary: (numel, finite, nan, posinf, neginf, zero, min, max,
     /// mean, std, l2).
     summary: Option<SummaryArgs>,
@@ -41,23 +45,15 @@ struct ObservationArgs {
     materialized_by_probe: Option<bool>,
 }
 
+/// A tensor run's writer. Points are committed on a writer thread: `commit_point` checks
+/// the point and hands it over; digests, summaries, Parquet and the fsyncs happen there.
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct RunWriter {
-    inner: Mutex<tcgd_store::RunWriter>,
+    inner: Mutex<CommitQueue>,
 }
 
-fn lock<'a>(
-    py: Python<'_>,
-    m: &'a Mutex<tcgd_store::RunWriter>,
-) -> PyResult<std::sync::MutexGuard<'a, tcgd_store::RunWriter>> {
-    m.lock().map_err(|_| {
-        typed_error(
-            py,
-            "TcgdInternalError",
-            "a previous commit panicked; this writer cannot be used again".into(),
-        )
-    })
-}
+/// Tensor points waiting for the writer thread at most (each holds its host tensors).
+const QUEUE_DEPTH: usize = 2;
 
 #[pymethods]
 impl RunWriter {
@@ -68,17 +64,21 @@ impl RunWriter {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
-            let writer = py
-                .detach(|| tcgd_store::RunWriter::create(&path, header, producer))
+            let queue = py
+                .detach(|| {
+                    tcgd_store::RunWriter::create(&path, header, producer)
+                        .and_then(|writer| CommitQueue::start(writer, QUEUE_DEPTH))
+                })
                 .map_err(|e| store_error(py, e))?;
             Ok(RunWriter {
-                inner: Mutex::new(writer),
+                inner: Mutex::new(queue),
             })
         })
     }
 
-    /// Commits one point durably; returns (point_index, observations,
-    /// payload_chunks_written, payloads_deduplicated).
+    /// Checks one point and hands it to the writer thread; returns its point index. The
+    /// point is durable once `flush` (or `close`) returns; a failed background commit is
+    /// raised by the next call.
     #[pyo3(signature = (label, metadata_json, replay_index, timestamp_us, observations))]
     fn commit_point(
         &self,
@@ -88,14 +88,26 @@ impl RunWriter {
         replay_index: Option<i64>,
         timestamp_us: Option<i64>,
         observations: Vec<ObservationArgs>,
-    ) -> PyResult<(u64, u64, u64, u64)> {
+    ) -> PyResult<u64> {
         guard(py, || {
-            let mut inputs = Vec::with_capacity(observations.len());
-            for o in &observations {
+            let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(observations.len());
+            let mut owners: Vec<Py<PyAny>> = Vec::new();
+            for o in observations {
                 let value = match (o.data, o.summary) {
-                    // SAFETY: the recorder keeps every observed host tensor referenced
-                    // until this call returns (see `HostBytes::as_slice`).
-                    (Some(data), _) => Value::Bytes(unsafe { data.as_slice() }),
+                    (Some(data), _) => {
+                        let Some(owner) = o.owner else {
+                            return Err(typed_error(
+                                py,
+                                "InvalidInputError",
+                                format!("observation '{}' has bytes but no owner", o.name),
+                            ));
+                        };
+                        owners.push(owner);
+                        // SAFETY: `owner` owns these bytes and is moved into the commit job
+                        // below, which drops the slices before it; the recorder never
+                        // writes a host tensor it handed over (see `HostBytes::as_slice`).
+                        Value::Bytes(unsafe { data.as_slice() })
+                    }
                     (None, Some(s)) => Value::Summary(to_summary(s)),
                     (None, None) => {
                         return Err(typed_error(
@@ -107,22 +119,22 @@ impl RunWriter {
                 };
                 inputs.push(ObservationInput {
                     order: o.order,
-                    name: o.name.clone(),
+                    name: o.name,
                     invocation_index: o.invocation_index,
                     site: Site {
-                        site_id: o.site_id.clone(),
-                        graph_kind: o.graph_kind.clone(),
-                        node_name: o.node_name.clone(),
-                        aten_op: o.aten_op.clone(),
-                        module_path: o.module_path.clone(),
-                        source_location: o.source_location.clone(),
-                        compile_id: o.compile_id.clone(),
+                        site_id: o.site_id,
+                        graph_kind: o.graph_kind,
+                        node_name: o.node_name,
+                        aten_op: o.aten_op,
+                        module_path: o.module_path,
+                        source_location: o.source_location,
+                        compile_id: o.compile_id,
                         materialized_by_probe: o.materialized_by_probe,
                     },
                     dtype: parse_dtype(py, &o.dtype)?,
-                    shape: o.shape.clone(),
-                    stride: o.stride.clone(),
-                    source_device: o.source_device.clone(),
+                    shape: o.shape,
+                    stride: o.stride,
+                    source_device: o.source_device,
                     payload: PayloadKind::parse(&o.payload).map_err(|e| store_error(py, e))?,
                     value,
                 });
@@ -131,47 +143,59 @@ impl RunWriter {
                 label,
                 metadata: metadata_json,
                 replay_index,
-                timestamp_us,
+                // The point's time is when it was handed over, not when it reached disk.
+                timestamp_us: Some(timestamp_us.unwrap_or_else(now_micros)),
             };
-            let mut locked = lock(py, &self.inner)?;
-            let writer: &mut tcgd_store::RunWriter = &mut locked;
-            let committed: CommittedPoint = py
-                .detach(|| writer.commit_point(&point, &inputs))
-                .map_err(|e| store_error(py, e))?;
-            Ok((
-                committed.point_index,
-                committed.observations,
-                committed.payload_chunks_written,
-                committed.payloads_deduplicated,
-            ))
+            check_point(&point, &inputs).map_err(|e| store_error(py, e))?;
+            let mut queue = try_lock(py, &self.inner, "run writer")?;
+            let label = point.label.clone();
+            let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
+                let committed = writer.commit_point(&point, &inputs).map(|_| ());
+                // The borrowed slices go before their owners.
+                drop(inputs);
+                drop(owners);
+                committed
+            });
+            let queue: &mut CommitQueue = &mut queue;
+            py.detach(|| queue.submit(&label, job))
+                .map_err(|e| store_error(py, e))
+        })
+    }
+
+    /// Waits until every point handed over is durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let queue: &mut CommitQueue = &mut locked;
+            py.detach(|| queue.flush()).map_err(|e| store_error(py, e))
         })
     }
 
     fn has_label(&self, py: Python<'_>, label: &str) -> PyResult<bool> {
-        Ok(lock(py, &self.inner)?.has_label(label))
+        Ok(try_lock(py, &self.inner, "run writer")?.has_label(label))
     }
 
     #[getter]
     fn point_count(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(lock(py, &self.inner)?.point_count())
+        Ok(try_lock(py, &self.inner, "run writer")?.point_count())
     }
 
     #[getter]
     fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(lock(py, &self.inner)?.is_closed())
+        Ok(try_lock(py, &self.inner, "run writer")?.is_closed())
     }
 
     #[getter]
     fn path(&self, py: Python<'_>) -> PyResult<PathBuf> {
-        Ok(lock(py, &self.inner)?.dir().to_path_buf())
+        Ok(try_lock(py, &self.inner, "run writer")?.dir().to_path_buf())
     }
 
-    /// Ends the run, complete or not. Idempotent.
+    /// Commits what is queued, then ends the run, complete or not. Idempotent.
     fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
         guard(py, || {
-            let mut locked = lock(py, &self.inner)?;
-            let writer: &mut tcgd_store::RunWriter = &mut locked;
-            py.detach(|| writer.close(complete))
+            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let queue: &mut CommitQueue = &mut locked;
+            py.detach(|| queue.close(complete))
                 .map_err(|e| store_error(py, e))
         })
     }

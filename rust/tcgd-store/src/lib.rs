@@ -24,4 +24,4 @@ pub use queue::{CommitJob, CommitQueue};
 pub use reader::{RunReader, ValidationIssue};
 pub use record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Site, Value};
 pub use schema::{Table, FORMAT_VERSION};
-pub use writer::{now_micros, rfc3339, RunWriter, RUN_TABLE_FILE};
+pub use writer::{check_point, now_micros, rfc3339, RunWriter, RUN_TABLE_FILE};

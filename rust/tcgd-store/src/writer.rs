@@ -136,19 +136,7 @@ impl RunWriter {
     ) -> Result<CommittedPoint> {
         self.ensure_open()?;
         self.check_new_point(point)?;
-        let mut keys = HashSet::new();
-        for obs in observations {
-            obs.validate()?;
-            if !keys.insert((obs.name.as_str(), obs.invocation_index)) {
-                return Err(StoreError::invalid(
-                    "observation",
-                    format!(
-                        "('{}', invocation {}) appears twice in point '{}'",
-                        obs.name, obs.invocation_index, point.label
-                    ),
-                ));
-            }
-        }
+        check_point(point, observations)?;
 
         let digested: Vec<Digested> = observations
             .par_iter()
@@ -261,6 +249,7 @@ impl RunWriter {
     ) -> Result<u64> {
         self.ensure_open()?;
         self.check_new_point(point)?;
+        check_point(point, &[])?;
         let kind_tables = self.manifest.header.kind.tables();
         let mut seen = HashSet::new();
         for (table, batch) in &tables {
@@ -316,8 +305,6 @@ impl RunWriter {
                 ),
             ));
         }
-        serde_json::from_str::<serde_json::Value>(&point.metadata)
-            .map_err(|e| StoreError::invalid("metadata", format!("not JSON: {e}")))?;
         Ok(())
     }
 
@@ -347,6 +334,29 @@ impl RunWriter {
         write_part_plain(&self.dir.join(RUN_TABLE_FILE), &run_table)?;
         replace_file(&self.dir.join(MANIFEST_FILE), &manifest.to_json()?)
     }
+}
+
+/// Everything about a point that can be checked without the run: metadata is JSON, every
+/// observation is consistent (dtype, shape, bytes), no (name, invocation) twice. A commit
+/// handed to a background writer is checked with this first, so a bad point is refused
+/// on the caller's thread.
+pub fn check_point(point: &PointInput, observations: &[ObservationInput<'_>]) -> Result<()> {
+    serde_json::from_str::<serde_json::Value>(&point.metadata)
+        .map_err(|e| StoreError::invalid("metadata", format!("not JSON: {e}")))?;
+    let mut keys = HashSet::new();
+    for obs in observations {
+        obs.validate()?;
+        if !keys.insert((obs.name.as_str(), obs.invocation_index)) {
+            return Err(StoreError::invalid(
+                "observation",
+                format!(
+                    "('{}', invocation {}) appears twice in point '{}'",
+                    obs.name, obs.invocation_index, point.label
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<Digested<'a>> {
