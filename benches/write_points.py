@@ -3,7 +3,10 @@ bytes in the same process.
 
 Ours: ``TensorRecorder(payload="full")`` over CPU tensors, from the recorder's creation to
 ``finish()``: the private copy ``observe`` takes, summaries, digests, the three parts per
-point with their fsyncs, and the manifest replace per point.
+point with their fsyncs, and the manifest replace per point. Points are committed on the
+recorder's writer thread; "waited at point exits" is the part of that time the recording
+thread spent leaving ``record_point`` blocks (checking and handing each point over, or
+waiting for room when two points are already queued).
 
 Baseline: per point, one pyarrow Table with a ``large_binary`` column holding the same
 chunks (the point's tensors, split at the store's 16 MiB chunk size), written with
@@ -15,6 +18,7 @@ Best of ``--reps`` repetitions each, every repetition into a fresh directory.
 
     python benches/write_points.py            # full workloads
     python benches/write_points.py --quick    # smaller workloads, for a smoke run
+    python benches/write_points.py --step-s 0.25   # a 0.25 s training step between points
 """
 
 from __future__ import annotations
@@ -93,15 +97,26 @@ QUICK = [
 ]
 
 
-def write_ours(values: list[list[torch.Tensor]], run_dir: Path) -> float:
+def write_ours(
+    values: list[list[torch.Tensor]], run_dir: Path, step_s: float = 0.0
+) -> tuple[float, float]:
+    """Seconds from creating the recorder to ``finish()``, and the part of them spent
+    leaving ``record_point`` blocks (what a training step waits for at each point).
+    ``step_s``: a pause after each point standing in for the training step's own work
+    (the time is not counted)."""
     start = time.perf_counter()
+    waited = 0.0
     recorder = TensorRecorder(name="bench", run_dir=run_dir, payload="full")
     for i, point in enumerate(values):
         with recorder.record_point(f"p{i}"):
             for j, t in enumerate(point):
                 recorder.observe(t, name=f"t{j}")
+            leaving = time.perf_counter()
+        waited += time.perf_counter() - leaving
+        if step_s:
+            time.sleep(step_s)
     recorder.finish()
-    return time.perf_counter() - start
+    return time.perf_counter() - start - step_s * len(values), waited
 
 
 def chunks_table(point: list[torch.Tensor]) -> pa.Table:
@@ -156,6 +171,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     parser.add_argument("--reps", type=int, default=3, help="repetitions, best taken")
     parser.add_argument(
+        "--step-s",
+        type=float,
+        default=0.0,
+        help="seconds of simulated training work after each of our points (not timed)",
+    )
+    parser.add_argument(
         "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
     )
     parser.add_argument(
@@ -184,6 +205,7 @@ def main() -> None:
         "ours MB/s",
         "pyarrow MB/s",
         "ours/pyarrow",
+        "ours: waited at point exits s",
     ]
     # A Markdown table, so that the figures can be pasted into docs/benchmarks.md as run.
     print("| " + " | ".join(columns) + " |")
@@ -191,10 +213,12 @@ def main() -> None:
     try:
         for workload in QUICK if args.quick else FULL:
             values = workload.make()
-            ours, theirs = [], []
+            ours, theirs, waits = [], [], []
             for rep in range(args.reps):
                 run_dir = root / f"ours-{rep}"
-                ours.append(write_ours(values, run_dir))
+                total, waited = write_ours(values, run_dir, args.step_s)
+                ours.append(total)
+                waits.append(waited)
                 out_dir = root / f"pyarrow-{rep}"
                 theirs.append(write_pyarrow(values, out_dir, args.pyarrow_level))
                 if rep == 0:
@@ -214,6 +238,7 @@ def main() -> None:
                 f"{mb / t_ours:.0f}",
                 f"{mb / t_theirs:.0f}",
                 f"{t_ours / t_theirs:.2f}",
+                f"{min(waits):.3f}",
             ]
             print("| " + " | ".join(row) + " |", flush=True)
             del values
