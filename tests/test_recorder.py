@@ -266,3 +266,27 @@ def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None
     (tmp_path / "f" / "payloads-aside").rename(payloads)
     run = TensorRun.load(tmp_path / "f")
     assert run.labels == ("kept",) and not run.complete
+
+
+def test_points_queued_at_a_normal_exit_are_flushed(tmp_path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    run_dir = tmp_path / "exit"
+    script = textwrap.dedent(
+        f"""
+        import torch
+        from torch_cudagraph_debug.tensor_debug import TensorRecorder
+        rec = TensorRecorder(name="exit", run_dir={str(run_dir)!r})
+        for i in range(3):
+            with rec.record_point(f"p{{i}}"):
+                rec.observe(torch.full((1 << 20,), float(i)), name="x")
+        # No finish(), no close(): the script just ends.
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    run = TensorRun.load(run_dir)
+    assert run.labels == ("p0", "p1", "p2") and not run.complete
+    assert float(run["p2"].observation("x").tensor()[0]) == 2.0

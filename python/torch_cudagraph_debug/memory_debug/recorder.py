@@ -13,6 +13,7 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
+from torch_cudagraph_debug._flush_at_exit import flush_at_exit
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
@@ -106,6 +107,7 @@ class MemoryRecorder:
         self._writer = _native.MemoryRunWriter(path, header, _PRODUCER)
         self.path = str(self._writer.path)
         self._points: list[MemoryPoint] = []
+        flush_at_exit(self)
         self._result: MemoryRun | None = None
         self._closed = False
 

@@ -16,6 +16,7 @@ import torch
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
+from torch_cudagraph_debug._flush_at_exit import flush_at_exit
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
@@ -149,6 +150,7 @@ class TensorRecorder:
         )
         self.path = str(self._writer.path)
         self._point: _OpenPoint | None = None
+        flush_at_exit(self)
         self._result: TensorRun | None = None
         self._closed = False
         self._copy_stream: torch.cuda.Stream | None = None
