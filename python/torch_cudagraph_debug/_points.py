@@ -1,9 +1,11 @@
-"""Point lookup shared by tensor and memory runs: by label or by position."""
+"""What tensor and memory runs share: point lookup by label or position, and the run's
+manifest fields."""
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 
 class _Labelled(Protocol):
@@ -45,3 +47,40 @@ class PointSequence(Generic[P]):
     @property
     def labels(self) -> tuple[str, ...]:
         return tuple(p.label for p in self.points)
+
+
+def parse_time(value: str | None) -> _dt.datetime | None:
+    """A manifest or table timestamp (RFC 3339, ``Z`` for UTC) as an aware datetime."""
+    return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class Run(PointSequence[P]):
+    """A run's identity and state, as its manifest (``run.json``) records them."""
+
+    path: str
+    run_id: str
+    execution: str
+    rank: int | None
+    group_id: str | None
+    world_size: int | None
+    created_at: _dt.datetime | None
+    finished_at: _dt.datetime | None
+    complete: bool
+    format_version: int
+    provenance: dict[str, Any]
+    run_metadata: dict[str, Any]
+
+    def _read_manifest(self, manifest: dict[str, Any], path: str) -> None:
+        self.path = path
+        self.run_id = manifest["run_id"]
+        self.name = manifest["name"]
+        self.execution = manifest["execution"]
+        self.rank = manifest["rank"]
+        self.group_id = manifest["group_id"]
+        self.world_size = manifest["world_size"]
+        self.created_at = parse_time(manifest["created_at"])
+        self.finished_at = parse_time(manifest["finished_at"])
+        self.complete = manifest["complete"]
+        self.format_version = manifest["format_version"]
+        self.provenance = manifest.get("provenance") or {}
+        self.run_metadata = manifest.get("run_metadata") or {}

@@ -3,7 +3,6 @@ and the import of existing ``_dump_snapshot`` pickles into a run."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -13,8 +12,8 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
-from torch_cudagraph_debug._flush_at_exit import flush_at_exit
-from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
+from torch_cudagraph_debug._recorder import RunRecorder
+from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
     SnapshotSource,
@@ -60,7 +59,7 @@ def _header(
     return run_id, _json("run_metadata", header)
 
 
-class MemoryRecorder:
+class MemoryRecorder(RunRecorder[MemoryRun]):
     """Records allocator states into a run: one set of Parquet parts per point.
 
     Each point stores the full allocator state (segments, blocks, statistics per device,
@@ -68,6 +67,8 @@ class MemoryRecorder:
     previous point. A marker string is set as the allocator metadata while each snapshot
     is taken (the previous metadata is restored), so the history is cut exactly at
     points. Live points need CUDA (``CudaUnavailableError`` otherwise)."""
+
+    _writer: _native.MemoryRunWriter
 
     def __init__(
         self,
@@ -104,12 +105,9 @@ class MemoryRecorder:
         self.run_id, header = _header(
             name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
         )
-        self._writer = _native.MemoryRunWriter(path, header, _PRODUCER)
-        self.path = str(self._writer.path)
+        writer = _native.MemoryRunWriter(path, header, _PRODUCER)
+        self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
-        flush_at_exit(self)
-        self._result: MemoryRun | None = None
-        self._closed = False
 
     def record_point(
         self,
@@ -153,59 +151,8 @@ class MemoryRecorder:
         self._points.append(point)
         return point
 
-    def _check_open(self, what: str) -> None:
-        if self._closed:
-            raise RecorderStateError(
-                f"{what}() on a recorder that is already finished or closed; create a new "
-                "MemoryRecorder for a new run"
-            )
-
-    def flush(self) -> None:
-        """Waits until every point recorded so far is durable on disk. A no-op once the
-        recorder is finished or closed (both flush first)."""
-        if not self._closed:
-            self._writer.flush()
-
-    def preview(self) -> MemoryRun:
-        """The run as committed so far (``complete=False`` until ``finish``); flushes
-        first."""
-        if self._result is not None:
-            return self._result
-        self.flush()
+    def _load(self) -> MemoryRun:
         return MemoryRun.load(self.path)
-
-    def finish(self) -> MemoryRun:
-        """Commits what is queued, marks the run complete and returns it. Idempotent."""
-        if self._result is not None:
-            return self._result
-        self._check_open("finish")
-        self._closed = True
-        self._writer.close(True)
-        self._result = MemoryRun.load(self.path)
-        return self._result
-
-    @property
-    def result(self) -> MemoryRun | None:
-        return self._result
-
-    def close(self) -> None:
-        """Releases the recorder. A run that was not finished stays ``complete=False``."""
-        if self._closed:
-            return
-        self._closed = True
-        self._writer.close(False)
-
-    def __enter__(self) -> MemoryRecorder:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            # Keep what was committed; the run says it did not reach its end.
-            self.close()
-            with contextlib.suppress(Exception):
-                self._result = MemoryRun.load(self.path)
 
 
 class _LivePoints:

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import PointSequence
+from torch_cudagraph_debug._points import Run
 from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
@@ -21,10 +21,6 @@ from torch_cudagraph_debug.memory_debug.compare import (
     MemoryTimeline,
     compare_snapshots,
 )
-
-
-def _parse_time(value: str | None) -> _dt.datetime | None:
-    return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 class MemoryPoint(_StateView):
@@ -71,26 +67,14 @@ class MemoryPhaseRange:
     end: MemoryPoint
 
 
-class MemoryRun(PointSequence[MemoryPoint]):
+class MemoryRun(Run[MemoryPoint]):
     """A recorded memory run, loaded from its directory. ``run["label"]`` or ``run[i]``
     gives a point."""
 
     def __init__(self, reader: _native.MemoryRunReader, path: str):
         self._reader = reader
         manifest = json.loads(reader.manifest_json())
-        self.path = path
-        self.run_id: str = manifest["run_id"]
-        self.name: str = manifest["name"]
-        self.execution: str = manifest["execution"]
-        self.rank: int | None = manifest["rank"]
-        self.group_id: str | None = manifest["group_id"]
-        self.world_size: int | None = manifest["world_size"]
-        self.created_at = _parse_time(manifest["created_at"])
-        self.finished_at = _parse_time(manifest["finished_at"])
-        self.complete: bool = manifest["complete"]
-        self.format_version: int = manifest["format_version"]
-        self.provenance: dict[str, Any] = manifest.get("provenance") or {}
-        self.run_metadata: dict[str, Any] = manifest.get("run_metadata") or {}
+        self._read_manifest(manifest, path)
         points_table = reader.table("points").to_pylist()
         extra = {row["point_index"]: row for row in points_table}
         self.points: tuple[MemoryPoint, ...] = tuple(

@@ -16,7 +16,7 @@ import torch
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
-from torch_cudagraph_debug._flush_at_exit import flush_at_exit
+from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
@@ -96,13 +96,15 @@ class _OpenPoint:
         self.copy_done: list[torch.cuda.Event] = []
 
 
-class TensorRecorder:
+class TensorRecorder(RunRecorder[TensorRun]):
     """Records intermediate tensors into a run: one Parquet part per point.
 
     ``execution="eager"``: ``observe`` copies each value to the host (CUDA values
     asynchronously, on the recorder's own stream) and the point commits when its
     ``record_point`` block exits. See ``docs/tensor-debug.md`` for every rule.
     """
+
+    _writer: _native.RunWriter
 
     def __init__(
         self,
@@ -138,7 +140,7 @@ class TensorRecorder:
         _json("run_metadata", metadata)
 
         root = run_dir if run_dir is not None else bundle_dir
-        self._writer = open_run_writer(
+        writer = open_run_writer(
             name=name,
             root=root,
             execution=self.execution,
@@ -148,11 +150,8 @@ class TensorRecorder:
             devices=[self.device] if self.device is not None else None,
             run_metadata=metadata,
         )
-        self.path = str(self._writer.path)
         self._point: _OpenPoint | None = None
-        flush_at_exit(self)
-        self._result: TensorRun | None = None
-        self._closed = False
+        self._start(writer, str(writer.path))
         self._copy_stream: torch.cuda.Stream | None = None
         # cuda_graph execution: observations are probe sites captured into the graph; each
         # point reads the slots after the replay it wraps.
@@ -369,75 +368,19 @@ class TensorRecorder:
         self._last_replay = snapshot.replay_index
 
     # ----------------------------------------------------------------- lifecycle
-    def _check_open(self, what: str) -> None:
-        if self._closed:
-            raise RecorderStateError(
-                f"{what}() on a recorder that is already finished or closed; create a new "
-                "TensorRecorder for a new run"
-            )
-
-    def flush(self) -> None:
-        """Waits until every point recorded so far is durable on disk; raises a failed
-        background commit. A no-op once the recorder is finished or closed."""
-        if not self._closed:
-            self._writer.flush()
-
-    def preview(self) -> TensorRun:
-        """The run as committed so far (``complete=False`` until ``finish``); flushes
-        first."""
-        if self._result is not None:
-            return self._result
-        self.flush()
+    def _load(self) -> TensorRun:
         return TensorRun.load(self.path)
 
-    def finish(self) -> TensorRun:
-        """Marks the run complete and returns it. Idempotent."""
-        if self._result is not None:
-            return self._result
-        self._check_open("finish")
+    def _check_can_finish(self) -> None:
         if self._point is not None:
             raise RecorderStateError(
                 f"finish() inside record_point({self._point.label!r}); leave the point first"
             )
-        self._closed = True
-        try:
-            self._writer.close(True)
-        finally:
-            self._release_probe()
-        self._result = TensorRun.load(self.path)
-        return self._result
 
-    @property
-    def result(self) -> TensorRun | None:
-        """The finished run, or None before ``finish``."""
-        return self._result
-
-    def close(self) -> None:
-        """Releases the recorder. A run that was not finished stays ``complete=False``."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close(False)
-        finally:
-            self._release_probe()
-
-    def _release_probe(self) -> None:
+    def _release(self) -> None:
         if self._probe is not None:
             # Graphs that captured the probe keep its slots alive on their own.
             self._probe.close(synchronize=False)
-
-    def __enter__(self) -> TensorRecorder:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.finish()
-        else:
-            # Keep what was committed; the run says it did not reach its end.
-            self.close()
-            with contextlib.suppress(Exception):
-                self._result = TensorRun.load(self.path)
 
 
 def open_run_writer(

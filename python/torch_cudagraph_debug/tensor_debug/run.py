@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import PointSequence
+from torch_cudagraph_debug._points import Run
 from torch_cudagraph_debug._torch_bridge import (
     dtype_from_name,
     dtype_name,
@@ -146,11 +146,7 @@ class TensorPoint(ObservationSet):
         return f"point {self.label!r}"
 
 
-def _parse_time(value: str | None) -> _dt.datetime | None:
-    return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-class TensorRun(PointSequence[TensorPoint]):
+class TensorRun(Run[TensorPoint]):
     """A recorded run, loaded from its directory. ``run["label"]`` or ``run[i]`` gives a
     point; ``to_arrow()`` / ``to_pandas()`` give every observation as one table."""
 
@@ -161,19 +157,7 @@ class TensorRun(PointSequence[TensorPoint]):
             raise InvalidInputError(
                 f"'{reader.path}' is a {manifest['kind']} run, not a tensor run"
             )
-        self.path: str = str(reader.path)
-        self.run_id: str = manifest["run_id"]
-        self.name: str = manifest["name"]
-        self.execution: str = manifest["execution"]
-        self.rank: int | None = manifest["rank"]
-        self.group_id: str | None = manifest["group_id"]
-        self.world_size: int | None = manifest["world_size"]
-        self.created_at = _parse_time(manifest["created_at"])
-        self.finished_at = _parse_time(manifest["finished_at"])
-        self.complete: bool = manifest["complete"]
-        self.format_version: int = manifest["format_version"]
-        self.provenance: dict[str, Any] = manifest.get("provenance") or {}
-        self.run_metadata: dict[str, Any] = manifest.get("run_metadata") or {}
+        self._read_manifest(manifest, str(reader.path))
         self.points: tuple[TensorPoint, ...] = self._build_points()
         self._index_points()
 

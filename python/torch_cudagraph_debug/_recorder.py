@@ -1,0 +1,133 @@
+"""The lifecycle tensor and memory recorders share: a native writer that commits points on
+its own thread, and ``flush`` / ``preview`` / ``finish`` / ``close`` / ``with`` around it.
+
+Points still queued for a writer thread are flushed when the interpreter exits normally:
+a script that never calls ``finish()`` keeps every point it recorded (its run stays
+``complete=False``)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+import weakref
+from typing import Generic, Protocol, TypeVar
+
+from torch_cudagraph_debug.errors import RecorderStateError
+
+R = TypeVar("R")
+Self = TypeVar("Self", bound="RunRecorder")  # type: ignore[type-arg]
+
+
+class _Writer(Protocol):
+    def flush(self) -> None: ...
+    def close(self, complete: bool) -> None: ...
+
+
+class RunRecorder(Generic[R]):
+    """Subclasses call ``_start(writer)`` once the native writer exists and implement
+    ``_load`` (the run at ``self.path``); ``_check_can_finish`` and ``_release`` are
+    hooks for what a subclass holds beyond the writer."""
+
+    _writer: _Writer
+    path: str
+    _result: R | None
+    _closed: bool
+
+    def _start(self, writer: _Writer, path: str) -> None:
+        self._writer = writer
+        self.path = path
+        self._result = None
+        self._closed = False
+        _flush_at_exit(self)
+
+    def _load(self) -> R:
+        raise NotImplementedError
+
+    def _check_can_finish(self) -> None:
+        """Raises when the recorder is in a state that cannot finish (an open point)."""
+
+    def _release(self) -> None:
+        """Releases what the recorder holds besides its writer; runs once, at the end."""
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise RecorderStateError(
+                f"{what}() on a recorder that is already finished or closed; create a new "
+                f"{type(self).__name__} for a new run"
+            )
+
+    def flush(self) -> None:
+        """Waits until every point recorded so far is durable on disk; raises a failed
+        background commit. A no-op once the recorder is finished or closed (both flush
+        first)."""
+        if not self._closed:
+            self._writer.flush()
+
+    def preview(self) -> R:
+        """The run as committed so far (``complete=False`` until ``finish``); flushes
+        first."""
+        if self._result is not None:
+            return self._result
+        self.flush()
+        return self._load()
+
+    def finish(self) -> R:
+        """Commits what is queued, marks the run complete and returns it. Idempotent."""
+        if self._result is not None:
+            return self._result
+        self._check_open("finish")
+        self._check_can_finish()
+        self._end(complete=True)
+        self._result = self._load()
+        return self._result
+
+    @property
+    def result(self) -> R | None:
+        """The finished run, or None before ``finish``."""
+        return self._result
+
+    def close(self) -> None:
+        """Releases the recorder. A run that was not finished stays ``complete=False``."""
+        if not self._closed:
+            self._end(complete=False)
+
+    def _end(self, *, complete: bool) -> None:
+        self._closed = True
+        try:
+            self._writer.close(complete)
+        finally:
+            self._release()
+
+    def __enter__(self: Self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            # Keep what was committed; the run says it did not reach its end.
+            self.close()
+            with contextlib.suppress(Exception):
+                self._result = self._load()
+
+
+_open: weakref.WeakSet[RunRecorder] = weakref.WeakSet()  # type: ignore[type-arg]
+_open_lock = threading.Lock()
+
+
+def _flush_at_exit(recorder: RunRecorder) -> None:  # type: ignore[type-arg]
+    with _open_lock:
+        _open.add(recorder)
+
+
+def _flush_all() -> None:
+    with _open_lock:
+        recorders = list(_open)
+    for recorder in recorders:
+        # A failed background commit was the recorder's to report; exit goes on.
+        with contextlib.suppress(Exception):
+            recorder.flush()
+
+
+atexit.register(_flush_all)
