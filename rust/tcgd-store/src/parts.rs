@@ -13,7 +13,7 @@ use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGro
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, PageIndexPolicy};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::file::reader::ChunkReader;
 use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
@@ -37,36 +37,34 @@ const COMPRESS_IF_SAMPLE_RATIO_AT_MOST: f64 = 0.8;
 const SAMPLES_PER_CHUNK: usize = 4;
 const SAMPLE_BYTES: usize = 16 << 10;
 
-fn properties(table_name: &str, is_payload: bool) -> Result<WriterProperties> {
-    payload_aware_properties(table_name, is_payload, true)
-}
-
-fn payload_aware_properties(
-    table_name: &str,
-    is_payload: bool,
-    compress_payload_data: bool,
-) -> Result<WriterProperties> {
+fn builder(table_name: &str) -> Result<WriterPropertiesBuilder> {
     let level =
         ZstdLevel::try_new(3).map_err(|e| StoreError::invalid("zstd level", e.to_string()))?;
-    let mut builder = WriterProperties::builder()
+    Ok(WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_key_value_metadata(Some(vec![
             KeyValue::new(KV_FORMAT_VERSION.to_owned(), FORMAT_VERSION.to_string()),
             KeyValue::new(KV_TABLE.to_owned(), table_name.to_owned()),
-        ]));
-    if is_payload {
-        // Statistics and dictionaries over raw tensor bytes cost space and buy nothing.
-        // One value per write batch lets the page size limit close a page after each large
-        // chunk, so a chunk is one page and a read of one chunk skips the others.
-        let data = ColumnPath::from("data");
-        builder = builder
-            .set_max_row_group_row_count(Some(PAYLOAD_ROWS_PER_GROUP))
-            .set_write_batch_size(1)
-            .set_column_statistics_enabled(data.clone(), EnabledStatistics::None)
-            .set_column_dictionary_enabled(data.clone(), false);
-        if !compress_payload_data {
-            builder = builder.set_column_compression(data, Compression::UNCOMPRESSED);
-        }
+        ])))
+}
+
+fn properties(table_name: &str) -> Result<WriterProperties> {
+    Ok(builder(table_name)?.build())
+}
+
+/// A payloads part's properties; `compress_data` decides the `data` column's codec.
+fn payload_properties(compress_data: bool) -> Result<WriterProperties> {
+    // Statistics and dictionaries over raw tensor bytes cost space and buy nothing.
+    // One value per write batch lets the page size limit close a page after each large
+    // chunk, so a chunk is one page and a read of one chunk skips the others.
+    let data = ColumnPath::from("data");
+    let mut builder = builder(Table::Payloads.dir_name())?
+        .set_max_row_group_row_count(Some(PAYLOAD_ROWS_PER_GROUP))
+        .set_write_batch_size(1)
+        .set_column_statistics_enabled(data.clone(), EnabledStatistics::None)
+        .set_column_dictionary_enabled(data.clone(), false);
+    if !compress_data {
+        builder = builder.set_column_compression(data, Compression::UNCOMPRESSED);
     }
     Ok(builder.build())
 }
@@ -76,7 +74,7 @@ pub fn write_part(target: &Path, table: Table, batch: &RecordBatch) -> Result<Co
     if table == Table::Payloads {
         return write_payload_part(target, batch);
     }
-    let props = properties(table.dir_name(), false)?;
+    let props = properties(table.dir_name())?;
     write_parquet(target, table.schema(), props, batch)
 }
 
@@ -85,21 +83,20 @@ pub fn write_part(target: &Path, table: Table, batch: &RecordBatch) -> Result<Co
 /// slowest step of a commit), then appended in order.
 fn write_payload_part(target: &Path, batch: &RecordBatch) -> Result<Committed> {
     let schema = Table::Payloads.schema();
-    let table_name = Table::Payloads.dir_name();
     let file = HashingFile::create(target)?;
     let temp = file.temp_path().to_path_buf();
     let parquet_err = |e: parquet::errors::ParquetError| StoreError::Io {
         path: temp.clone(),
         source: std::io::Error::other(e.to_string()),
     };
-    let compressed = payload_aware_properties(table_name, true, true)?;
+    let compressed = payload_properties(true)?;
     let (mut file_writer, compressed_columns) =
         ArrowWriter::try_new(file, schema.clone(), Some(compressed))
             .and_then(ArrowWriter::into_serialized_writer)
             .map_err(parquet_err)?;
     // Column writers with the plain data column come from a writer of the same schema
     // that writes nowhere; their chunks are spliced into the real file's row groups.
-    let plain = payload_aware_properties(table_name, true, false)?;
+    let plain = payload_properties(false)?;
     let (_, plain_columns) = ArrowWriter::try_new(std::io::sink(), schema.clone(), Some(plain))
         .and_then(ArrowWriter::into_serialized_writer)
         .map_err(parquet_err)?;
@@ -185,7 +182,7 @@ fn sample_compresses(group: &RecordBatch) -> bool {
 
 /// Writes the one-row run table (`run.parquet`), a view of the manifest.
 pub fn write_run_table(target: &Path, batch: &RecordBatch) -> Result<Committed> {
-    write_parquet(target, RUNS.clone(), properties("runs", false)?, batch)
+    write_parquet(target, RUNS.clone(), properties("runs")?, batch)
 }
 
 fn write_parquet(
