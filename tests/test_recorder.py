@@ -276,17 +276,29 @@ def test_points_queued_at_a_normal_exit_are_flushed(tmp_path) -> None:
     run_dir = tmp_path / "exit"
     script = textwrap.dedent(
         f"""
+        import atexit
+
+        def report():
+            # Registered before the package is imported, so it runs after the package's
+            # own exit hook and before interpreter teardown could drop the writer.
+            from torch_cudagraph_debug.tensor_debug import TensorRun
+            print(",".join(TensorRun.load({str(run_dir)!r}).labels), flush=True)
+
+        atexit.register(report)
+
         import torch
         from torch_cudagraph_debug.tensor_debug import TensorRecorder
         rec = TensorRecorder(name="exit", run_dir={str(run_dir)!r})
         for i in range(3):
             with rec.record_point(f"p{{i}}"):
-                rec.observe(torch.full((1 << 20,), float(i)), name="x")
-        # No finish(), no close(): the script just ends.
+                for j in range(4):
+                    rec.observe(torch.full((4 << 20,), float(i)), name=f"x{{j}}")
+        # No finish(), no close(): the script just ends, points still queued.
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["p0,p1,p2"], done.stdout
     run = TensorRun.load(run_dir)
     assert run.labels == ("p0", "p1", "p2") and not run.complete
-    assert float(run["p2"].observation("x").tensor()[0]) == 2.0
+    assert float(run["p2"].observation("x3").tensor()[0]) == 2.0
