@@ -7,7 +7,7 @@ mod schema;
 mod select;
 
 pub use error::ConfigError;
-pub use schema::{Action, Payload, ProbeConfig, RunSettings, CONFIG_VERSION};
+pub use schema::{check_run_name, Action, Payload, ProbeConfig, RunSettings, CONFIG_VERSION};
 pub use select::{
     normalize_module_path, select_nodes, source_location, Decision, Matcher, NodeFacts, Rule,
 };
@@ -129,6 +129,82 @@ ops = ["aten.view", "aten.t"]
             .unwrap_err()
             .to_string()
             .contains("impossible range"));
+    }
+
+    #[test]
+    fn fault11_run_name_must_be_one_safe_path_component() {
+        // TOML literals: the last is a name with a control character in it.
+        for bad in [
+            r#""../../x""#,
+            r#""a/b""#,
+            "\"..\"",
+            "\".\"",
+            r#""a\\b""#,
+            "\"\"",
+            r#""x\u0001y""#,
+        ] {
+            let text = GOOD.replace("name = \"gpt-cg\"", &format!("name = {bad}"));
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("probes.toml:5: run.name: "),
+                "{bad:?}: {err}"
+            );
+            assert!(err.contains("run.dir"), "{bad:?}: {err}");
+        }
+        for good in ["gpt-cg", "run.2", "..x", "a b"] {
+            let text = GOOD.replace("name = \"gpt-cg\"", &format!("name = {good:?}"));
+            assert_eq!(parse(&text).unwrap().run.name, good);
+        }
+        assert!(check_run_name("ok").is_ok() && check_run_name("../x").is_err());
+    }
+
+    #[test]
+    fn fault11_sources_syntax_is_checked_at_load_time() {
+        for bad in [
+            "model.py:abc",
+            "model.py:",
+            "model.py:12-",
+            "model.py:-12",
+            "model.py:1-x",
+            "model.py: 12",
+            ":12",
+            "",
+        ] {
+            let text = GOOD.replace("model.py:120-160", bad);
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("probes.toml:21: select[1].sources: bad source"),
+                "{bad:?}: {err}"
+            );
+        }
+        let abc = parse(&GOOD.replace("model.py:120-160", "model.py:abc"))
+            .unwrap_err()
+            .to_string();
+        assert!(abc.contains("'abc' is not a line"), "{abc}");
+        for good in ["model.py", "model.py:7", "*/model.py:1-9", "src/*.py"] {
+            assert!(
+                parse(&GOOD.replace("model.py:120-160", good)).is_ok(),
+                "{good}"
+            );
+        }
+    }
+
+    #[test]
+    fn run_overwrite_is_read_and_defaults_to_false() {
+        assert!(!parse(GOOD).unwrap().run.overwrite);
+        let on = GOOD.replace(
+            "payload = \"summary\"",
+            "payload = \"summary\"\noverwrite = true",
+        );
+        assert!(parse(&on).unwrap().run.overwrite);
+        let bad = GOOD.replace(
+            "payload = \"summary\"",
+            "payload = \"summary\"\noverwrite = 1",
+        );
+        assert!(parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .starts_with("probes.toml:8:"));
     }
 
     #[test]

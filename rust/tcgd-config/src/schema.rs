@@ -32,6 +32,7 @@ struct RawRun {
     dir: Option<Spanned<String>>,
     payload: Option<Spanned<String>>,
     history: Option<Spanned<i64>>,
+    overwrite: Option<Spanned<bool>>,
 }
 
 // The matcher fields are spelled out in both tables: serde's `flatten` would drop the
@@ -126,6 +127,9 @@ pub struct RunSettings {
     pub dir: Option<String>,
     pub payload: Payload,
     pub history: u32,
+    /// Replace a run that is already at the run's path (a re-run of the same script)
+    /// instead of refusing to.
+    pub overwrite: bool,
 }
 
 /// A validated config.
@@ -263,6 +267,7 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         dir: None,
         payload: None,
         history: None,
+        overwrite: None,
     });
     let payload = match raw.payload {
         None => Payload::Full,
@@ -298,17 +303,39 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
     };
     let name = match raw.name {
         None => "compiled".to_owned(),
-        Some(n) if n.get_ref().is_empty() => {
-            return Err(at.error(n.span().start, "run.name", "must not be empty"));
+        Some(n) => {
+            check_run_name(n.get_ref()).map_err(|why| at.error(n.span().start, "run.name", why))?;
+            n.into_inner()
         }
-        Some(n) => n.into_inner(),
     };
     Ok(RunSettings {
         name,
         dir: raw.dir.map(Spanned::into_inner),
         payload,
         history,
+        overwrite: raw.overwrite.is_some_and(Spanned::into_inner),
     })
+}
+
+/// A run name becomes one directory under `run.dir`: it must be a single path component
+/// that stays inside it (no separators, not `.` or `..`), or a config could make the run
+/// write anywhere the process may write.
+pub fn check_run_name(name: &str) -> Result<(), String> {
+    let why = if name.is_empty() {
+        "must not be empty"
+    } else if name == "." || name == ".." {
+        "must not be '.' or '..'"
+    } else if name.contains(['/', '\\']) {
+        "must be a single directory name, without '/' or '\\'"
+    } else if name.chars().any(char::is_control) {
+        "must not contain control characters"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{why}, got {name:?}; the run goes to <run.dir>/<run.name>: to place it elsewhere, \
+         set run.dir (or pass run_dir)"
+    ))
 }
 
 fn positive(

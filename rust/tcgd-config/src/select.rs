@@ -52,6 +52,14 @@ impl GlobList {
 /// One `file-glob[:line[-line]]` entry: its text, the file glob, the inclusive lines.
 type SourceEntry = (String, GlobMatcher, Option<(u64, u64)>);
 
+/// A line number as written in a source entry: digits only (no sign, no spaces).
+fn line_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 /// `file-glob[:line[-line]]` entries.
 #[derive(Debug, Clone, Default)]
 pub struct SourceList {
@@ -69,14 +77,18 @@ impl SourceList {
             let text = v.get_ref();
             let bad =
                 |why: &str| at.error(v.span().start, key, format!("bad source '{text}': {why}"));
+            // Whatever follows the last ':' is the line part and must be one: a typo such
+            // as `model.py:abc` would otherwise become a file glob that matches nothing.
             let (file, lines) = match text.rsplit_once(':') {
-                Some((file, range)) if range.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
-                    let (lo, hi) = match range.split_once('-') {
-                        Some((lo, hi)) => (lo, hi),
-                        None => (range, range),
+                None => (text.as_str(), None),
+                Some((file, range)) => {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    let (Some(lo), Some(hi)) = (line_number(lo), line_number(hi)) else {
+                        return Err(bad(&format!(
+                            "expected file-glob[:line[-line]], and '{range}' is not a line or \
+                             a line range (e.g. model.py:120 or model.py:120-160)"
+                        )));
                     };
-                    let lo: u64 = lo.parse().map_err(|_| bad("line is not a number"))?;
-                    let hi: u64 = hi.parse().map_err(|_| bad("line is not a number"))?;
                     if lo == 0 || lo > hi {
                         return Err(bad(
                             "impossible line range (lines start at 1, first <= last)",
@@ -84,8 +96,12 @@ impl SourceList {
                     }
                     (file, Some((lo, hi)))
                 }
-                _ => (text.as_str(), None),
             };
+            if file.is_empty() {
+                return Err(bad(
+                    "the file glob is empty (e.g. model.py, model.py:120 or *.py:120)",
+                ));
+            }
             let glob = Glob::new(file).map_err(|e| bad(&e.to_string()))?;
             entries.push((text.clone(), glob.compile_matcher(), lines));
         }
