@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterator
-from typing import Any, Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from torch_cudagraph_debug.errors import PointNotFoundError
+
+# Labels named in a lookup error at most: a run can have thousands of points.
+_LABELS_SHOWN = 10
 
 
 class _Labelled(Protocol):
@@ -33,13 +39,25 @@ class PointSequence(Generic[P]):
 
     def __getitem__(self, key: str | int) -> P:
         if isinstance(key, str):
-            try:
+            if key in self._by_label:
                 return self._by_label[key]
-            except KeyError:
-                raise KeyError(
-                    f"run '{self.name}' has no point '{key}'; labels: {list(self._by_label)}"
-                ) from None
-        return self.points[key]
+            raise PointNotFoundError(f"run '{self.name}' has no point '{key}'; {self._holds()}")
+        try:
+            return self.points[key]
+        except IndexError:
+            raise PointNotFoundError(
+                f"run '{self.name}' has no point [{key}]: positions run from 0 to "
+                f"{len(self.points) - 1} (or -{len(self.points)} to -1); {self._holds()}"
+                if self.points
+                else f"run '{self.name}' has no point [{key}]: it has no points"
+            ) from None
+
+    def _holds(self) -> str:
+        """How many points the run has and (the first of) their labels, for messages."""
+        labels = list(self._by_label)
+        shown = ", ".join(repr(label) for label in labels[:_LABELS_SHOWN])
+        more = f", ... ({len(labels) - _LABELS_SHOWN} more)" if len(labels) > _LABELS_SHOWN else ""
+        return f"it has {len(labels)} point{'s' if len(labels) != 1 else ''}: {shown}{more}"
 
     def point(self, key: str | int) -> P:
         return self[key]
@@ -54,8 +72,37 @@ def parse_time(value: str | None) -> _dt.datetime | None:
     return None if value is None else _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+OnDamage = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class RunDamage:
+    """Something a run loaded with ``on_damage="skip"`` left out: the damaged file, its
+    table, the point it cost (its label when that point's ``points`` part is intact) and
+    what is wrong."""
+
+    path: str
+    table: str
+    point_index: int | None
+    label: str | None
+    problem: str
+
+    @classmethod
+    def from_native(cls, d: dict[str, Any]) -> RunDamage:
+        return cls(
+            path=str(d["path"]),
+            table=d["table"],
+            point_index=d["point_index"],
+            label=d["label"],
+            problem=d["problem"],
+        )
+
+
 class Run(PointSequence[P]):
     """A run's identity and state, as its manifest (``run.json``) records them."""
+
+    #: What loading with ``on_damage="skip"`` left out; empty for an intact run.
+    damage: tuple[RunDamage, ...] = ()
 
     path: str
     run_id: str

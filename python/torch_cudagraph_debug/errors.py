@@ -105,6 +105,16 @@ class UnsafePathError(CorruptRunError):
     """A manifest that points outside its run directory; it is refused unread."""
 
 
+class PointNotFoundError(TcgdError, KeyError, IndexError):
+    """A point asked of a run by a label it does not have or a position past its end. It is
+    both a ``KeyError`` (labels) and an ``IndexError`` (positions), so code written for
+    either keeps working; the message says how many points the run has and their labels."""
+
+    def __str__(self) -> str:
+        # KeyError would print the message quoted, as it prints a missing key.
+        return Exception.__str__(self)
+
+
 class PayloadUnavailableError(TcgdError, LookupError):
     """The observation was recorded as a summary only; its values were never stored."""
 
@@ -157,6 +167,7 @@ __all__ = [
     "NonContiguousTensorError",
     "PayloadMissingError",
     "PayloadUnavailableError",
+    "PointNotFoundError",
     "ProbeClosedError",
     "RecorderStateError",
     "ReportExistsError",

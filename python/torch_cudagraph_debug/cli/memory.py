@@ -116,6 +116,11 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="point label per file, in order (default: file names)",
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in DIR (its files only; other files are kept)",
+    )
     p.add_argument("--json", action="store_true", help="print what was imported as JSON")
     p.set_defaults(handler=_import)
 
@@ -271,6 +276,7 @@ def _import(args: argparse.Namespace) -> int:
         run_dir=args.run,
         name=args.name,
         labels=args.label or None,
+        overwrite=args.overwrite,
     )
     rows = []
     for point in run.points:

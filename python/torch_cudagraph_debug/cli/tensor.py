@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -395,13 +396,25 @@ def _run_dirs(path: str) -> list[str]:
     return found
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def _tables_named(sql: str) -> list[str]:
+    """The run tables a query names: only those are read (a query of `observations` does
+    not read every payload byte of every run)."""
+    from torch_cudagraph_debug import _native
+
+    return [
+        table
+        for table in _native.RunReader.table_names()
+        if re.search(rf"\b{table}\b", sql, flags=re.IGNORECASE)
+    ]
 
 
 def _query(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug import _native
-    from torch_cudagraph_debug.errors import InvalidInputError, MissingDependencyError
+    from torch_cudagraph_debug.errors import (
+        InvalidInputError,
+        MissingDependencyError,
+        StorageError,
+    )
 
     try:
         import duckdb
@@ -409,32 +422,39 @@ def _query(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise MissingDependencyError(f"tcgd query needs duckdb: pip install duckdb ({e})") from None
 
-    con = duckdb.connect()
-    files: dict[str, list[str]] = {}
-    empty: dict[str, Any] = {}
-    runs = []
+    wanted = _tables_named(args.sql)
+    runs: list[Any] = []
+    tables: dict[str, list[Any]] = {table: [] for table in wanted}
+    skipped: list[StorageError] = []
     for path in args.runs:
         for run_dir in _run_dirs(path):
-            # The reader checks the manifest (paths stay inside the run) and part sizes;
-            # only committed parts are queried, never a half-written point's.
-            reader = _native.RunReader(run_dir)
-            manifest = json.loads(reader.manifest_json())
-            runs.append(reader.run_table())
-            for part in manifest["parts"]:
-                files.setdefault(part["table"], []).append(os.path.join(run_dir, part["path"]))
-            for table in ("points", "observations", "payloads"):
-                if table not in empty:
-                    empty[table] = reader.table(table).schema
-    if runs:
-        con.register("runs", pa.Table.from_batches(runs))
-    for table, paths in files.items():
-        listing = ", ".join(_sql_string(p) for p in paths)
-        con.execute(
-            f'CREATE VIEW "{table}" AS SELECT * FROM read_parquet([{listing}], union_by_name=true)'
-        )
-    for table, schema in empty.items():
-        if table not in files:
-            con.register(table, pa.Table.from_batches([], schema=schema))
+            # Runs are read by our reader and handed to DuckDB as Arrow tables, never as
+            # paths: DuckDB's read_parquet treats `[`, `*` and `?` in a directory name as a
+            # glob (a run at `exp[1]` would answer with the rows of `exp1`). The reader also
+            # reads only committed parts, each checked against its digest.
+            try:
+                reader = _native.RunReader(run_dir)
+                loaded = {table: reader.table(table) for table in wanted}
+                run = reader.run_table()
+            except StorageError as error:
+                if args.strict:
+                    raise
+                print(
+                    f"tcgd: warning: skipping run '{run_dir}': {error} (--strict: fail instead)",
+                    file=sys.stderr,
+                )
+                skipped.append(error)
+                continue
+            runs.append(run)
+            for table, batch in loaded.items():
+                tables[table].append(batch)
+    if not runs:
+        # Every run was skipped: there is nothing to answer from.
+        raise skipped[0]
+    con = duckdb.connect()
+    con.register("runs", pa.Table.from_batches(runs))
+    for table, batches in tables.items():
+        con.register(table, pa.Table.from_batches(batches))
     try:
         relation = con.sql(args.sql)
         if relation is None:  # a statement without a result (CREATE, SET, ...)
@@ -474,12 +494,13 @@ def _cell(value: Any) -> str:
 
 
 def add_query_command(subparsers: Any) -> None:
-    """Adds `tcgd query "<SQL>" RUN...`: DuckDB over the committed parts of the given runs
-    (or of every run under a job directory), as views `runs`, `points`, `observations`,
-    `payloads` (and the memory tables of memory runs)."""
+    """Adds `tcgd query "<SQL>" RUN...`: DuckDB over the committed rows of the given runs
+    (or of every run under a job directory), as tables `runs`, `points`, `observations`,
+    `payloads` (and the memory tables of memory runs). A run that cannot be read is
+    skipped with a warning, or fails the query with `--strict`."""
     p = subparsers.add_parser(
         "query",
-        help="SQL (DuckDB) over runs: views runs, points, observations, payloads",
+        help="SQL (DuckDB) over runs: tables runs, points, observations, payloads",
     )
     p.add_argument(
         "sql", help='the query, e.g. "SELECT name, max(abs(mean)) FROM observations GROUP BY name"'
@@ -487,4 +508,57 @@ def add_query_command(subparsers: Any) -> None:
     p.add_argument("runs", nargs="+", help="run directories, or job directories holding runs")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--limit", type=int, default=100, help="rows shown in the table (100)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 2) on a damaged run instead of skipping it with a warning",
+    )
     p.set_defaults(handler=_query)
+
+
+# ---------------------------------------------------------------------------- validate
+def _validate(args: argparse.Namespace) -> int:
+    """Checks every file of every run: one line per run that is intact, one line per
+    problem of a damaged one; exit 0 when all are intact, 2 otherwise."""
+    from torch_cudagraph_debug import _native
+    from torch_cudagraph_debug.errors import StorageError
+
+    checked = damaged = problems = 0
+    for path in args.runs:
+        for run_dir in _run_dirs(path):
+            checked += 1
+            try:
+                # "skip" reads past damaged parts, so every problem of the run is listed,
+                # not only the first.
+                reader = _native.RunReader(run_dir, "skip")
+                issues = [(os.fspath(where), problem) for where, problem in reader.validate()]
+                points = json.loads(reader.manifest_json())["point_count"]
+            except StorageError as error:
+                # The manifest itself: nothing of the run can be checked past it.
+                issues = [(os.path.join(run_dir, "run.json"), str(error))]
+            if not issues:
+                print(f"ok       {run_dir} ({points} points)")
+                continue
+            damaged += 1
+            problems += len(issues)
+            for where, problem in issues:
+                print(f"DAMAGED  {where}: {problem}")
+    print(
+        f"{checked} run{'s' if checked != 1 else ''} checked: {checked - damaged} intact, "
+        f"{damaged} damaged ({problems} problem{'s' if problems != 1 else ''})"
+    )
+    return EXIT_OK if damaged == 0 else EXIT_ERROR
+
+
+def add_validate_command(subparsers: Any) -> None:
+    """Adds `tcgd validate RUN...`: every file and payload digest of tensor and memory
+    runs (or of every run under a job directory)."""
+    p = subparsers.add_parser(
+        "validate",
+        help="check every file of runs; exit 0 when intact, 2 when damage is found",
+        description="Check every file and payload digest of the given runs (or of every run "
+        "under a job directory). Prints one line per intact run and one line per problem; "
+        "exits 0 when every run is intact, 2 otherwise.",
+    )
+    p.add_argument("runs", nargs="+", help="run directories, or job directories holding runs")
+    p.set_defaults(handler=_validate)

@@ -3,6 +3,7 @@ and the import of existing ``_dump_snapshot`` pickles into a run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -66,7 +67,9 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
     pool and stream, device-wide memory) and only the history entries new since the
     previous point. A marker string is set as the allocator metadata while each snapshot
     is taken (the previous metadata is restored), so the history is cut exactly at
-    points. Live points need CUDA (``CudaUnavailableError`` otherwise)."""
+    points. Live points need CUDA (``CudaUnavailableError`` otherwise).
+    ``overwrite=True`` replaces a run already in ``run_dir`` (its files only; see
+    ``docs/storage.md``)."""
 
     _writer: _native.MemoryRunWriter
 
@@ -82,6 +85,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         group_id: str | None = None,
         world_size: int | None = None,
         run_metadata: dict[str, Any] | None = None,
+        overwrite: bool = False,
         _source: SnapshotSource | None = None,
     ):
         if not isinstance(name, str) or not name:
@@ -105,7 +109,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         self.run_id, header = _header(
             name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
         )
-        writer = _native.MemoryRunWriter(path, header, _PRODUCER)
+        writer = _native.MemoryRunWriter(path, header, _PRODUCER, overwrite)
         self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
 
@@ -177,12 +181,17 @@ def import_snapshots(
     labels: Sequence[str] | None = None,
     mem_get_info: Sequence[Any] | None = None,
     run_metadata: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> MemoryRun:
     """Imports ``torch.cuda.memory._dump_snapshot`` pickles, in order, as the points of a
     new memory run. Files are read by a parser that never executes code. Snapshots of
     one process share its allocator history: each point stores only the entries new since
     the previous file. ``mem_get_info``: per file, ``None`` or ``(free, total)`` of device
-    0 or ``{device: (free, total)}``, when known."""
+    0 or ``{device: (free, total)}``, when known.
+
+    The import is all or nothing: when a file cannot be imported the run is removed
+    again, so a retry does not meet a half-imported run. ``overwrite=True`` replaces a run
+    already in ``run_dir``."""
     files = [os.fspath(p) for p in paths]
     if not files:
         raise InvalidInputError("import_snapshots needs at least one snapshot file")
@@ -201,8 +210,7 @@ def import_snapshots(
     rank, world_size = detect_rank(None, None)
     facts = {"producer": "torch-cudagraph-debug", "imported_from": files}
     _, header = _header(name, "import", rank, None, world_size, dict(run_metadata or {}), facts)
-    writer = _native.MemoryRunWriter(os.fspath(run_dir), header, _PRODUCER)
-    complete = False
+    writer = _native.MemoryRunWriter(os.fspath(run_dir), header, _PRODUCER, overwrite)
     try:
         for path, label, reading in zip(files, labels, readings, strict=True):
             state = writer.import_pickle(
@@ -212,7 +220,11 @@ def import_snapshots(
                 device_memory=device_args(reading),
             )
             emit(state.warnings, f"{name}@{label}")
-        complete = True
-    finally:
-        writer.close(complete)
+    except BaseException:
+        # The import's own error is the one to report; a run that cannot be removed
+        # either is refused by the retry with a message naming it.
+        with contextlib.suppress(Exception):
+            writer.discard()
+        raise
+    writer.close(True)
     return MemoryRun.load(run_dir)

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import Run
+from torch_cudagraph_debug._points import OnDamage, Run, RunDamage
 from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
@@ -75,6 +75,7 @@ class MemoryRun(Run[MemoryPoint]):
         self._reader = reader
         manifest = json.loads(reader.manifest_json())
         self._read_manifest(manifest, path)
+        self.damage = tuple(RunDamage.from_native(d) for d in reader.damage())
         points_table = reader.table("points").to_pylist()
         extra = {row["point_index"]: row for row in points_table}
         self.points: tuple[MemoryPoint, ...] = tuple(
@@ -89,9 +90,12 @@ class MemoryRun(Run[MemoryPoint]):
         self._index_points()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> MemoryRun:
-        """Opens a memory run directory; the manifest and every part are checked first."""
-        return cls(_native.MemoryRunReader(os.fspath(path)), os.fspath(path))
+    def load(cls, path: str | os.PathLike[str], *, on_damage: OnDamage = "raise") -> MemoryRun:
+        """Opens a memory run directory; the manifest and every part are checked first.
+        ``on_damage`` as in ``TensorRun.load``: with ``"skip"`` the points with a damaged
+        part are left out (and, after a damaged part of the run's stack tables, the later
+        points too, which may name its stacks), listed in ``damage``."""
+        return cls(_native.MemoryRunReader(os.fspath(path), on_damage), os.fspath(path))
 
     def between(self, start: str | int, end: str | int) -> MemoryPhaseRange:
         """The phase from point ``start`` to point ``end`` (for ``compare_phases``)."""

@@ -101,7 +101,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
 
     ``execution="eager"``: ``observe`` copies each value to the host (CUDA values
     asynchronously, on the recorder's own stream) and the point commits when its
-    ``record_point`` block exits. See ``docs/tensor-debug.md`` for every rule.
+    ``record_point`` block exits. ``overwrite=True`` replaces a run already in
+    ``run_dir`` (see ``open_run_writer``). See ``docs/tensor-debug.md`` for every rule.
     """
 
     _writer: _native.RunWriter
@@ -122,6 +123,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         group_id: str | None = None,
         world_size: int | None = None,
         run_metadata: dict[str, Any] | None = None,
+        overwrite: bool = False,
     ):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
         self.payload = _choice("payload", payload, ("full", "summary"))
@@ -149,9 +151,9 @@ class TensorRecorder(RunRecorder[TensorRun]):
             group_id=group_id,
             devices=[self.device] if self.device is not None else None,
             run_metadata=metadata,
+            overwrite=overwrite,
         )
         self._point: _OpenPoint | None = None
-        self._start(writer, str(writer.path))
         self._copy_stream: torch.cuda.Stream | None = None
         # cuda_graph execution: observations are probe sites captured into the graph; each
         # point reads the slots after the replay it wraps.
@@ -159,13 +161,20 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self._payload_of: dict[tuple[str, int], str] = {}
         self._last_replay = 0
         if self.execution == "cuda_graph":
-            self._probe = TensorProbe(
-                f"{name}/recorder",
-                non_contiguous=self.non_contiguous,
-                when="capture",
-                device=self.device,
-                synchronize=synchronize,
-            )
+            try:
+                self._probe = TensorProbe(
+                    f"{name}/recorder",
+                    non_contiguous=self.non_contiguous,
+                    when="capture",
+                    device=self.device,
+                    synchronize=synchronize,
+                )
+            except BaseException:
+                # A recorder that could not start leaves no run behind to block a retry.
+                with contextlib.suppress(Exception):
+                    writer.discard()
+                raise
+        self._start(writer, str(writer.path))
 
     # ----------------------------------------------------------------- observing
     def observe(
@@ -393,9 +402,16 @@ def open_run_writer(
     group_id: str | None,
     devices: list[torch.device] | None,
     run_metadata: dict[str, Any],
+    overwrite: bool = False,
 ) -> _native.RunWriter:
     """Creates a tensor run: in ``root`` (a fresh temporary directory when None), or in
-    ``root/rank=<rank>`` when the job has several ranks (hive-style discovery)."""
+    ``root/rank=<rank>`` when the job has several ranks (hive-style discovery).
+
+    The directory is claimed first, so two writers never share it (the second gets
+    ``RunExistsError``). A run already there is ``RunExistsError`` too, unless
+    ``overwrite``: then that run's files are replaced (anything else in the directory is
+    kept; a directory whose ``run.json`` is not a run of ours is refused). A writer whose
+    recording fails as a whole calls ``discard()`` so that no run is left behind."""
     if root is None:
         root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
     path = os.fspath(root)
@@ -412,7 +428,7 @@ def open_run_writer(
         "provenance": provenance(devices),
         "run_metadata": run_metadata,
     }
-    return _native.RunWriter(path, json.dumps(header), _PRODUCER)
+    return _native.RunWriter(path, json.dumps(header), _PRODUCER, overwrite)
 
 
 def _capturing(tensor: torch.Tensor) -> bool:

@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import Run
+from torch_cudagraph_debug._points import OnDamage, Run, RunDamage
 from torch_cudagraph_debug._torch_bridge import (
     dtype_from_name,
     dtype_name,
@@ -158,14 +158,21 @@ class TensorRun(Run[TensorPoint]):
                 f"'{reader.path}' is a {manifest['kind']} run, not a tensor run"
             )
         self._read_manifest(manifest, str(reader.path))
+        self.damage = tuple(RunDamage.from_native(d) for d in reader.damage())
         self.points: tuple[TensorPoint, ...] = self._build_points()
         self._index_points()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> TensorRun:
-        """Opens a run directory. The manifest and every part are checked first; damage is
-        a typed error naming the file."""
-        return cls(_native.RunReader(os.fspath(path)))
+    def load(cls, path: str | os.PathLike[str], *, on_damage: OnDamage = "raise") -> TensorRun:
+        """Opens a run directory. The manifest and every part are checked first.
+
+        ``on_damage="raise"``: a damaged part (missing, truncated, or not the bytes that
+        were committed) is a ``CorruptRunError`` naming the file. ``"skip"``: every file's
+        digest is checked, the points with a damaged part are left out, and ``damage``
+        lists what was left out (observations whose payload was stored in a damaged part
+        keep their summaries; their ``tensor()`` raises). A damaged manifest is an error
+        either way."""
+        return cls(_native.RunReader(os.fspath(path), on_damage))
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
         by_point: dict[int, list[TensorObservation]] = {}
@@ -234,7 +241,8 @@ class TensorRun(Run[TensorPoint]):
 
     def validate(self) -> list[tuple[str, str]]:
         """Checks every file digest and payload digest; returns ``(path, problem)`` pairs,
-        empty when the run is intact."""
+        empty when the run is intact (for a run loaded with ``on_damage="skip"``, what was
+        left out comes first)."""
         return self._reader.validate()
 
     def __repr__(self) -> str:

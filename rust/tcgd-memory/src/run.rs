@@ -11,8 +11,8 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int64Type};
 use tcgd_store::{
-    now_micros, CommitQueue, Manifest, PointInput, RunHeader, RunKind, RunReader, RunWriter,
-    StoreError, Table,
+    now_micros, CommitQueue, Manifest, OnDamage, PointInput, RunHeader, RunKind, RunReader,
+    RunWriter, StoreError, Table,
 };
 
 /// Points waiting for the writer thread at most; one more waits for the oldest to commit.
@@ -61,11 +61,23 @@ pub struct MemoryRunWriter {
 
 impl MemoryRunWriter {
     pub fn create(dir: &Path, header: RunHeader, producer: &str) -> Result<MemoryRunWriter> {
+        MemoryRunWriter::create_with(dir, header, producer, false)
+    }
+
+    /// `create`; with `overwrite`, a run already in `dir` is replaced
+    /// (`RunWriter::create_with`).
+    pub fn create_with(
+        dir: &Path,
+        header: RunHeader,
+        producer: &str,
+        overwrite: bool,
+    ) -> Result<MemoryRunWriter> {
         if header.kind != RunKind::Memory {
             return Err(MemoryError::invalid("a memory run needs kind \"memory\""));
         }
+        let writer = RunWriter::create_with(dir, header, producer, overwrite)?;
         Ok(MemoryRunWriter {
-            store: CommitQueue::start(RunWriter::create(dir, header, producer)?, QUEUE_DEPTH)?,
+            store: CommitQueue::start(writer, QUEUE_DEPTH)?,
             cursor: HistoryCursor::new(),
             stacks: Arc::new(StackTable::default()),
             committed: StackMark::default(),
@@ -100,6 +112,11 @@ impl MemoryRunWriter {
     /// Commits what is still queued, then ends the run.
     pub fn close(&mut self, complete: bool) -> Result<()> {
         Ok(self.store.close(complete)?)
+    }
+
+    /// Removes the run instead of ending it (`CommitQueue::discard`).
+    pub fn discard(&mut self) -> Result<()> {
+        Ok(self.store.discard()?)
     }
 
     /// Reads a snapshot against this run's history: only entries after the previous
@@ -527,7 +544,13 @@ pub struct MemoryRunReader {
 impl MemoryRunReader {
     /// Opens a memory run and rebuilds every point's state (events are read on demand).
     pub fn open(dir: &Path) -> Result<MemoryRunReader> {
-        let store = RunReader::open(dir)?;
+        MemoryRunReader::open_with(dir, OnDamage::Raise)
+    }
+
+    /// `open`, choosing what a damaged part does (`tcgd_store::OnDamage`); with `Skip`
+    /// the states are those of the points left whole.
+    pub fn open_with(dir: &Path, on_damage: OnDamage) -> Result<MemoryRunReader> {
+        let store = RunReader::open_with(dir, on_damage)?;
         let header = &store.manifest().header;
         if header.kind != RunKind::Memory {
             return Err(MemoryError::invalid(format!(

@@ -37,7 +37,9 @@ fn class_of(error: &StoreError) -> &'static str {
         StoreError::PayloadMissing { .. } => "PayloadMissingError",
         StoreError::InvalidInput { .. } | StoreError::Summary(_) => "InvalidInputError",
         StoreError::RunFinished { .. } => "RecorderStateError",
-        StoreError::RunExists { .. } => "RunExistsError",
+        StoreError::RunExists { .. }
+        | StoreError::RunInUse { .. }
+        | StoreError::NotReplaceable { .. } => "RunExistsError",
         StoreError::Dtype(_) => "UnsupportedDtypeError",
     }
 }

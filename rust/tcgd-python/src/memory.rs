@@ -667,13 +667,21 @@ pub struct MemoryRunWriter {
 
 #[pymethods]
 impl MemoryRunWriter {
+    /// Claims a run directory; `overwrite` replaces a run already there.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, header_json: &str, producer: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, header_json, producer, overwrite = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        header_json: &str,
+        producer: &str,
+        overwrite: bool,
+    ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
             let writer = py
-                .detach(|| RustWriter::create(&path, header, producer))
+                .detach(|| RustWriter::create_with(&path, header, producer, overwrite))
                 .map_err(|e| memory_error(py, e))?;
             Ok(MemoryRunWriter {
                 inner: Mutex::new(writer),
@@ -812,6 +820,15 @@ impl MemoryRunWriter {
                 .map_err(|e| memory_error(py, e))
         })
     }
+
+    /// Removes the run instead of ending it: for an import that failed as a whole.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            py.detach(|| w.discard()).map_err(|e| memory_error(py, e))
+        })
+    }
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
@@ -821,14 +838,22 @@ pub struct MemoryRunReader {
 
 #[pymethods]
 impl MemoryRunReader {
+    /// Opens a memory run; `on_damage` is `"raise"` or `"skip"` (`tcgd_store::OnDamage`).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, on_damage = "raise"))]
+    fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
         guard(py, || {
+            let mode = crate::store::on_damage(py, on_damage)?;
             let inner = py
-                .detach(|| RustReader::open(&path))
+                .detach(|| RustReader::open_with(&path, mode))
                 .map_err(|e| memory_error(py, e))?;
             Ok(MemoryRunReader { inner })
         })
+    }
+
+    /// What opening with `on_damage="skip"` left out (`Damage` fields as dicts).
+    fn damage<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        crate::store::damage_list(py, self.inner.store().damage())
     }
 
     fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {

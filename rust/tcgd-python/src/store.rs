@@ -5,10 +5,10 @@ use std::sync::Mutex;
 
 use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 use tcgd_store::{
-    check_point, now_micros, CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput,
-    RunHeader, Site, Table, Value,
+    check_point, now_micros, CommitJob, CommitQueue, ObservationInput, OnDamage, PayloadKind,
+    PointInput, RunHeader, Site, Table, Value,
 };
 
 use crate::errors::{guard, store_error, try_lock, typed_error};
@@ -57,16 +57,23 @@ const QUEUE_DEPTH: usize = 2;
 
 #[pymethods]
 impl RunWriter {
-    /// Creates a run directory and commits an empty, incomplete run. `header_json` holds
-    /// the `RunHeader` fields.
+    /// Claims a run directory and commits an empty, incomplete run. `header_json` holds
+    /// the `RunHeader` fields; `overwrite` replaces a run already there.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf, header_json: &str, producer: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, header_json, producer, overwrite = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        header_json: &str,
+        producer: &str,
+        overwrite: bool,
+    ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
             let queue = py
                 .detach(|| {
-                    tcgd_store::RunWriter::create(&path, header, producer)
+                    tcgd_store::RunWriter::create_with(&path, header, producer, overwrite)
                         .and_then(|writer| CommitQueue::start(writer, QUEUE_DEPTH))
                 })
                 .map_err(|e| store_error(py, e))?;
@@ -199,6 +206,40 @@ impl RunWriter {
                 .map_err(|e| store_error(py, e))
         })
     }
+
+    /// Removes the run instead of ending it: for a creation that failed as a whole.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let queue: &mut CommitQueue = &mut locked;
+            py.detach(|| queue.discard())
+                .map_err(|e| store_error(py, e))
+        })
+    }
+}
+
+/// What a reader left out of a damaged run, as dicts of `Damage`'s fields.
+pub fn damage_list<'py>(
+    py: Python<'py>,
+    damage: &[tcgd_store::Damage],
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    damage
+        .iter()
+        .map(|d| {
+            let item = PyDict::new(py);
+            item.set_item("path", &d.path)?;
+            item.set_item("table", &d.table)?;
+            item.set_item("point_index", d.point_index)?;
+            item.set_item("label", &d.label)?;
+            item.set_item("problem", &d.problem)?;
+            Ok(item)
+        })
+        .collect()
+}
+
+/// `"raise"` or `"skip"`, as Python passes it.
+pub fn on_damage(py: Python<'_>, value: &str) -> PyResult<OnDamage> {
+    OnDamage::parse(value).map_err(|e| store_error(py, e))
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
@@ -218,15 +259,29 @@ fn table_named(py: Python<'_>, name: &str) -> PyResult<Table> {
 
 #[pymethods]
 impl RunReader {
-    /// Opens a run after checking its manifest and parts.
+    /// Opens a run after checking its manifest and parts; `on_damage` is `"raise"` or
+    /// `"skip"` (`tcgd_store::OnDamage`).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, on_damage = "raise"))]
+    fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
         guard(py, || {
+            let mode = self::on_damage(py, on_damage)?;
             let inner = py
-                .detach(|| tcgd_store::RunReader::open(&path))
+                .detach(|| tcgd_store::RunReader::open_with(&path, mode))
                 .map_err(|e| store_error(py, e))?;
             Ok(RunReader { inner })
         })
+    }
+
+    /// The names of every table a run can have, in layout order.
+    #[staticmethod]
+    fn table_names() -> Vec<&'static str> {
+        Table::ALL.iter().map(|t| t.dir_name()).collect()
+    }
+
+    /// What opening with `on_damage="skip"` left out (`Damage` fields as dicts).
+    fn damage<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        damage_list(py, self.inner.damage())
     }
 
     #[getter]

@@ -35,9 +35,10 @@ pub enum StoreError {
     )]
     UnsafePath { manifest: PathBuf, part: String },
 
+    // The run cannot be loaded as a whole, so the advice names what works on it.
     #[error(
-        "part '{path}' is damaged or truncated ({reason}); the run's other points may still \
-         load: run validate() to list every damaged file"
+        "part '{path}' is damaged ({reason}); load the run with on_damage=\"skip\" to read \
+         its intact points, or run `tcgd validate` on it to list every damaged file"
     )]
     CorruptPart { path: PathBuf, reason: String },
 
@@ -60,8 +61,20 @@ pub enum StoreError {
     #[error("run '{path}' is already finished; start a new run to record more points")]
     RunFinished { path: PathBuf },
 
-    #[error("run directory '{path}' already holds a run; choose a new directory")]
+    #[error(
+        "run directory '{path}' already holds a run; choose a new directory, or replace the \
+         run with overwrite=True (--overwrite on the command line)"
+    )]
     RunExists { path: PathBuf },
+
+    #[error(
+        "run directory '{path}' is being written by another recorder ({holder}); wait until \
+         it has finished, or choose another directory"
+    )]
+    RunInUse { path: PathBuf, holder: String },
+
+    #[error("cannot replace the run in '{path}': {reason}")]
+    NotReplaceable { path: PathBuf, reason: String },
 
     #[error(
         "run '{run}': committing point '{label}' in the background failed ({reason}); points \

@@ -5,6 +5,7 @@
 //! table (`points/`, `observations/`, `payloads/`). `docs/storage.md` is the user-facing
 //! description of every file and column.
 
+mod claim;
 mod digest;
 mod durable;
 mod error;
@@ -17,11 +18,12 @@ mod record;
 pub mod schema;
 mod writer;
 
+pub use claim::LOCK_FILE;
 pub use digest::content_digest;
 pub use error::{Result, StoreError};
 pub use manifest::{Manifest, PartEntry, RunHeader, RunKind, MANIFEST_FILE};
 pub use queue::{CommitJob, CommitQueue};
-pub use reader::{RunReader, ValidationIssue};
+pub use reader::{Damage, OnDamage, RunReader, ValidationIssue};
 pub use record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Site, Value};
 pub use schema::{Table, FORMAT_VERSION};
 pub use writer::{check_point, now_micros, rfc3339, RunWriter, RUN_TABLE_FILE};

@@ -18,6 +18,7 @@ use parquet::file::reader::ChunkReader;
 use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 
+use crate::digest::content_digest;
 use crate::durable::{Committed, HashingFile};
 use crate::error::{Result, StoreError};
 use crate::pool::{BufferPool, PooledFile};
@@ -268,6 +269,43 @@ pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     collect(path, reader)
+}
+
+/// Reads a whole part after checking that its bytes are the ones committed (`digest`, the
+/// manifest's file digest): a part damaged in place, at its committed size, is an error
+/// naming the file rather than wrong rows. The file is read once, hashed and decoded from
+/// memory. `None` skips the check, for parts whose digest was just verified.
+pub fn read_part_checked(
+    path: &Path,
+    table: Table,
+    digest: Option<&str>,
+) -> Result<Vec<RecordBatch>> {
+    let Some(expected) = digest else {
+        return read_part(path, table);
+    };
+    let bytes = std::fs::read(path).map_err(StoreError::io(path))?;
+    let actual = content_digest(&bytes);
+    if actual != expected {
+        return Err(StoreError::corrupt(path)(differs_from_committed(
+            &actual, expected,
+        )));
+    }
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+        .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
+    check_part_metadata(path, table, &builder, &table.schema())?;
+    let reader = builder
+        .build()
+        .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
+    reader
+        .map(|b| b.map_err(|e| StoreError::corrupt(path)(e.to_string())))
+        .collect()
+}
+
+/// The problem of a part whose file digest is not the committed one.
+pub fn differs_from_committed(actual: &str, committed: &str) -> String {
+    format!(
+        "its bytes differ from the committed ones (file digest {actual}, committed {committed})"
+    )
 }
 
 /// Reads only the named columns (by position in the table schema) of the selected rows.

@@ -30,6 +30,8 @@ enum Message {
     Close {
         complete: bool,
     },
+    /// Removes the run (`RunWriter::discard`) and answers how that went.
+    Discard(SyncSender<Result<()>>),
 }
 
 /// The first failure of the writer thread, kept for every later call.
@@ -147,6 +149,31 @@ impl CommitQueue {
         self.check_failure()
     }
 
+    /// Removes the run instead of closing it (`RunWriter::discard`): for a recording that
+    /// failed as a whole. Points still queued are dropped with it.
+    pub fn discard(&mut self) -> Result<()> {
+        if self.closed {
+            return Err(StoreError::RunFinished {
+                path: self.dir.clone(),
+            });
+        }
+        self.closed = true;
+        let (done, wait) = sync_channel(1);
+        let sent = self.send(Message::Discard(done));
+        self.sender = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        sent?;
+        wait.recv().unwrap_or_else(|_| {
+            Err(StoreError::BackgroundCommit {
+                run: self.dir.clone(),
+                label: "discard".into(),
+                reason: "the writer thread stopped".into(),
+            })
+        })
+    }
+
     fn check_usable(&self) -> Result<()> {
         if self.closed {
             return Err(StoreError::RunFinished {
@@ -218,6 +245,10 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
             }
             Message::Flush(done) => {
                 let _ = done.send(());
+            }
+            Message::Discard(done) => {
+                let _ = done.send(writer.discard());
+                return;
             }
             Message::Close { complete } => {
                 if let Err(e) = writer.close(complete && !failed(failure)) {

@@ -1,6 +1,6 @@
 //! Reading a run: only what the manifest lists, after checking that it is safe and whole.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,9 @@ use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use crate::digest::{content_digest, format_digest};
 use crate::error::{Result, StoreError};
 use crate::manifest::{part_path, Manifest, PartEntry};
-use crate::parts::{read_part, read_part_columns, read_payload_chunks};
+use crate::parts::{
+    differs_from_committed, read_part_checked, read_part_columns, read_payload_chunks,
+};
 use crate::pool::BufferPool;
 use crate::schema::{Table, RUNS};
 use crate::writer::run_batch;
@@ -30,9 +32,17 @@ struct PayloadLocation {
 
 pub struct RunReader {
     dir: PathBuf,
+    /// The manifest as the reader uses it: with `OnDamage::Skip`, the parts of points
+    /// that were left out are not listed.
     manifest: Manifest,
     payload_index: OnceLock<Result<HashMap<String, PayloadLocation>, String>>,
     buffers: Arc<BufferPool>,
+    /// What `OnDamage::Skip` left out, and why.
+    damage: Vec<Damage>,
+    /// Payloads that loaded observations refer to but that were stored in a damaged part.
+    unreadable_payloads: HashSet<String>,
+    /// Every listed part's file digest was checked at open (`OnDamage::Skip`).
+    digests_checked: bool,
 }
 
 /// Payload buffers a reader keeps for reuse once released: enough for the payloads a
@@ -46,38 +56,275 @@ pub struct ValidationIssue {
     pub problem: String,
 }
 
+/// What opening a run does with a damaged part (missing, truncated, or not the bytes that
+/// were committed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDamage {
+    /// The first damaged part is an error naming it (`CorruptPart`).
+    #[default]
+    Raise,
+    /// Every part's file digest is checked; the points with a damaged part are left out
+    /// (in memory runs, also the points after a damaged part of the run-wide stack
+    /// tables, which may name its stacks) and listed in `damage()`. A damaged manifest is
+    /// still an error: without it nothing is known to be intact.
+    Skip,
+}
+
+impl OnDamage {
+    pub fn parse(value: &str) -> Result<OnDamage> {
+        match value {
+            "raise" => Ok(OnDamage::Raise),
+            "skip" => Ok(OnDamage::Skip),
+            other => Err(StoreError::invalid(
+                "on_damage",
+                format!("'{other}' is not one of \"raise\", \"skip\""),
+            )),
+        }
+    }
+}
+
+/// One thing `OnDamage::Skip` left out of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The damaged file.
+    pub path: PathBuf,
+    /// Its table.
+    pub table: String,
+    /// The point left out, or whose observation lost its payload.
+    pub point_index: Option<u64>,
+    /// That point's label, when its `points` part is intact.
+    pub label: Option<String>,
+    pub problem: String,
+}
+
+impl Damage {
+    /// One line: the problem and the point it costs.
+    pub fn describe(&self) -> String {
+        match (self.point_index, &self.label) {
+            (Some(i), Some(label)) => format!("{} (point {i} '{label}')", self.problem),
+            (Some(i), None) => format!("{} (point {i})", self.problem),
+            _ => self.problem.clone(),
+        }
+    }
+}
+
+/// Why a listed part cannot be used.
+enum PartProblem {
+    /// Not a regular file: refused unread, whatever the mode.
+    Unsafe,
+    Damaged(String),
+    Io(std::io::Error),
+}
+
+/// Checks one listed part: present, a regular file, its committed size, and (with
+/// `digest`) its committed bytes.
+fn check_part(dir: &Path, part: &PartEntry, digest: bool) -> Result<(), PartProblem> {
+    let path = part_path(dir, part);
+    let meta = match fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PartProblem::Damaged(
+                "the file is missing: the manifest lists it, the directory does not hold it".into(),
+            ))
+        }
+        Err(e) => return Err(PartProblem::Io(e)),
+    };
+    if !meta.is_file() {
+        return Err(PartProblem::Unsafe);
+    }
+    if meta.len() != part.bytes {
+        return Err(PartProblem::Damaged(format!(
+            "{} bytes on disk, {} committed (truncated or overwritten)",
+            meta.len(),
+            part.bytes
+        )));
+    }
+    if digest {
+        match file_digest(&path) {
+            Ok(d) if d == part.digest => {}
+            Ok(d) => {
+                return Err(PartProblem::Damaged(differs_from_committed(
+                    &d,
+                    &part.digest,
+                )))
+            }
+            Err(StoreError::Io { source, .. }) => return Err(PartProblem::Io(source)),
+            Err(e) => return Err(PartProblem::Damaged(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// Tables whose rows later points refer to (frames and stacks are stored once per run):
+/// a damaged part of theirs costs the later points too.
+fn shared_with_later_points(table: &str) -> bool {
+    table == Table::MemoryFrames.dir_name() || table == Table::MemoryStacks.dir_name()
+}
+
 impl RunReader {
     /// Opens a run: reads and checks the manifest, then checks that every listed part is
     /// present with the size it was committed with (a truncated part is caught here,
-    /// before a query can read a wrong answer out of it).
+    /// before a query can read a wrong answer out of it). Whole tables are read only after
+    /// their parts' file digests are checked.
     pub fn open(dir: &Path) -> Result<RunReader> {
-        let manifest = Manifest::read(dir)?;
-        for part in &manifest.parts {
+        RunReader::open_with(dir, OnDamage::Raise)
+    }
+
+    /// `open`, choosing what a damaged part does (see `OnDamage`).
+    pub fn open_with(dir: &Path, on_damage: OnDamage) -> Result<RunReader> {
+        let mut manifest = Manifest::read(dir)?;
+        let skip = on_damage == OnDamage::Skip;
+        let mut problems: Vec<(usize, String)> = Vec::new();
+        for (i, part) in manifest.parts.iter().enumerate() {
             let path = part_path(dir, part);
-            let meta = fs::symlink_metadata(&path).map_err(StoreError::io(&path))?;
-            if !meta.is_file() {
-                return Err(StoreError::UnsafePath {
-                    manifest: dir.join(crate::manifest::MANIFEST_FILE),
-                    part: part.path.clone(),
-                });
+            match check_part(dir, part, skip) {
+                Ok(()) => {}
+                Err(PartProblem::Unsafe) => {
+                    return Err(StoreError::UnsafePath {
+                        manifest: dir.join(crate::manifest::MANIFEST_FILE),
+                        part: part.path.clone(),
+                    })
+                }
+                Err(PartProblem::Damaged(reason)) if !skip => {
+                    return Err(StoreError::CorruptPart { path, reason })
+                }
+                Err(PartProblem::Io(source)) if !skip => {
+                    return Err(StoreError::Io { path, source })
+                }
+                Err(PartProblem::Damaged(reason)) => problems.push((i, reason)),
+                Err(PartProblem::Io(source)) => {
+                    problems.push((i, format!("cannot be read: {source}")))
+                }
             }
-            if meta.len() != part.bytes {
-                return Err(StoreError::CorruptPart {
-                    path,
-                    reason: format!(
-                        "{} bytes on disk, {} committed (truncated or overwritten)",
-                        meta.len(),
-                        part.bytes
+        }
+        let mut reader = RunReader {
+            dir: dir.to_path_buf(),
+            manifest: Manifest {
+                parts: Vec::new(),
+                ..manifest.clone()
+            },
+            payload_index: OnceLock::new(),
+            buffers: BufferPool::new(KEEP_BUFFER_BYTES),
+            damage: Vec::new(),
+            unreadable_payloads: HashSet::new(),
+            digests_checked: skip,
+        };
+        if problems.is_empty() {
+            reader.manifest = manifest;
+            return Ok(reader);
+        }
+
+        let mut left_out: BTreeSet<u64> = problems
+            .iter()
+            .map(|&(i, _)| manifest.parts[i].point_index)
+            .collect();
+        // The first damaged part of a shared table, and the points it costs after it.
+        let shared = problems
+            .iter()
+            .map(|&(i, _)| &manifest.parts[i])
+            .filter(|p| shared_with_later_points(&p.table))
+            .min_by_key(|p| p.point_index)
+            .cloned();
+        let dependent: Vec<u64> = match &shared {
+            Some(part) => (part.point_index + 1..manifest.point_count)
+                .filter(|p| !left_out.contains(p))
+                .collect(),
+            None => Vec::new(),
+        };
+        left_out.extend(&dependent);
+        let labels = labels_of(dir, &manifest, &left_out, &problems);
+        for (i, problem) in problems {
+            let part = &manifest.parts[i];
+            reader.damage.push(Damage {
+                path: part_path(dir, part),
+                table: part.table.clone(),
+                point_index: Some(part.point_index),
+                label: labels.get(&part.point_index).cloned(),
+                problem,
+            });
+        }
+        manifest
+            .parts
+            .retain(|p| !left_out.contains(&p.point_index));
+        reader.manifest = manifest;
+        if let Some(part) = shared {
+            for point in dependent {
+                reader.damage.push(Damage {
+                    path: part_path(dir, &part),
+                    table: part.table.clone(),
+                    point_index: Some(point),
+                    label: labels.get(&point).cloned(),
+                    problem: format!(
+                        "left out: it may name stacks stored with damaged point {}",
+                        part.point_index
                     ),
                 });
             }
         }
-        Ok(RunReader {
-            dir: dir.to_path_buf(),
-            manifest,
-            payload_index: OnceLock::new(),
-            buffers: BufferPool::new(KEEP_BUFFER_BYTES),
-        })
+        reader.note_unreadable_payloads()?;
+        Ok(reader)
+    }
+
+    /// With a damaged payloads part left out, the observations of loaded points that
+    /// refer to a payload stored in it (payloads are stored once per run, with the first
+    /// point that saw them) keep their summaries but lose their values: each is listed.
+    fn note_unreadable_payloads(&mut self) -> Result<()> {
+        let Some(damaged) = self
+            .damage
+            .iter()
+            .find(|d| d.table == Table::Payloads.dir_name())
+            .map(|d| d.path.clone())
+        else {
+            return Ok(());
+        };
+        let observations = self.table(Table::Observations)?;
+        let index = self.payload_index()?;
+        let payload_kind = named_strings(&observations, "payload")?;
+        let digests = named_strings(&observations, "digest")?;
+        let names = named_strings(&observations, "name")?;
+        let labels = named_strings(&observations, "point_label")?;
+        let column = |name: &str| {
+            observations
+                .column_by_name(name)
+                .and_then(|c| c.as_primitive_opt::<Int64Type>())
+                .ok_or_else(|| StoreError::invalid(name, "column missing from observations"))
+        };
+        let (points, invocations) = (column("point_index")?, column("invocation_index")?);
+        let mut lost = Vec::new();
+        for i in 0..observations.num_rows() {
+            if payload_kind.value(i) != "full" || digests.is_null(i) {
+                continue;
+            }
+            let digest = digests.value(i);
+            if index.contains_key(digest) {
+                continue;
+            }
+            lost.push((
+                digest.to_owned(),
+                Damage {
+                    path: damaged.clone(),
+                    table: Table::Payloads.dir_name().to_owned(),
+                    point_index: u64::try_from(points.value(i)).ok(),
+                    label: Some(labels.value(i).to_owned()),
+                    problem: format!(
+                        "observation '{}' (invocation {}) refers to a payload stored with a \
+                         damaged point: its summary is intact, its values cannot be read",
+                        names.value(i),
+                        invocations.value(i)
+                    ),
+                },
+            ));
+        }
+        for (digest, damage) in lost {
+            self.unreadable_payloads.insert(digest);
+            self.damage.push(damage);
+        }
+        Ok(())
+    }
+
+    /// What `OnDamage::Skip` left out (empty for an intact run, and always with `Raise`).
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
     }
 
     pub fn dir(&self) -> &Path {
@@ -92,7 +339,12 @@ impl RunReader {
     pub fn table(&self, table: Table) -> Result<RecordBatch> {
         let mut batches = Vec::new();
         for part in self.manifest.parts_of(table) {
-            batches.extend(read_part(&part_path(&self.dir, part), table)?);
+            let digest = (!self.digests_checked).then_some(part.digest.as_str());
+            batches.extend(read_part_checked(
+                &part_path(&self.dir, part),
+                table,
+                digest,
+            )?);
         }
         concat_batches(&table.schema(), &batches)
             .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))
@@ -150,13 +402,22 @@ impl RunReader {
     /// the buffer its page was read into; a larger one is joined into one buffer, hashed
     /// piece by piece while the piece is still in cache.
     pub fn payload(&self, digest: &str) -> Result<Buffer> {
-        let location =
-            self.payload_index()?
-                .get(digest)
-                .ok_or_else(|| StoreError::PayloadMissing {
+        let location = self.payload_index()?.get(digest).ok_or_else(|| {
+            match self
+                .damage
+                .iter()
+                .find(|d| self.unreadable_payloads.contains(digest) && d.table == "payloads")
+            {
+                Some(damaged) => StoreError::CorruptPart {
+                    path: damaged.path.clone(),
+                    reason: format!("payload {digest} was stored in this damaged part"),
+                },
+                None => StoreError::PayloadMissing {
                     digest: digest.to_owned(),
                     run: self.dir.clone(),
-                })?;
+                },
+            }
+        })?;
         let parts = self.payload_parts();
         let part = parts[location.part];
         let path = part_path(&self.dir, part);
@@ -219,25 +480,37 @@ impl RunReader {
     }
 
     /// Checks everything: each part's file digest, each payload's digest, and that every
-    /// full observation's payload is present. Returns the problems found (empty: valid).
+    /// full observation's payload is present. Returns the problems found (empty: valid),
+    /// beginning with what `OnDamage::Skip` left out.
     pub fn validate(&self) -> Result<Vec<ValidationIssue>> {
-        let mut issues = Vec::new();
-        for part in &self.manifest.parts {
-            let path = part_path(&self.dir, part);
-            match file_digest(&path) {
-                Ok(d) if d == part.digest => {}
-                Ok(d) => issues.push(ValidationIssue {
-                    path,
-                    problem: format!("file digest {d}, committed {}", part.digest),
-                }),
-                Err(e) => issues.push(ValidationIssue {
-                    path,
-                    problem: e.to_string(),
-                }),
+        let mut issues: Vec<ValidationIssue> = self
+            .damage
+            .iter()
+            .map(|d| ValidationIssue {
+                path: d.path.clone(),
+                problem: d.describe(),
+            })
+            .collect();
+        if !self.digests_checked {
+            let mut damaged = Vec::new();
+            for part in &self.manifest.parts {
+                let path = part_path(&self.dir, part);
+                match file_digest(&path) {
+                    Ok(d) if d == part.digest => {}
+                    Ok(d) => damaged.push(ValidationIssue {
+                        path,
+                        problem: differs_from_committed(&d, &part.digest),
+                    }),
+                    Err(e) => damaged.push(ValidationIssue {
+                        path,
+                        problem: e.to_string(),
+                    }),
+                }
             }
-        }
-        if !issues.is_empty() {
-            return Ok(issues);
+            if !damaged.is_empty() {
+                issues.extend(damaged);
+                return Ok(issues);
+            }
         }
         let observations = self.table(Table::Observations)?;
         let payload_kind = named_strings(&observations, "payload")?;
@@ -245,6 +518,8 @@ impl RunReader {
         let mut wanted: Vec<&str> = (0..observations.num_rows())
             .filter(|&i| payload_kind.value(i) == "full" && !digests.is_null(i))
             .map(|i| digests.value(i))
+            // Already listed with the damage that made them unreadable.
+            .filter(|d| !self.unreadable_payloads.contains(*d))
             .collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -258,6 +533,38 @@ impl RunReader {
         }
         Ok(issues)
     }
+}
+
+/// The labels of `points` read from their `points` parts, where those are intact.
+fn labels_of(
+    dir: &Path,
+    manifest: &Manifest,
+    points: &BTreeSet<u64>,
+    problems: &[(usize, String)],
+) -> HashMap<u64, String> {
+    let damaged: HashSet<usize> = problems.iter().map(|&(i, _)| i).collect();
+    let mut labels = HashMap::new();
+    for (i, part) in manifest.parts.iter().enumerate() {
+        if part.table != Table::Points.dir_name()
+            || damaged.contains(&i)
+            || !points.contains(&part.point_index)
+        {
+            continue;
+        }
+        // Checked at open: its digest matched.
+        let Ok(batches) = read_part_checked(&part_path(dir, part), Table::Points, None) else {
+            continue;
+        };
+        for batch in batches {
+            let label = batch
+                .column_by_name("label")
+                .and_then(|c| c.as_string_opt::<i32>());
+            if let Some(label) = label.filter(|l| !l.is_empty()) {
+                labels.insert(part.point_index, label.value(0).to_owned());
+            }
+        }
+    }
+    labels
 }
 
 /// Joined payloads are hashed in pieces this size, right after each is copied.

@@ -21,13 +21,14 @@ use arrow::datatypes::{DataType, Field};
 use rayon::prelude::*;
 use tcgd_tensor::{summarize, TensorSummary};
 
+use crate::claim::DirClaim;
 use crate::digest::content_digest;
 use crate::durable::{replace_file, sync_dir};
 use crate::error::{Result, StoreError};
 use crate::manifest::{Manifest, PartEntry, RunHeader, MANIFEST_FILE};
 use crate::parts::write_part;
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
-use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
+use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS, SCHEMA_NAME};
 
 pub const RUN_TABLE_FILE: &str = "run.parquet";
 
@@ -38,7 +39,16 @@ pub struct RunWriter {
     /// Digests whose bytes are already committed in this run: stored once, referenced often.
     stored_payloads: HashSet<String>,
     closed: bool,
+    /// This writer's claim on `dir`, held until the run is closed or discarded.
+    claim: DirClaim,
+    /// Whether files of this writer's run exist (so a failed creation removes them).
+    owns_files: bool,
 }
+
+/// Where a run's files are moved before they are deleted (replaced or discarded runs): a
+/// crash while deleting leaves a hidden directory that the next writer removes, never a
+/// mix of two runs' parts.
+const REPLACED_PREFIX: &str = ".tcgd-replaced-";
 
 /// An observation after the writer has looked at its value.
 struct Digested<'a> {
@@ -65,28 +75,75 @@ fn parse_rfc3339(s: &str) -> Option<i64> {
 }
 
 impl RunWriter {
-    /// Creates the run directory (which must not hold a run yet) and commits an empty,
+    /// Creates a run in `dir` (which must not hold a run yet) and commits an empty,
     /// incomplete run, so even a process killed before its first point leaves a run.
     pub fn create(dir: &Path, header: RunHeader, producer: &str) -> Result<RunWriter> {
-        if dir.join(MANIFEST_FILE).exists() {
-            return Err(StoreError::RunExists {
-                path: dir.to_path_buf(),
+        RunWriter::create_with(dir, header, producer, false)
+    }
+
+    /// `create`, claiming `dir` first (see `claim.rs`): two writers never share a
+    /// directory. With `overwrite`, a run already in `dir` is replaced (its own files only;
+    /// anything else in the directory is kept). A creation that fails leaves the directory
+    /// as it found it: no half-made run blocks the next attempt.
+    pub fn create_with(
+        dir: &Path,
+        header: RunHeader,
+        producer: &str,
+        overwrite: bool,
+    ) -> Result<RunWriter> {
+        // A finished run is refused before a lock file of ours appears in it.
+        if !overwrite && dir.join(MANIFEST_FILE).exists() {
+            return Err(match crate::claim::holder(dir) {
+                Some(holder) => StoreError::RunInUse {
+                    path: dir.to_path_buf(),
+                    holder,
+                },
+                None => StoreError::RunExists {
+                    path: dir.to_path_buf(),
+                },
             });
         }
-        for table in header.kind.tables() {
-            let sub = dir.join(table.dir_name());
-            fs::create_dir_all(&sub).map_err(StoreError::io(&sub))?;
-        }
-        let manifest = Manifest::new(header, producer, rfc3339(now_micros()));
-        let writer = RunWriter {
+        let claim = DirClaim::acquire(dir)?;
+        let trash = dir.join(format!("{REPLACED_PREFIX}{}", header.run_id));
+        let mut writer = RunWriter {
             dir: dir.to_path_buf(),
-            manifest,
+            manifest: Manifest::new(header, producer, rfc3339(now_micros())),
             labels: HashSet::new(),
             stored_payloads: HashSet::new(),
             closed: false,
+            claim,
+            owns_files: false,
         };
-        writer.publish(&writer.manifest)?;
-        if let Some(parent) = dir.parent() {
+        if let Err(e) = writer.initialize(overwrite, &trash) {
+            // Only what this writer made goes; a run it refused to replace stays whole.
+            if writer.owns_files {
+                let _ = remove_run_files(&writer.dir, &trash);
+            }
+            writer.closed = true;
+            writer.claim.release_and_remove_created();
+            return Err(e);
+        }
+        Ok(writer)
+    }
+
+    fn initialize(&mut self, overwrite: bool, trash: &Path) -> Result<()> {
+        remove_leftovers(&self.dir)?;
+        if fs::symlink_metadata(self.dir.join(MANIFEST_FILE)).is_ok() {
+            if !overwrite {
+                return Err(StoreError::RunExists {
+                    path: self.dir.clone(),
+                });
+            }
+            check_replaceable(&self.dir)?;
+            remove_run_files(&self.dir, trash)?;
+        }
+        self.owns_files = true;
+        for table in self.manifest.header.kind.tables() {
+            let sub = self.dir.join(table.dir_name());
+            fs::create_dir_all(&sub).map_err(StoreError::io(&sub))?;
+        }
+        self.publish(&self.manifest)?;
+        if let Some(parent) = self.dir.parent() {
             // The run directory entry itself must survive a crash.
             sync_dir(if parent.as_os_str().is_empty() {
                 Path::new(".")
@@ -94,7 +151,25 @@ impl RunWriter {
                 parent
             })?;
         }
-        Ok(writer)
+        Ok(())
+    }
+
+    /// Ends the run by removing it: every file of the run goes, and the directories its
+    /// creation made, when nothing else is in them. For a run whose recording failed as a
+    /// whole (an import that stopped halfway), so that retrying it finds no run in the way.
+    pub fn discard(&mut self) -> Result<()> {
+        if !self.claim.is_held() {
+            return Err(StoreError::RunFinished {
+                path: self.dir.clone(),
+            });
+        }
+        self.closed = true;
+        let trash = self
+            .dir
+            .join(format!("{REPLACED_PREFIX}{}", self.manifest.header.run_id));
+        let removed = remove_run_files(&self.dir, &trash);
+        self.claim.release_and_remove_created();
+        removed
     }
 
     pub fn dir(&self) -> &Path {
@@ -320,6 +395,8 @@ impl RunWriter {
         self.publish(&next)?;
         self.manifest = next;
         self.closed = true;
+        // The run takes no more writes: another writer may replace it from now on.
+        self.claim.release();
         Ok(())
     }
 
@@ -600,4 +677,111 @@ pub fn run_batch(manifest: &Manifest) -> Result<RecordBatch> {
 fn write_part_plain(target: &Path, batch: &RecordBatch) -> Result<()> {
     crate::parts::write_run_table(target, batch)?;
     sync_dir(target.parent().unwrap_or(Path::new(".")))
+}
+
+/// Removes what a crash left of an earlier replacement or discard (see `REPLACED_PREFIX`).
+/// Runs under the claim, so no other writer is using them.
+fn remove_leftovers(dir: &Path) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::io(dir)(e)),
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(REPLACED_PREFIX)
+        {
+            let path = entry.path();
+            fs::remove_dir_all(&path).map_err(StoreError::io(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the run in `dir` may be replaced: its manifest must be one of ours, of a layout
+/// this version knows (so it knows which files are the run's), and its table directories
+/// must hold only parts. Anything else is the user's, and is not deleted.
+fn check_replaceable(dir: &Path) -> Result<()> {
+    let refuse = |reason: String| StoreError::NotReplaceable {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let loose: Option<serde_json::Value> = fs::read(&manifest_path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let ours = loose
+        .as_ref()
+        .and_then(|m| m.get("schema"))
+        .and_then(|s| s.as_str())
+        == Some(SCHEMA_NAME);
+    if !ours {
+        return Err(refuse(format!(
+            "'{}' is not a torch-cudagraph-debug manifest; delete the directory yourself if \
+             nothing in it is needed",
+            manifest_path.display()
+        )));
+    }
+    let version = loose
+        .as_ref()
+        .and_then(|m| m.get("format_version"))
+        .and_then(|v| v.as_u64());
+    if version.is_none_or(|v| v > u64::from(FORMAT_VERSION)) {
+        return Err(refuse(format!(
+            "it was written with format_version {version:?}, which this version does not \
+             know; upgrade torch-cudagraph-debug, or delete the directory yourself"
+        )));
+    }
+    for table in Table::ALL {
+        let sub = dir.join(table.dir_name());
+        let Ok(entries) = fs::read_dir(&sub) else {
+            continue;
+        };
+        for entry in entries {
+            let entry = entry.map_err(StoreError::io(&sub))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            if !(is_file && is_part_file_name(&name)) {
+                return Err(refuse(format!(
+                    "'{}' is not a file of the run; move it out of the run directory first",
+                    entry.path().display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A committed part (`part-000001.parquet`) or one being written (its hidden temporary).
+fn is_part_file_name(name: &str) -> bool {
+    (name.starts_with("part-") && name.ends_with(".parquet"))
+        || (name.starts_with(".part-") && name.ends_with(".parquet.tmp"))
+}
+
+/// Moves the run's files into `trash` (its table directories and `run.parquet` first,
+/// `run.json` last, so the directory is a run until the manifest goes), then deletes the
+/// trash. Other files in `dir` are not touched.
+fn remove_run_files(dir: &Path, trash: &Path) -> Result<()> {
+    fs::create_dir(trash).map_err(StoreError::io(trash))?;
+    let root_files = [
+        RUN_TABLE_FILE.to_owned(),
+        format!(".{RUN_TABLE_FILE}.tmp"),
+        format!(".{MANIFEST_FILE}.tmp"),
+        MANIFEST_FILE.to_owned(),
+    ];
+    let names = Table::ALL
+        .iter()
+        .map(|t| t.dir_name().to_owned())
+        .chain(root_files);
+    for name in names {
+        let from = dir.join(&name);
+        if fs::symlink_metadata(&from).is_err() {
+            continue;
+        }
+        fs::rename(&from, trash.join(&name)).map_err(StoreError::io(&from))?;
+    }
+    sync_dir(dir)?;
+    fs::remove_dir_all(trash).map_err(StoreError::io(trash))
 }

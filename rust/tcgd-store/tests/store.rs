@@ -7,8 +7,8 @@ use std::path::Path;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
-    content_digest, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind, RunReader,
-    RunWriter, Site, StoreError, Table, Value, FORMAT_VERSION, MANIFEST_FILE,
+    content_digest, ObservationInput, OnDamage, PayloadKind, PointInput, RunHeader, RunKind,
+    RunReader, RunWriter, Site, StoreError, Table, Value, FORMAT_VERSION, MANIFEST_FILE,
 };
 use tcgd_tensor::DType;
 
@@ -360,15 +360,18 @@ fn part_of_another_table_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    // Swap a points part for an observations part of identical size bookkeeping.
+    // Swap a points part for an observations part, with a manifest crafted to match it
+    // (size and file digest): only the part's own metadata tells the tables apart.
     let obs = dir.join("observations/part-000002.parquet");
     let pts = dir.join("points/part-000002.parquet");
     fs::copy(&obs, &pts).unwrap();
     let size = fs::metadata(&pts).unwrap().len();
+    let digest = content_digest(&fs::read(&pts).unwrap());
     edit_manifest(&dir, |v| {
         for p in v["parts"].as_array_mut().unwrap() {
             if p["path"] == "points/part-000002.parquet" {
                 p["bytes"] = size.into();
+                p["digest"] = digest.clone().into();
             }
         }
     });
@@ -460,4 +463,163 @@ fn payload_bytes_are_compressed_only_where_zstd_pays() {
         assert_eq!(r.payload(&content_digest(bytes)).unwrap().as_slice(), bytes);
     }
     assert!(r.validate().unwrap().is_empty());
+}
+
+#[test]
+fn writers_racing_for_one_directory_never_share_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    for round in 0..20 {
+        let dir = tmp.path().join(format!("r{round}"));
+        let barrier = std::sync::Barrier::new(6);
+        let outcomes: Vec<Result<String, StoreError>> = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..6)
+                .map(|n| {
+                    let (dir, barrier) = (&dir, &barrier);
+                    s.spawn(move || {
+                        let mut h = header();
+                        h.run_id = format!("racer-{n}");
+                        barrier.wait();
+                        let mut w = RunWriter::create(dir, h.clone(), "test")?;
+                        let bytes = f32_bytes(&[n as f32]);
+                        w.commit_point(&point("only"), &[f32_obs("x", 0, 0, &bytes)])?;
+                        w.close(true)?;
+                        Ok(h.run_id)
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let winners: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
+        for loser in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            assert!(
+                matches!(loser, StoreError::RunInUse { path, .. } | StoreError::RunExists { path }
+                    if path == &dir),
+                "{loser}"
+            );
+        }
+        let r = RunReader::open(&dir).unwrap();
+        assert_eq!(&r.manifest().header.run_id, winners[0]);
+        assert_eq!(r.manifest().point_count, 1);
+        assert!(r.validate().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn overwrite_replaces_the_runs_files_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    write_two_points(&dir);
+    fs::write(dir.join("notes.txt"), "mine").unwrap();
+    assert!(matches!(
+        RunWriter::create(&dir, header(), "test").err().unwrap(),
+        StoreError::RunExists { .. }
+    ));
+    let mut h = header();
+    h.run_id = "run-2".into();
+    let mut w = RunWriter::create_with(&dir, h, "test", true).unwrap();
+    w.close(true).unwrap();
+    let r = RunReader::open(&dir).unwrap();
+    assert_eq!(r.manifest().header.run_id, "run-2");
+    assert_eq!(r.manifest().point_count, 0);
+    let mut left: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "notes.txt",
+            "observations",
+            "payloads",
+            "points",
+            "run.json",
+            "run.parquet"
+        ]
+    );
+    assert_eq!(fs::read_dir(dir.join("points")).unwrap().count(), 0);
+
+    // Foreign files among the parts: refused, nothing deleted.
+    fs::write(dir.join("points/mine.csv"), "x").unwrap();
+    let err = RunWriter::create_with(&dir, header(), "test", true)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, StoreError::NotReplaceable { .. }) && err.to_string().contains("mine.csv"),
+        "{err}"
+    );
+    assert_eq!(
+        RunReader::open(&dir).unwrap().manifest().header.run_id,
+        "run-2"
+    );
+}
+
+#[test]
+fn a_missing_part_is_corrupt_and_skip_leaves_its_point_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    write_two_points(&dir);
+    let gone = dir.join("observations/part-000002.parquet");
+    fs::remove_file(&gone).unwrap();
+    let err = open_err(&dir);
+    assert!(
+        matches!(&err, StoreError::CorruptPart { path, reason } if path == &gone
+            && reason.contains("missing")),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("validate()"), "{err}");
+    let r = RunReader::open_with(&dir, OnDamage::Skip).unwrap();
+    assert_eq!(strings(&r.table(Table::Points).unwrap(), "label"), ["p0"]);
+    assert_eq!(r.table(Table::Observations).unwrap().num_rows(), 2);
+    let damage = r.damage();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert_eq!(
+        (
+            &damage[0].path,
+            damage[0].point_index,
+            damage[0].label.as_deref()
+        ),
+        (&gone, Some(1), Some("p1"))
+    );
+    let issues = r.validate().unwrap();
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert!(issues[0].problem.contains("(point 1 'p1')"), "{issues:?}");
+}
+
+#[test]
+fn whole_table_reads_check_the_committed_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    write_two_points(&dir);
+    let part = dir.join("observations/part-000001.parquet");
+    let mut bytes = fs::read(&part).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    fs::write(&part, &bytes).unwrap();
+    // Same size: the open passes, but no row of the damaged part is ever returned.
+    let r = RunReader::open(&dir).unwrap();
+    let err = r.table(Table::Observations).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::CorruptPart { path, .. } if path == &part),
+        "{err}"
+    );
+}
+
+#[test]
+fn discard_removes_the_run_and_the_directories_made_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("job/run");
+    let mut w = RunWriter::create(&dir, header(), "test").unwrap();
+    let bytes = f32_bytes(&[1.0]);
+    w.commit_point(&point("p0"), &[f32_obs("x", 0, 0, &bytes)])
+        .unwrap();
+    w.discard().unwrap();
+    assert!(!tmp.path().join("job").exists());
+    // A run in a directory that was already there: only the run goes.
+    fs::create_dir(tmp.path().join("kept")).unwrap();
+    let mut w = RunWriter::create(&tmp.path().join("kept"), header(), "test").unwrap();
+    w.discard().unwrap();
+    assert!(tmp.path().join("kept").is_dir());
+    assert_eq!(fs::read_dir(tmp.path().join("kept")).unwrap().count(), 0);
 }
