@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use crate::error::{MemoryError, Result};
+use crate::error::{MemoryError, Result, TorchVersion};
 use crate::lifecycle::{lifecycle, Lifecycle, LifecycleLabel};
 use crate::model::{PoolId, DEFAULT_POOL};
 use crate::state::{MemoryState, StateIdentity};
@@ -57,8 +57,15 @@ pub struct Pair<T> {
 }
 
 impl Pair<Option<i64>> {
+    /// `candidate - reference`; `None` when a side is unknown. (A comparison is refused
+    /// when a change does not fit, so `None` never means an overflow here.)
     pub fn change(&self) -> Option<i64> {
-        Some(self.candidate? - self.reference?)
+        self.candidate?.checked_sub(self.reference?)
+    }
+
+    /// Whether both sides are known but their difference does not fit in 64 bits.
+    fn change_overflows(&self) -> bool {
+        self.candidate.is_some() && self.reference.is_some() && self.change().is_none()
     }
 }
 
@@ -121,17 +128,11 @@ fn device_values(state: Option<&MemoryState>, device: Option<i64>) -> [Option<i6
         return [None; 5];
     };
     let memory = state.memory(device);
-    let residual = state.residual(device);
-    let probe = memory.probe_device_bytes;
-    let other = match (residual, probe) {
-        (Some(r), Some(p)) => Some(r - p),
-        (r, _) => r,
-    };
     [
         memory.cuda_used(),
-        residual,
-        probe,
-        other,
+        state.residual(device),
+        memory.probe_device_bytes,
+        state.residual_other(device),
         memory.probe_pinned_bytes,
     ]
 }
@@ -258,9 +259,17 @@ impl Builder<'_> {
         pools: (Option<PoolId>, Option<PoolId>),
     ) -> PoolNode {
         let streams = self.streams(devices, pools);
+        // A pool's values are the sums over its streams, computed (and checked) when each
+        // state was made.
         let stats = Pair {
-            reference: MemoryStats::sum(streams.iter().map(|s| &s.stats.reference)),
-            candidate: MemoryStats::sum(streams.iter().map(|s| &s.stats.candidate)),
+            reference: match (self.reference, devices.0, pools.0) {
+                (Some(s), Some(d), Some(p)) => s.pool(d, p),
+                _ => MemoryStats::default(),
+            },
+            candidate: match (devices.1, pools.1) {
+                (Some(d), Some(p)) => self.candidate.pool(d, p),
+                _ => MemoryStats::default(),
+            },
         };
         let lifecycle = sum_lifecycles(streams.iter().map(|s| s.lifecycle));
         let kind = PoolKind::of(pools.0.or(pools.1).unwrap_or(DEFAULT_POOL));
@@ -306,9 +315,17 @@ impl Builder<'_> {
                 pools.push(self.pool(devices, (None, Some(c))));
             }
         }
+        // Every pool of each device is listed once, so the device's totals are the sums
+        // over its pools.
         let allocator = Pair {
-            reference: MemoryStats::sum(pools.iter().map(|p| &p.stats.reference)),
-            candidate: MemoryStats::sum(pools.iter().map(|p| &p.stats.candidate)),
+            reference: match (self.reference, devices.0) {
+                (Some(s), Some(d)) => s.device_stats(d),
+                _ => MemoryStats::default(),
+            },
+            candidate: devices
+                .1
+                .map(|d| self.candidate.device_stats(d))
+                .unwrap_or_default(),
         };
         let lifecycle = sum_lifecycles(pools.iter().map(|p| p.lifecycle));
         let r = device_values(self.reference, devices.0);
@@ -330,6 +347,38 @@ impl Builder<'_> {
             pools,
         }
     }
+}
+
+/// Refuses a comparison whose device readings differ by more than 64 bits can hold (a
+/// residual is signed, so two of them can): reports would otherwise show a wrapped or
+/// missing change.
+fn check_changes(devices: &[DeviceNode], torch: &TorchVersion) -> Result<()> {
+    for d in devices {
+        let device = d
+            .candidate_device
+            .or(d.reference_device)
+            .unwrap_or_default();
+        for (metric, pair) in [
+            ("cuda_used", d.cuda_used),
+            ("residual", d.residual),
+            ("probe_slots", d.probe_slots),
+            ("residual_other", d.residual_other),
+            ("probe_pinned", d.probe_pinned),
+        ] {
+            if pair.change_overflows() {
+                return Err(MemoryError::Overflow {
+                    field: format!("device_memory[{device}].{metric}"),
+                    what: format!(
+                        "the change from {} to {}",
+                        pair.reference.unwrap_or_default(),
+                        pair.candidate.unwrap_or_default()
+                    ),
+                    torch: torch.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn sum_lifecycles(items: impl Iterator<Item = Option<Lifecycle>>) -> Option<Lifecycle> {
@@ -448,6 +497,11 @@ pub fn compare(
             devices.push(builder.device((None, Some(cd)), &pool_map));
         }
     }
+
+    check_changes(
+        &devices,
+        &TorchVersion(candidate.identity.torch_version.clone()),
+    )?;
 
     let mut suggested = Vec::new();
     if !same_origin {

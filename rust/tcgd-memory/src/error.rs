@@ -34,6 +34,19 @@ pub enum MemoryError {
         torch: TorchVersion,
     },
 
+    /// A sum or difference of values read from a snapshot that does not fit in 64 bits:
+    /// no allocator holds that much, so the snapshot is damaged or made up.
+    #[error(
+        "allocator snapshot field '{field}' cannot be used: {what} does not fit in a signed \
+         64-bit integer{torch}; the snapshot is damaged or was not written by torch's \
+         allocator"
+    )]
+    Overflow {
+        field: String,
+        what: String,
+        torch: TorchVersion,
+    },
+
     #[error("'{}': {source}", path.display())]
     Pickle {
         path: PathBuf,

@@ -311,6 +311,22 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         }
     }
 
+    fn negative(&self, field: String, value: i64) -> MemoryError {
+        MemoryError::Inconsistent {
+            field,
+            reason: format!("negative size {value}"),
+            torch: self.torch.clone(),
+        }
+    }
+
+    fn overflow(&self, field: String, what: String) -> MemoryError {
+        MemoryError::Overflow {
+            field,
+            what,
+            torch: self.torch.clone(),
+        }
+    }
+
     fn warn_missing(&mut self, what: &'static str) {
         self.warn_once(
             what,
@@ -401,12 +417,24 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 false
             }
         };
-        if total_size < 0 {
-            return Err(MemoryError::Inconsistent {
-                field: path("total_size"),
-                reason: format!("negative size {total_size}"),
-                torch: self.torch.clone(),
-            });
+        for (name, value) in [
+            ("total_size", Some(total_size)),
+            ("address", address),
+            ("allocated_size", allocated_size),
+            ("active_size", active_size),
+            ("requested_size", requested_size),
+        ] {
+            if let Some(v) = value.filter(|v| *v < 0) {
+                return Err(self.negative(path(name), v));
+            }
+        }
+        if let Some(a) = address {
+            if a.checked_add(total_size).is_none() {
+                return Err(self.overflow(
+                    path("total_size"),
+                    format!("the segment's end, address {a} + total_size {total_size}"),
+                ));
+            }
         }
         let stack = self.frames(node, &|| path("frames"), Some("segment.frames"))?;
         Ok(Segment {
@@ -476,6 +504,17 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                     torch: self.torch.clone(),
                 });
             }
+            if let Some(a) = reported {
+                if a < 0 {
+                    return Err(self.negative(path("address"), a));
+                }
+                if a.checked_add(size).is_none() {
+                    return Err(self.overflow(
+                        path("size"),
+                        format!("the block's end, address {a} + size {size}"),
+                    ));
+                }
+            }
             if state.is_active() && requested_size > size {
                 return Err(MemoryError::Inconsistent {
                     field: path("requested_size"),
@@ -486,9 +525,30 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             let stack = self.frames(&block, &|| path("frames"), Some("block.frames"))?;
             let (address, address_inferred) = match reported {
                 Some(a) => (Some(a), false),
-                None => (segment.address.map(|base| base + offset), true),
+                // `offset <= total_size` (checked below for every earlier block) and the
+                // segment's end fits, so this fits.
+                None => (
+                    segment.address.and_then(|base| base.checked_add(offset)),
+                    true,
+                ),
             };
-            offset = offset.saturating_add(size);
+            offset = offset.checked_add(size).ok_or_else(|| {
+                self.overflow(
+                    format!("segments[{i}].blocks"),
+                    format!("the sum of the block sizes, {offset} + {size}"),
+                )
+            })?;
+            if offset > segment.total_size {
+                return Err(MemoryError::Inconsistent {
+                    field: format!("segments[{i}].blocks"),
+                    reason: format!(
+                        "blocks add up to {offset} bytes by block {j}, more than the \
+                         segment's total_size {}",
+                        segment.total_size
+                    ),
+                    torch: self.torch.clone(),
+                });
+            }
             out.push(Block {
                 segment: segment_index,
                 address,
@@ -497,16 +557,6 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 requested_size,
                 state,
                 stack,
-            });
-        }
-        if offset > segment.total_size {
-            return Err(MemoryError::Inconsistent {
-                field: format!("segments[{i}].blocks"),
-                reason: format!(
-                    "blocks add up to {offset} bytes, more than the segment's total_size {}",
-                    segment.total_size
-                ),
-                torch: self.torch.clone(),
             });
         }
         Ok(offset)
@@ -869,6 +919,11 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             None,
         )?;
         let device_free = self.opt_int(&node, Field::DeviceFree, &|| path("device_free"), None)?;
+        for (name, value) in [("size", Some(size)), ("device_free", device_free)] {
+            if let Some(v) = value.filter(|v| *v < 0) {
+                return Err(self.negative(path(name), v));
+            }
+        }
         let pool = match self.get(&node, Field::PoolId, &|| path("pool_id"))? {
             Some(v) if !self.tree.is_none(&v) => {
                 let pair = (self.tree.seq_len(&v) == Some(2))

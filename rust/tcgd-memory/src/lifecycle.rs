@@ -5,6 +5,11 @@
 //! Segments and blocks are matched as address ranges, so an expandable segment, which
 //! torch reports as one segment per contiguous mapped range, is matched by the ranges it
 //! maps: growing it by 2 MiB shows as 2 MiB of new segment bytes.
+//!
+//! The sums here cannot overflow: a state is only made when its sizes are `>= 0`, its
+//! ranges end at or below `i64::MAX`, each segment's blocks fit in it and its total
+//! reserved bytes fit in 64 bits ([`MemoryState::new`]). Every value below is at most the
+//! reserved (or active) total of one state.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -87,7 +92,7 @@ fn ranges_by_key(state: &MemoryState) -> HashMap<ObservationKey, Ranges> {
         let r = out.entry(key(segment)).or_default();
         r.segment_sizes.push(segment.total_size);
         if let Some(a) = segment.address {
-            r.segments.push((a, a.saturating_add(segment.total_size)));
+            r.segments.push((a, a + segment.total_size));
         }
     }
     for block in &state.blocks {
@@ -95,7 +100,7 @@ fn ranges_by_key(state: &MemoryState) -> HashMap<ObservationKey, Ranges> {
             continue;
         };
         let r = out.entry(key(segment)).or_default();
-        let range = block.address.map(|a| (a, a.saturating_add(block.size)));
+        let range = block.address.map(|a| (a, a + block.size));
         if block.state == BlockState::Inactive {
             r.inactive_bytes += block.size;
             r.inactive.extend(range);

@@ -270,7 +270,9 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
+    /// `total - free`; `None` when either is unknown. (Both are `>= 0` in a state, so the
+    /// difference fits.)
     pub fn cuda_used(&self) -> Option<i64> {
-        Some(self.total_bytes? - self.free_bytes?)
+        self.total_bytes?.checked_sub(self.free_bytes?)
     }
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use crate::compare::{CompareOptions, PoolKey};
-use crate::error::{MemoryError, Result};
+use crate::error::{MemoryError, Result, TorchVersion};
 use crate::model::{PoolId, DEFAULT_POOL};
 use crate::state::{MemoryState, StateIdentity};
 use crate::stats::{MemoryStats, Scope};
@@ -57,13 +57,29 @@ impl PhaseValues {
         self.candidate_end?.checked_sub(self.baseline_end?)
     }
 
-    /// `None` when a value is missing (no counterpart, or no CUDA reading).
+    /// `None` when a value is missing (no counterpart, or no CUDA reading). Evaluated in
+    /// 128 bits: the right-hand side of the identity can exceed 64 bits on its way even
+    /// when every term fits.
     pub fn identity_holds(&self) -> Option<bool> {
-        let rhs = self
-            .start_gap()?
-            .checked_add(self.candidate_change()?)?
-            .checked_sub(self.baseline_change()?);
-        Some(rhs == Some(self.end_gap()?))
+        let wide = |v: i64| i128::from(v);
+        let rhs = wide(self.start_gap()?) + wide(self.candidate_change()?)
+            - wide(self.baseline_change()?);
+        Some(rhs == wide(self.end_gap()?))
+    }
+
+    /// The first derived value (change or gap) whose two readings are known but differ by
+    /// more than 64 bits can hold, as `(name, from, to)`.
+    fn overflowing(&self) -> Option<(&'static str, i64, i64)> {
+        let pairs = [
+            ("baseline change", self.baseline_start, self.baseline_end),
+            ("candidate change", self.candidate_start, self.candidate_end),
+            ("start gap", self.baseline_start, self.candidate_start),
+            ("end gap", self.baseline_end, self.candidate_end),
+        ];
+        pairs.into_iter().find_map(|(name, from, to)| {
+            let (from, to) = (from?, to?);
+            to.checked_sub(from).is_none().then_some((name, from, to))
+        })
     }
 }
 
@@ -127,16 +143,6 @@ fn pools(states: [&MemoryState; 2], device: i64) -> BTreeSet<PoolId> {
         .filter(|(k, _)| k.device == device)
         .map(|(k, _)| k.pool)
         .collect()
-}
-
-fn pool_stats(state: &MemoryState, device: i64, pool: PoolId) -> MemoryStats {
-    MemoryStats::sum(
-        state
-            .observations
-            .iter()
-            .filter(|(k, _)| k.device == device && k.pool == pool)
-            .map(|(_, s)| s),
-    )
 }
 
 pub fn compare_phases(
@@ -265,7 +271,7 @@ pub fn compare_phases(
         );
         for (bp, cp) in pool_pairs {
             let reading = |state: &MemoryState, device: Option<i64>, pool: Option<PoolId>| {
-                Some(pool_stats(state, device?, pool?))
+                Some(state.pool(device?, pool?))
             };
             let s = [
                 reading(baseline.0, bd, bp),
@@ -291,6 +297,23 @@ pub fn compare_phases(
                     },
                 });
             }
+        }
+    }
+    // A change or gap that does not fit would show as missing: refuse the comparison and
+    // say which reading it was (only signed readings, the residual, can get there).
+    for row in &rows {
+        if let Some((name, from, to)) = row.values.overflowing() {
+            let place = match (row.level, row.baseline_device.or(row.candidate_device)) {
+                (PhaseLevel::Scope, _) | (_, None) => row
+                    .scope
+                    .map_or_else(|| "scope".to_owned(), |s| format!("scope {}", s.as_str())),
+                (_, Some(d)) => format!("device_memory[{d}]"),
+            };
+            return Err(MemoryError::Overflow {
+                field: format!("{place}.{}", row.metric),
+                what: format!("the {name}, from {from} to {to}"),
+                torch: TorchVersion(candidate.1.identity.torch_version.clone()),
+            });
         }
     }
     Ok(PhaseComparison {

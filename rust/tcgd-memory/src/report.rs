@@ -193,7 +193,10 @@ impl Text<'_> {
         if self.single {
             return c.to_string();
         }
-        format!("{r} -> {c} ({})", format_count_change(c - r))
+        let change = c
+            .checked_sub(r)
+            .map_or_else(|| "n/a".to_owned(), format_count_change);
+        format!("{r} -> {c} ({change})")
     }
 
     fn stats(&mut self, indent: usize, stats: &Pair<MemoryStats>, private: bool) {
@@ -218,8 +221,8 @@ impl Text<'_> {
             self.count(stats, |s| s.block_count)
         );
         self.line(indent, &line);
-        let expandable =
-            stats.reference.expandable_segment_count + stats.candidate.expandable_segment_count > 0;
+        let expandable = stats.reference.expandable_segment_count > 0
+            || stats.candidate.expandable_segment_count > 0;
         if expandable {
             let line = format!(
                 "expandable segments: {}, reserved: {}, inactive: {}",
@@ -442,7 +445,7 @@ fn stats_json(stats: &Pair<MemoryStats>) -> Value {
     for ((name, rv), (_, cv)) in r.iter().zip(c.iter()) {
         m.insert(
             (*name).to_owned(),
-            json!({"reference": rv, "candidate": cv, "change": cv - rv}),
+            json!({"reference": rv, "candidate": cv, "change": cv.checked_sub(*rv)}),
         );
     }
     Value::Object(m)
@@ -601,7 +604,7 @@ fn push_stats(
         .into_iter()
         .zip(stats.candidate.columns());
     for ((name, r), (_, c)) in pairs {
-        push_row(rows, level, id, name, [Some(r), Some(c), Some(c - r)]);
+        push_row(rows, level, id, name, [Some(r), Some(c), c.checked_sub(r)]);
     }
     if let Some(l) = lifecycle {
         for (name, v) in l.fields() {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::{MemoryError, Result, TorchVersion};
 use crate::ingest::Ingested;
 use crate::model::{Block, DeviceMemory, Event, HistoryWindow, PoolId, Segment, StackTable};
-use crate::stats::{observation_stats, MemoryStats, ObservationKey, Scope};
+use crate::stats::{observation_stats, MemoryStats, ObservationKey, Scope, SumOverflow};
 
 /// Who took a state, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -53,10 +53,191 @@ pub struct MemoryState {
     pub stacks: Arc<StackTable>,
     /// One entry per (device, pool, stream), in report order.
     pub observations: Vec<(ObservationKey, MemoryStats)>,
+    /// Sums per (device, pool), in report order.
+    pools: Vec<((i64, PoolId), MemoryStats)>,
+    /// Sums per scope, per device (`Some`) and over every device (`None`).
+    scopes: BTreeMap<(Option<i64>, Scope), MemoryStats>,
+}
+
+/// What went wrong with one value of a state, before it is named in an error.
+struct Refusal {
+    field: String,
+    overflow: bool,
+    reason: String,
+}
+
+impl Refusal {
+    fn negative(field: String, value: i64) -> Refusal {
+        Refusal {
+            field,
+            overflow: false,
+            reason: format!("negative size {value}"),
+        }
+    }
+
+    fn overflow(field: String, what: String) -> Refusal {
+        Refusal {
+            field,
+            overflow: true,
+            reason: what,
+        }
+    }
+}
+
+/// The rows' own checks, for states made from stored parts as well as fresh snapshots
+/// (ingestion refuses the same things with the snapshot's field paths): sizes are not
+/// negative, no range ends past `i64::MAX`, and a segment's blocks fit in it. After this,
+/// any sum of sizes over one state's segments or blocks fits in 64 bits once their
+/// grand total does, because every term is `>= 0`.
+fn check_rows(
+    segments: &[Segment],
+    blocks: &[Block],
+    device_memory: &[DeviceMemory],
+) -> std::result::Result<(), Refusal> {
+    for (i, s) in segments.iter().enumerate() {
+        let path = |f: &str| format!("segments[{i}].{f}");
+        for (name, value) in [
+            ("total_size", Some(s.total_size)),
+            ("address", s.address),
+            ("allocated_size", s.allocated_size),
+            ("active_size", s.active_size),
+            ("requested_size", s.requested_size),
+        ] {
+            match value {
+                Some(v) if v < 0 => return Err(Refusal::negative(path(name), v)),
+                _ => {}
+            }
+        }
+        if let Some(a) = s.address {
+            if a.checked_add(s.total_size).is_none() {
+                return Err(Refusal::overflow(
+                    path("address"),
+                    format!(
+                        "the segment's end, address {a} + total_size {}",
+                        s.total_size
+                    ),
+                ));
+            }
+        }
+    }
+    let mut covered = vec![0i64; segments.len()];
+    for (j, b) in blocks.iter().enumerate() {
+        let path = |f: &str| format!("blocks[{j}].{f}");
+        for (name, value) in [
+            ("size", Some(b.size)),
+            ("requested_size", Some(b.requested_size)),
+            ("address", b.address),
+        ] {
+            match value {
+                Some(v) if v < 0 => return Err(Refusal::negative(path(name), v)),
+                _ => {}
+            }
+        }
+        if let Some(a) = b.address {
+            if a.checked_add(b.size).is_none() {
+                return Err(Refusal::overflow(
+                    path("address"),
+                    format!("the block's end, address {a} + size {}", b.size),
+                ));
+            }
+        }
+        let (Some(total), Some(segment)) = (
+            covered.get_mut(b.segment as usize),
+            segments.get(b.segment as usize),
+        ) else {
+            continue;
+        };
+        *total = match total.checked_add(b.size) {
+            Some(t) if t <= segment.total_size => t,
+            _ => {
+                return Err(Refusal {
+                    field: format!("segments[{}].blocks", b.segment),
+                    overflow: false,
+                    reason: format!(
+                        "blocks add up to more than the segment's total_size {}",
+                        segment.total_size
+                    ),
+                })
+            }
+        };
+    }
+    for d in device_memory {
+        for (name, value) in [
+            ("free_bytes", d.free_bytes),
+            ("total_bytes", d.total_bytes),
+            ("probe_device_bytes", d.probe_device_bytes),
+            ("probe_pinned_bytes", d.probe_pinned_bytes),
+        ] {
+            match value {
+                Some(v) if v < 0 => {
+                    return Err(Refusal::negative(
+                        format!("device_memory[{}].{name}", d.device),
+                        v,
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sums per (device, pool) in report order, and per scope and device.
+type Sums = (
+    Vec<((i64, PoolId), MemoryStats)>,
+    BTreeMap<(Option<i64>, Scope), MemoryStats>,
+);
+
+fn sums(
+    observations: &[(ObservationKey, MemoryStats)],
+    devices: &[i64],
+) -> std::result::Result<Sums, Refusal> {
+    let overflow = |what: String, e: SumOverflow| {
+        Refusal::overflow(
+            format!("{what}: {}", e.metric),
+            format!("the sum of {}", e.metric),
+        )
+    };
+    let mut pools: Vec<((i64, PoolId), MemoryStats)> = Vec::new();
+    for (key, stats) in observations {
+        match pools.last_mut() {
+            Some((k, s)) if *k == (key.device, key.pool) => {
+                *s = s.checked_add(stats).map_err(|e| {
+                    overflow(
+                        format!("segments of device {} pool {:?}", key.device, key.pool),
+                        e,
+                    )
+                })?;
+            }
+            _ => pools.push(((key.device, key.pool), *stats)),
+        }
+    }
+    let mut scopes = BTreeMap::new();
+    let everywhere = std::iter::once(None).chain(devices.iter().copied().map(Some));
+    for device in everywhere {
+        for scope in Scope::ALL {
+            let total = MemoryStats::try_sum(
+                observations
+                    .iter()
+                    .filter(|(k, _)| device.is_none_or(|d| d == k.device) && scope.contains(k.pool))
+                    .map(|(_, s)| s),
+            )
+            .map_err(|e| {
+                let place =
+                    device.map_or_else(|| "every device".to_owned(), |d| format!("device {d}"));
+                overflow(format!("segments of {place}, {} pools", scope.as_str()), e)
+            })?;
+            scopes.insert((device, scope), total);
+        }
+    }
+    Ok((pools, scopes))
 }
 
 impl MemoryState {
-    /// Builds a state and checks the allocator's invariants on every observation.
+    /// Builds a state: checks its rows (no negative size, no range past `i64::MAX`),
+    /// computes every sum of its statistics with checked arithmetic, and checks the
+    /// allocator's invariants on every observation. Every failure is a [`MemoryError`]
+    /// naming the field.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         identity: StateIdentity,
@@ -69,7 +250,32 @@ impl MemoryState {
         warnings: Vec<String>,
         stacks: Arc<StackTable>,
     ) -> Result<MemoryState> {
-        let observations = observation_stats(&segments, &blocks);
+        let torch = TorchVersion(identity.torch_version.clone());
+        let refused = |r: Refusal| {
+            if r.overflow {
+                MemoryError::Overflow {
+                    field: r.field,
+                    what: r.reason,
+                    torch: torch.clone(),
+                }
+            } else {
+                MemoryError::Inconsistent {
+                    field: r.field,
+                    reason: r.reason,
+                    torch: torch.clone(),
+                }
+            }
+        };
+        check_rows(&segments, &blocks, &device_memory).map_err(refused)?;
+        let observations =
+            observation_stats(&segments, &blocks).map_err(|(key, e)| MemoryError::Overflow {
+                field: format!(
+                    "segments of device {} pool {:?} stream {}: {}",
+                    key.device, key.pool, key.stream, e.metric
+                ),
+                what: format!("the sum of {}", e.metric),
+                torch: torch.clone(),
+            })?;
         for (key, stats) in &observations {
             if let Some(problem) = stats.violations().first() {
                 return Err(MemoryError::Inconsistent {
@@ -78,7 +284,7 @@ impl MemoryState {
                         key.device, key.pool, key.stream
                     ),
                     reason: problem.clone(),
-                    torch: TorchVersion(identity.torch_version.clone()),
+                    torch: torch.clone(),
                 });
             }
         }
@@ -87,7 +293,8 @@ impl MemoryState {
         all_devices.extend(device_memory.iter().map(|d| d.device));
         all_devices.sort_unstable();
         all_devices.dedup();
-        let device_memory = all_devices
+        let (pools, scopes) = sums(&observations, &all_devices).map_err(refused)?;
+        let device_memory: BTreeMap<i64, DeviceMemory> = all_devices
             .iter()
             .map(|&device| {
                 let found = device_memory.iter().find(|d| d.device == device);
@@ -100,7 +307,7 @@ impl MemoryState {
                 )
             })
             .collect();
-        Ok(MemoryState {
+        let state = MemoryState {
             identity,
             devices: all_devices,
             device_memory,
@@ -111,7 +318,42 @@ impl MemoryState {
             warnings,
             stacks,
             observations,
-        })
+            pools,
+            scopes,
+        };
+        // The signed readings derived from CUDA's numbers must fit too; checked once here
+        // so that readers of the state get them without an error path.
+        for &device in &state.devices {
+            let memory = state.memory(device);
+            let reserved = state.device_stats(device).reserved;
+            let field = |f: &str| format!("device_memory[{device}].{f}");
+            if let (Some(total), Some(free)) = (memory.total_bytes, memory.free_bytes) {
+                let used = total
+                    .checked_sub(free)
+                    .ok_or_else(|| MemoryError::Overflow {
+                        field: field("free_bytes"),
+                        what: format!("CUDA used, total {total} - free {free}"),
+                        torch: torch.clone(),
+                    })?;
+                let residual = used
+                    .checked_sub(reserved)
+                    .ok_or_else(|| MemoryError::Overflow {
+                        field: field("total_bytes"),
+                        what: format!("the residual, CUDA used {used} - reserved {reserved}"),
+                        torch: torch.clone(),
+                    })?;
+                if let Some(probe) = memory.probe_device_bytes {
+                    residual
+                        .checked_sub(probe)
+                        .ok_or_else(|| MemoryError::Overflow {
+                            field: field("probe_device_bytes"),
+                            what: format!("the residual {residual} - probe slots {probe}"),
+                            torch: torch.clone(),
+                        })?;
+                }
+            }
+        }
+        Ok(state)
     }
 
     /// A state from an ingested snapshot.
@@ -142,35 +384,31 @@ impl MemoryState {
     }
 
     /// Sums per (device, pool), in report order.
-    pub fn pool_stats(&self) -> Vec<((i64, PoolId), MemoryStats)> {
-        let mut out: Vec<((i64, PoolId), MemoryStats)> = Vec::new();
-        for (key, stats) in &self.observations {
-            match out.last_mut() {
-                Some((k, s)) if *k == (key.device, key.pool) => s.add(stats),
-                _ => out.push(((key.device, key.pool), *stats)),
-            }
-        }
-        out
+    pub fn pool_stats(&self) -> &[((i64, PoolId), MemoryStats)] {
+        &self.pools
+    }
+
+    /// The sums of one pool of one device (zero when the state does not have it).
+    pub fn pool(&self, device: i64, pool: PoolId) -> MemoryStats {
+        self.pools
+            .iter()
+            .find(|(k, _)| *k == (device, pool))
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
     }
 
     /// Allocator totals of one device (every pool and stream).
     pub fn device_stats(&self, device: i64) -> MemoryStats {
-        MemoryStats::sum(
-            self.observations
-                .iter()
-                .filter(|(k, _)| k.device == device)
-                .map(|(_, s)| s),
-        )
+        self.scope_stats(Some(device), Scope::All)
     }
 
-    /// Sums per scope; `device = None` sums over every device of the state.
+    /// Sums per scope; `device = None` sums over every device of the state. (Computed
+    /// and checked when the state was made.)
     pub fn scope_stats(&self, device: Option<i64>, scope: Scope) -> MemoryStats {
-        MemoryStats::sum(
-            self.observations
-                .iter()
-                .filter(|(k, _)| device.is_none_or(|d| d == k.device) && scope.contains(k.pool))
-                .map(|(_, s)| s),
-        )
+        self.scopes
+            .get(&(device, scope))
+            .copied()
+            .unwrap_or_default()
     }
 
     pub fn memory(&self, device: i64) -> DeviceMemory {
@@ -187,7 +425,21 @@ impl MemoryState {
     /// cudaMalloc, and this package's probe slots. Signed: the two are read one after the
     /// other, not atomically.
     pub fn residual(&self, device: i64) -> Option<i64> {
-        Some(self.memory(device).cuda_used()? - self.device_stats(device).reserved)
+        // Fits: checked when the state was made.
+        self.memory(device)
+            .cuda_used()?
+            .checked_sub(self.device_stats(device).reserved)
+    }
+
+    /// The residual without this package's probe slots (the residual itself when the
+    /// slots are unknown).
+    pub fn residual_other(&self, device: i64) -> Option<i64> {
+        let residual = self.residual(device)?;
+        match self.memory(device).probe_device_bytes {
+            // Fits: checked when the state was made.
+            Some(probe) => residual.checked_sub(probe),
+            None => Some(residual),
+        }
     }
 
     /// Whether every segment and block address is known, so lifecycle can match ranges.

@@ -9,6 +9,12 @@ use crate::model::{is_default_pool, Block, BlockState, PoolId, Segment};
 
 /// What the caching allocator holds in one slice of its state. All values in bytes or
 /// counts. Sums over slices add every field except `largest_inactive_block` (a maximum).
+///
+/// Every field of a state's statistics is in `0..=i64::MAX`: sizes are refused when
+/// negative and every sum is checked when the state is made ([`MemoryState::new`]), so
+/// the difference of two readings (a change, a gap) always fits.
+///
+/// [`MemoryState::new`]: crate::state::MemoryState::new
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct MemoryStats {
     /// Sum of segment sizes: what the allocator holds from CUDA.
@@ -28,8 +34,21 @@ pub struct MemoryStats {
     pub expandable_inactive: i64,
 }
 
+/// A sum of statistics that does not fit in 64 bits; `metric` names the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SumOverflow {
+    pub metric: &'static str,
+}
+
+/// `total += value`, or the metric whose sum does not fit.
+fn accumulate(total: &mut i64, value: i64, metric: &'static str) -> Result<(), SumOverflow> {
+    *total = total.checked_add(value).ok_or(SumOverflow { metric })?;
+    Ok(())
+}
+
 impl MemoryStats {
-    /// Freed by the owner, still in use by some stream.
+    /// Freed by the owner, still in use by some stream. (`allocated <= active` holds for
+    /// every state, so this is never negative.)
     pub fn awaiting_free(&self) -> i64 {
         self.active - self.allocated
     }
@@ -45,28 +64,55 @@ impl MemoryStats {
         self.active - self.requested
     }
 
-    pub fn add(&mut self, other: &MemoryStats) {
-        self.reserved += other.reserved;
-        self.allocated += other.allocated;
-        self.active += other.active;
-        self.requested += other.requested;
-        self.segment_count += other.segment_count;
-        self.block_count += other.block_count;
-        self.inactive_block_count += other.inactive_block_count;
-        self.largest_inactive_block = self
+    /// The sum of two slices, checked field by field.
+    pub fn checked_add(&self, other: &MemoryStats) -> Result<MemoryStats, SumOverflow> {
+        let mut total = *self;
+        for (field, metric, value) in [
+            (&mut total.reserved, "reserved", other.reserved),
+            (&mut total.allocated, "allocated", other.allocated),
+            (&mut total.active, "active", other.active),
+            (&mut total.requested, "requested", other.requested),
+            (
+                &mut total.segment_count,
+                "segment_count",
+                other.segment_count,
+            ),
+            (&mut total.block_count, "block_count", other.block_count),
+            (
+                &mut total.inactive_block_count,
+                "inactive_block_count",
+                other.inactive_block_count,
+            ),
+            (
+                &mut total.expandable_segment_count,
+                "expandable_segment_count",
+                other.expandable_segment_count,
+            ),
+            (
+                &mut total.expandable_reserved,
+                "expandable_reserved",
+                other.expandable_reserved,
+            ),
+            (
+                &mut total.expandable_inactive,
+                "expandable_inactive",
+                other.expandable_inactive,
+            ),
+        ] {
+            accumulate(field, value, metric)?;
+        }
+        total.largest_inactive_block = self
             .largest_inactive_block
             .max(other.largest_inactive_block);
-        self.expandable_segment_count += other.expandable_segment_count;
-        self.expandable_reserved += other.expandable_reserved;
-        self.expandable_inactive += other.expandable_inactive;
+        Ok(total)
     }
 
-    pub fn sum<'a>(items: impl IntoIterator<Item = &'a MemoryStats>) -> MemoryStats {
-        let mut total = MemoryStats::default();
-        for s in items {
-            total.add(s);
-        }
-        total
+    pub fn try_sum<'a>(
+        items: impl IntoIterator<Item = &'a MemoryStats>,
+    ) -> Result<MemoryStats, SumOverflow> {
+        items
+            .into_iter()
+            .try_fold(MemoryStats::default(), |total, s| total.checked_add(s))
     }
 
     /// The allocator's invariants; a violation means the snapshot contradicts itself.
@@ -191,11 +237,12 @@ fn sort_key(key: &ObservationKey) -> (i64, PoolKind, PoolId, i64) {
     (key.device, PoolKind::of(key.pool), key.pool, key.stream)
 }
 
-/// One row per (device, pool, stream) found in the segments, ordered for reports.
+/// One row per (device, pool, stream) found in the segments, ordered for reports; every
+/// sum checked (the error names the slice and the metric that does not fit).
 pub fn observation_stats(
     segments: &[Segment],
     blocks: &[Block],
-) -> Vec<(ObservationKey, MemoryStats)> {
+) -> Result<Vec<(ObservationKey, MemoryStats)>, (ObservationKey, SumOverflow)> {
     let mut by_key: BTreeMap<(i64, PoolKind, PoolId, i64), MemoryStats> = BTreeMap::new();
     let key_of = |s: &Segment| ObservationKey {
         device: s.device,
@@ -203,40 +250,62 @@ pub fn observation_stats(
         stream: s.stream,
     };
     for segment in segments {
-        let stats = by_key.entry(sort_key(&key_of(segment))).or_default();
-        stats.reserved += segment.total_size;
-        stats.segment_count += 1;
-        if segment.is_expandable {
-            stats.expandable_segment_count += 1;
-            stats.expandable_reserved += segment.total_size;
-        }
+        let key = key_of(segment);
+        let stats = by_key.entry(sort_key(&key)).or_default();
+        let add = |stats: &mut MemoryStats| -> Result<(), SumOverflow> {
+            accumulate(&mut stats.reserved, segment.total_size, "reserved")?;
+            accumulate(&mut stats.segment_count, 1, "segment_count")?;
+            if segment.is_expandable {
+                accumulate(
+                    &mut stats.expandable_segment_count,
+                    1,
+                    "expandable_segment_count",
+                )?;
+                accumulate(
+                    &mut stats.expandable_reserved,
+                    segment.total_size,
+                    "expandable_reserved",
+                )?;
+            }
+            Ok(())
+        };
+        add(stats).map_err(|e| (key, e))?;
     }
     for block in blocks {
         let Some(segment) = segments.get(block.segment as usize) else {
             continue;
         };
-        let stats = by_key.entry(sort_key(&key_of(segment))).or_default();
-        stats.block_count += 1;
-        match block.state {
-            BlockState::ActiveAllocated => {
-                stats.allocated += block.size;
-                stats.active += block.size;
-                stats.requested += block.requested_size;
-            }
-            BlockState::ActiveAwaitingFree => {
-                stats.active += block.size;
-                stats.requested += block.requested_size;
-            }
-            BlockState::Inactive => {
-                stats.inactive_block_count += 1;
-                stats.largest_inactive_block = stats.largest_inactive_block.max(block.size);
-                if segment.is_expandable {
-                    stats.expandable_inactive += block.size;
+        let key = key_of(segment);
+        let stats = by_key.entry(sort_key(&key)).or_default();
+        let add = |stats: &mut MemoryStats| -> Result<(), SumOverflow> {
+            accumulate(&mut stats.block_count, 1, "block_count")?;
+            match block.state {
+                BlockState::ActiveAllocated => {
+                    accumulate(&mut stats.allocated, block.size, "allocated")?;
+                    accumulate(&mut stats.active, block.size, "active")?;
+                    accumulate(&mut stats.requested, block.requested_size, "requested")?;
+                }
+                BlockState::ActiveAwaitingFree => {
+                    accumulate(&mut stats.active, block.size, "active")?;
+                    accumulate(&mut stats.requested, block.requested_size, "requested")?;
+                }
+                BlockState::Inactive => {
+                    accumulate(&mut stats.inactive_block_count, 1, "inactive_block_count")?;
+                    stats.largest_inactive_block = stats.largest_inactive_block.max(block.size);
+                    if segment.is_expandable {
+                        accumulate(
+                            &mut stats.expandable_inactive,
+                            block.size,
+                            "expandable_inactive",
+                        )?;
+                    }
                 }
             }
-        }
+            Ok(())
+        };
+        add(stats).map_err(|e| (key, e))?;
     }
-    by_key
+    Ok(by_key
         .into_iter()
         .map(|((device, _, pool, stream), stats)| {
             (
@@ -248,5 +317,5 @@ pub fn observation_stats(
                 stats,
             )
         })
-        .collect()
+        .collect())
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::error::{MemoryError, Result, TorchVersion};
 use crate::model::PoolId;
 use crate::state::{MemoryState, StateIdentity};
 use crate::stats::{MemoryStats, PoolKind, Scope};
@@ -52,23 +53,57 @@ pub struct Timeline {
     pub rows: Vec<TimelineRow>,
 }
 
-fn minus(a: &MemoryStats, b: &MemoryStats) -> MemoryStats {
-    MemoryStats {
-        reserved: a.reserved - b.reserved,
-        allocated: a.allocated - b.allocated,
-        active: a.active - b.active,
-        requested: a.requested - b.requested,
-        segment_count: a.segment_count - b.segment_count,
-        block_count: a.block_count - b.block_count,
-        inactive_block_count: a.inactive_block_count - b.inactive_block_count,
-        largest_inactive_block: a.largest_inactive_block - b.largest_inactive_block,
-        expandable_segment_count: a.expandable_segment_count - b.expandable_segment_count,
-        expandable_reserved: a.expandable_reserved - b.expandable_reserved,
-        expandable_inactive: a.expandable_inactive - b.expandable_inactive,
+/// `a - b` for every field. Statistics are `>= 0` and fit in 64 bits, so each difference
+/// fits; checked all the same, as every difference of snapshot values is.
+fn minus(a: &MemoryStats, b: &MemoryStats) -> Option<MemoryStats> {
+    Some(MemoryStats {
+        reserved: a.reserved.checked_sub(b.reserved)?,
+        allocated: a.allocated.checked_sub(b.allocated)?,
+        active: a.active.checked_sub(b.active)?,
+        requested: a.requested.checked_sub(b.requested)?,
+        segment_count: a.segment_count.checked_sub(b.segment_count)?,
+        block_count: a.block_count.checked_sub(b.block_count)?,
+        inactive_block_count: a.inactive_block_count.checked_sub(b.inactive_block_count)?,
+        largest_inactive_block: a
+            .largest_inactive_block
+            .checked_sub(b.largest_inactive_block)?,
+        expandable_segment_count: a
+            .expandable_segment_count
+            .checked_sub(b.expandable_segment_count)?,
+        expandable_reserved: a.expandable_reserved.checked_sub(b.expandable_reserved)?,
+        expandable_inactive: a.expandable_inactive.checked_sub(b.expandable_inactive)?,
+    })
+}
+
+/// A change between two points that does not fit in 64 bits, as an error naming it.
+fn overflow(state: &MemoryState, field: String, what: String) -> MemoryError {
+    MemoryError::Overflow {
+        field,
+        what: format!(
+            "{what}, the change since the previous point (point '{}')",
+            state.identity.label
+        ),
+        torch: TorchVersion(state.identity.torch_version.clone()),
     }
 }
 
-pub fn timeline(states: &[&MemoryState]) -> Timeline {
+/// `now - before` of a signed reading; `None` when either is unknown.
+fn change(
+    state: &MemoryState,
+    field: impl FnOnce() -> String,
+    now: Option<i64>,
+    before: Option<i64>,
+) -> Result<Option<i64>> {
+    match (now, before) {
+        (Some(n), Some(b)) => n
+            .checked_sub(b)
+            .map(Some)
+            .ok_or_else(|| overflow(state, field(), format!("{n} - {b}"))),
+        _ => Ok(None),
+    }
+}
+
+pub fn timeline(states: &[&MemoryState]) -> Result<Timeline> {
     let mut rows = Vec::new();
     let mut seen_devices: BTreeSet<i64> = BTreeSet::new();
     let mut seen_pools: BTreeSet<(i64, PoolKind, PoolId)> = BTreeSet::new();
@@ -87,8 +122,19 @@ pub fn timeline(states: &[&MemoryState]) -> Timeline {
                    device,
                    pool: Option<PoolId>,
                    now: MemoryStats,
-                   before: Option<MemoryStats>| {
-            TimelineRow {
+                   before: Option<MemoryStats>|
+         -> Result<TimelineRow> {
+            let change = match before {
+                Some(b) => Some(minus(&now, &b).ok_or_else(|| {
+                    overflow(
+                        state,
+                        "allocator statistics".to_owned(),
+                        "a statistic".to_owned(),
+                    )
+                })?),
+                None => None,
+            };
+            Ok(TimelineRow {
                 point_index: identity.index,
                 label: identity.label.clone(),
                 level,
@@ -97,12 +143,12 @@ pub fn timeline(states: &[&MemoryState]) -> Timeline {
                 pool,
                 pool_kind: pool.map(PoolKind::of),
                 stats: now,
-                change: before.map(|b| minus(&now, &b)),
+                change,
                 cuda_used: None,
                 residual: None,
                 cuda_used_change: None,
                 residual_change: None,
-            }
+            })
         };
         for scope in Scope::ALL {
             let now = state.scope_stats(None, scope);
@@ -114,33 +160,29 @@ pub fn timeline(states: &[&MemoryState]) -> Timeline {
                 None,
                 now,
                 before,
-            ));
+            )?);
         }
         for &device in &seen_devices {
             let now = state.device_stats(device);
             let before = previous.map(|p| p.device_stats(device));
-            let mut r = row(TimelineLevel::Device, None, Some(device), None, now, before);
+            let mut r = row(TimelineLevel::Device, None, Some(device), None, now, before)?;
             r.cuda_used = state.memory(device).cuda_used();
             r.residual = state.residual(device);
             if let Some(p) = previous {
-                r.residual_change = r.residual.zip(p.residual(device)).map(|(a, b)| a - b);
-                r.cuda_used_change = r
-                    .cuda_used
-                    .zip(p.memory(device).cuda_used())
-                    .map(|(a, b)| a - b);
+                let field = |f: &str| format!("device_memory[{device}].{f}");
+                r.residual_change =
+                    change(state, || field("residual"), r.residual, p.residual(device))?;
+                r.cuda_used_change = change(
+                    state,
+                    || field("cuda_used"),
+                    r.cuda_used,
+                    p.memory(device).cuda_used(),
+                )?;
             }
             rows.push(r);
             for &(d, _, pool) in seen_pools.iter().filter(|(d, _, _)| *d == device) {
-                let stats_of = |s: &MemoryState| {
-                    MemoryStats::sum(
-                        s.observations
-                            .iter()
-                            .filter(|(k, _)| k.device == d && k.pool == pool)
-                            .map(|(_, v)| v),
-                    )
-                };
-                let now = stats_of(state);
-                let before = previous.map(stats_of);
+                let now = state.pool(d, pool);
+                let before = previous.map(|p| p.pool(d, pool));
                 rows.push(row(
                     TimelineLevel::Pool,
                     None,
@@ -148,13 +190,13 @@ pub fn timeline(states: &[&MemoryState]) -> Timeline {
                     Some(pool),
                     now,
                     before,
-                ));
+                )?);
             }
         }
         previous = Some(state);
     }
-    Timeline {
+    Ok(Timeline {
         points: states.iter().map(|s| s.identity.clone()).collect(),
         rows,
-    }
+    })
 }

@@ -306,7 +306,7 @@ fn timeline_keeps_vanished_pools_at_zero() {
     let s0 = state(&before_capture(), "r", "p0", 0, vec![]);
     let s1 = state(&after_capture(), "r", "p1", 1, vec![]);
     let s2 = state(&before_capture(), "r", "p2", 2, vec![]);
-    let t = timeline(&[&s0, &s1, &s2]);
+    let t = timeline(&[&s0, &s1, &s2]).unwrap();
     let private: Vec<_> = t.rows.iter().filter(|r| r.pool == Some((1, 0))).collect();
     assert_eq!(private.len(), 2);
     assert_eq!(private[0].stats.reserved, 16 * MIB);

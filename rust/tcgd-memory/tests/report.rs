@@ -109,7 +109,7 @@ fn summary_and_timeline_and_phases_text() {
         "summary_text",
         render_comparison(&summary(&after), Format::Text, all(true))
     );
-    let t = timeline(&[&before, &after]);
+    let t = timeline(&[&before, &after]).unwrap();
     insta::assert_snapshot!(
         "timeline_text",
         render_timeline(&t, Format::Text, all(true))

@@ -32,7 +32,8 @@ fn memory_error(py: Python<'_>, error: MemoryError) -> PyErr {
     let class = match &error {
         MemoryError::MissingField { .. }
         | MemoryError::WrongType { .. }
-        | MemoryError::Inconsistent { .. } => "SnapshotFormatError",
+        | MemoryError::Inconsistent { .. }
+        | MemoryError::Overflow { .. } => "SnapshotFormatError",
         MemoryError::Pickle {
             source: PickleError::Unsafe { .. },
             ..
@@ -1068,10 +1069,12 @@ fn memory_timeline(
 ) -> PyResult<MemoryTimeline> {
     guard(py, || {
         let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
-        let inner = py.detach(|| {
-            let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
-            tcgd_memory::timeline(&refs)
-        });
+        let inner = py
+            .detach(|| {
+                let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
+                tcgd_memory::timeline(&refs)
+            })
+            .map_err(|e| memory_error(py, e))?;
         Ok(MemoryTimeline { inner })
     })
 }
