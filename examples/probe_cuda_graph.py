@@ -7,7 +7,6 @@ them against expectations, and record three replays as a Parquet run (GPU only).
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import torch
@@ -48,10 +47,11 @@ def main() -> None:
     del graph
 
     # 2. A recorder: one point per replay, into a Parquet run.
+    # overwrite=True: running the example again replaces its run (and only its run).
     run_dir = Path(args.run_dir)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    with TensorRecorder(execution="cuda_graph", name="probe-demo", run_dir=run_dir) as rec:
+    with TensorRecorder(
+        execution="cuda_graph", name="probe-demo", run_dir=run_dir, overwrite=True
+    ) as rec:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             rec.observe(torch.sin(static_x), name="sin")

@@ -9,7 +9,6 @@ Runs on the GPU when there is one, else on the CPU.
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 
 import torch
@@ -41,13 +40,12 @@ def main() -> None:
     args = parser.parse_args()
 
     run_dir = Path(args.run_dir)
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
     torch.manual_seed(0)
     device = torch.device(args.device)
 
+    # overwrite=True: running the example again replaces its run (and only its run).
     with TensorRecorder(
-        name="eager-demo", run_dir=run_dir, run_metadata={"model": "2x mlp"}
+        name="eager-demo", run_dir=run_dir, run_metadata={"model": "2x mlp"}, overwrite=True
     ) as rec:
         model = nn.Sequential(Block(64, rec), Block(64, rec)).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
