@@ -79,7 +79,7 @@ def test_summary_timeline_and_output_files(imported, tmp_path, capsys) -> None:
     assert main(["memory", "summary", str(imported), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("point,level,")
-    assert {line.split(",")[0] for line in lines[1:]} == {'"before"', '"after"'}
+    assert {line.split(",")[0] for line in lines[1:]} == {"before", "after"}
     out = tmp_path / "reports"
     assert main(["memory", "timeline", str(imported), "--output", str(out)]) == 0
     written = sorted(os.listdir(out))

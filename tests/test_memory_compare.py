@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 from test_memory_support import MIB, FakeAllocator, capture_scenario
-from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
+from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError, ReportExistsError
 from torch_cudagraph_debug.memory_debug import (
     MemoryAttributionOptions,
     MemoryDebugWarning,
@@ -267,7 +267,7 @@ def test_formats_agree_and_prune(tmp_path) -> None:
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
     paths = c.save(tmp_path / "out")
     assert sorted(p.rsplit(".", 1)[1] for p in paths) == ["csv", "html", "json", "txt"]
-    with pytest.raises(InvalidInputError, match="overwrite"):
+    with pytest.raises(ReportExistsError, match="overwrite"):
         c.save(tmp_path / "out")
     assert c.save(tmp_path / "out", overwrite=True) == paths
 

@@ -197,6 +197,15 @@ def compare_phases(
     device_mapping: list[tuple[int, int]],
 ) -> MemoryPhaseComparison: ...
 def memory_timeline(states: list[MemoryState]) -> MemoryTimeline: ...
+def render_memory_summaries(
+    states: list[MemoryState],
+    format: str = "text",
+    include_unchanged: bool = True,
+    depth: str = "stream",
+) -> str: ...
+def write_report_files(
+    directory: str, files: list[tuple[str, str]], own: list[str], overwrite: bool
+) -> list[str]: ...
 
 # --- comparison engine (tcgd-compare) ------------------------------------------------
 

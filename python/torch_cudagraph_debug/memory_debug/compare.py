@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError, StorageIOError
+from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
 
 if TYPE_CHECKING:
@@ -120,25 +120,24 @@ class _Rendered:
         depth: Depth = "stream",
         overwrite: bool = False,
     ) -> list[str]:
-        """Writes ``<name>.txt/.json/.csv/.html`` into ``directory``; refuses to replace
-        existing files unless ``overwrite``. Returns the paths written."""
+        """Writes ``<name>.txt/.json/.csv/.html`` (those of ``formats``) into
+        ``directory``, created if missing; returns the paths written. A directory that
+        already holds anything needs ``overwrite=True`` (otherwise
+        :class:`ReportExistsError`), which replaces only this report's files: the same
+        rules as a tensor comparison's ``write()``."""
         unknown = [f for f in formats if f not in _FORMATS]
         if unknown:
             raise InvalidInputError(f"unknown report formats {unknown}; use {list(_FORMATS)}")
-        os.makedirs(directory, exist_ok=True)
-        paths = [os.path.join(os.fspath(directory), f"{name}.{_FORMATS[f]}") for f in formats]
-        existing = [p for p in paths if os.path.exists(p)]
-        if existing and not overwrite:
-            raise InvalidInputError(
-                f"report files already exist: {existing}; pass overwrite=True (CLI: --overwrite)"
-            )
-        for f, path in zip(formats, paths, strict=True):
-            try:
-                with open(path, "w", encoding="utf-8") as out:
-                    out.write(self._render(f, include_unchanged, depth))
-            except OSError as e:
-                raise StorageIOError(f"cannot write report '{path}': {e}") from None
-        return paths
+        files = [
+            (f"{name}.{_FORMATS[f]}", self._render(f, include_unchanged, depth)) for f in formats
+        ]
+        # Every format's file is this report's own: replacing it must not leave a stale
+        # file of a format that is not written this time.
+        own = [f"{name}.{extension}" for extension in _FORMATS.values()]
+        return [
+            os.fspath(p)
+            for p in _native.write_report_files(os.fspath(directory), files, own, overwrite)
+        ]
 
     def __str__(self) -> str:
         return self.to_text()
@@ -309,21 +308,6 @@ class MemoryStateReport(_Rendered):
         self.points = points
 
     def _render(self, format: str, include_unchanged: bool, depth: str) -> str:
-        reports = [p.report(format, depth=depth) for p in self.points]
-        if format == "json":
-            return json.dumps({"points": [json.loads(r) for r in reports]}, indent=2) + "\n"
-        if format == "csv":
-            # One table: each point's rows, its label in a first column.
-            lines = []
-            for p, report in zip(self.points, reports, strict=True):
-                header, *rows = report.splitlines(keepends=True)
-                if not lines:
-                    lines.append("point," + header)
-                label = '"' + p.label.replace('"', '""') + '"'
-                lines += [f"{label},{row}" for row in rows]
-            return "".join(lines)
-        if format == "html":
-            bodies = [r.split("<body>", 1)[-1].rsplit("</body>", 1)[0] for r in reports]
-            head = reports[0].split("<body>", 1)[0]
-            return head + "<body>\n" + "<hr>\n".join(bodies) + "</body></html>\n"
-        return "\n".join(reports)
+        return _native.render_memory_summaries(
+            [p._state for p in self.points], format, include_unchanged, depth
+        )

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use tcgd_report::ReportDirError;
 use tcgd_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -40,12 +41,9 @@ pub enum CompareError {
     #[error("comparison interrupted")]
     Interrupted,
 
-    #[error(
-        "report directory '{dir}' is not empty (it holds {entries}); pass overwrite=True \
-         (--overwrite) to replace the report files, which removes only files this tool \
-         writes, or choose an empty directory"
-    )]
-    ReportExists { dir: PathBuf, entries: String },
+    /// Writing a report directory failed (not empty without overwrite, in the way, I/O).
+    #[error(transparent)]
+    Report(#[from] ReportDirError),
 
     #[error("I/O error on '{path}': {source}")]
     Io {

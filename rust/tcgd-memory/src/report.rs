@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use crate::compare::{Comparison, DeviceNode, Pair, PoolNode, Relation, StreamNode};
+use crate::compare::{summary, Comparison, DeviceNode, Pair, PoolNode, Relation, StreamNode};
 use crate::lifecycle::Lifecycle;
 use crate::model::PoolId;
 use crate::phases::PhaseComparison;
+use crate::state::MemoryState;
 use crate::stats::{MemoryStats, PoolKind};
 use crate::timeline::Timeline;
 
@@ -532,18 +533,10 @@ pub fn comparison_json(comparison: &Comparison, options: ReportOptions) -> Value
 
 // ---------------------------------------------------------------------- CSV
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
+/// Cells go through the shared writer, which neutralises text a spreadsheet would run as
+/// a formula (a point label like `=HYPERLINK(...)`) and leaves numbers as numbers.
 fn csv_line(out: &mut String, fields: &[String]) {
-    let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-    out.push_str(&line.join(","));
-    out.push('\n');
+    tcgd_report::csv::line(out, fields, "\n");
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -800,6 +793,12 @@ fn html_table(
 }
 
 pub fn comparison_html(comparison: &Comparison, options: ReportOptions) -> String {
+    let (title, body) = comparison_html_body(comparison, options);
+    html_page(&title, &body)
+}
+
+/// The page's title and the content of its body.
+fn comparison_html_body(comparison: &Comparison, options: ReportOptions) -> (String, String) {
     let shown = view(comparison, options);
     let text = comparison_text(comparison, options);
     let title = match &comparison.reference {
@@ -829,7 +828,7 @@ pub fn comparison_html(comparison: &Comparison, options: ReportOptions) -> Strin
             _ => "",
         }
     }));
-    html_page(&title, &body)
+    (title, body)
 }
 
 pub fn render_comparison(
@@ -847,6 +846,58 @@ pub fn render_comparison(
         }
         Format::Csv => comparison_csv(comparison, options),
         Format::Html => comparison_html(comparison, options),
+    }
+}
+
+/// Several states, each reported on its own, as one document (`tcgd memory summary`):
+/// the text reports one after another, JSON `{"points": [...]}`, one CSV table whose
+/// first column is the point's label, one HTML page.
+pub fn render_summaries(states: &[&MemoryState], format: Format, options: ReportOptions) -> String {
+    let summaries: Vec<Comparison> = states.iter().map(|s| summary(s)).collect();
+    match format {
+        Format::Text => summaries
+            .iter()
+            .map(|c| comparison_text(c, options))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Format::Json => {
+            let points: Vec<Value> = summaries
+                .iter()
+                .map(|c| comparison_json(c, options))
+                .collect();
+            let mut s =
+                serde_json::to_string_pretty(&json!({ "points": points })).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        Format::Csv => {
+            let mut out = String::new();
+            let header: Vec<String> = std::iter::once("point")
+                .chain(CSV_HEADER)
+                .map(str::to_owned)
+                .collect();
+            csv_line(&mut out, &header);
+            for (state, c) in states.iter().zip(&summaries) {
+                for row in comparison_rows(&view(c, options)) {
+                    let cells: Vec<String> = std::iter::once(state.identity.label.clone())
+                        .chain(row)
+                        .collect();
+                    csv_line(&mut out, &cells);
+                }
+            }
+            out
+        }
+        Format::Html => {
+            let bodies: Vec<String> = summaries
+                .iter()
+                .map(|c| comparison_html_body(c, options).1)
+                .collect();
+            let title = match states {
+                [one] => format!("Memory state {}", one.identity.title()),
+                _ => format!("Memory states ({})", states.len()),
+            };
+            html_page(&title, &bodies.join("<hr>\n"))
+        }
     }
 }
 
@@ -1234,7 +1285,6 @@ mod tests {
         assert_eq!(format_bytes(-3 * 1024 * 1024), "-3.00 MiB");
         assert_eq!(format_change(2 << 20), "+2.00 MiB");
         assert_eq!(format_change(0), "+0 B");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(
             escape_html("<a href='x'>&"),
             "&lt;a href=&#39;x&#39;&gt;&amp;"

@@ -14,7 +14,7 @@ use tcgd_compare::{
 };
 use tcgd_store::PayloadKind;
 
-use crate::errors::{guard, store_error, typed_error};
+use crate::errors::{guard, report_dir_error, store_error, typed_error};
 use crate::{parse_dtype, to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
@@ -249,7 +249,7 @@ pub fn compare_error(py: Python<'_>, error: CompareError) -> PyErr {
         CompareError::InvalidOption { .. } | CompareError::InvalidInput(_) => "InvalidInputError",
         CompareError::Payload { .. } => "CorruptRunError",
         CompareError::External(_) | CompareError::Interrupted => "TcgdInternalError",
-        CompareError::ReportExists { .. } => "ReportExistsError",
+        CompareError::Report(e) => return report_dir_error(py, e),
         CompareError::Io { .. } => "StorageIOError",
     };
     typed_error(py, class, error.to_string())

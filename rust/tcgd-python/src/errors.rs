@@ -48,6 +48,19 @@ pub fn store_error(py: Python<'_>, error: StoreError) -> PyErr {
     typed_error(py, class_of(&error), error.to_string())
 }
 
+/// Report directories behave the same for every report; so do their errors.
+pub fn report_dir_error(py: Python<'_>, error: tcgd_report::ReportDirError) -> PyErr {
+    use tcgd_report::ReportDirError;
+    let class = match &error {
+        ReportDirError::Exists { .. } => "ReportExistsError",
+        ReportDirError::NotADirectory { .. } | ReportDirError::NotAFile { .. } => {
+            "InvalidInputError"
+        }
+        ReportDirError::Io { .. } => "StorageIOError",
+    };
+    typed_error(py, class, error.to_string())
+}
+
 pub fn dtype_error(py: Python<'_>, error: tcgd_tensor::UnsupportedDtype) -> PyErr {
     store_error(py, StoreError::Dtype(error))
 }

@@ -24,7 +24,7 @@ use tcgd_memory::{
 };
 use tcgd_store::{RunHeader, Table};
 
-use crate::errors::{guard, store_error, try_lock, typed_error};
+use crate::errors::{guard, report_dir_error, store_error, try_lock, typed_error};
 
 // ---------------------------------------------------------------------- errors
 
@@ -1079,6 +1079,43 @@ fn memory_timeline(
     })
 }
 
+/// Several states, each reported on its own, as one document (`tcgd memory summary`).
+#[pyfunction]
+#[pyo3(signature = (states, format="text", include_unchanged=true, depth="stream"))]
+fn render_memory_summaries(
+    py: Python<'_>,
+    states: Vec<PyRef<'_, MemoryState>>,
+    format: &str,
+    include_unchanged: bool,
+    depth: &str,
+) -> PyResult<String> {
+    guard(py, || {
+        let format = format_of(py, format)?;
+        let opts = report_options(py, include_unchanged, depth)?;
+        let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
+        Ok(py.detach(|| {
+            let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
+            tcgd_memory::report::render_summaries(&refs, format, opts)
+        }))
+    })
+}
+
+/// Writes `(file name, content)` pairs into a report directory by the rules every report
+/// follows: a directory holding anything needs `overwrite`, which removes only `own`.
+#[pyfunction]
+fn write_report_files(
+    py: Python<'_>,
+    directory: PathBuf,
+    files: Vec<(String, String)>,
+    own: Vec<String>,
+    overwrite: bool,
+) -> PyResult<Vec<PathBuf>> {
+    guard(py, || {
+        py.detach(|| tcgd_report::write_report(&directory, &files, &own, overwrite))
+            .map_err(|e| report_dir_error(py, e))
+    })
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryState>()?;
     m.add_class::<MemoryIngestor>()?;
@@ -1092,5 +1129,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare_states, m)?)?;
     m.add_function(wrap_pyfunction!(compare_phases, m)?)?;
     m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
+    m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
+    m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
     Ok(())
 }

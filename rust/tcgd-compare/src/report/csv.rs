@@ -1,21 +1,14 @@
-//! CSV tables (RFC 4180): every row, no display limit, numbers at full precision.
+//! CSV tables (RFC 4180): every row, no display limit, numbers at full precision; text
+//! cells that a spreadsheet would run as a formula start with `'`.
 
 use crate::format;
 use crate::model::{Comparison, ComparisonKind, PointRef, Scalar, SeriesPoint};
 use crate::report::rows;
 
-fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
+/// Cells go through the shared writer, which neutralises text a spreadsheet would run as
+/// a formula (`=HYPERLINK(...)` in a label) and leaves numbers as numbers.
 fn line(out: &mut String, cells: &[String]) {
-    let fields: Vec<String> = cells.iter().map(|c| field(c)).collect();
-    out.push_str(&fields.join(","));
-    out.push_str("\r\n");
+    tcgd_report::csv::line(out, cells, "\r\n");
 }
 
 /// Full precision; non-finite values as in the JSON report.
@@ -306,13 +299,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fields_are_quoted_when_needed() {
-        assert_eq!(field("plain"), "plain");
-        assert_eq!(field("a,b"), "\"a,b\"");
-        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(field("two\nlines"), "\"two\nlines\"");
+    fn floats_at_full_precision() {
         assert_eq!(float(Some(0.1)), "0.1");
         assert_eq!(float(Some(f64::NEG_INFINITY)), "-inf");
         assert_eq!(float(None), "");
+    }
+
+    #[test]
+    fn fault_csv_cells_cannot_run_as_formulas() {
+        let mut out = String::new();
+        let cells = [
+            "=HYPERLINK(\"http://x\")".to_owned(),
+            "@x".to_owned(),
+            float(Some(-0.5)),
+            scalar(&Scalar::Complex(-1.0, -2.0)),
+            "-3".to_owned(),
+        ];
+        line(&mut out, &cells);
+        assert_eq!(
+            out,
+            "\"'=HYPERLINK(\"\"http://x\"\")\",'@x,-0.5,-1.0-2.0j,-3\r\n"
+        );
     }
 }

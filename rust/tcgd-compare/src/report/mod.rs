@@ -6,8 +6,6 @@ pub mod html;
 mod rows;
 pub mod text;
 
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{CompareError, Result};
@@ -53,73 +51,25 @@ pub fn csv_tables(c: &Comparison) -> Vec<(&'static str, String)> {
     tables
 }
 
-/// Writes every report into `dir` (created if missing) and returns the paths written.
-///
-/// A directory that already holds anything needs `overwrite`; even then only the files in
-/// [`REPORT_FILES`] are removed (so a stale table of an earlier report cannot linger), and
-/// everything else in the directory is left alone. Each file is written under a temporary
-/// name and renamed into place.
+/// Writes every report into `dir` (created if missing) and returns the paths written,
+/// by the rules every report directory follows ([`tcgd_report::dir`]): a directory that
+/// already holds anything needs `overwrite`, which replaces only [`REPORT_FILES`].
 pub fn write(
     c: &Comparison,
     dir: &Path,
     overwrite: bool,
     limit: Option<usize>,
 ) -> Result<Vec<PathBuf>> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(CompareError::InvalidInput(format!(
-            "'{}' exists and is not a directory; give a directory for the report",
-            dir.display()
-        )));
-    }
-    fs::create_dir_all(dir).map_err(CompareError::io(dir))?;
-    let mut entries: Vec<String> = fs::read_dir(dir)
-        .map_err(CompareError::io(dir))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    entries.sort();
-    if !entries.is_empty() && !overwrite {
-        let shown: Vec<&str> = entries.iter().take(5).map(String::as_str).collect();
-        return Err(CompareError::ReportExists {
-            dir: dir.to_path_buf(),
-            entries: format!(
-                "{}{}",
-                shown.join(", "),
-                if entries.len() > 5 { ", ..." } else { "" }
-            ),
-        });
-    }
-    for name in REPORT_FILES {
-        let path = dir.join(name);
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_file() || meta.file_type().is_symlink() => {
-                fs::remove_file(&path).map_err(CompareError::io(&path))?;
-            }
-            Ok(_) => {
-                return Err(CompareError::InvalidInput(format!(
-                    "'{}' is not a file; remove it or choose another report directory",
-                    path.display()
-                )))
-            }
-            Err(_) => {}
-        }
-    }
     let mut files = vec![
         ("report.txt", to_text(c, limit)),
         ("report.json", to_json(c)?),
         ("report.html", to_html(c, limit)),
     ];
     files.extend(csv_tables(c));
-    let mut written = Vec::with_capacity(files.len());
-    for (name, content) in files {
-        let path = dir.join(name);
-        let temp = dir.join(format!(".{name}.tmp"));
-        let mut file = fs::File::create(&temp).map_err(CompareError::io(&temp))?;
-        file.write_all(content.as_bytes())
-            .map_err(CompareError::io(&temp))?;
-        drop(file);
-        fs::rename(&temp, &path).map_err(CompareError::io(&path))?;
-        written.push(path);
-    }
-    Ok(written)
+    Ok(tcgd_report::write_report(
+        dir,
+        &files,
+        &REPORT_FILES,
+        overwrite,
+    )?)
 }
