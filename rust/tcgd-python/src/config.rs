@@ -91,6 +91,15 @@ impl ProbeConfig {
     }
 }
 
+/// Checks a run name given in code (`run_name=`) by the rule `[run] name` follows: one
+/// safe directory name under the run directory.
+#[pyfunction]
+pub fn check_run_name(py: Python<'_>, name: &str) -> PyResult<()> {
+    tcgd_config::check_run_name(name)
+        .map_err(|why| typed_error(py, "InvalidInputError", format!("run name {why}")))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ProbeConfig>()
+    m.add_class::<ProbeConfig>()?;
+    m.add_function(wrap_pyfunction!(check_run_name, m)?)
 }
