@@ -47,6 +47,18 @@ def unregister(key: str, probe: _ProbeTarget | None = None) -> None:
         _PROBES.pop(key, None)
 
 
+def registered(key: str) -> _ProbeTarget | None:
+    """The probe ``key`` names now, or None."""
+    return _PROBES.get(key)
+
+
+def hand_back(key: str, probe: _ProbeTarget, previous: _ProbeTarget) -> None:
+    """Gives ``key`` back to ``previous`` while ``probe`` still holds it (a session that
+    took over a key returns it to the one it took it from)."""
+    if _PROBES.get(key) is probe:
+        _PROBES[key] = previous
+
+
 def _lookup(key: str) -> _ProbeTarget:
     probe = _PROBES.get(key)
     if probe is None:

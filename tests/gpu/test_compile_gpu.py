@@ -9,6 +9,7 @@ import torch
 import torch_cudagraph_debug.compile as tcgd_compile
 from torch import nn
 from torch._dynamo.utils import counters
+from torch_cudagraph_debug.tensor_debug import TensorRun
 
 pytestmark = [
     pytest.mark.gpu,
@@ -213,3 +214,48 @@ def test_gpt2_attention_and_mlp_under_graph_trees(tmp_path):
         torch.testing.assert_close(site.tensor().reshape(want.shape), want, rtol=1e-3, atol=1e-4)
         modules = {o.site.module_path for o in point.observations}
         assert {"h.0.attn.c_attn", "h.1.mlp.c_proj"} <= modules, modules
+
+
+def test_session_of_flush_and_preview_under_graph_trees_and_a_finished_session(tmp_path):
+    torch.manual_seed(2)
+    model = MLP().cuda()
+    compiled = torch.compile(
+        model,
+        backend="tcgd",
+        options={"probes": CONFIG, "run_dir": tmp_path / "run", "mode": "reduce-overhead"},
+    )
+    session = tcgd_compile.session_of(compiled)
+    inputs = [torch.randn(16, 64, device="cuda") for _ in range(5)]
+
+    def relu_of(x):
+        with torch.no_grad():
+            return torch.relu(model.fc1(x)).cpu()
+
+    def relu_site(point):
+        return next(o for o in point.observations if o.site.aten_op == "aten.relu.default")
+
+    with torch.no_grad():
+        for x in inputs[:3]:
+            compiled(x)
+    session.flush()  # commits the third call's point mid-run, from the replayed slots
+    preview = session.preview()
+    assert preview.labels == ("call0", "call1", "call2") and not preview.complete
+    assert [p.replay_index for p in preview.points] == [None, 1, 2]
+    torch.testing.assert_close(relu_site(preview["call2"]).tensor(), relu_of(inputs[2]))
+    with torch.no_grad():
+        for x in inputs[3:]:
+            compiled(x)
+    run = session.finish()
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert set(session.body_calls.values()) == {2}, session.body_calls
+    assert run.complete and run.labels == tuple(f"call{i}" for i in range(5))
+    assert [p.replay_index for p in run.points] == [None, 1, 2, 3, 4]
+    for point, x in zip(run.points, inputs, strict=True):
+        torch.testing.assert_close(relu_site(point).tensor(), relu_of(x))
+    # Finished: the model keeps running (replays, and a new shape that recompiles and
+    # records a new graph), its probes record nothing, nothing raises.
+    with torch.no_grad():
+        for x in (inputs[0], torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda")):
+            torch.testing.assert_close(compiled(x), model(x))
+    assert session.finish() is run
+    assert TensorRun.load(tmp_path / "run").labels == run.labels

@@ -8,6 +8,9 @@ Three ways in:
   (torch.compile itself refuses ``mode`` together with ``options``);
 - ``with torch_cudagraph_debug.compile.probes("probes.toml") as session:`` around a plain
   ``torch.compile`` whose backend your stack already chooses.
+
+``session_of(compiled)`` is the session a model compiled by the first two records into
+(``flush``, ``preview``, ``finish``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from typing import Any
 
 import torch
 
-from torch_cudagraph_debug.compile.session import ProbeSession, load_config, session_for
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.compile.session import (
+    ProbeSession,
+    load_config,
+    session_for,
+    session_for_compile,
+)
 
 
 def tcgd_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
@@ -38,22 +47,49 @@ def compile(
     run_dir: str | os.PathLike[str] | None = None,
     run_name: str | None = None,
     payload: str | None = None,
+    overwrite: bool | None = None,
     options: dict[str, Any] | None = None,
     **compile_kwargs: Any,
 ) -> Callable[..., Any]:
     """``torch.compile`` with probes, a mode and Inductor options together. The config is
-    validated here, before anything compiles."""
+    validated here, before anything compiles. ``overwrite=True`` replaces a run already at
+    the run's path (None: the config's ``[run] overwrite``)."""
     load_config(probes)
+    if run_name is not None:
+        _native.check_run_name(run_name)
     if isinstance(probes, os.PathLike):
         probes = os.fspath(probes)
     all_options = {**(options or {}), "probes": probes}
-    for key, value in (("mode", mode), ("run_dir", run_dir), ("run_name", run_name)):
+    for key, value in (
+        ("mode", mode),
+        ("run_dir", run_dir),
+        ("run_name", run_name),
+        ("payload", payload),
+        ("overwrite", overwrite),
+    ):
         if value is not None:
             all_options[key] = value
-    if payload is not None:
-        all_options["payload"] = payload
+    # The session exists before the first call, so `session_of` works at once and a run
+    # directory that is taken fails here, not inside torch's compile error.
+    from torch_cudagraph_debug.compile.backend import session_for_options
+
+    session_for_options(all_options)
     backend = functools.partial(tcgd_backend, options=all_options)
-    return torch.compile(model, backend=backend, **compile_kwargs)
+    compiled = torch.compile(model, backend=backend, **compile_kwargs)
+    # session_of() finds the options here without reading Dynamo's wrappers. Set on the
+    # wrapper itself: an OptimizedModule forwards attribute writes to the user's module.
+    with contextlib.suppress(AttributeError, TypeError):
+        object.__setattr__(compiled, "_tcgd_options", all_options)
+    return compiled
+
+
+def session_of(compiled: Callable[..., Any]) -> ProbeSession:
+    """The session a model compiled with ``backend="tcgd"`` or ``compile()`` records into
+    (a module or a function): ``flush()``, ``preview()``, ``finish()``. Raises
+    ``InvalidInputError`` for anything else."""
+    from torch_cudagraph_debug.compile.backend import session_of as find
+
+    return find(compiled)
 
 
 @contextlib.contextmanager
@@ -63,23 +99,44 @@ def probes(
     run_dir: str | os.PathLike[str] | None = None,
     run_name: str | None = None,
     payload: str | None = None,
+    overwrite: bool | None = None,
 ) -> Iterator[ProbeSession]:
     """Installs the probe pass for every Inductor compilation inside the block, chained
-    after a custom post-grad pass that is already set (never replacing it). Compilation
-    happens at a compiled model's first call: make that call inside the block."""
+    after a custom post-grad pass that is already set (never replacing it), and makes
+    each call of a model compiled in the block a point. Compilation happens at a compiled
+    model's first call: make that call inside the block."""
+    session = session_for_compile(
+        load_config(config), run_dir=run_dir, name=run_name, payload=payload, overwrite=overwrite
+    )
+    with installed(session):
+        yield session
+
+
+@contextlib.contextmanager
+def installed(session: ProbeSession) -> Iterator[None]:
+    """``session``'s pass on every Inductor compilation inside the block, and its points
+    delimited by each call of what those compilations return."""
     import torch._inductor.config as inductor_config
 
+    from torch_cudagraph_debug.compile.backend import delimiting_compiles
     from torch_cudagraph_debug.fx_passes.probe_insertion import ChainedPass
 
-    session = session_for(load_config(config), run_dir=run_dir, name=run_name, payload=payload)
     existing = inductor_config.post_grad_custom_post_pass
     probe_pass = (
         session.insertion_pass
         if existing is None
         else ChainedPass(existing, session.insertion_pass)
     )
-    with inductor_config.patch(post_grad_custom_post_pass=probe_pass):
-        yield session
+    with inductor_config.patch(post_grad_custom_post_pass=probe_pass), delimiting_compiles(session):
+        yield
 
 
-__all__ = ["ProbeSession", "compile", "load_config", "probes", "session_for", "tcgd_backend"]
+__all__ = [
+    "ProbeSession",
+    "compile",
+    "load_config",
+    "probes",
+    "session_for",
+    "session_of",
+    "tcgd_backend",
+]

@@ -6,6 +6,9 @@ with Inductor's decompositions, joint-graph passes, partitioning, post-grad pass
 our probe pass) and then runs the post-grad graphs eagerly with ATen kernels instead of
 generating code. Its graphs are the compiled graphs, node for node, so every site has the
 same name in both runs without the user naming anything.
+
+Because both sides compile with the same config, compile caches cannot tell them apart:
+the reference compiles with every cache off, so it is never served a compiled artifact.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from typing import Any
 
 import torch
 
-from torch_cudagraph_debug.compile.backend import _SESSION_OVERRIDE, inductor_patches
+from torch_cudagraph_debug.compile import _progress
+from torch_cudagraph_debug.compile.backend import (
+    _SESSION_OVERRIDE,
+    inductor_patches,
+    no_compile_caches,
+)
 from torch_cudagraph_debug.compile.session import ProbeSession, load_config
 from torch_cudagraph_debug.fx_passes.probe_insertion import graph_kind
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
@@ -50,9 +58,11 @@ def reference_backend(session: ProbeSession) -> Callable[..., Any]:
         from torch._inductor.compile_fx import compile_fx
 
         patches = inductor_patches(None, {}, session.insertion_pass)
-        compiled = compile_fx(
-            gm, example_inputs, inner_compile=_eager_post_grad_inner, config_patches=patches
-        )
+        _progress.compiling()
+        with no_compile_caches():
+            compiled = compile_fx(
+                gm, example_inputs, inner_compile=_eager_post_grad_inner, config_patches=patches
+            )
         return session.wrap(compiled)
 
     return backend
@@ -87,45 +97,58 @@ def differential(
     options: dict[str, Any] | None = None,
     comparison_options: Any = None,
     extra_inductor_options: dict[str, Any] | None = None,
+    overwrite: bool | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> DifferentialResult:
     """Runs ``model`` on every batch twice, through the eager reference and through the
     compiled model (same config, so the same sites), recording into
     ``run_dir/reference`` and ``run_dir/compiled``, and compares the two runs site by
-    site, point by point. Inference only (runs under ``torch.no_grad()``)."""
+    site, point by point. Inference only (runs under ``torch.no_grad()``).
+
+    ``overwrite=True`` replaces the two runs of an earlier differential run in
+    ``run_dir`` (None: the config's ``[run] overwrite``). ``progress`` receives a line
+    per stage (compiling, each call of each side, comparing)."""
     from torch_cudagraph_debug.compile import tcgd_backend
     from torch_cudagraph_debug.tensor_debug.compare import compare_runs
 
     config = load_config(probes)
     run_dir = os.fspath(run_dir)
     batches = [tuple(b) for b in batches]
-    # One session at a time: both record under the same key (the config's), which the
-    # compiled graphs of each carry.
-    reference = ProbeSession(config, run_dir=os.path.join(run_dir, "reference"))
+    with _progress.reporting_to(progress):
+        # One session at a time: both record under the same key (the config's), which
+        # the compiled graphs of each carry.
+        reference = ProbeSession(
+            config, run_dir=os.path.join(run_dir, "reference"), overwrite=overwrite
+        )
+        torch._dynamo.reset()
+        ref_model = torch.compile(model, backend=reference_backend(reference))
+        _run_batches("reference", ref_model, batches)
+        reference_run = reference.finish()
 
-    torch._dynamo.reset()
-    ref_model = torch.compile(model, backend=reference_backend(reference))
-    with torch.no_grad():
-        for batch in batches:
-            ref_model(*batch)
-    reference_run = reference.finish()
-
-    compiled = ProbeSession(config, run_dir=os.path.join(run_dir, "compiled"))
-    torch._dynamo.reset()
-    backend_options = {"probes": "<differential>", **(options or {})}
-    if mode is not None:
-        backend_options["mode"] = mode
-    backend = functools.partial(
-        tcgd_backend, options={**backend_options, **(extra_inductor_options or {})}
-    )
-    token = _SESSION_OVERRIDE.set(compiled)
-    try:
-        cmp_model = torch.compile(model, backend=backend)
-        with torch.no_grad():
-            for batch in batches:
-                cmp_model(*batch)
-    finally:
-        _SESSION_OVERRIDE.reset(token)
-    compiled_run = compiled.finish()
-    torch._dynamo.reset()
-    comparison = compare_runs(reference_run, compiled_run, options=comparison_options)
+        compiled = ProbeSession(
+            config, run_dir=os.path.join(run_dir, "compiled"), overwrite=overwrite
+        )
+        torch._dynamo.reset()
+        backend_options = {"probes": "<differential>", **(options or {})}
+        if mode is not None:
+            backend_options["mode"] = mode
+        backend = functools.partial(
+            tcgd_backend, options={**backend_options, **(extra_inductor_options or {})}
+        )
+        token = _SESSION_OVERRIDE.set(compiled)
+        try:
+            _run_batches("compiled", torch.compile(model, backend=backend), batches)
+        finally:
+            _SESSION_OVERRIDE.reset(token)
+        compiled_run = compiled.finish()
+        torch._dynamo.reset()
+        _progress.report("comparing the reference and compiled runs")
+        comparison = compare_runs(reference_run, compiled_run, options=comparison_options)
     return DifferentialResult(reference_run, compiled_run, comparison)
+
+
+def _run_batches(side: str, model: Callable[..., Any], batches: list[tuple[Any, ...]]) -> None:
+    with torch.no_grad():
+        for i, batch in enumerate(batches):
+            _progress.report(f"{side}: call {i + 1}/{len(batches)}")
+            model(*batch)

@@ -1,11 +1,16 @@
 """What the probe pass decided: per compiled graph, each selected site and why, and each
-rejected candidate and why."""
+rejected candidate and why.
+
+Explain keeps nothing it records: its session writes summaries only (never payload
+bytes), into a temporary run that is removed when explain returns."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +37,11 @@ class ExplainReport:
         }
 
     def to_text(self, *, show_rejected: bool = True) -> str:
+        if not self.graphs:
+            return (
+                "no graph was compiled with Inductor under this config: the probe pass "
+                "decided nothing"
+            )
         lines = []
         for g in self.graphs:
             lines.append(
@@ -60,32 +70,52 @@ class ExplainReport:
         return self.to_text()
 
 
+@contextlib.contextmanager
+def throwaway_session(config: Any) -> Iterator[Any]:
+    """A session that records summaries only into a temporary run, which is removed when
+    the block ends; compiles inside the block use no compile cache, so the pass runs on
+    every graph (and its decisions are seen)."""
+    from torch_cudagraph_debug.compile.backend import no_compile_caches
+    from torch_cudagraph_debug.compile.session import ProbeSession, load_config
+
+    config = load_config(config)
+    root = tempfile.mkdtemp(prefix="tcgd-explain-")
+    try:
+        session = ProbeSession(config, run_dir=f"{root}/run", payload="summary")
+        try:
+            with no_compile_caches():
+                yield session
+        finally:
+            session.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def explain(
     config: Any,
     model: Callable[..., Any],
     *example_inputs: Any,
     mode: str | None = None,
     grad: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ExplainReport:
-    """Compiles ``model`` with ``config``'s probes (FX graph cache off, so the pass runs),
-    calls it once on ``example_inputs`` and returns every decision. Recording goes to a
-    throwaway run. With ``grad=True`` the call runs with autograd (forward graphs; call
-    backward yourself on a session for backward graphs)."""
-    from torch_cudagraph_debug.compile import tcgd_backend
+    """Compiles ``model`` with ``config``'s probes (compile caches off, so the pass runs),
+    calls it once on ``example_inputs`` and returns every decision. Nothing recorded is
+    kept (see the module docstring). With ``grad=True`` the call runs with autograd
+    (forward graphs; call backward yourself on a session for backward graphs).
+    ``progress`` receives a line when compiling starts and per decided graph."""
+    from torch_cudagraph_debug.compile import _progress, tcgd_backend
     from torch_cudagraph_debug.compile.backend import _SESSION_OVERRIDE
-    from torch_cudagraph_debug.compile.session import ProbeSession, load_config
 
-    config = load_config(config)
-    session = ProbeSession(config, run_dir=tempfile.mkdtemp(prefix="tcgd-explain-"))
     options = {"probes": "<explain>"} if mode is None else {"probes": "<explain>", "mode": mode}
     backend = functools.partial(tcgd_backend, options=options)
     context = torch.enable_grad() if grad else torch.no_grad()
-    token = _SESSION_OVERRIDE.set(session)
-    try:
-        with torch._inductor.config.patch(fx_graph_cache=False), context:
-            torch._dynamo.reset()
-            torch.compile(model, backend=backend)(*example_inputs)
-    finally:
-        _SESSION_OVERRIDE.reset(token)
-        session.finish()
+    with _progress.reporting_to(progress), throwaway_session(config) as session:
+        token = _SESSION_OVERRIDE.set(session)
+        try:
+            with context:
+                torch._dynamo.reset()
+                torch.compile(model, backend=backend)(*example_inputs)
+        finally:
+            _SESSION_OVERRIDE.reset(token)
     return ExplainReport(tuple(session.decisions))

@@ -11,6 +11,10 @@ that already ran in the current point runs again (so a training step - forward, 
 optimizer - is one point), labelled ``call<N>``; ``record_point(label)`` names points
 explicitly instead. A normal interpreter exit finishes the run; a crash leaves every
 committed point in an incomplete run.
+
+The lifecycle (``flush`` / ``preview`` / ``finish`` / ``close``) is the one every recorder
+shares (``RunRecorder``). A finished session stops recording: graphs compiled for it keep
+running, their probes do nothing, and recompilations compile without raising.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ import torch
 
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
+from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import tensor_from_bytes
+from torch_cudagraph_debug.compile import _progress
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
 from torch_cudagraph_debug.tensor_debug.recorder import (
@@ -57,8 +63,10 @@ class _Capture:
     last_committed_replay: int = 0
 
 
-class ProbeSession:
+class ProbeSession(RunRecorder[TensorRun]):
     """Recording state for one config in this process (see the module docstring)."""
+
+    _writer: _native.RunWriter
 
     def __init__(
         self,
@@ -67,10 +75,13 @@ class ProbeSession:
         run_dir: str | os.PathLike[str] | None = None,
         name: str | None = None,
         payload: str | None = None,
+        overwrite: bool | None = None,
         auto_points: bool = True,
     ):
         settings = json.loads(config.run_json())
         self.config = config
+        if name is not None:
+            _native.check_run_name(name)
         self.name = name or settings["name"]
         self.payload = payload or settings["payload"]
         if self.payload not in ("full", "summary"):
@@ -78,39 +89,48 @@ class ProbeSession:
         self.key = f"compile:{config.digest[:16]}:{self.name}"
         self.auto_points = auto_points
         self.decisions: list[GraphDecisions] = []
-        self.insertion_pass = ProbeInsertionPass(config, self.key, self.decisions.append)
+        self.insertion_pass = ProbeInsertionPass(config, self.key, self._on_graph)
         rank, world_size = detect_rank(None, None)
-        root = run_dir if run_dir is not None else settings.get("dir")
-        if root is not None and run_dir is None:
-            root = os.path.join(root, self.name)
-        self._writer = open_run_writer(
+        writer = open_run_writer(
             name=self.name,
-            root=root,
+            root=run_root(settings, run_dir, self.name),
             execution="compiled",
             rank=rank,
             world_size=world_size,
             group_id=None,
             devices=None,
             run_metadata={"probe_config": config.source_name, "config_digest": config.digest},
+            overwrite=settings["overwrite"] if overwrite is None else bool(overwrite),
         )
-        self.path = str(self._writer.path)
         self._lock = threading.RLock()
+        self._start(writer, str(writer.path))
         self._sites: dict[str, dict[str, Any]] = {}
         self._site_order: dict[str, int] = {}
-        # Values taken eagerly in the current point: site id -> (host copy, source device).
-        self._eager: dict[str, tuple[torch.Tensor, str]] = {}
+        # Values taken eagerly in the current point: site id -> [(host copy, source
+        # device)], one entry per invocation of the site within the point.
+        self._eager: dict[str, list[tuple[torch.Tensor, str]]] = {}
         self._captures: dict[int, _Capture] = {}
         self._slots: dict[tuple[int, str], _CapturedSlot] = {}
         self._callables_in_point: set[int] = set()
         self._calls = 0
         self._explicit_point = False
-        self._finished = False
-        self._result: TensorRun | None = None
         # How often the op's Python body ran per site: under CUDA Graph Trees it runs in
         # warmup and recording only, never on replay.
         self.body_calls: collections.Counter[str] = collections.Counter()
+        # Graphs compiled for a session of the same key that is still open keep recording
+        # into it once this one ends (explain() and differential runs open sessions of a
+        # config the caller may be recording with).
+        self._previous = _probe_op.registered(self.key)
         _probe_op.register(self, self.key)
         atexit.register(self._finish_at_exit)
+
+    def _on_graph(self, decisions: GraphDecisions) -> None:
+        self.decisions.append(decisions)
+        selected = len(decisions.selected)
+        _progress.report(
+            f"probe pass: {decisions.graph_kind} graph (compile id {decisions.compile_id}): "
+            f"{selected} site{'s' if selected != 1 else ''} selected"
+        )
 
     # ------------------------------------------------------------ the op's kernels
     def _site(self, site_json: str) -> dict[str, Any]:
@@ -123,12 +143,16 @@ class ProbeSession:
 
     def _record_cpu(self, value: torch.Tensor, site_json: str) -> None:
         with self._lock:
+            if self._closed:
+                return  # finished: the model runs on, its probes record nothing
             site = self._site(site_json)
             self.body_calls[site["site_id"]] += 1
-            self._eager[site["site_id"]] = (value.detach().contiguous().clone(), "cpu")
+            self._take_eager(site["site_id"], value.detach().contiguous().clone(), "cpu")
 
     def _record_cuda(self, value: torch.Tensor, site_json: str) -> None:
         with self._lock:
+            if self._closed:
+                return
             site = self._site(site_json)
             self.body_calls[site["site_id"]] += 1
             stream = torch.cuda.current_stream(value.device).cuda_stream
@@ -136,9 +160,17 @@ class ProbeSession:
             if capture is None:
                 # Eager (warmup, or compiled without CUDA graphs): take the value now.
                 host = value.detach().to("cpu", copy=True)
-                self._eager[site["site_id"]] = (host, str(value.device))
+                self._take_eager(site["site_id"], host, str(value.device))
                 return
             self._record_in_capture(value.detach().contiguous(), site, capture, stream)
+
+    def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
+        if site_id in self._eager and self.auto_points and not self._explicit_point:
+            # The site ran again inside one automatic point: a call nothing delimited (a
+            # compiled callable this session did not wrap). Its values begin the next
+            # point instead of replacing this one's.
+            self._commit_auto_point()
+        self._eager.setdefault(site_id, []).append((host, device))
 
     def _record_in_capture(
         self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
@@ -177,6 +209,10 @@ class ProbeSession:
         # function directly, bypassing this wrapper.
         def run(*args: Any) -> Any:
             self._on_call(callable_id)
+            # Sessions of one config and run name share the key their graphs carry (so
+            # the FX graph cache serves them all); a call routes the key to its own
+            # session, for its graphs and the backward graphs that follow it.
+            _probe_op.register(self, self.key)
             return compiled(*args)
 
         if boxed:
@@ -184,22 +220,24 @@ class ProbeSession:
         return run
 
     def _on_call(self, callable_id: int) -> None:
-        if not self.auto_points or self._explicit_point or self._finished:
+        if not self.auto_points or self._explicit_point or self._closed:
             return
         with self._lock:
             if callable_id in self._callables_in_point:
-                self._commit(f"call{self._calls}", {})
-                self._calls += 1
+                self._commit_auto_point()
             self._callables_in_point.add(callable_id)
 
     @contextlib.contextmanager
     def record_point(self, label: str, *, metadata: dict[str, Any] | None = None) -> Iterator[None]:
         """Names a point explicitly: the values of everything that ran inside the block.
         While a named point is open, automatic points are off."""
-        if self._finished:
-            raise RecorderStateError("record_point() after finish(); start a new session")
+        if self._closed:
+            raise RecorderStateError(
+                f"record_point({label!r}) on a finished session ({self.path}); compile the "
+                "model again for a new run"
+            )
         with self._lock:
-            self._flush_auto_point()
+            self._commit_pending()
             self._explicit_point = True
         try:
             yield
@@ -208,10 +246,14 @@ class ProbeSession:
         finally:
             self._explicit_point = False
 
-    def _flush_auto_point(self) -> None:
-        if self._callables_in_point:
-            self._commit(f"call{self._calls}", {})
-            self._calls += 1
+    def _commit_auto_point(self) -> None:
+        self._commit(f"call{self._calls}", {})
+        self._calls += 1
+
+    def _commit_pending(self) -> None:
+        """Commits the automatic point in progress, if anything ran in it."""
+        if self._callables_in_point or self._eager:
+            self._commit_auto_point()
 
     def _captured_values(self) -> tuple[list[tuple[str, torch.Tensor, _CapturedSlot]], dict]:
         """Slots of captures that replayed since the last point, and their replay counters."""
@@ -232,15 +274,16 @@ class ProbeSession:
             torch.cuda.synchronize()
         captured, advanced = self._captured_values() if self._captures else ([], {})
         sites = {s["site_id"]: s for s in self._sites.values()}
-        pending: list[tuple[int, _PendingObservation]] = []
-        for site_id, (host, device) in self._eager.items():
-            pending.append(
-                (self._site_order[site_id], self._pending(sites[site_id], host, device=device))
-            )
+        pending: list[tuple[tuple[int, int], _PendingObservation]] = []
+        for site_id, taken in self._eager.items():
+            for invocation, (host, device) in enumerate(taken):
+                observation = self._pending(sites[site_id], host, device=device)
+                observation.invocation_index = invocation
+                pending.append(((self._site_order[site_id], invocation), observation))
         for site_id, host, slot in captured:
             pending.append(
                 (
-                    self._site_order[site_id],
+                    (self._site_order[site_id], 0),
                     self._pending(sites[site_id], host, slot.stride, slot.device),
                 )
             )
@@ -284,23 +327,47 @@ class ProbeSession:
         )
 
     # ------------------------------------------------------------ lifecycle
-    def finish(self) -> TensorRun:
-        """Commits the pending point (if any) and marks the run complete. Idempotent."""
+    def flush(self) -> None:
+        """Commits the automatic point in progress (the next call starts a new one) and
+        waits until every point recorded so far is durable. Inside ``record_point`` the
+        open point is left to its block. A no-op once the session is finished."""
         with self._lock:
-            if self._result is not None:
-                return self._result
-            if not self._finished:
-                self._flush_auto_point()
-                if self._eager:
-                    self._commit(f"call{self._calls}", {})
-                    self._calls += 1
-                self._writer.close(True)
-                self._finished = True
-                _probe_op.unregister(self.key, self)
-                for state in self._captures.values():
-                    state.runtime.close()
-            self._result = TensorRun.load(self.path)
-            return self._result
+            if not self._closed and not self._explicit_point:
+                self._commit_pending()
+        super().flush()
+
+    def finish(self) -> TensorRun:
+        """Commits the pending point (if any) and marks the run complete. Idempotent. The
+        compiled model keeps working afterwards; its probes record nothing."""
+        with self._lock:
+            if self._result is None and not self._closed:
+                self._check_can_finish()
+                self._commit_pending()
+            return super().finish()
+
+    def close(self) -> None:
+        """Ends the session without marking the run complete (committed points stay)."""
+        with self._lock:
+            super().close()
+
+    def _load(self) -> TensorRun:
+        return TensorRun.load(self.path)
+
+    def _check_can_finish(self) -> None:
+        if self._explicit_point:
+            raise RecorderStateError("finish() inside record_point(); leave the point first")
+
+    def _release(self) -> None:
+        self._eager.clear()
+        self._callables_in_point.clear()
+        for state in self._captures.values():
+            state.runtime.close()
+        # This session stays registered (its graphs call a no-op) unless an open session
+        # of the same key was recording before it.
+        previous = self._previous
+        self._previous = None
+        if previous is not None and not previous.finished:
+            _probe_op.hand_back(self.key, self, previous)
 
     def _finish_at_exit(self) -> None:
         with contextlib.suppress(Exception):
@@ -308,27 +375,89 @@ class ProbeSession:
 
     @property
     def finished(self) -> bool:
-        return self._finished
+        """True once ``finish()`` or ``close()`` ran: the session records nothing more."""
+        return self._closed
 
 
-_SESSIONS: dict[tuple[str, str | None, str | None, str | None], ProbeSession] = {}
+def run_root(
+    settings: dict[str, Any], run_dir: str | os.PathLike[str] | None, name: str
+) -> str | None:
+    """Where a session's run goes: ``run_dir`` when given, else ``[run] dir``/name, else a
+    fresh temporary directory (None)."""
+    if run_dir is not None:
+        return os.fspath(run_dir)
+    if settings.get("dir") is not None:
+        return os.path.join(settings["dir"], name)
+    return None
+
+
+_SessionKey = tuple[str, str | None, str, str]
+_SESSIONS: dict[_SessionKey, ProbeSession] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
+def _session_key(
+    config: _native.ProbeConfig,
+    run_dir: str | os.PathLike[str] | None,
+    name: str | None,
+    payload: str | None,
+) -> _SessionKey:
+    # The resolved, absolute run path: "runs/x", "runs/x/" and "/abs/runs/x" are one run.
+    settings = json.loads(config.run_json())
+    run_name = name or settings["name"]
+    root = run_root(settings, run_dir, run_name)
+    return (
+        config.digest,
+        None if root is None else os.path.abspath(root),
+        run_name,
+        payload or settings["payload"],
+    )
+
+
 def session_for(
+    config: Any,
+    *,
+    run_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    payload: str | None = None,
+    overwrite: bool | None = None,
+) -> ProbeSession:
+    """The session that records for ``config`` (a TOML path, a dict or a ``ProbeConfig``)
+    and these run settings in this process: every graph compiled with them records into
+    its run. Returns the latest such session, open or finished; creates one (with
+    ``overwrite``) only when there is none. ``run_dir`` is compared as a resolved path."""
+    return _session(load_config(config), run_dir, name, payload, overwrite, reuse_finished=True)
+
+
+def session_for_compile(
     config: _native.ProbeConfig,
     *,
     run_dir: str | os.PathLike[str] | None = None,
     name: str | None = None,
     payload: str | None = None,
+    overwrite: bool | None = None,
 ) -> ProbeSession:
-    """One session per (config, run settings) in a process: every graph compiled with the
-    same config records into the same run."""
-    key = (config.digest, None if run_dir is None else os.fspath(run_dir), name, payload)
+    """The session a new compilation records into: the open session of these settings,
+    or a new one. A finished session's run is never reopened."""
+    return _session(config, run_dir, name, payload, overwrite, reuse_finished=False)
+
+
+def _session(
+    config: _native.ProbeConfig,
+    run_dir: str | os.PathLike[str] | None,
+    name: str | None,
+    payload: str | None,
+    overwrite: bool | None,
+    *,
+    reuse_finished: bool,
+) -> ProbeSession:
+    key = _session_key(config, run_dir, name, payload)
     with _SESSIONS_LOCK:
         session = _SESSIONS.get(key)
-        if session is None or session.finished:
-            session = ProbeSession(config, run_dir=run_dir, name=name, payload=payload)
+        if session is None or (session.finished and not reuse_finished):
+            session = ProbeSession(
+                config, run_dir=run_dir, name=name, payload=payload, overwrite=overwrite
+            )
             _SESSIONS[key] = session
         return session
 
