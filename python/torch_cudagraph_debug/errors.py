@@ -21,6 +21,11 @@ class InvalidInputError(TcgdError, ValueError):
     """An argument or value that cannot be used as given; the message says which."""
 
 
+class ScriptNotFoundError(InvalidInputError, FileNotFoundError):
+    """A script or factory file given to ``tcgd explain`` / ``tcgd differential`` that does
+    not exist; the message names the path."""
+
+
 class UnsupportedDtypeError(TcgdError, TypeError):
     """A tensor dtype that cannot be recorded (quantized, packed sub-byte or bit types)."""
 
@@ -173,6 +178,7 @@ __all__ = [
     "ReportExistsError",
     "RunExistsError",
     "RunNotFoundError",
+    "ScriptNotFoundError",
     "SecondCaptureError",
     "SnapshotFormatError",
     "StorageError",
