@@ -62,17 +62,26 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace) -> Any:
+    from torch_cudagraph_debug.errors import InvalidInputError
     from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions
 
-    return TensorComparisonOptions(
-        mode=args.mode,
-        rtol=args.rtol,
-        atol=args.atol,
-        equal_nan=args.equal_nan,
-        dtype_policy=args.dtype_policy,
-        layout_policy=args.layout_policy,
-        limit=args.limit,
-    )
+    try:
+        return TensorComparisonOptions(
+            mode=args.mode,
+            rtol=args.rtol,
+            atol=args.atol,
+            equal_nan=args.equal_nan,
+            dtype_policy=args.dtype_policy,
+            layout_policy=args.layout_policy,
+            limit=args.limit,
+        )
+    except InvalidInputError as error:
+        option = getattr(error, "option", None)
+        if option is None:
+            raise
+        # Each option has the flag of its name: rtol -> --rtol, dtype_policy -> --dtype-policy.
+        flag = "--" + option.replace("_", "-")
+        raise InvalidInputError(f"{flag} {error.reason}") from None  # type: ignore[attr-defined]
 
 
 def _point_key(text: str) -> str | int:

@@ -38,13 +38,6 @@ PointMapping = (
 RunLike = TensorRun | str | os.PathLike
 
 
-def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise InvalidInputError(
-            f"TensorComparisonOptions.{name} must be one of {allowed}, got {value!r}"
-        )
-
-
 @dataclass(frozen=True)
 class TensorComparisonOptions:
     """How values are compared.
@@ -58,6 +51,10 @@ class TensorComparisonOptions:
     compares the values. ``layout_policy="strict"`` does the same for strides; ``"ignore"``
     does not compare them. ``limit`` caps the rows shown in text and HTML reports (JSON and
     CSV are always complete).
+
+    Every value is checked when the options are made: tolerances must be finite numbers
+    ``>= 0``, the policies one of their names, ``limit`` an integer ``>= 0``; anything else
+    raises :class:`InvalidInputError` whose ``option`` attribute names the option.
     """
 
     mode: Literal["allclose", "exact"] = "allclose"
@@ -69,36 +66,21 @@ class TensorComparisonOptions:
     limit: int = 20
 
     def __post_init__(self) -> None:
-        _check_choice("mode", self.mode, ("allclose", "exact"))
-        _check_choice("dtype_policy", self.dtype_policy, ("strict", "promote"))
-        _check_choice("layout_policy", self.layout_policy, ("strict", "ignore"))
-        for name in ("rtol", "atol"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise InvalidInputError(
-                    f"TensorComparisonOptions.{name} must be a number, got {value!r}"
-                )
-        if not isinstance(self.equal_nan, bool):
-            raise InvalidInputError(
-                f"TensorComparisonOptions.equal_nan must be a bool, got {self.equal_nan!r}"
-            )
-        if not isinstance(self.limit, int) or isinstance(self.limit, bool) or self.limit < 0:
-            raise InvalidInputError(
-                f"TensorComparisonOptions.limit must be an integer >= 0, got {self.limit!r}"
-            )
+        # Checked natively, once, here: a bad value fails when the options are made (an
+        # InvalidInputError naming the option), not when a comparison first uses them.
+        checked = _native.compare_options(
+            self.mode,
+            self.rtol,
+            self.atol,
+            self.equal_nan,
+            self.dtype_policy,
+            self.layout_policy,
+            self.limit,
+        )
+        object.__setattr__(self, "_checked_json", checked)
 
     def _json(self) -> str:
-        return json.dumps(
-            {
-                "mode": self.mode,
-                "rtol": float(self.rtol),
-                "atol": float(self.atol),
-                "equal_nan": self.equal_nan,
-                "dtype_policy": self.dtype_policy,
-                "layout_policy": self.layout_policy,
-                "limit": self.limit,
-            }
-        )
+        return self._checked_json  # type: ignore[attr-defined]
 
 
 def _options(options: TensorComparisonOptions | None) -> str:

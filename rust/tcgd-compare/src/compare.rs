@@ -326,7 +326,7 @@ fn group_subject(group: &RunGroup) -> Subject {
         run_id: None,
         rank: None,
         world_size: Some(group.world_size),
-        complete: Some(group.members.iter().all(|m| m.complete)),
+        complete: Some(group.complete),
         points: group.members.iter().map(|m| m.labels.len()).max(),
         detail: Some(format!(
             "{} of {} ranks",

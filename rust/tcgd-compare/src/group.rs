@@ -31,6 +31,10 @@ pub struct RunGroup {
     pub members: Vec<GroupMember>,
     /// Ranks below `world_size` with no run.
     pub missing_ranks: Vec<i64>,
+    /// Every rank below `world_size` has a run and every run finished (`complete` in its
+    /// manifest). The one definition of a group's completeness: summaries and
+    /// comparisons both report this value.
+    pub complete: bool,
     /// Crashed (shorter) ranks, missing ranks, inconsistent declarations.
     pub warnings: Vec<String>,
 }
@@ -208,12 +212,14 @@ impl RunGroup {
             ));
         }
         let name = name.map(|(n, _)| n).unwrap_or_default();
+        let complete = missing_ranks.is_empty() && members.iter().all(|m| m.complete);
         Ok(RunGroup {
             name,
             root,
             world_size,
             members,
             missing_ranks,
+            complete,
             warnings,
         })
     }

@@ -71,6 +71,31 @@ impl CompareOptions {
         Ok(options)
     }
 
+    /// Options from their names as users write them (`"allclose"`, `"strict"`, ...),
+    /// checked: the one place where options are validated, so a bad value is refused when
+    /// the options are made, not when a comparison first uses them.
+    pub fn from_names(
+        mode: &str,
+        rtol: f64,
+        atol: f64,
+        equal_nan: bool,
+        dtype_policy: &str,
+        layout_policy: &str,
+        limit: usize,
+    ) -> Result<CompareOptions, CompareError> {
+        let options = CompareOptions {
+            mode: choice("mode", mode, &["allclose", "exact"])?,
+            rtol,
+            atol,
+            equal_nan,
+            dtype_policy: choice("dtype_policy", dtype_policy, &["strict", "promote"])?,
+            layout_policy: choice("layout_policy", layout_policy, &["strict", "ignore"])?,
+            limit,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+
     /// Tolerances must be finite and non-negative: a NaN tolerance would make every
     /// verdict false and an infinite one every verdict true, silently.
     pub fn validate(&self) -> Result<(), CompareError> {
@@ -110,6 +135,22 @@ impl CompareOptions {
     }
 }
 
+/// One of the names of an option's enum; the error lists the others.
+fn choice<T: serde::de::DeserializeOwned>(
+    option: &str,
+    value: &str,
+    allowed: &[&str],
+) -> Result<T, CompareError> {
+    let invalid = || CompareError::InvalidOption {
+        option: option.into(),
+        reason: format!("must be one of {}, got {value:?}", allowed.join(", ")),
+    };
+    if !allowed.contains(&value) {
+        return Err(invalid());
+    }
+    serde_json::from_value(serde_json::Value::String(value.to_owned())).map_err(|_| invalid())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,6 +173,63 @@ mod tests {
         assert!(CompareOptions::from_json(&unknown).is_err());
         let wrong_mode = text.replace("allclose", "close");
         assert!(CompareOptions::from_json(&wrong_mode).is_err());
+    }
+
+    #[test]
+    fn fault_options_are_checked_when_made() {
+        let made = CompareOptions::from_names("exact", 0.0, 1e-3, true, "promote", "ignore", 5);
+        assert_eq!(
+            made.unwrap(),
+            CompareOptions {
+                mode: Mode::Exact,
+                rtol: 0.0,
+                atol: 1e-3,
+                equal_nan: true,
+                dtype_policy: DtypePolicy::Promote,
+                layout_policy: LayoutPolicy::Ignore,
+                limit: 5,
+            }
+        );
+        let refused = |mode, rtol, atol, dtype, layout| match CompareOptions::from_names(
+            mode, rtol, atol, false, dtype, layout, 20,
+        ) {
+            Err(CompareError::InvalidOption { option, reason }) => (option, reason),
+            other => panic!("expected an invalid option, got {other:?}"),
+        };
+        let strict = "strict";
+        assert_eq!(
+            refused("allclose", -1.0, 0.0, strict, strict),
+            ("rtol".into(), "must be a finite number >= 0, got -1".into())
+        );
+        assert_eq!(
+            refused("allclose", f64::NAN, 0.0, strict, strict),
+            (
+                "rtol".into(),
+                "must be a finite number >= 0, got NaN".into()
+            )
+        );
+        assert_eq!(
+            refused("allclose", 0.0, f64::INFINITY, strict, strict),
+            (
+                "atol".into(),
+                "must be a finite number >= 0, got inf".into()
+            )
+        );
+        assert_eq!(
+            refused("close", 0.0, 0.0, strict, strict),
+            (
+                "mode".into(),
+                "must be one of allclose, exact, got \"close\"".into()
+            )
+        );
+        assert_eq!(
+            refused("exact", 0.0, 0.0, "loose", strict).0,
+            "dtype_policy"
+        );
+        assert_eq!(
+            refused("exact", 0.0, 0.0, strict, "Strict").0,
+            "layout_policy"
+        );
     }
 
     #[test]

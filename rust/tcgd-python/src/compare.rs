@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
     PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
@@ -530,6 +531,113 @@ fn run_group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyRe
     })
 }
 
+/// An invalid option as `InvalidInputError`, with `option` (the option's name) and
+/// `reason` set on the exception so that the CLI can name its flag instead.
+fn invalid_option(py: Python<'_>, option: &str, reason: String) -> PyErr {
+    let error = typed_error(
+        py,
+        "InvalidInputError",
+        format!("TensorComparisonOptions.{option} {reason}"),
+    );
+    let value = error.value(py);
+    // Setting attributes on a fresh exception instance cannot fail short of memory
+    // exhaustion; the message above says everything in any case.
+    let _ = value.setattr("option", option);
+    let _ = value.setattr("reason", reason);
+    error
+}
+
+/// A value as Python's `repr` shows it, for messages.
+fn shown(value: &Bound<'_, PyAny>) -> String {
+    value
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "an unprintable value".to_owned())
+}
+
+fn number_option(py: Python<'_>, option: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let refused = || {
+        invalid_option(
+            py,
+            option,
+            format!("must be a number, got {}", shown(value)),
+        )
+    };
+    if value.cast::<PyBool>().is_ok() {
+        return Err(refused());
+    }
+    value.extract::<f64>().map_err(|_| refused())
+}
+
+/// Checks comparison options once, when `TensorComparisonOptions` is made, and returns
+/// them as the JSON the comparison functions take. Every rule is
+/// [`CompareOptions::from_names`]'s; this only converts Python values.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn compare_options(
+    py: Python<'_>,
+    mode: &Bound<'_, PyAny>,
+    rtol: &Bound<'_, PyAny>,
+    atol: &Bound<'_, PyAny>,
+    equal_nan: &Bound<'_, PyAny>,
+    dtype_policy: &Bound<'_, PyAny>,
+    layout_policy: &Bound<'_, PyAny>,
+    limit: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    guard(py, || {
+        let name = |option: &str, value: &Bound<'_, PyAny>| {
+            value.extract::<String>().map_err(|_| {
+                invalid_option(
+                    py,
+                    option,
+                    format!("must be a string, got {}", shown(value)),
+                )
+            })
+        };
+        let equal_nan = equal_nan
+            .cast::<PyBool>()
+            .map(|b| b.is_true())
+            .map_err(|_| {
+                invalid_option(
+                    py,
+                    "equal_nan",
+                    format!("must be a bool, got {}", shown(equal_nan)),
+                )
+            })?;
+        let limit = match limit.cast::<PyBool>() {
+            Ok(_) => None,
+            Err(_) => limit.extract::<usize>().ok(),
+        }
+        .ok_or_else(|| {
+            invalid_option(
+                py,
+                "limit",
+                format!("must be an integer >= 0, got {}", shown(limit)),
+            )
+        })?;
+        let options = CompareOptions::from_names(
+            &name("mode", mode)?,
+            number_option(py, "rtol", rtol)?,
+            number_option(py, "atol", atol)?,
+            equal_nan,
+            &name("dtype_policy", dtype_policy)?,
+            &name("layout_policy", layout_policy)?,
+            limit,
+        )
+        .map_err(|e| match e {
+            CompareError::InvalidOption { option, reason } => invalid_option(py, &option, reason),
+            other => compare_error(py, other),
+        })?;
+        serde_json::to_string(&options).map_err(|e| {
+            typed_error(
+                py,
+                "TcgdInternalError",
+                format!("cannot encode the options: {e}"),
+            )
+        })
+    })
+}
+
 /// The default comparison options as JSON (the single source of the defaults).
 #[pyfunction]
 fn default_compare_options() -> String {
@@ -544,5 +652,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
     m.add_function(wrap_pyfunction!(run_group, m)?)?;
     m.add_function(wrap_pyfunction!(default_compare_options, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_options, m)?)?;
     Ok(())
 }
