@@ -28,7 +28,9 @@ def segment(size: int, *, address: int = 0, stream: int = 0, state: str = "inact
         "segment_pool_id": (0, 0),
         "is_expandable": False,
         "frames": [],
-        "blocks": [{"address": address, "size": size, "requested_size": size, "state": state}],
+        "blocks": [
+            {"address": address, "size": size, "requested_size": size, "state": state, "frames": []}
+        ],
     }
 
 

@@ -1,27 +1,88 @@
 """The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``,
 ``tcgd validate``, ``tcgd explain``, ``tcgd differential``.
 
-``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes: 0 match
-(or report produced), 1 mismatch, 3 inconclusive, 2 error.
+``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes (see
+``docs/cli.md``): 0 match (or report produced), 1 mismatch, 3 inconclusive, 2 error, 130
+interrupted, 141 standard output closed early.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+# The shell's codes for a process ended by SIGINT and by SIGPIPE: a cut-off output must
+# not read as a match (0) or mismatch (1) to a script checking the status.
+EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED = 130, 141
+
+DEBUG_VARIABLE = "TCGD_DEBUG"
+
+_DESCRIPTION = (
+    "A debugger for PyTorch CUDA Graphs: summarise and compare tensor runs and allocator "
+    "memory runs, query runs with SQL, and see what the probe pass selects."
+)
+_EPILOG = (
+    "exit codes: 0 match (or report printed), 1 mismatch, 3 inconclusive, 2 error, "
+    f"130 interrupted, 141 output closed early. Errors are one line on stderr; set "
+    f"{DEBUG_VARIABLE}=1 to see the traceback of an unexpected one."
+)
+
+
+def _version() -> str:
+    from torch_cudagraph_debug import __version__
+
+    return __version__
+
+
+def _add_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s (torch-cudagraph-debug) {_version()}",
+        help="print the package version and exit",
+    )
+
+
+def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubParsersAction:
+    """The subcommands of `parser`, named `command` as the docs name them. Without one,
+    `parser` prints its usage and a one-line error naming the choices (exit 2)."""
+    subparsers = parser.add_subparsers(
+        title="commands", dest="command", metavar="command", help=help
+    )
+
+    def missing(args: argparse.Namespace) -> int:
+        # `choices` holds every subcommand added by the time the command line is parsed.
+        names = ", ".join(subparsers.choices)
+        parser.error(f"a command is required: one of {names} (see --help)")
+
+    parser.set_defaults(handler=missing)
+    return subparsers
 
 
 def _parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import compile, memory, tensor
 
-    parser = argparse.ArgumentParser(prog="tcgd", description=__doc__.splitlines()[0])
-    domains = parser.add_subparsers(dest="domain", required=True)
-    tensor.add_commands(domains.add_parser("tensor", help="tensor runs: summaries, comparisons"))
+    parser = argparse.ArgumentParser(prog="tcgd", description=_DESCRIPTION, epilog=_EPILOG)
+    _add_version(parser)
+    domains = commands(parser, help="the domain or tool")
+    tensor.add_commands(
+        domains.add_parser(
+            "tensor",
+            help="tensor runs: summaries, comparisons",
+            description="Summarise tensor runs and compare their points.",
+        )
+    )
     memory.add_commands(
-        domains.add_parser("memory", help="allocator memory: summaries, comparisons")
+        domains.add_parser(
+            "memory",
+            help="allocator memory: summaries, comparisons",
+            description="Report on memory runs, compare points and phases, import "
+            "allocator snapshot pickles.",
+        )
     )
     compile.add_explain_command(domains)
     compile.add_differential_command(domains)
@@ -30,32 +91,98 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+def _debugging() -> bool:
+    """`TCGD_DEBUG=1` (any value but empty or 0) shows tracebacks."""
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def _one_line(text: str) -> str:
+    """Error text on one line: messages from other libraries (DuckDB, the OS) may span
+    several."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def _close_stdout() -> None:
+    """After the reader of stdout went away (`tcgd ... | head`): point the descriptor at
+    devnull, so the interpreter's final flush of what is still buffered cannot fail and
+    print "Exception ignored" on stderr."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        # A stdout without a descriptor (captured in-process): nothing will flush to a pipe.
+        pass
+
+
+def _run(make_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None) -> int:
+    """Runs the chosen command: every failure becomes one line on stderr and an exit code;
+    nothing reaches the user as a traceback unless TCGD_DEBUG=1 asks for it. (argparse's
+    own usage errors exit 2 through SystemExit, which passes through.)"""
     from torch_cudagraph_debug.errors import TcgdError
 
-    args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        args = make_parser().parse_args(argv)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        code = int(handler(args))
+        # Flushed here so that a closed pipe is seen now, not at interpreter exit.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _close_stdout()
+        return EXIT_OUTPUT_CLOSED
+    except KeyboardInterrupt:
+        print("tcgd: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except TcgdError as error:
-        print(f"tcgd: error: {error}", file=sys.stderr)
+        if _debugging():
+            traceback.print_exc()
+        print(f"tcgd: error: {_one_line(str(error))}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as error:  # the CLI's last line of defence: no traceback for users
+        message = f"{type(error).__name__}: {_one_line(str(error)) or '(no message)'}"
+        if _debugging():
+            traceback.print_exc()
+        else:
+            message += f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
+        print(f"tcgd: error: {message}", file=sys.stderr)
         return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _run(_parser(), argv)
+    return _run(_parser, argv)
+
+
+def _tensor_parser() -> argparse.ArgumentParser:
+    from torch_cudagraph_debug.cli import tensor
+
+    parser = argparse.ArgumentParser(
+        prog="tcgd-tensor",
+        description="Summarise tensor runs and compare their points (alias of tcgd tensor).",
+        epilog=_EPILOG,
+    )
+    _add_version(parser)
+    tensor.add_commands(parser)
+    return parser
+
+
+def _memory_parser() -> argparse.ArgumentParser:
+    from torch_cudagraph_debug.cli import memory
+
+    parser = argparse.ArgumentParser(
+        prog="tcgd-memory",
+        description="Report on memory runs, compare points and phases, import allocator "
+        "snapshot pickles (alias of tcgd memory).",
+        epilog=_EPILOG,
+    )
+    _add_version(parser)
+    memory.add_commands(parser)
+    return parser
 
 
 def tensor_main(argv: Sequence[str] | None = None) -> int:
-    from torch_cudagraph_debug.cli import tensor
-
-    parser = argparse.ArgumentParser(prog="tcgd-tensor")
-    tensor.add_commands(parser)
-    return _run(parser, argv)
+    return _run(_tensor_parser, argv)
 
 
 def memory_main(argv: Sequence[str] | None = None) -> int:
-    from torch_cudagraph_debug.cli import memory
-
-    parser = argparse.ArgumentParser(prog="tcgd-memory")
-    memory.add_commands(parser)
-    return _run(parser, argv)
+    return _run(_memory_parser, argv)

@@ -69,7 +69,9 @@ def _mapping_flags(p: argparse.ArgumentParser) -> None:
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
-    sub = parser.add_subparsers(dest="command", required=True)
+    from torch_cudagraph_debug.cli import commands
+
+    sub = commands(parser, help="what to report, compare or import")
 
     p = sub.add_parser("summary", help="each point's allocator state as a report tree")
     p.add_argument("run", help="memory run directory")

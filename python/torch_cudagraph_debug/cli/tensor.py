@@ -338,7 +338,9 @@ def _compare_run_groups(args: argparse.Namespace) -> int:
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from torch_cudagraph_debug.cli import commands as subcommands
+
+    commands = subcommands(parser, help="what to summarise or compare")
 
     p = commands.add_parser("summary", help="a run's points and observation summaries")
     p.add_argument("run", help="run directory")
