@@ -387,6 +387,21 @@ def memory_run(run_dir: Path) -> None:
             rec.record_point(f"m{k}")
 
 
+def test_fault7_a_left_out_point_still_lends_its_intact_payloads(tmp_path: Path) -> None:
+    """The first point stores the bytes later points share; losing that point's own
+    observations must not cost the later points their values."""
+    run_dir = tmp_path / "run"
+    with TensorRecorder(name="r", run_dir=run_dir) as rec:
+        for k in range(3):
+            with rec.record_point(f"p{k}"):
+                rec.observe(torch.full((64,), 7.0), name="same")
+    flip_a_byte(parts(run_dir, "observations")[0])
+    run = TensorRun.load(run_dir, on_damage="skip")
+    assert run.labels == ("p1", "p2")
+    assert torch.equal(run["p2"].tensor("same"), torch.full((64,), 7.0))
+    assert [(d.point_index, d.table) for d in run.damage] == [(0, "observations")]
+
+
 def test_fault7_memory_runs_load_their_intact_points(tmp_path: Path) -> None:
     memory_run(tmp_path / "m")
     flip_a_byte(parts(tmp_path / "m", "memory_segments")[1])
@@ -409,6 +424,15 @@ def test_fault7_damaged_stacks_cost_the_points_that_may_name_them(tmp_path: Path
     assert run.labels == ()
     assert [(d.point_index, d.label) for d in run.damage] == [(0, "m0"), (1, "m1"), (2, "m2")]
     assert "may name stacks stored with damaged point 0" in run.damage[2].problem
+
+    # The first point left out for another table: its intact stacks still serve the rest.
+    memory_run(tmp_path / "n")
+    flip_a_byte(parts(tmp_path / "n", "memory_segments")[0])
+    run = MemoryRun.load(tmp_path / "n", on_damage="skip")
+    assert run.labels == ("m1", "m2")
+    assert [(d.point_index, d.table) for d in run.damage] == [(0, "memory_segments")]
+    block = run["m2"].raw_snapshot()["segments"][0]["blocks"][0]
+    assert block["frames"] == [{"filename": "model.py", "line": 10, "name": "forward"}]
 
 
 def test_fault7_tcgd_validate(tmp_path: Path, capsys) -> None:

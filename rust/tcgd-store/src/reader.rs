@@ -233,6 +233,7 @@ impl RunReader {
         };
         left_out.extend(&dependent);
         let labels = labels_of(dir, &manifest, &left_out, &problems);
+        let damaged: HashSet<usize> = problems.iter().map(|&(i, _)| i).collect();
         for (i, problem) in problems {
             let part = &manifest.parts[i];
             reader.damage.push(Damage {
@@ -243,9 +244,23 @@ impl RunReader {
                 problem,
             });
         }
-        manifest
+        // A left-out point's intact parts of the tables later points refer to stay:
+        // payloads (found by digest) always, frames and stacks (dense ids) up to the first
+        // damaged one.
+        let first_shared = shared.as_ref().map(|p| p.point_index);
+        let kept = manifest
             .parts
-            .retain(|p| !left_out.contains(&p.point_index));
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                let lent = p.table == Table::Payloads.dir_name()
+                    || (shared_with_later_points(&p.table)
+                        && first_shared.is_none_or(|first| p.point_index < first));
+                !damaged.contains(i) && (!left_out.contains(&p.point_index) || lent)
+            })
+            .map(|(_, p)| p.clone())
+            .collect();
+        manifest.parts = kept;
         reader.manifest = manifest;
         if let Some(part) = shared {
             for point in dependent {
