@@ -148,7 +148,13 @@ def _token_for(graph: torch.fx.Graph, like: torch.Tensor) -> torch.fx.Node:
     device = like.device
     name = f"_tcgd_probe_token_{device.type}_{device.index or 0}"
     if not hasattr(module, name):
-        module.register_buffer(name, torch.zeros(1, device=device), persistent=False)
+        # A real tensor even when a fake mode is active around the pass (torch 2.6 runs
+        # the differential reference's post-grad passes so): the graph runs with it.
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():
+            token = torch.zeros(1, device=device)
+        module.register_buffer(name, token, persistent=False)
     existing = next((n for n in graph.nodes if n.op == "get_attr" and n.target == name), None)
     if existing is not None:
         return existing
