@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
+from compile_models import SigmoidMLP
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch_cudagraph_debug.compile.differential import differential
 
@@ -15,23 +15,7 @@ CONFIG = {
 }
 
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 16)
-        self.fc3 = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
-
-
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 def batches():
@@ -41,7 +25,7 @@ def batches():
 
 def test_reference_and_compiled_align_site_by_site_and_match(tmp_path):
     torch.manual_seed(0)
-    result = differential(MLP(), batches(), probes=CONFIG, run_dir=tmp_path)
+    result = differential(SigmoidMLP(), batches(), probes=CONFIG, run_dir=tmp_path)
     ref, cmp = result.reference, result.compiled
     assert ref.labels == cmp.labels == ("call0", "call1", "call2")
     ref_sites = [o.name for o in ref[0].observations]
@@ -67,7 +51,7 @@ class PerturbSigmoid(CustomGraphPass):
 def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):
     torch.manual_seed(0)
     result = differential(
-        MLP(),
+        SigmoidMLP(),
         batches(),
         probes=CONFIG,
         run_dir=tmp_path,

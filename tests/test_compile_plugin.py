@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
-from torch import nn
+from compile_models import MLP
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import ConfigError
 from torch_cudagraph_debug.tensor_debug import TensorRun
@@ -32,16 +32,6 @@ CONFIG = textwrap.dedent(
 )
 
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
 @pytest.fixture
 def config_file(tmp_path):
     path = tmp_path / "probes.toml"
@@ -49,14 +39,7 @@ def config_file(tmp_path):
     return path
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo(tmp_path, monkeypatch):
-    # A private Inductor cache per test: a graph cached by another test would skip the
-    # pass (and its decisions) here.
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 def test_backend_records_selected_sites_per_call(tmp_path, config_file):
@@ -84,7 +67,7 @@ def test_backend_records_selected_sites_per_call(tmp_path, config_file):
     by_module = {o.site.module_path: o for o in point.observations}
     fc2 = by_module["fc2"]
     assert fc2.site.graph_kind == "inference"
-    assert fc2.site.source_location and "test_compile_plugin.py" in fc2.site.source_location
+    assert fc2.site.source_location and "compile_models.py" in fc2.site.source_location
     torch.testing.assert_close(fc2.tensor(), eager["fc2"])
     torch.testing.assert_close(outs[1], eager["fc2"])
     relu = next(o for o in point.observations if o.site.aten_op == "aten.relu.default")

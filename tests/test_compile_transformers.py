@@ -29,12 +29,7 @@ def tiny_gpt2() -> torch.nn.Module:
     return transformers.GPT2Model(config).eval()
 
 
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 def test_gpt2_attention_and_mlp_sites_record_eager_equal_values(tmp_path):

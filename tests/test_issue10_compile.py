@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
-from torch import nn
+from compile_models import MLP, SigmoidMLP
 from torch._dynamo.utils import counters
 from torch._inductor.compile_fx import compile_fx as compile_fx_bound_at_import
 from torch_cudagraph_debug.cli import main as tcgd_main
@@ -42,34 +42,7 @@ DIFF_CONFIG = {
 }
 
 
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
-class SigmoidMLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 16)
-        self.fc3 = nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
-
-
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 @pytest.fixture

@@ -7,33 +7,16 @@ import copy
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
+from compile_models import MLP
 from torch import nn
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.usefixtures("fresh_inductor"),
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(64, 128)
-        self.fc2 = nn.Linear(128, 32)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
 
 
 @pytest.fixture
@@ -65,7 +48,7 @@ CONFIG = {"version": 1, "select": [{"ops": ["aten.addmm", "aten.mm", "aten.relu"
 
 def test_inference_graph_trees_replays_land_in_the_run(tmp_path, capture_count):
     torch.manual_seed(0)
-    model = MLP().cuda()
+    model = MLP(64, 128, 32).cuda()
     inputs = [torch.randn(16, 64, device="cuda") for _ in range(6)]
 
     # Baseline: the same model without probes, to compare captures and outputs.
@@ -112,7 +95,7 @@ def test_inference_graph_trees_replays_land_in_the_run(tmp_path, capture_count):
 
 def test_training_loop_probes_forward_and_backward_under_graph_trees(tmp_path):
     torch.manual_seed(1)
-    model = MLP().cuda()
+    model = MLP(64, 128, 32).cuda()
     reference = copy.deepcopy(model)
     config = {
         "version": 1,
@@ -218,7 +201,7 @@ def test_gpt2_attention_and_mlp_under_graph_trees(tmp_path):
 
 def test_session_of_flush_and_preview_under_graph_trees_and_a_finished_session(tmp_path):
     torch.manual_seed(2)
-    model = MLP().cuda()
+    model = MLP(64, 128, 32).cuda()
     compiled = torch.compile(
         model,
         backend="tcgd",
