@@ -190,23 +190,40 @@ def test_fault11_version(entry, prog, capsys):
 
 
 @pytest.mark.parametrize(
-    ("argv", "usage", "choices"),
+    ("argv", "prog", "choices"),
     [
-        ([], "usage: tcgd [-h] [--version] command ...", "tensor, memory, explain"),
-        (["tensor"], "usage: tcgd tensor [-h] command ...", "summary, compare-points"),
-        (["memory"], "usage: tcgd memory [-h] command ...", "summary, timeline"),
+        ([], "tcgd", "tensor, memory, explain"),
+        (["tensor"], "tcgd tensor", "summary, compare-points"),
+        (["memory"], "tcgd memory", "summary, timeline"),
     ],
 )
-def test_fault11_a_missing_command_is_usage_and_one_error_line(argv, usage, choices, capsys):
+def test_fault11_a_missing_command_is_one_error_line(argv, prog, choices, capsys):
     with pytest.raises(SystemExit) as done:
         main(argv)
     assert done.value.code == 2
     err = capsys.readouterr().err
     lines = err.splitlines()
-    assert lines[0] == usage
-    assert len(lines) == 2 and "a command is required: one of" in lines[1], err
-    assert choices in lines[1]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{prog}: error: a command is required: one of "), err
+    assert choices in lines[0] and lines[0].endswith(f"(see {prog} --help)")
     assert "domain" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tensor", "summary", "--bogus", "RUN"],
+        ["tensor", "compare-runs", "REF"],
+        ["tensor", "nosuch"],
+        ["memory", "import"],
+    ],
+)
+def test_fault8_usage_errors_are_one_line_with_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and ": error: " in err and "--help)" in err, err
 
 
 # ------------------------------------------------------------ fault 11: options

@@ -13,11 +13,9 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
-EXIT_OK, EXIT_MISMATCH, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
-# The shell's codes for a process ended by SIGINT and by SIGPIPE: a cut-off output must
-# not read as a match (0) or mismatch (1) to a script checking the status.
-EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED = 130, 141
+from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
 
 DEBUG_VARIABLE = "TCGD_DEBUG"
 
@@ -38,6 +36,15 @@ def _version() -> str:
     return __version__
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr, like every other error (exit 2): the full usage
+    is one `--help` away, and a block of usage text would bury the line that matters.
+    Subcommand parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _add_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--version",
@@ -49,7 +56,7 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
 
 def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubParsersAction:
     """The subcommands of `parser`, named `command` as the docs name them. Without one,
-    `parser` prints its usage and a one-line error naming the choices (exit 2)."""
+    `parser` prints a one-line error naming the choices (exit 2)."""
     subparsers = parser.add_subparsers(
         title="commands", dest="command", metavar="command", help=help
     )
@@ -57,7 +64,7 @@ def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubPars
     def missing(args: argparse.Namespace) -> int:
         # `choices` holds every subcommand added by the time the command line is parsed.
         names = ", ".join(subparsers.choices)
-        parser.error(f"a command is required: one of {names} (see --help)")
+        parser.error(f"a command is required: one of {names}")
 
     parser.set_defaults(handler=missing)
     return subparsers
@@ -66,7 +73,7 @@ def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubPars
 def _parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import compile, memory, tensor
 
-    parser = argparse.ArgumentParser(prog="tcgd", description=_DESCRIPTION, epilog=_EPILOG)
+    parser = _Parser(prog="tcgd", description=_DESCRIPTION, epilog=_EPILOG)
     _add_version(parser)
     domains = commands(parser, help="the domain or tool")
     tensor.add_commands(
@@ -156,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _tensor_parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import tensor
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tcgd-tensor",
         description="Summarise tensor runs and compare their points (alias of tcgd tensor).",
         epilog=_EPILOG,
@@ -169,7 +176,7 @@ def _tensor_parser() -> argparse.ArgumentParser:
 def _memory_parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import memory
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tcgd-memory",
         description="Report on memory runs, compare points and phases, import allocator "
         "snapshot pickles (alias of tcgd memory).",
