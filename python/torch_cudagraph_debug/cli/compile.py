@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from torch_cudagraph_debug.cli._exit import EXIT_OK
+
 
 def _quiet_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -98,7 +100,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(report.to_text(show_rejected=not args.selected_only))
-    return 0
+    return EXIT_OK
 
 
 def add_differential_command(subparsers: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-EXIT_OK, EXIT_ERROR = 0, 2
+from torch_cudagraph_debug.cli._exit import EXIT_OK
 
 
 def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:

@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EXIT_OK, EXIT_MISMATCH, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 2, 3
-_EXIT_FOR_STATUS = {"match": EXIT_OK, "mismatch": EXIT_MISMATCH, "inconclusive": EXIT_INCONCLUSIVE}
+from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_FOR_STATUS, EXIT_OK
 
 
 # ------------------------------------------------------------------------ shared options
@@ -122,11 +121,10 @@ def _point(run: Any, key: str) -> Any:
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GiB"
+    """Bytes as every report writes them (the native core owns the format)."""
+    from torch_cudagraph_debug._native import format_bytes
+
+    return format_bytes(int(n))
 
 
 def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
@@ -157,7 +155,7 @@ def _finish(result: Any, args: argparse.Namespace) -> int:
         print(result.to_json())
     else:
         print(result.to_text(args.limit), end="")
-    return _EXIT_FOR_STATUS[result.status]
+    return EXIT_FOR_STATUS[result.status]
 
 
 # ------------------------------------------------------------------------ commands

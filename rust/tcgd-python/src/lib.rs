@@ -130,6 +130,13 @@ fn check_dtype(py: Python<'_>, name: &str) -> PyResult<()> {
     parse_dtype(py, name).map(|_| ())
 }
 
+/// A byte count in binary units ("1.50 MiB", "512 B"): the one formatting every report
+/// and CLI line uses, so sizes read the same everywhere.
+#[pyfunction]
+fn format_bytes(n: i64) -> String {
+    tcgd_memory::report::format_bytes(n)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -138,6 +145,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(content_digest, m)?)?;
     m.add_function(wrap_pyfunction!(supported_dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(check_dtype, m)?)?;
+    m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_class::<store::RunWriter>()?;
     m.add_class::<store::RunReader>()?;
     m.add_class::<probe::ProbeRuntime>()?;
