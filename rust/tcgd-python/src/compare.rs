@@ -15,7 +15,7 @@ use tcgd_compare::{
 };
 use tcgd_store::PayloadKind;
 
-use crate::errors::{guard, report_dir_error, store_error, typed_error};
+use crate::errors::{guard, BindResult, BindingError};
 use crate::{parse_dtype, to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
@@ -156,10 +156,9 @@ fn summary(s: SummaryArgs) -> SummaryView {
 }
 
 fn build_set(
-    py: Python<'_>,
     args: SetArgs,
     error: &Arc<Mutex<Option<PyErr>>>,
-) -> PyResult<(ObservationSet, Subject)> {
+) -> BindResult<(ObservationSet, Subject)> {
     let mut observations = Vec::with_capacity(args.observations.len());
     for o in args.observations {
         let site = SiteView {
@@ -175,11 +174,11 @@ fn build_set(
             order: o.order,
             name: o.name,
             invocation_index: o.invocation_index,
-            dtype: parse_dtype(py, &o.dtype)?,
+            dtype: parse_dtype(&o.dtype)?,
             shape: o.shape,
             stride: o.stride,
             source_device: o.source_device,
-            payload: PayloadKind::parse(&o.payload).map_err(|e| store_error(py, e))?,
+            payload: PayloadKind::parse(&o.payload)?,
             digest: o.digest,
             summary: o.summary.map(summary),
             site: Some(site).filter(|s| !s.is_empty()),
@@ -239,21 +238,8 @@ impl Progress for PyProgress {
     }
 }
 
-fn options(py: Python<'_>, json: &str) -> PyResult<CompareOptions> {
-    CompareOptions::from_json(json).map_err(|e| compare_error(py, e))
-}
-
-/// Maps an engine error to the package's exception classes.
-pub fn compare_error(py: Python<'_>, error: CompareError) -> PyErr {
-    let class = match error {
-        CompareError::Store(e) => return store_error(py, e),
-        CompareError::InvalidOption { .. } | CompareError::InvalidInput(_) => "InvalidInputError",
-        CompareError::Payload { .. } => "CorruptRunError",
-        CompareError::External(_) | CompareError::Interrupted => "TcgdInternalError",
-        CompareError::Report(e) => return report_dir_error(py, e),
-        CompareError::Io { .. } => "StorageIOError",
-    };
-    typed_error(py, class, error.to_string())
+fn options(json: &str) -> BindResult<CompareOptions> {
+    Ok(CompareOptions::from_json(json)?)
 }
 
 /// Runs a comparison with the GIL released; a Python error raised by a loader or the
@@ -262,13 +248,13 @@ fn run(
     py: Python<'_>,
     error: &Arc<Mutex<Option<PyErr>>>,
     work: impl FnOnce() -> tcgd_compare::Result<Comparison> + Send,
-) -> PyResult<PyComparison> {
+) -> BindResult<PyComparison> {
     let result = py.detach(work);
     match result {
         Ok(inner) => Ok(PyComparison { inner }),
         Err(e) => {
             let kept = error.lock().ok().and_then(|mut slot| slot.take());
-            Err(kept.unwrap_or_else(|| compare_error(py, e)))
+            Err(kept.map_or_else(|| BindingError::from(e), BindingError::Python))
         }
     }
 }
@@ -281,7 +267,7 @@ fn progress(callback: Option<Py<PyAny>>, error: &Arc<Mutex<Option<PyErr>>>) -> P
     }
 }
 
-fn selector(value: &Bound<'_, PyAny>) -> PyResult<PointSelector> {
+fn selector(value: &Bound<'_, PyAny>) -> BindResult<PointSelector> {
     if let Ok(i) = value.extract::<i64>() {
         return Ok(PointSelector::Index(i));
     }
@@ -290,7 +276,7 @@ fn selector(value: &Bound<'_, PyAny>) -> PyResult<PointSelector> {
 
 /// `None` (by label), `"label"`, `"index"`, or a list of `(reference, candidate)` pairs of
 /// labels or indices.
-fn mapping(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<PointMapping> {
+fn mapping(value: Option<&Bound<'_, PyAny>>) -> BindResult<PointMapping> {
     let Some(value) = value.filter(|v| !v.is_none()) else {
         return Ok(PointMapping::ByLabel);
     };
@@ -298,20 +284,14 @@ fn mapping(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<PointMa
         return match s.as_str() {
             "label" => Ok(PointMapping::ByLabel),
             "index" => Ok(PointMapping::ByIndex),
-            other => Err(typed_error(
-                py,
-                "InvalidInputError",
-                format!(
-                    "point_mapping {other:?} is not \"label\" or \"index\"; give a mapping of \
+            other => Err(BindingError::InvalidInput(format!(
+                "point_mapping {other:?} is not \"label\" or \"index\"; give a mapping of \
                      reference to candidate points to pair them explicitly"
-                ),
-            )),
+            ))),
         };
     }
     let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = value.extract().map_err(|_| {
-        typed_error(
-            py,
-            "InvalidInputError",
+        BindingError::InvalidInput(
             "point_mapping must be None, \"label\", \"index\", or pairs of point labels or \
              indices"
                 .into(),
@@ -324,12 +304,11 @@ fn mapping(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<PointMa
     Ok(PointMapping::Pairs(out))
 }
 
-fn group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyResult<RunGroup> {
-    py.detach(|| match root {
+fn group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> BindResult<RunGroup> {
+    Ok(py.detach(|| match root {
         Some(root) => RunGroup::load(&root),
         None => RunGroup::from_paths(&paths),
-    })
-    .map_err(|e| compare_error(py, e))
+    })?)
 }
 
 // -------------------------------------------------------------------------- results
@@ -350,7 +329,7 @@ impl PyComparison {
     /// The complete comparison as JSON text (the content of report.json).
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(py, || {
-            tcgd_compare::report::to_json(&self.inner).map_err(|e| compare_error(py, e))
+            tcgd_compare::report::to_json(&self.inner).map_err(BindingError::from)
         })
     }
 
@@ -380,7 +359,7 @@ impl PyComparison {
     ) -> PyResult<Vec<PathBuf>> {
         guard(py, || {
             py.detach(|| tcgd_compare::report::write(&self.inner, &directory, overwrite, limit))
-                .map_err(|e| compare_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
@@ -414,17 +393,15 @@ fn compare_sets(
             "snapshots" => ComparisonKind::Snapshots,
             "points" => ComparisonKind::Points,
             other => {
-                return Err(typed_error(
-                    py,
-                    "InvalidInputError",
-                    format!("kind must be \"snapshots\" or \"points\", got {other:?}"),
-                ))
+                return Err(BindingError::InvalidInput(format!(
+                    "kind must be \"snapshots\" or \"points\", got {other:?}"
+                )))
             }
         };
-        let options = options(py, options_json)?;
+        let options = options(options_json)?;
         let error = Arc::new(Mutex::new(None));
-        let reference = build_set(py, reference, &error)?;
-        let candidate = build_set(py, candidate, &error)?;
+        let reference = build_set(reference, &error)?;
+        let candidate = build_set(candidate, &error)?;
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
             tcgd_compare::compare_sets(
@@ -450,8 +427,8 @@ fn compare_runs(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<PyComparison> {
     guard(py, || {
-        let options = options(py, options_json)?;
-        let mapping = mapping(py, point_mapping)?;
+        let options = options(options_json)?;
+        let mapping = mapping(point_mapping)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
@@ -473,9 +450,9 @@ fn compare_point_series(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<PyComparison> {
     guard(py, || {
-        let options = options(py, options_json)?;
+        let options = options(options_json)?;
         let error = Arc::new(Mutex::new(None));
-        let reference = build_set(py, reference, &error)?;
+        let reference = build_set(reference, &error)?;
         let progress = progress(progress_callback, &error);
         self::run(py, &error, || {
             let data = RunData::open(&run)?;
@@ -502,8 +479,8 @@ fn compare_run_groups(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<PyComparison> {
     guard(py, || {
-        let options = options(py, options_json)?;
-        let mapping = mapping(py, point_mapping)?;
+        let options = options(options_json)?;
+        let mapping = mapping(point_mapping)?;
         let reference = group(py, reference.0, reference.1)?;
         let candidate = group(py, candidate.0, candidate.1)?;
         let error = Arc::new(Mutex::new(None));
@@ -521,30 +498,17 @@ fn compare_run_groups(
 fn run_group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyResult<String> {
     guard(py, || {
         let group = group(py, root, paths)?;
-        serde_json::to_string(&group).map_err(|e| {
-            typed_error(
-                py,
-                "TcgdInternalError",
-                format!("cannot encode the group: {e}"),
-            )
-        })
+        serde_json::to_string(&group)
+            .map_err(|e| BindingError::Internal(format!("cannot encode the group: {e}")))
     })
 }
 
-/// An invalid option as `InvalidInputError`, with `option` (the option's name) and
-/// `reason` set on the exception so that the CLI can name its flag instead.
-fn invalid_option(py: Python<'_>, option: &str, reason: String) -> PyErr {
-    let error = typed_error(
-        py,
-        "InvalidInputError",
-        format!("TensorComparisonOptions.{option} {reason}"),
-    );
-    let value = error.value(py);
-    // Setting attributes on a fresh exception instance cannot fail short of memory
-    // exhaustion; the message above says everything in any case.
-    let _ = value.setattr("option", option);
-    let _ = value.setattr("reason", reason);
-    error
+/// An invalid option: `InvalidInputError` with `option` and `reason` attributes.
+fn invalid_option(option: &str, reason: String) -> BindingError {
+    BindingError::InvalidOption {
+        option: option.to_owned(),
+        reason,
+    }
 }
 
 /// A value as Python's `repr` shows it, for messages.
@@ -555,14 +519,8 @@ fn shown(value: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "an unprintable value".to_owned())
 }
 
-fn number_option(py: Python<'_>, option: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
-    let refused = || {
-        invalid_option(
-            py,
-            option,
-            format!("must be a number, got {}", shown(value)),
-        )
-    };
+fn number_option(option: &str, value: &Bound<'_, PyAny>) -> BindResult<f64> {
+    let refused = || invalid_option(option, format!("must be a number, got {}", shown(value)));
     if value.cast::<PyBool>().is_ok() {
         return Err(refused());
     }
@@ -587,11 +545,7 @@ fn compare_options(
     guard(py, || {
         let name = |option: &str, value: &Bound<'_, PyAny>| {
             value.extract::<String>().map_err(|_| {
-                invalid_option(
-                    py,
-                    option,
-                    format!("must be a string, got {}", shown(value)),
-                )
+                invalid_option(option, format!("must be a string, got {}", shown(value)))
             })
         };
         let equal_nan = equal_nan
@@ -599,7 +553,6 @@ fn compare_options(
             .map(|b| b.is_true())
             .map_err(|_| {
                 invalid_option(
-                    py,
                     "equal_nan",
                     format!("must be a bool, got {}", shown(equal_nan)),
                 )
@@ -610,31 +563,25 @@ fn compare_options(
         }
         .ok_or_else(|| {
             invalid_option(
-                py,
                 "limit",
                 format!("must be an integer >= 0, got {}", shown(limit)),
             )
         })?;
         let options = CompareOptions::from_names(
             &name("mode", mode)?,
-            number_option(py, "rtol", rtol)?,
-            number_option(py, "atol", atol)?,
+            number_option("rtol", rtol)?,
+            number_option("atol", atol)?,
             equal_nan,
             &name("dtype_policy", dtype_policy)?,
             &name("layout_policy", layout_policy)?,
             limit,
         )
         .map_err(|e| match e {
-            CompareError::InvalidOption { option, reason } => invalid_option(py, &option, reason),
-            other => compare_error(py, other),
+            CompareError::InvalidOption { option, reason } => invalid_option(&option, reason),
+            other => other.into(),
         })?;
-        serde_json::to_string(&options).map_err(|e| {
-            typed_error(
-                py,
-                "TcgdInternalError",
-                format!("cannot encode the options: {e}"),
-            )
-        })
+        serde_json::to_string(&options)
+            .map_err(|e| BindingError::Internal(format!("cannot encode the options: {e}")))
     })
 }
 

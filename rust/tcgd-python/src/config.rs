@@ -1,13 +1,9 @@
 //! `ProbeConfig`: probe config files and node selection for the compile pass.
 
 use pyo3::prelude::*;
-use tcgd_config::{select_nodes, ConfigError, NodeFacts};
+use tcgd_config::{select_nodes, NodeFacts};
 
-use crate::errors::{guard, typed_error};
-
-fn config_error(py: Python<'_>, error: ConfigError) -> PyErr {
-    typed_error(py, "ConfigError", error.to_string())
-}
+use crate::errors::{guard, BindingError};
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct ProbeConfig {
@@ -20,8 +16,7 @@ impl ProbeConfig {
     #[staticmethod]
     fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
         guard(py, || {
-            let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))
-                .map_err(|e| config_error(py, e))?;
+            let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))?;
             Ok(ProbeConfig { inner })
         })
     }
@@ -30,8 +25,7 @@ impl ProbeConfig {
     #[staticmethod]
     fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
         guard(py, || {
-            let inner = tcgd_config::ProbeConfig::parse(name, text, env!("CARGO_PKG_VERSION"))
-                .map_err(|e| config_error(py, e))?;
+            let inner = tcgd_config::ProbeConfig::parse(name, text, env!("CARGO_PKG_VERSION"))?;
             Ok(ProbeConfig { inner })
         })
     }
@@ -41,22 +35,12 @@ impl ProbeConfig {
     #[staticmethod]
     fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
         guard(py, || {
-            let value: toml::Value = serde_json::from_str(json).map_err(|e| {
-                typed_error(
-                    py,
-                    "ConfigError",
-                    format!("<dict>: not a config table: {e}"),
-                )
-            })?;
-            let text = toml::to_string(&value).map_err(|e| {
-                typed_error(
-                    py,
-                    "ConfigError",
-                    format!("<dict>: not a config table: {e}"),
-                )
-            })?;
-            let inner = tcgd_config::ProbeConfig::parse("<dict>", &text, env!("CARGO_PKG_VERSION"))
-                .map_err(|e| config_error(py, e))?;
+            let value: toml::Value = serde_json::from_str(json)
+                .map_err(|e| BindingError::Config(format!("<dict>: not a config table: {e}")))?;
+            let text = toml::to_string(&value)
+                .map_err(|e| BindingError::Config(format!("<dict>: not a config table: {e}")))?;
+            let inner =
+                tcgd_config::ProbeConfig::parse("<dict>", &text, env!("CARGO_PKG_VERSION"))?;
             Ok(ProbeConfig { inner })
         })
     }
@@ -73,9 +57,8 @@ impl ProbeConfig {
     }
 
     /// The `[run]` settings as JSON.
-    fn run_json(&self, py: Python<'_>) -> PyResult<String> {
-        serde_json::to_string(&self.inner.run)
-            .map_err(|e| typed_error(py, "TcgdInternalError", e.to_string()))
+    fn run_json(&self) -> Result<String, BindingError> {
+        serde_json::to_string(&self.inner.run).map_err(|e| BindingError::Internal(e.to_string()))
     }
 
     /// Decides every candidate node of one graph: JSON list of node facts in, JSON list
@@ -83,10 +66,9 @@ impl ProbeConfig {
     fn select(&self, py: Python<'_>, nodes_json: &str) -> PyResult<String> {
         guard(py, || {
             let nodes: Vec<NodeFacts> = serde_json::from_str(nodes_json)
-                .map_err(|e| typed_error(py, "InvalidInputError", format!("node facts: {e}")))?;
+                .map_err(|e| BindingError::InvalidInput(format!("node facts: {e}")))?;
             let decisions = select_nodes(&self.inner.select, &self.inner.exclude, &nodes);
-            serde_json::to_string(&decisions)
-                .map_err(|e| typed_error(py, "TcgdInternalError", e.to_string()))
+            serde_json::to_string(&decisions).map_err(|e| BindingError::Internal(e.to_string()))
         })
     }
 }
@@ -94,9 +76,9 @@ impl ProbeConfig {
 /// Checks a run name given in code (`run_name=`) by the rule `[run] name` follows: one
 /// safe directory name under the run directory.
 #[pyfunction]
-pub fn check_run_name(py: Python<'_>, name: &str) -> PyResult<()> {
+pub fn check_run_name(name: &str) -> Result<(), BindingError> {
     tcgd_config::check_run_name(name)
-        .map_err(|why| typed_error(py, "InvalidInputError", format!("run name {why}")))
+        .map_err(|why| BindingError::InvalidInput(format!("run name {why}")))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tcgd_tensor::{summarize as summarize_bytes, DType, TensorSummary};
 
-use errors::{dtype_error, guard};
+use errors::{guard, BindResult};
 
 /// Host memory handed over as plain facts: the address and length of a contiguous CPU
 /// tensor's bytes. (The buffer protocol is not in the limited API of Python 3.10, which
@@ -69,8 +69,8 @@ pub(crate) fn to_summary(s: SummaryArgs) -> TensorSummary {
     }
 }
 
-pub(crate) fn parse_dtype(py: Python<'_>, name: &str) -> PyResult<DType> {
-    DType::from_torch_name(name).map_err(|e| dtype_error(py, e))
+pub(crate) fn parse_dtype(name: &str) -> BindResult<DType> {
+    Ok(DType::from_torch_name(name)?)
 }
 
 pub(crate) fn summary_to_dict<'py>(
@@ -97,14 +97,14 @@ pub(crate) fn summary_to_dict<'py>(
 #[pyfunction]
 fn summarize<'py>(py: Python<'py>, dtype: &str, data: HostBytes) -> PyResult<Bound<'py, PyDict>> {
     guard(py, || {
-        let dtype = parse_dtype(py, dtype)?;
+        let dtype = parse_dtype(dtype)?;
         // SAFETY: `data` comes from `_torch_bridge.host_bytes`, which keeps the tensor
         // alive in the calling frame for the duration of this call.
         let bytes = unsafe { data.as_slice() };
         let summary = py
             .detach(|| summarize_bytes(dtype, bytes))
-            .map_err(|e| errors::store_error(py, e.into()))?;
-        summary_to_dict(py, &summary)
+            .map_err(tcgd_store::StoreError::from)?;
+        Ok(summary_to_dict(py, &summary)?)
     })
 }
 
@@ -126,8 +126,8 @@ fn supported_dtypes() -> Vec<&'static str> {
 
 /// Checks a dtype name; raises `UnsupportedDtypeError` for one that cannot be recorded.
 #[pyfunction]
-fn check_dtype(py: Python<'_>, name: &str) -> PyResult<()> {
-    parse_dtype(py, name).map(|_| ())
+fn check_dtype(name: &str) -> BindResult<()> {
+    parse_dtype(name).map(|_| ())
 }
 
 /// A byte count in binary units ("1.50 MiB", "512 B"): the one formatting every report
@@ -139,6 +139,7 @@ fn format_bytes(n: i64) -> String {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::check_classes(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", tcgd_store::FORMAT_VERSION)?;
     m.add_function(wrap_pyfunction!(summarize, m)?)?;

@@ -14,7 +14,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 use tcgd_memory::compare::CompareOptions;
 use tcgd_memory::model::{DeviceMemory, Event, PoolId, StackTable};
-use tcgd_memory::pickle::PickleError;
 use tcgd_memory::report::{Depth, Format, ReportOptions};
 use tcgd_memory::run::{MemoryRunReader as RustReader, MemoryRunWriter as RustWriter, PointMeta};
 use tcgd_memory::tree::IntValue;
@@ -24,31 +23,9 @@ use tcgd_memory::{
 };
 use tcgd_store::{RunHeader, Table};
 
-use crate::errors::{guard, report_dir_error, store_error, try_lock, typed_error};
+use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 // ---------------------------------------------------------------------- errors
-
-fn memory_error(py: Python<'_>, error: MemoryError) -> PyErr {
-    let class = match &error {
-        MemoryError::MissingField { .. }
-        | MemoryError::WrongType { .. }
-        | MemoryError::Inconsistent { .. }
-        | MemoryError::Overflow { .. } => "SnapshotFormatError",
-        MemoryError::Pickle {
-            source: PickleError::Unsafe { .. },
-            ..
-        } => "UnsafePickleError",
-        MemoryError::Pickle { .. } => "SnapshotFormatError",
-        MemoryError::Io { .. } => "StorageIOError",
-        MemoryError::InvalidInput(_) => "InvalidInputError",
-        MemoryError::CrossRun(_) => "CrossRunError",
-        MemoryError::Store(_) => "",
-    };
-    match error {
-        MemoryError::Store(inner) => store_error(py, inner),
-        other => typed_error(py, class, other.to_string()),
-    }
-}
 
 // ---------------------------------------------------------------------- the dict as a tree
 
@@ -166,13 +143,11 @@ fn options(pool_mapping: PoolMappingArgs, device_mapping: Vec<(i64, i64)>) -> Co
     }
 }
 
-fn report_options(py: Python<'_>, include_unchanged: bool, depth: &str) -> PyResult<ReportOptions> {
+fn report_options(include_unchanged: bool, depth: &str) -> BindResult<ReportOptions> {
     let depth = Depth::parse(depth).ok_or_else(|| {
-        typed_error(
-            py,
-            "InvalidInputError",
-            format!("depth must be 'device', 'pool' or 'stream', got '{depth}'"),
-        )
+        BindingError::InvalidInput(format!(
+            "depth must be 'device', 'pool' or 'stream', got '{depth}'"
+        ))
     })?;
     Ok(ReportOptions {
         include_unchanged,
@@ -180,13 +155,11 @@ fn report_options(py: Python<'_>, include_unchanged: bool, depth: &str) -> PyRes
     })
 }
 
-fn format_of(py: Python<'_>, format: &str) -> PyResult<Format> {
+fn format_of(format: &str) -> BindResult<Format> {
     Format::parse(format).ok_or_else(|| {
-        typed_error(
-            py,
-            "InvalidInputError",
-            format!("format must be 'text', 'json', 'csv' or 'html', got '{format}'"),
-        )
+        BindingError::InvalidInput(format!(
+            "format must be 'text', 'json', 'csv' or 'html', got '{format}'"
+        ))
     })
 }
 
@@ -439,26 +412,22 @@ impl MemoryState {
         guard(py, || {
             let table = Table::from_dir_name(name)
                 .filter(|t| Table::MEMORY.contains(t) && *t != Table::Points)
-                .ok_or_else(|| {
-                    typed_error(py, "InvalidInputError", format!("no memory table '{name}'"))
-                })?;
-            let batches = py
-                .detach(|| tcgd_memory::run::state_tables(&self.inner))
-                .map_err(|e| memory_error(py, e))?;
+                .ok_or_else(|| BindingError::InvalidInput(format!("no memory table '{name}'")))?;
+            let batches = py.detach(|| tcgd_memory::run::state_tables(&self.inner))?;
             let batch = batches
                 .into_iter()
                 .find(|(t, _)| *t == table)
                 .map(|(_, b)| b)
-                .ok_or_else(|| {
-                    typed_error(py, "TcgdInternalError", format!("table {name} missing"))
-                })?;
-            batch.to_pyarrow(py)
+                .ok_or_else(|| BindingError::Internal(format!("table {name} missing")))?;
+            Ok(batch.to_pyarrow(py)?)
         })
     }
 
     /// A dict shaped like `torch.cuda.memory._snapshot()`'s (traces: the stored window).
     fn raw_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        guard(py, || raw_snapshot(py, &self.inner, &self.inner.events))
+        guard(py, || {
+            Ok(raw_snapshot(py, &self.inner, &self.inner.events)?)
+        })
     }
 
     /// The state on its own as a report.
@@ -471,8 +440,8 @@ impl MemoryState {
         depth: &str,
     ) -> PyResult<String> {
         guard(py, || {
-            let format = format_of(py, format)?;
-            let opts = report_options(py, include_unchanged, depth)?;
+            let format = format_of(format)?;
+            let opts = report_options(include_unchanged, depth)?;
             Ok(py.detach(|| {
                 tcgd_memory::report::render_comparison(
                     &tcgd_memory::summary(&self.inner),
@@ -533,7 +502,7 @@ impl MemoryIngestor {
         torch_version: Option<String>,
     ) -> PyResult<MemoryState> {
         guard(py, || {
-            let mut state = try_lock(py, &self.inner, "probe")?;
+            let mut state = try_lock(&self.inner, "probe")?;
             let tree = PyTree::new(py);
             let opts = IngestOptions {
                 devices,
@@ -547,7 +516,7 @@ impl MemoryIngestor {
                 Ok(i) => i,
                 Err(e) => {
                     stacks.rollback(mark);
-                    return Err(memory_error(py, e));
+                    return Err(e.into());
                 }
             };
             let index = st.count;
@@ -579,7 +548,7 @@ impl MemoryIngestor {
                 }
                 Err(e) => {
                     Arc::make_mut(&mut st.stacks).rollback(mark);
-                    Err(memory_error(py, e))
+                    Err(e.into())
                 }
             }
         })
@@ -598,34 +567,32 @@ fn memory_state_from_pickle(
     device_memory: DeviceArgs,
 ) -> PyResult<MemoryState> {
     guard(py, || {
-        let state = py
-            .detach(|| -> Result<RustState, MemoryError> {
-                let snap = tcgd_memory::run::read_pickle_file(&path)?;
-                let mut stacks = StackTable::default();
-                let ingested = tcgd_memory::ingest(
-                    &snap,
-                    &snap.root(),
-                    &IngestOptions::default(),
-                    &HistoryCursor::new(),
-                    &mut stacks,
-                )?;
-                let identity = StateIdentity {
-                    origin,
-                    name,
-                    label,
-                    index: 0,
-                    source: "import".to_owned(),
-                    source_path: Some(path.display().to_string()),
-                    ..StateIdentity::default()
-                };
-                RustState::from_ingested(
-                    identity,
-                    ingested,
-                    self::device_memory(device_memory),
-                    Arc::new(stacks),
-                )
-            })
-            .map_err(|e| memory_error(py, e))?;
+        let state = py.detach(|| -> Result<RustState, MemoryError> {
+            let snap = tcgd_memory::run::read_pickle_file(&path)?;
+            let mut stacks = StackTable::default();
+            let ingested = tcgd_memory::ingest(
+                &snap,
+                &snap.root(),
+                &IngestOptions::default(),
+                &HistoryCursor::new(),
+                &mut stacks,
+            )?;
+            let identity = StateIdentity {
+                origin,
+                name,
+                label,
+                index: 0,
+                source: "import".to_owned(),
+                source_path: Some(path.display().to_string()),
+                ..StateIdentity::default()
+            };
+            RustState::from_ingested(
+                identity,
+                ingested,
+                self::device_memory(device_memory),
+                Arc::new(stacks),
+            )
+        })?;
         Ok(MemoryState {
             inner: Arc::new(state),
         })
@@ -655,7 +622,7 @@ fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()> {
             )?;
             Ok(())
         })
-        .map_err(|e| memory_error(py, e))
+        .map_err(BindingError::from)
     })
 }
 
@@ -680,10 +647,9 @@ impl MemoryRunWriter {
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
-                .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
-            let writer = py
-                .detach(|| RustWriter::create_with(&path, header, producer, overwrite))
-                .map_err(|e| memory_error(py, e))?;
+                .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
+            let writer =
+                py.detach(|| RustWriter::create_with(&path, header, producer, overwrite))?;
             Ok(MemoryRunWriter {
                 inner: Mutex::new(writer),
             })
@@ -709,16 +675,14 @@ impl MemoryRunWriter {
         torch_version: Option<String>,
     ) -> PyResult<MemoryState> {
         guard(py, || {
-            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let mut writer = try_lock(&self.inner, "recorder")?;
             let tree = PyTree::new(py);
             let opts = IngestOptions {
                 devices,
                 marker,
                 torch_version: torch_version.clone(),
             };
-            let pending = writer
-                .ingest(&tree, snapshot, &opts)
-                .map_err(|e| memory_error(py, e))?;
+            let pending = writer.ingest(&tree, snapshot, &opts)?;
             let meta = PointMeta {
                 label,
                 metadata: metadata_json,
@@ -731,9 +695,7 @@ impl MemoryRunWriter {
             };
             let memory = self::device_memory(device_memory);
             let w: &mut RustWriter = &mut writer;
-            let state = py
-                .detach(|| w.commit(pending, meta, memory))
-                .map_err(|e| memory_error(py, e))?;
+            let state = py.detach(|| w.commit(pending, meta, memory))?;
             Ok(MemoryState { inner: state })
         })
     }
@@ -749,85 +711,79 @@ impl MemoryRunWriter {
         device_memory: DeviceArgs,
     ) -> PyResult<MemoryState> {
         guard(py, || {
-            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let mut writer = try_lock(&self.inner, "recorder")?;
             let w: &mut RustWriter = &mut writer;
             let memory = self::device_memory(device_memory);
-            let state = py
-                .detach(|| -> Result<Arc<RustState>, MemoryError> {
-                    let snap = tcgd_memory::run::read_pickle_file(&path)?;
-                    let pending = w.ingest(&snap, &snap.root(), &IngestOptions::default())?;
-                    w.commit(
-                        pending,
-                        PointMeta {
-                            label,
-                            metadata: metadata_json,
-                            timestamp_us: None,
-                            source: "import".to_owned(),
-                            source_path: Some(path.display().to_string()),
-                            synchronized: false,
-                            during_capture: false,
-                            torch_version: None,
-                        },
-                        memory,
-                    )
-                })
-                .map_err(|e| memory_error(py, e))?;
+            let state = py.detach(|| -> Result<Arc<RustState>, MemoryError> {
+                let snap = tcgd_memory::run::read_pickle_file(&path)?;
+                let pending = w.ingest(&snap, &snap.root(), &IngestOptions::default())?;
+                w.commit(
+                    pending,
+                    PointMeta {
+                        label,
+                        metadata: metadata_json,
+                        timestamp_us: None,
+                        source: "import".to_owned(),
+                        source_path: Some(path.display().to_string()),
+                        synchronized: false,
+                        during_capture: false,
+                        torch_version: None,
+                    },
+                    memory,
+                )
+            })?;
             Ok(MemoryState { inner: state })
         })
     }
 
-    fn has_label(&self, py: Python<'_>, label: &str) -> PyResult<bool> {
-        Ok(try_lock(py, &self.inner, "recorder")?.has_label(label))
+    fn has_label(&self, label: &str) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "recorder")?.has_label(label))
     }
 
     #[getter]
-    fn point_count(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(try_lock(py, &self.inner, "recorder")?.point_count())
+    fn point_count(&self) -> PyResult<u64> {
+        Ok(try_lock(&self.inner, "recorder")?.point_count())
     }
 
     #[getter]
-    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(try_lock(py, &self.inner, "recorder")?.is_closed())
+    fn closed(&self) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "recorder")?.is_closed())
     }
 
     #[getter]
-    fn path(&self, py: Python<'_>) -> PyResult<PathBuf> {
-        Ok(try_lock(py, &self.inner, "recorder")?.dir().to_path_buf())
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(try_lock(&self.inner, "recorder")?.dir().to_path_buf())
     }
 
     #[getter]
-    fn run_id(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(try_lock(py, &self.inner, "recorder")?
-            .header()
-            .run_id
-            .clone())
+    fn run_id(&self) -> PyResult<String> {
+        Ok(try_lock(&self.inner, "recorder")?.header().run_id.clone())
     }
 
     /// Waits until every recorded point is durable on disk.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         guard(py, || {
-            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let mut writer = try_lock(&self.inner, "recorder")?;
             let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.flush()).map_err(|e| memory_error(py, e))
+            py.detach(|| w.flush()).map_err(BindingError::from)
         })
     }
 
     /// Ends the run, complete or not: commits what is queued first. Idempotent.
     fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
         guard(py, || {
-            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let mut writer = try_lock(&self.inner, "recorder")?;
             let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.close(complete))
-                .map_err(|e| memory_error(py, e))
+            py.detach(|| w.close(complete)).map_err(BindingError::from)
         })
     }
 
     /// Removes the run instead of ending it: for an import that failed as a whole.
     fn discard(&self, py: Python<'_>) -> PyResult<()> {
         guard(py, || {
-            let mut writer = try_lock(py, &self.inner, "recorder")?;
+            let mut writer = try_lock(&self.inner, "recorder")?;
             let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.discard()).map_err(|e| memory_error(py, e))
+            py.detach(|| w.discard()).map_err(BindingError::from)
         })
     }
 }
@@ -844,10 +800,8 @@ impl MemoryRunReader {
     #[pyo3(signature = (path, on_damage = "raise"))]
     fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
         guard(py, || {
-            let mode = crate::store::on_damage(py, on_damage)?;
-            let inner = py
-                .detach(|| RustReader::open_with(&path, mode))
-                .map_err(|e| memory_error(py, e))?;
+            let mode = crate::store::on_damage(on_damage)?;
+            let inner = py.detach(|| RustReader::open_with(&path, mode))?;
             Ok(MemoryRunReader { inner })
         })
     }
@@ -859,11 +813,7 @@ impl MemoryRunReader {
 
     fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(py, || {
-            let bytes = self
-                .inner
-                .manifest()
-                .to_json()
-                .map_err(|e| store_error(py, e))?;
+            let bytes = self.inner.manifest().to_json()?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })
     }
@@ -882,13 +832,9 @@ impl MemoryRunReader {
         guard(py, || {
             let table = Table::from_dir_name(name)
                 .filter(|t| Table::MEMORY.contains(t))
-                .ok_or_else(|| {
-                    typed_error(py, "InvalidInputError", format!("no memory table '{name}'"))
-                })?;
-            let batch = py
-                .detach(|| self.inner.store().table(table))
-                .map_err(|e| store_error(py, e))?;
-            batch.to_pyarrow(py)
+                .ok_or_else(|| BindingError::InvalidInput(format!("no memory table '{name}'")))?;
+            let batch = py.detach(|| self.inner.store().table(table))?;
+            Ok(batch.to_pyarrow(py)?)
         })
     }
 
@@ -900,23 +846,17 @@ impl MemoryRunReader {
                 .states()
                 .iter()
                 .find(|s| s.identity.index == point_index)
-                .ok_or_else(|| {
-                    typed_error(py, "InvalidInputError", format!("no point {point_index}"))
-                })?
+                .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))?
                 .clone();
-            let events = py
-                .detach(|| self.inner.events(point_index))
-                .map_err(|e| memory_error(py, e))?;
-            raw_snapshot(py, &state, &events)
+            let events = py.detach(|| self.inner.events(point_index))?;
+            Ok(raw_snapshot(py, &state, &events)?)
         })
     }
 
     /// Checks every file digest; returns (path, problem) pairs.
     fn validate(&self, py: Python<'_>) -> PyResult<Vec<(PathBuf, String)>> {
         guard(py, || {
-            let issues = py
-                .detach(|| self.inner.store().validate())
-                .map_err(|e| store_error(py, e))?;
+            let issues = py.detach(|| self.inner.store().validate())?;
             Ok(issues.into_iter().map(|i| (i.path, i.problem)).collect())
         })
     }
@@ -941,8 +881,8 @@ impl MemoryComparison {
         depth: &str,
     ) -> PyResult<String> {
         guard(py, || {
-            let format = format_of(py, format)?;
-            let opts = report_options(py, include_unchanged, depth)?;
+            let format = format_of(format)?;
+            let opts = report_options(include_unchanged, depth)?;
             Ok(py.detach(|| tcgd_memory::report::render_comparison(&self.inner, format, opts)))
         })
     }
@@ -979,9 +919,8 @@ fn compare_states(
 ) -> PyResult<MemoryComparison> {
     guard(py, || {
         let opts = options(pool_mapping, device_mapping);
-        let inner = py
-            .detach(|| tcgd_memory::compare(&reference.inner, &candidate.inner, &opts))
-            .map_err(|e| memory_error(py, e))?;
+        let inner =
+            py.detach(|| tcgd_memory::compare(&reference.inner, &candidate.inner, &opts))?;
         Ok(MemoryComparison { inner })
     })
 }
@@ -996,7 +935,7 @@ impl MemoryPhaseComparison {
     #[pyo3(signature = (format="text", include_unchanged=true))]
     fn render(&self, py: Python<'_>, format: &str, include_unchanged: bool) -> PyResult<String> {
         guard(py, || {
-            let format = format_of(py, format)?;
+            let format = format_of(format)?;
             let opts = ReportOptions {
                 include_unchanged,
                 depth: Depth::Stream,
@@ -1029,15 +968,13 @@ fn compare_phases(
 ) -> PyResult<MemoryPhaseComparison> {
     guard(py, || {
         let opts = options(pool_mapping, device_mapping);
-        let inner = py
-            .detach(|| {
-                tcgd_memory::compare_phases(
-                    (&baseline_start.inner, &baseline_end.inner),
-                    (&candidate_start.inner, &candidate_end.inner),
-                    &opts,
-                )
-            })
-            .map_err(|e| memory_error(py, e))?;
+        let inner = py.detach(|| {
+            tcgd_memory::compare_phases(
+                (&baseline_start.inner, &baseline_end.inner),
+                (&candidate_start.inner, &candidate_end.inner),
+                &opts,
+            )
+        })?;
         Ok(MemoryPhaseComparison { inner })
     })
 }
@@ -1052,7 +989,7 @@ impl MemoryTimeline {
     #[pyo3(signature = (format="text", include_unchanged=true))]
     fn render(&self, py: Python<'_>, format: &str, include_unchanged: bool) -> PyResult<String> {
         guard(py, || {
-            let format = format_of(py, format)?;
+            let format = format_of(format)?;
             let opts = ReportOptions {
                 include_unchanged,
                 depth: Depth::Stream,
@@ -1069,12 +1006,10 @@ fn memory_timeline(
 ) -> PyResult<MemoryTimeline> {
     guard(py, || {
         let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
-        let inner = py
-            .detach(|| {
-                let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
-                tcgd_memory::timeline(&refs)
-            })
-            .map_err(|e| memory_error(py, e))?;
+        let inner = py.detach(|| {
+            let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
+            tcgd_memory::timeline(&refs)
+        })?;
         Ok(MemoryTimeline { inner })
     })
 }
@@ -1090,8 +1025,8 @@ fn render_memory_summaries(
     depth: &str,
 ) -> PyResult<String> {
     guard(py, || {
-        let format = format_of(py, format)?;
-        let opts = report_options(py, include_unchanged, depth)?;
+        let format = format_of(format)?;
+        let opts = report_options(include_unchanged, depth)?;
         let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
         Ok(py.detach(|| {
             let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
@@ -1112,7 +1047,7 @@ fn write_report_files(
 ) -> PyResult<Vec<PathBuf>> {
     guard(py, || {
         py.detach(|| tcgd_report::write_report(&directory, &files, &own, overwrite))
-            .map_err(|e| report_dir_error(py, e))
+            .map_err(BindingError::from)
     })
 }
 

@@ -6,21 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tcgd_cuda::{CaptureState, CheckSpec, CudaError, PrintSpec};
 
-use crate::errors::{guard, typed_error};
+use crate::errors::{guard, BindResult, BindingError};
 use crate::{parse_dtype, HostBytes};
-
-pub fn cuda_error(py: Python<'_>, error: CudaError) -> PyErr {
-    let class = match &error {
-        CudaError::NoDriver { .. } => "CudaUnavailableError",
-        CudaError::Driver { .. } => "CudaDriverError",
-        CudaError::SecondCapture { .. } => "SecondCaptureError",
-        CudaError::CaptureInvalidated => "CaptureInvalidatedError",
-        CudaError::Closed => "ProbeClosedError",
-        CudaError::Invalid(_) => "InvalidInputError",
-        CudaError::NoSuchSlot { .. } | CudaError::Poisoned => "TcgdInternalError",
-    };
-    typed_error(py, class, error.to_string())
-}
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct ProbeRuntime {
@@ -28,14 +15,10 @@ pub struct ProbeRuntime {
 }
 
 impl ProbeRuntime {
-    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, tcgd_cuda::ProbeRuntime>> {
-        self.inner.lock().map_err(|_| {
-            typed_error(
-                py,
-                "TcgdInternalError",
-                "probe runtime lock poisoned".into(),
-            )
-        })
+    fn lock(&self) -> BindResult<MutexGuard<'_, tcgd_cuda::ProbeRuntime>> {
+        self.inner
+            .lock()
+            .map_err(|_| BindingError::Internal("probe runtime lock poisoned".into()))
     }
 }
 
@@ -47,7 +30,7 @@ impl ProbeRuntime {
     #[new]
     fn new(py: Python<'_>, device: i32) -> PyResult<Self> {
         guard(py, || {
-            let runtime = tcgd_cuda::ProbeRuntime::new(device).map_err(|e| cuda_error(py, e))?;
+            let runtime = tcgd_cuda::ProbeRuntime::new(device)?;
             Ok(ProbeRuntime {
                 inner: Mutex::new(runtime),
             })
@@ -57,31 +40,26 @@ impl ProbeRuntime {
     /// Whether `stream` (a raw CUstream handle) is capturing right now.
     fn capturing(&self, py: Python<'_>, stream: usize) -> PyResult<bool> {
         guard(py, || {
-            let state = self
-                .lock(py)?
-                .capture_state(stream)
-                .map_err(|e| cuda_error(py, e))?;
+            let state = self.lock()?.capture_state(stream)?;
             match state {
                 CaptureState::Capturing { .. } => Ok(true),
                 CaptureState::Idle => Ok(false),
-                CaptureState::Invalidated => Err(cuda_error(py, CudaError::CaptureInvalidated)),
+                CaptureState::Invalidated => Err(CudaError::CaptureInvalidated.into()),
             }
         })
     }
 
     fn bind_capture(&self, py: Python<'_>, stream: usize) -> PyResult<bool> {
         guard(py, || {
-            self.lock(py)?
+            self.lock()?
                 .bind_capture(stream)
-                .map_err(|e| cuda_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
     fn add_slot(&self, py: Python<'_>, nbytes: usize) -> PyResult<usize> {
         guard(py, || {
-            self.lock(py)?
-                .add_slot(nbytes)
-                .map_err(|e| cuda_error(py, e))
+            self.lock()?.add_slot(nbytes).map_err(BindingError::from)
         })
     }
 
@@ -94,9 +72,9 @@ impl ProbeRuntime {
         stream: usize,
     ) -> PyResult<()> {
         guard(py, || {
-            self.lock(py)?
+            self.lock()?
                 .copy_into_slot(slot, src, nbytes, stream)
-                .map_err(|e| cuda_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
@@ -121,15 +99,15 @@ impl ProbeRuntime {
                 probe,
                 name,
                 invocation,
-                dtype: parse_dtype(py, dtype)?,
+                dtype: parse_dtype(dtype)?,
                 shape,
                 max_items,
                 every,
                 summary,
             };
-            self.lock(py)?
+            self.lock()?
                 .enqueue_print(slot, spec, stream)
-                .map_err(|e| cuda_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
@@ -156,39 +134,36 @@ impl ProbeRuntime {
             let spec = CheckSpec {
                 name,
                 invocation,
-                dtype: parse_dtype(py, dtype)?,
+                dtype: parse_dtype(dtype)?,
                 expected,
-                expected_dtype: parse_dtype(py, expected_dtype)?,
+                expected_dtype: parse_dtype(expected_dtype)?,
                 rtol,
                 atol,
                 equal_nan,
             };
-            self.lock(py)?
+            self.lock()?
                 .enqueue_check(slot, spec, stream)
-                .map_err(|e| cuda_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
     fn relaunch_action(&self, py: Python<'_>, action: usize, stream: usize) -> PyResult<()> {
         guard(py, || {
-            self.lock(py)?
+            self.lock()?
                 .relaunch_action(action, stream)
-                .map_err(|e| cuda_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
     fn replay_count(&self, py: Python<'_>) -> PyResult<u64> {
         guard(py, || {
-            self.lock(py)?.replay_count().map_err(|e| cuda_error(py, e))
+            self.lock()?.replay_count().map_err(BindingError::from)
         })
     }
 
     fn read_slot<'py>(&self, py: Python<'py>, slot: usize) -> PyResult<Bound<'py, PyBytes>> {
         guard(py, || {
-            let bytes = self
-                .lock(py)?
-                .read_slot(slot)
-                .map_err(|e| cuda_error(py, e))?;
+            let bytes = self.lock()?.read_slot(slot)?;
             Ok(PyBytes::new(py, &bytes))
         })
     }
@@ -196,7 +171,7 @@ impl ProbeRuntime {
     /// (evaluations, failures, first failure or None).
     fn check_status(&self, py: Python<'_>) -> PyResult<(u64, u64, Option<FailureTuple>)> {
         guard(py, || {
-            let (evaluations, failures, first) = self.lock(py)?.check_status();
+            let (evaluations, failures, first) = self.lock()?.check_status();
             Ok((
                 evaluations,
                 failures,
@@ -215,23 +190,23 @@ impl ProbeRuntime {
     }
 
     #[getter]
-    fn slot_bytes(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.lock(py)?.slot_bytes())
+    fn slot_bytes(&self) -> PyResult<u64> {
+        Ok(self.lock()?.slot_bytes())
     }
 
     #[getter]
-    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.lock(py)?.is_closed())
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_closed())
     }
 
     #[getter]
-    fn bound(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(self.lock(py)?.is_bound())
+    fn bound(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_bound())
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         guard(py, || {
-            self.lock(py)?.close();
+            self.lock()?.close();
             Ok(())
         })
     }
@@ -241,7 +216,7 @@ impl ProbeRuntime {
 #[pyfunction]
 pub fn capture_id(py: Python<'_>, stream: usize) -> PyResult<Option<u64>> {
     guard(py, || {
-        tcgd_cuda::capture_id(stream).map_err(|e| cuda_error(py, e))
+        tcgd_cuda::capture_id(stream).map_err(BindingError::from)
     })
 }
 

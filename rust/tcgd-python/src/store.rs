@@ -11,7 +11,7 @@ use tcgd_store::{
     PointInput, RunHeader, Site, Table, Value,
 };
 
-use crate::errors::{guard, store_error, try_lock, typed_error};
+use crate::errors::{guard, try_lock, BindResult, BindingError};
 use crate::{parse_dtype, to_summary, HostBytes, SummaryArgs};
 
 /// One observation as Python hands it over: a mapping with every key present (None where
@@ -70,13 +70,11 @@ impl RunWriter {
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
-                .map_err(|e| typed_error(py, "InvalidInputError", format!("run header: {e}")))?;
-            let queue = py
-                .detach(|| {
-                    tcgd_store::RunWriter::create_with(&path, header, producer, overwrite)
-                        .and_then(|writer| CommitQueue::start(writer, QUEUE_DEPTH))
-                })
-                .map_err(|e| store_error(py, e))?;
+                .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
+            let queue = py.detach(|| {
+                tcgd_store::RunWriter::create_with(&path, header, producer, overwrite)
+                    .and_then(|writer| CommitQueue::start(writer, QUEUE_DEPTH))
+            })?;
             Ok(RunWriter {
                 inner: Mutex::new(queue),
             })
@@ -103,11 +101,10 @@ impl RunWriter {
                 let value = match (o.data, o.summary) {
                     (Some(data), _) => {
                         let Some(owner) = o.owner else {
-                            return Err(typed_error(
-                                py,
-                                "InvalidInputError",
-                                format!("observation '{}' has bytes but no owner", o.name),
-                            ));
+                            return Err(BindingError::InvalidInput(format!(
+                                "observation '{}' has bytes but no owner",
+                                o.name
+                            )));
                         };
                         owners.push(owner);
                         // SAFETY: `owner` owns these bytes and is moved into the commit job
@@ -117,11 +114,10 @@ impl RunWriter {
                     }
                     (None, Some(s)) => Value::Summary(to_summary(s)),
                     (None, None) => {
-                        return Err(typed_error(
-                            py,
-                            "InvalidInputError",
-                            format!("observation '{}' has neither bytes nor a summary", o.name),
-                        ))
+                        return Err(BindingError::InvalidInput(format!(
+                            "observation '{}' has neither bytes nor a summary",
+                            o.name
+                        )))
                     }
                 };
                 inputs.push(ObservationInput {
@@ -138,11 +134,11 @@ impl RunWriter {
                         compile_id: o.compile_id,
                         materialized_by_probe: o.materialized_by_probe,
                     },
-                    dtype: parse_dtype(py, &o.dtype)?,
+                    dtype: parse_dtype(&o.dtype)?,
                     shape: o.shape,
                     stride: o.stride,
                     source_device: o.source_device,
-                    payload: PayloadKind::parse(&o.payload).map_err(|e| store_error(py, e))?,
+                    payload: PayloadKind::parse(&o.payload)?,
                     value,
                 });
             }
@@ -153,8 +149,8 @@ impl RunWriter {
                 // The point's time is when it was handed over, not when it reached disk.
                 timestamp_us: Some(timestamp_us.unwrap_or_else(now_micros)),
             };
-            check_point(&point, &inputs).map_err(|e| store_error(py, e))?;
-            let mut queue = try_lock(py, &self.inner, "run writer")?;
+            check_point(&point, &inputs)?;
+            let mut queue = try_lock(&self.inner, "run writer")?;
             let label = point.label.clone();
             let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
                 let committed = writer.commit_point(&point, &inputs).map(|_| ());
@@ -165,55 +161,54 @@ impl RunWriter {
             });
             let queue: &mut CommitQueue = &mut queue;
             py.detach(|| queue.submit(&label, job))
-                .map_err(|e| store_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
     /// Waits until every point handed over is durable.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         guard(py, || {
-            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let mut locked = try_lock(&self.inner, "run writer")?;
             let queue: &mut CommitQueue = &mut locked;
-            py.detach(|| queue.flush()).map_err(|e| store_error(py, e))
+            py.detach(|| queue.flush()).map_err(BindingError::from)
         })
     }
 
-    fn has_label(&self, py: Python<'_>, label: &str) -> PyResult<bool> {
-        Ok(try_lock(py, &self.inner, "run writer")?.has_label(label))
+    fn has_label(&self, label: &str) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "run writer")?.has_label(label))
     }
 
     #[getter]
-    fn point_count(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(try_lock(py, &self.inner, "run writer")?.point_count())
+    fn point_count(&self) -> PyResult<u64> {
+        Ok(try_lock(&self.inner, "run writer")?.point_count())
     }
 
     #[getter]
-    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(try_lock(py, &self.inner, "run writer")?.is_closed())
+    fn closed(&self) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "run writer")?.is_closed())
     }
 
     #[getter]
-    fn path(&self, py: Python<'_>) -> PyResult<PathBuf> {
-        Ok(try_lock(py, &self.inner, "run writer")?.dir().to_path_buf())
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(try_lock(&self.inner, "run writer")?.dir().to_path_buf())
     }
 
     /// Commits what is queued, then ends the run, complete or not. Idempotent.
     fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
         guard(py, || {
-            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let mut locked = try_lock(&self.inner, "run writer")?;
             let queue: &mut CommitQueue = &mut locked;
             py.detach(|| queue.close(complete))
-                .map_err(|e| store_error(py, e))
+                .map_err(BindingError::from)
         })
     }
 
     /// Removes the run instead of ending it: for a creation that failed as a whole.
     fn discard(&self, py: Python<'_>) -> PyResult<()> {
         guard(py, || {
-            let mut locked = try_lock(py, &self.inner, "run writer")?;
+            let mut locked = try_lock(&self.inner, "run writer")?;
             let queue: &mut CommitQueue = &mut locked;
-            py.detach(|| queue.discard())
-                .map_err(|e| store_error(py, e))
+            py.detach(|| queue.discard()).map_err(BindingError::from)
         })
     }
 }
@@ -238,8 +233,8 @@ pub fn damage_list<'py>(
 }
 
 /// `"raise"` or `"skip"`, as Python passes it.
-pub fn on_damage(py: Python<'_>, value: &str) -> PyResult<OnDamage> {
-    OnDamage::parse(value).map_err(|e| store_error(py, e))
+pub fn on_damage(value: &str) -> BindResult<OnDamage> {
+    Ok(OnDamage::parse(value)?)
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
@@ -247,13 +242,11 @@ pub struct RunReader {
     inner: tcgd_store::RunReader,
 }
 
-fn table_named(py: Python<'_>, name: &str) -> PyResult<Table> {
+fn table_named(name: &str) -> BindResult<Table> {
     Table::from_dir_name(name).ok_or_else(|| {
-        typed_error(
-            py,
-            "InvalidInputError",
-            format!("no table '{name}'; tables are points, observations, payloads"),
-        )
+        BindingError::InvalidInput(format!(
+            "no table '{name}'; tables are points, observations, payloads"
+        ))
     })
 }
 
@@ -265,10 +258,8 @@ impl RunReader {
     #[pyo3(signature = (path, on_damage = "raise"))]
     fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
         guard(py, || {
-            let mode = self::on_damage(py, on_damage)?;
-            let inner = py
-                .detach(|| tcgd_store::RunReader::open_with(&path, mode))
-                .map_err(|e| store_error(py, e))?;
+            let mode = self::on_damage(on_damage)?;
+            let inner = py.detach(|| tcgd_store::RunReader::open_with(&path, mode))?;
             Ok(RunReader { inner })
         })
     }
@@ -291,11 +282,7 @@ impl RunReader {
 
     fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(py, || {
-            let bytes = self
-                .inner
-                .manifest()
-                .to_json()
-                .map_err(|e| store_error(py, e))?;
+            let bytes = self.inner.manifest().to_json()?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         })
     }
@@ -304,28 +291,24 @@ impl RunReader {
     /// data interface: no per-row Python objects).
     fn table<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         guard(py, || {
-            let table = table_named(py, name)?;
-            let batch = py
-                .detach(|| self.inner.table(table))
-                .map_err(|e| store_error(py, e))?;
-            batch.to_pyarrow(py)
+            let table = table_named(name)?;
+            let batch = py.detach(|| self.inner.table(table))?;
+            Ok(batch.to_pyarrow(py)?)
         })
     }
 
     /// The run's one-row table, built from the manifest.
     fn run_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(py, || {
-            let batch = self.inner.run_table().map_err(|e| store_error(py, e))?;
-            batch.to_pyarrow(py)
+            let batch = self.inner.run_table()?;
+            Ok(batch.to_pyarrow(py)?)
         })
     }
 
     /// A payload's bytes, checked against its digest.
     fn payload<'py>(&self, py: Python<'py>, digest: &str) -> PyResult<Bound<'py, PyBytes>> {
         guard(py, || {
-            let bytes = py
-                .detach(|| self.inner.payload(digest))
-                .map_err(|e| store_error(py, e))?;
+            let bytes = py.detach(|| self.inner.payload(digest))?;
             Ok(PyBytes::new(py, &bytes))
         })
     }
@@ -333,9 +316,7 @@ impl RunReader {
     /// Checks every file and payload digest; returns (path, problem) pairs.
     fn validate(&self, py: Python<'_>) -> PyResult<Vec<(PathBuf, String)>> {
         guard(py, || {
-            let issues = py
-                .detach(|| self.inner.validate())
-                .map_err(|e| store_error(py, e))?;
+            let issues = py.detach(|| self.inner.validate())?;
             Ok(issues.into_iter().map(|i| (i.path, i.problem)).collect())
         })
     }
