@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -30,3 +32,19 @@ class SigmoidMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def write_differential_factory(directory: Path) -> tuple[Path, Path]:
+    """A `tcgd differential` factory file (`make()` returns a small model and two batches)
+    and a config selecting its addmm and relu nodes, written into `directory`."""
+    factory = directory / "factory.py"
+    factory.write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())\n"
+        "    return model, [(torch.randn(3, 8),) for _ in range(2)]\n"
+    )
+    config = directory / "probes.toml"
+    config.write_text('version = 1\n[[select]]\nops = ["aten.addmm", "aten.relu"]\n')
+    return factory, config

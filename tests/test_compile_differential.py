@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from compile_models import SigmoidMLP
+from compile_models import SigmoidMLP, write_differential_factory
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch_cudagraph_debug.compile.differential import differential
 
@@ -72,16 +72,7 @@ def test_differential_cli_reports_and_exits_with_the_status(tmp_path):
     import subprocess
     import sys
 
-    factory = tmp_path / "factory.py"
-    factory.write_text(
-        "import torch\n"
-        "def make():\n"
-        "    torch.manual_seed(0)\n"
-        "    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())\n"
-        "    return model, [(torch.randn(3, 8),) for _ in range(2)]\n"
-    )
-    config = tmp_path / "probes.toml"
-    config.write_text('version = 1\n[[select]]\nops = ["aten.addmm", "aten.relu"]\n')
+    factory, config = write_differential_factory(tmp_path)
     done = subprocess.run(
         [
             sys.executable,

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
-from compile_models import MLP, SigmoidMLP
+from compile_models import MLP, SigmoidMLP, write_differential_factory
 from torch._dynamo.utils import counters
 from torch._inductor.compile_fx import compile_fx as compile_fx_bound_at_import
 from torch_cudagraph_debug.cli import main as tcgd_main
@@ -499,16 +499,7 @@ def test_fault10_tcgd_explain_of_a_script_that_compiles_nothing_exits_2(
 
 
 def test_fault10_and_fault6_tcgd_differential_progress_quiet_and_overwrite(tmp_path, capsys):
-    factory = tmp_path / "factory.py"
-    factory.write_text(
-        "import torch\n"
-        "def make():\n"
-        "    torch.manual_seed(0)\n"
-        "    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())\n"
-        "    return model, [(torch.randn(3, 8),) for _ in range(2)]\n"
-    )
-    config = tmp_path / "probes.toml"
-    config.write_text('version = 1\n[[select]]\nops = ["aten.addmm", "aten.relu"]\n')
+    factory, config = write_differential_factory(tmp_path)
     argv = ["differential", str(config), f"{factory}:make", "--run-dir", str(tmp_path / "d")]
     assert tcgd_main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
