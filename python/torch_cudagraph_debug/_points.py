@@ -117,8 +117,12 @@ class Run(PointSequence[P]):
     provenance: dict[str, Any]
     run_metadata: dict[str, Any]
 
-    def _read_manifest(self, manifest: dict[str, Any], path: str) -> None:
+    def _read_manifest(
+        self, manifest: dict[str, Any], path: str, damage: list[dict[str, Any]]
+    ) -> None:
+        """The manifest's fields, and what the reader left out (``damage``)."""
         self.path = path
+        self.damage = tuple(RunDamage.from_native(d) for d in damage)
         self.run_id = manifest["run_id"]
         self.name = manifest["name"]
         self.execution = manifest["execution"]

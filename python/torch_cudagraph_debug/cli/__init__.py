@@ -141,17 +141,16 @@ def _run(make_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str]
     except KeyboardInterrupt:
         print("tcgd: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except TcgdError as error:
-        if _debugging():
-            traceback.print_exc()
-        print(f"tcgd: error: {_one_line(str(error))}", file=sys.stderr)
-        return EXIT_ERROR
     except Exception as error:  # the CLI's last line of defence: no traceback for users
-        message = f"{type(error).__name__}: {_one_line(str(error)) or '(no message)'}"
+        # The package's own errors say what to do; anything else is named by its type,
+        # with the way to see its traceback.
+        message = _one_line(str(error))
+        if not isinstance(error, TcgdError):
+            message = f"{type(error).__name__}: {message or '(no message)'}"
+            if not _debugging():
+                message += f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
         if _debugging():
             traceback.print_exc()
-        else:
-            message += f" (set {DEBUG_VARIABLE}=1 to see the traceback)"
         print(f"tcgd: error: {message}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -7,7 +7,6 @@ import contextlib
 import contextvars
 import functools
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -128,16 +127,7 @@ def compile_with_probes(
     from torch._inductor.compile_fx import compile_fx
 
     session = session_for_options(options)  # type: ignore[arg-type]
-    if session.finished and not getattr(session, "_warned_finished", False):
-        # A recompilation after finish() (a new input shape) must not fail, but the user
-        # is told that nothing it compiles is recorded.
-        session._warned_finished = True  # type: ignore[attr-defined]
-        warnings.warn(
-            f"the probe session of {session.path} is finished: graphs compiled into it "
-            "now run without recording; to record a new run, call torch.compile again "
-            "with a new options dict (with 'overwrite': True for the same run_dir)",
-            stacklevel=2,
-        )
+    session.note_compile()
     inductor_options = {k: v for k, v in (options or {}).items() if k not in OUR_OPTIONS}
     mode = (options or {}).get("mode", mode)
     patches = inductor_patches(mode, inductor_options, session.insertion_pass)

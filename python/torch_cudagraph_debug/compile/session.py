@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._callables_in_point: set[int] = set()
         self._calls = 0
         self._explicit_point = False
+        self._warned_finished = False
         # How often the op's Python body ran per site: under CUDA Graph Trees it runs in
         # warmup and recording only, never on replay.
         self.body_calls: collections.Counter[str] = collections.Counter()
@@ -123,6 +125,19 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._previous = _probe_op.registered(self.key)
         _probe_op.register(self, self.key)
         atexit.register(self._finish_at_exit)
+
+    def note_compile(self) -> None:
+        """Called as a graph is compiled for this session. After ``finish()`` (a new input
+        shape recompiles the model) that must not fail, but the user is told, once, that
+        nothing compiled now is recorded."""
+        if self._closed and not self._warned_finished:
+            self._warned_finished = True
+            warnings.warn(
+                f"the probe session of {self.path} is finished: graphs compiled into it "
+                "now run without recording; to record a new run, call torch.compile again "
+                "with a new options dict (with 'overwrite': True for the same run_dir)",
+                stacklevel=3,
+            )
 
     def _on_graph(self, decisions: GraphDecisions) -> None:
         self.decisions.append(decisions)

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import OnDamage, Run, RunDamage
+from torch_cudagraph_debug._points import OnDamage, Run
 from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
@@ -74,8 +74,7 @@ class MemoryRun(Run[MemoryPoint]):
     def __init__(self, reader: _native.MemoryRunReader, path: str):
         self._reader = reader
         manifest = json.loads(reader.manifest_json())
-        self._read_manifest(manifest, path)
-        self.damage = tuple(RunDamage.from_native(d) for d in reader.damage())
+        self._read_manifest(manifest, path, reader.damage())
         points_table = reader.table("points").to_pylist()
         extra = {row["point_index"]: row for row in points_table}
         self.points: tuple[MemoryPoint, ...] = tuple(

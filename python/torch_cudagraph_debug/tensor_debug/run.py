@@ -15,7 +15,7 @@ import pyarrow as pa
 import torch
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._points import OnDamage, Run, RunDamage
+from torch_cudagraph_debug._points import OnDamage, Run
 from torch_cudagraph_debug._torch_bridge import (
     dtype_from_name,
     dtype_name,
@@ -157,8 +157,7 @@ class TensorRun(Run[TensorPoint]):
             raise InvalidInputError(
                 f"'{reader.path}' is a {manifest['kind']} run, not a tensor run"
             )
-        self._read_manifest(manifest, str(reader.path))
-        self.damage = tuple(RunDamage.from_native(d) for d in reader.damage())
+        self._read_manifest(manifest, str(reader.path), reader.damage())
         self.points: tuple[TensorPoint, ...] = self._build_points()
         self._index_points()
 
