@@ -2,7 +2,6 @@
 //! and run groups. Each returns a complete [`Comparison`].
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::engine::{align_ordered, Engine, ObservationSet, Progress};
 use crate::error::{CompareError, Result};
@@ -350,8 +349,8 @@ pub fn compare_run_groups(
     for rank in 0..world {
         let entry = match (reference.member(rank), candidate.member(rank)) {
             (Some(r), Some(c)) => {
-                let r = RunData::open(Path::new(&r.path))?;
-                let c = RunData::open(Path::new(&c.path))?;
+                let r = RunData::open_selected(&r.path, &r.selector())?;
+                let c = RunData::open_selected(&c.path, &c.selector())?;
                 let comparison = compare_runs(&r, &c, mapping, options, progress)?;
                 RankComparison {
                     rank,

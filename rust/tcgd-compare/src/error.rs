@@ -53,11 +53,4 @@ pub enum CompareError {
     },
 }
 
-impl CompareError {
-    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CompareError {
-        let path = path.into();
-        move |source| CompareError::Io { path, source }
-    }
-}
-
 pub type Result<T, E = CompareError> = std::result::Result<T, E>;

@@ -1,19 +1,21 @@
 //! Run groups: one run per rank of a multi-process job, checked to belong together.
 
-use std::collections::BTreeMap;
-use std::fs;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use arrow::array::AsArray;
 use serde::Serialize;
-use tcgd_store::{RunKind, RunReader, Table, MANIFEST_FILE};
+use tcgd_store::{list_runs, OnDamage, RunKind, RunReader, RunSelector, Table};
 
 use crate::error::{CompareError, Result};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupMember {
     pub rank: i64,
+    /// The job root holding the run.
     pub path: PathBuf,
+    /// The run's name in that root.
+    pub name: String,
     pub run_id: String,
     pub complete: bool,
     pub world_size: Option<i64>,
@@ -40,58 +42,81 @@ pub struct RunGroup {
 }
 
 impl RunGroup {
-    /// Finds the runs of a job directory: `root/rank=<r>/` holding a `run.json` each (the
-    /// layout a recorder with `world_size > 1` writes). A root that is itself a run is a
-    /// group of one.
-    pub fn load(root: &Path) -> Result<RunGroup> {
-        let mut found: Vec<(Option<i64>, PathBuf)> = Vec::new();
-        if root.join(MANIFEST_FILE).is_file() {
-            found.push((None, root.to_path_buf()));
-        } else {
-            let entries = fs::read_dir(root).map_err(CompareError::io(root))?;
-            for entry in entries {
-                let entry = entry.map_err(CompareError::io(root))?;
-                let name = entry.file_name();
-                let Some(rank) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("rank="))
-                    .and_then(|r| r.parse::<i64>().ok())
-                else {
-                    continue;
-                };
-                let path = entry.path();
-                if path.join(MANIFEST_FILE).is_file() {
-                    found.push((Some(rank), path));
-                }
+    /// The runs named `name` in the job root `root`, one per rank. `name` may be left
+    /// out when the root's tensor runs all share one name.
+    pub fn load(root: &Path, name: Option<&str>) -> Result<RunGroup> {
+        let runs: Vec<_> = list_runs(root)?
+            .into_iter()
+            .filter(|r| r.kind == RunKind::Tensor)
+            .collect();
+        let names: BTreeSet<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        let name = match name {
+            Some(name) => name.to_owned(),
+            None if names.len() == 1 => names
+                .iter()
+                .next()
+                .map(|n| (*n).to_owned())
+                .unwrap_or_default(),
+            None if names.is_empty() => {
+                return Err(CompareError::InvalidInput(format!(
+                    "'{}' holds no tensor run",
+                    root.display()
+                )))
             }
-        }
+            None => {
+                return Err(CompareError::InvalidInput(format!(
+                    "'{}' holds tensor runs named {}; choose one with name=",
+                    root.display(),
+                    names
+                        .iter()
+                        .map(|n| format!("'{n}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        };
+        let found: Vec<(PathBuf, RunSelector)> = runs
+            .iter()
+            .filter(|r| r.name == name)
+            .map(|r| (root.to_path_buf(), selector(&name, r.rank)))
+            .collect();
         if found.is_empty() {
             return Err(CompareError::InvalidInput(format!(
-                "'{}' holds no run: expected run directories named rank=<r>/ (each with a \
-                 run.json), as a recorder with world_size > 1 writes them",
-                root.display()
+                "'{}' holds no tensor run named '{name}'{}",
+                root.display(),
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; it holds {}",
+                        names
+                            .iter()
+                            .map(|n| format!("'{n}'"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
             )));
         }
-        found.sort();
         RunGroup::build(Some(root.to_path_buf()), found)
     }
 
-    /// A group from runs given one by one (any directory layout).
-    pub fn from_paths(paths: &[PathBuf]) -> Result<RunGroup> {
-        if paths.is_empty() {
+    /// A group from runs given one by one: `(root, selector)` each, any roots.
+    pub fn from_runs(runs: &[(PathBuf, RunSelector)]) -> Result<RunGroup> {
+        if runs.is_empty() {
             return Err(CompareError::InvalidInput(
                 "a run group needs at least one run".into(),
             ));
         }
-        RunGroup::build(None, paths.iter().map(|p| (None, p.clone())).collect())
+        RunGroup::build(None, runs.to_vec())
     }
 
-    fn build(root: Option<PathBuf>, found: Vec<(Option<i64>, PathBuf)>) -> Result<RunGroup> {
+    fn build(root: Option<PathBuf>, found: Vec<(PathBuf, RunSelector)>) -> Result<RunGroup> {
         let mut warnings = Vec::new();
         let mut by_rank: BTreeMap<i64, GroupMember> = BTreeMap::new();
         let mut name: Option<(String, PathBuf)> = None;
-        for (dir_rank, path) in found {
-            let reader = RunReader::open(&path)?;
+        for (path, wanted) in found {
+            let reader = RunReader::open_selected(&path, &wanted, OnDamage::Raise)?;
             let manifest = reader.manifest();
             if manifest.header.kind != RunKind::Tensor {
                 return Err(CompareError::InvalidInput(format!(
@@ -99,18 +124,7 @@ impl RunGroup {
                     path.display()
                 )));
             }
-            let rank = match (manifest.header.rank, dir_rank) {
-                (Some(r), Some(d)) if r != d => {
-                    warnings.push(format!(
-                        "'{}' is named rank={d} but its run says rank {r}; using rank {r}",
-                        path.display()
-                    ));
-                    r
-                }
-                (Some(r), _) => r,
-                (None, Some(d)) => d,
-                (None, None) => 0,
-            };
+            let rank = manifest.rank();
             match &name {
                 None => name = Some((manifest.header.name.clone(), path.clone())),
                 Some((first, first_path)) if *first != manifest.header.name => {
@@ -134,6 +148,7 @@ impl RunGroup {
             let member = GroupMember {
                 rank,
                 path: path.clone(),
+                name: manifest.header.name.clone(),
                 run_id: manifest.header.run_id.clone(),
                 complete: manifest.complete,
                 world_size: manifest.header.world_size,
@@ -226,5 +241,20 @@ impl RunGroup {
 
     pub fn member(&self, rank: i64) -> Option<&GroupMember> {
         self.members.iter().find(|m| m.rank == rank)
+    }
+}
+
+impl GroupMember {
+    /// How to open this member again.
+    pub fn selector(&self) -> RunSelector {
+        selector(&self.name, self.rank)
+    }
+}
+
+fn selector(name: &str, rank: i64) -> RunSelector {
+    RunSelector {
+        name: Some(name.to_owned()),
+        rank: Some(rank),
+        kind: Some(RunKind::Tensor),
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type, TimestampMicrosecondType};
-use tcgd_store::{PayloadKind, RunKind, RunReader, StoreError, Table};
+use tcgd_store::{OnDamage, PayloadKind, RunKind, RunReader, RunSelector, StoreError, Table};
 use tcgd_tensor::DType;
 
 use crate::engine::{ObservationSet, PayloadBuf, PayloadSource};
@@ -38,9 +38,14 @@ pub struct RunData {
 }
 
 impl RunData {
-    /// Opens a run directory: the manifest and every part are checked by the store first.
+    /// Opens the one run of a job root: its files are checked by the store first.
     pub fn open(dir: &Path) -> Result<RunData> {
-        let reader = RunReader::open(dir)?;
+        RunData::open_selected(dir, &RunSelector::default())
+    }
+
+    /// Opens the run of the job root `dir` that `selector` picks.
+    pub fn open_selected(dir: &Path, selector: &RunSelector) -> Result<RunData> {
+        let reader = RunReader::open_selected(dir, selector, OnDamage::Raise)?;
         let manifest = reader.manifest().clone();
         if manifest.header.kind != RunKind::Tensor {
             return Err(CompareError::InvalidInput(format!(
@@ -181,7 +186,7 @@ fn read_observations(
     batch: &RecordBatch,
 ) -> Result<std::collections::HashMap<i64, Vec<ObservationMeta>>> {
     let point = ints(dir, batch, "point_index")?;
-    let order = ints(dir, batch, "order")?;
+    let order = ints(dir, batch, "ordinal")?;
     let name = strings(dir, batch, "name")?;
     let invocation = ints(dir, batch, "invocation_index")?;
     let dtype = strings(dir, batch, "dtype")?;

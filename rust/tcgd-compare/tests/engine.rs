@@ -368,21 +368,14 @@ fn groups_warn_about_crashed_ranks_and_missing_ranks_are_inconclusive() {
     let job = |root: &std::path::Path, ranks: &[(i64, usize, bool)]| {
         for &(rank, points, complete) in ranks {
             let labels = [("s0", point(1.0)), ("s1", point(2.0)), ("s2", point(3.0))];
-            write_run(
-                &root.join(format!("rank={rank}")),
-                "job",
-                rank,
-                3,
-                &labels[..points],
-                complete,
-            );
+            write_run(root, "job", rank, 3, &labels[..points], complete);
         }
     };
     let (ref_root, cand_root) = (dir.path().join("ref"), dir.path().join("cand"));
     job(&ref_root, &[(0, 3, true), (1, 3, true), (2, 3, true)]);
     job(&cand_root, &[(0, 3, true), (1, 2, false)]);
-    let reference = RunGroup::load(&ref_root).unwrap();
-    let candidate = RunGroup::load(&cand_root).unwrap();
+    let reference = RunGroup::load(&ref_root, None).unwrap();
+    let candidate = RunGroup::load(&cand_root, None).unwrap();
     assert!(reference.warnings.is_empty(), "{:?}", reference.warnings);
     assert_eq!(candidate.missing_ranks, vec![2]);
     assert!(
@@ -411,22 +404,8 @@ fn groups_warn_about_crashed_ranks_and_missing_ranks_are_inconclusive() {
 
     // Ranks that disagree on their labels are not a group.
     let odd = dir.path().join("odd");
-    write_run(
-        &odd.join("rank=0"),
-        "job",
-        0,
-        2,
-        &[("s0", point(1.0))],
-        true,
-    );
-    write_run(
-        &odd.join("rank=1"),
-        "job",
-        1,
-        2,
-        &[("t0", point(1.0))],
-        true,
-    );
-    let err = RunGroup::load(&odd).unwrap_err().to_string();
+    write_run(&odd, "job", 0, 2, &[("s0", point(1.0))], true);
+    write_run(&odd, "job", 1, 2, &[("t0", point(1.0))], true);
+    let err = RunGroup::load(&odd, None).unwrap_err().to_string();
     assert!(err.contains("'t0'") && err.contains("'s0'"), "{err}");
 }

@@ -248,7 +248,7 @@ fn run_groups_text_report() {
                 2.0
             };
             write_run(
-                &dir.path().join(root).join(format!("rank={rank}")),
+                &dir.path().join(root),
                 "job",
                 rank,
                 3,
@@ -257,8 +257,8 @@ fn run_groups_text_report() {
             );
         }
     }
-    let reference = RunGroup::load(&dir.path().join("ref")).unwrap();
-    let candidate = RunGroup::load(&dir.path().join("cand")).unwrap();
+    let reference = RunGroup::load(&dir.path().join("ref"), None).unwrap();
+    let candidate = RunGroup::load(&dir.path().join("cand"), None).unwrap();
     let mut c = compare_run_groups(
         &reference,
         &candidate,

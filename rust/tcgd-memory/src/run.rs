@@ -11,8 +11,8 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int64Type};
 use tcgd_store::{
-    now_micros, CommitQueue, Manifest, OnDamage, PointInput, RunHeader, RunKind, RunReader,
-    RunWriter, StoreError, Table,
+    now_micros, CommitPolicy, CommitQueue, Manifest, OnDamage, PointInput, RunHeader, RunKind,
+    RunReader, RunSelector, RunWriter, StoreError, Table,
 };
 
 /// Points waiting for the writer thread at most; one more waits for the oldest to commit.
@@ -72,10 +72,28 @@ impl MemoryRunWriter {
         producer: &str,
         overwrite: bool,
     ) -> Result<MemoryRunWriter> {
+        MemoryRunWriter::create_with_policy(
+            dir,
+            header,
+            producer,
+            overwrite,
+            CommitPolicy::default(),
+        )
+    }
+
+    /// `create_with`, committing groups of points as `policy` says.
+    pub fn create_with_policy(
+        dir: &Path,
+        header: RunHeader,
+        producer: &str,
+        overwrite: bool,
+        policy: CommitPolicy,
+    ) -> Result<MemoryRunWriter> {
         if header.kind != RunKind::Memory {
             return Err(MemoryError::invalid("a memory run needs kind \"memory\""));
         }
-        let writer = RunWriter::create_with(dir, header, producer, overwrite)?;
+        let mut writer = RunWriter::create_with(dir, header, producer, overwrite)?;
+        writer.set_commit_policy(policy)?;
         Ok(MemoryRunWriter {
             store: CommitQueue::start(writer, QUEUE_DEPTH)?,
             cursor: HistoryCursor::new(),
@@ -199,7 +217,6 @@ impl MemoryRunWriter {
             MemoryState::from_ingested(identity, ingested, device_memory, self.stacks.clone())?;
         let ids = RowIds {
             run_id: header.run_id.clone(),
-            rank: header.rank,
             point_index: point_index as i64,
         };
         let state = Arc::new(state);
@@ -234,7 +251,6 @@ impl MemoryRunWriter {
 
 struct RowIds {
     run_id: String,
-    rank: Option<i64>,
     point_index: i64,
 }
 
@@ -247,7 +263,6 @@ fn batch(table: Table, columns: Vec<ArrayRef>) -> Result<(Table, RecordBatch)> {
 fn identity_columns(ids: &RowIds, n: usize) -> Vec<ArrayRef> {
     vec![
         Arc::new(StringArray::from(vec![ids.run_id.as_str(); n])),
-        Arc::new(Int64Array::from(vec![ids.rank; n])),
         Arc::new(Int64Array::from(vec![ids.point_index; n])),
     ]
 }
@@ -277,7 +292,6 @@ fn bools(values: impl IntoIterator<Item = bool>) -> ArrayRef {
 pub fn state_tables(state: &MemoryState) -> Result<Vec<(Table, RecordBatch)>> {
     let ids = RowIds {
         run_id: state.identity.origin.clone(),
-        rank: None,
         point_index: state.identity.index,
     };
     state_batches(state, &ids, StackMark::default())
@@ -293,7 +307,7 @@ fn state_batches(
     let mut out = Vec::new();
 
     let mut warnings = ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new(
-        "item",
+        "element",
         DataType::Utf8,
         false,
     )));
@@ -458,7 +472,7 @@ fn state_batches(
     let stacks = &state.stacks.stacks()[committed.stacks.min(state.stacks.stacks().len())..];
     let first = committed.stacks as i64;
     let mut lists = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(Field::new(
-        "item",
+        "element",
         DataType::Int64,
         false,
     )));
@@ -550,7 +564,20 @@ impl MemoryRunReader {
     /// `open`, choosing what a damaged part does (`tcgd_store::OnDamage`); with `Skip`
     /// the states are those of the points left whole.
     pub fn open_with(dir: &Path, on_damage: OnDamage) -> Result<MemoryRunReader> {
-        let store = RunReader::open_with(dir, on_damage)?;
+        let selector = RunSelector {
+            kind: Some(RunKind::Memory),
+            ..RunSelector::default()
+        };
+        MemoryRunReader::open_selected(dir, &selector, on_damage)
+    }
+
+    /// Opens the run of the job root `dir` that `selector` picks.
+    pub fn open_selected(
+        dir: &Path,
+        selector: &RunSelector,
+        on_damage: OnDamage,
+    ) -> Result<MemoryRunReader> {
+        let store = RunReader::open_selected(dir, selector, on_damage)?;
         let header = &store.manifest().header;
         if header.kind != RunKind::Memory {
             return Err(MemoryError::invalid(format!(

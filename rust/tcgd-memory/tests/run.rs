@@ -14,7 +14,7 @@ use tcgd_store::{RunHeader, RunKind, Table};
 
 fn header() -> RunHeader {
     RunHeader {
-        run_id: "run-mem".into(),
+        run_id: "runmem".into(),
         name: "mem".into(),
         kind: RunKind::Memory,
         execution: "eager".into(),

@@ -13,9 +13,10 @@ use tcgd_compare::{
     PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
     SiteView, Subject, SummaryView,
 };
-use tcgd_store::PayloadKind;
+use tcgd_store::{PayloadKind, RunKind, RunSelector};
 
 use crate::errors::{guard, BindResult, BindingError};
+use crate::store::RunAddress;
 use crate::{parse_dtype, to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
@@ -304,10 +305,18 @@ fn mapping(value: Option<&Bound<'_, PyAny>>) -> BindResult<PointMapping> {
     Ok(PointMapping::Pairs(out))
 }
 
-fn group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> BindResult<RunGroup> {
+/// A group as Python names it: `(root, name, runs)`; with a root, its runs named `name`
+/// (any name when the root's runs share one); without, the runs themselves.
+type GroupArgs = (Option<PathBuf>, Option<String>, Vec<RunAddress>);
+
+fn group(py: Python<'_>, (root, name, runs): GroupArgs) -> BindResult<RunGroup> {
+    let runs: Vec<(PathBuf, RunSelector)> = runs
+        .iter()
+        .map(|r| (r.root().to_path_buf(), r.selector(RunKind::Tensor)))
+        .collect();
     Ok(py.detach(|| match root {
-        Some(root) => RunGroup::load(&root),
-        None => RunGroup::from_paths(&paths),
+        Some(root) => RunGroup::load(&root, name.as_deref()),
+        None => RunGroup::from_runs(&runs),
     })?)
 }
 
@@ -420,8 +429,8 @@ fn compare_sets(
 #[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
 fn compare_runs(
     py: Python<'_>,
-    reference: PathBuf,
-    candidate: PathBuf,
+    reference: RunAddress,
+    candidate: RunAddress,
     options_json: &str,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
@@ -432,8 +441,10 @@ fn compare_runs(
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
-            let reference = RunData::open(&reference)?;
-            let candidate = RunData::open(&candidate)?;
+            let reference =
+                RunData::open_selected(reference.root(), &reference.selector(RunKind::Tensor))?;
+            let candidate =
+                RunData::open_selected(candidate.root(), &candidate.selector(RunKind::Tensor))?;
             tcgd_compare::compare_runs(&reference, &candidate, &mapping, &options, &progress)
         })
     })
@@ -445,7 +456,7 @@ fn compare_runs(
 fn compare_point_series(
     py: Python<'_>,
     reference: SetArgs,
-    run: PathBuf,
+    run: RunAddress,
     options_json: &str,
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<PyComparison> {
@@ -455,7 +466,7 @@ fn compare_point_series(
         let reference = build_set(reference, &error)?;
         let progress = progress(progress_callback, &error);
         self::run(py, &error, || {
-            let data = RunData::open(&run)?;
+            let data = RunData::open_selected(run.root(), &run.selector(RunKind::Tensor))?;
             tcgd_compare::compare_point_series(
                 (&reference.0, reference.1),
                 &data,
@@ -472,8 +483,8 @@ fn compare_point_series(
 #[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
 fn compare_run_groups(
     py: Python<'_>,
-    reference: (Option<PathBuf>, Vec<PathBuf>),
-    candidate: (Option<PathBuf>, Vec<PathBuf>),
+    reference: GroupArgs,
+    candidate: GroupArgs,
     options_json: &str,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
@@ -481,8 +492,8 @@ fn compare_run_groups(
     guard(py, || {
         let options = options(options_json)?;
         let mapping = mapping(point_mapping)?;
-        let reference = group(py, reference.0, reference.1)?;
-        let candidate = group(py, candidate.0, candidate.1)?;
+        let reference = group(py, reference)?;
+        let candidate = group(py, candidate)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
@@ -494,10 +505,15 @@ fn compare_run_groups(
 /// A run group as JSON: name, world size, members (rank, path, labels, ...), missing
 /// ranks and warnings. `root` finds `rank=<r>/` runs; without it, `paths` are the runs.
 #[pyfunction]
-#[pyo3(signature = (root=None, paths=Vec::new()))]
-fn run_group(py: Python<'_>, root: Option<PathBuf>, paths: Vec<PathBuf>) -> PyResult<String> {
+#[pyo3(signature = (root=None, name=None, runs=Vec::new()))]
+fn run_group(
+    py: Python<'_>,
+    root: Option<PathBuf>,
+    name: Option<String>,
+    runs: Vec<RunAddress>,
+) -> PyResult<String> {
     guard(py, || {
-        let group = group(py, root, paths)?;
+        let group = group(py, (root, name, runs))?;
         serde_json::to_string(&group)
             .map_err(|e| BindingError::Internal(format!("cannot encode the group: {e}")))
     })

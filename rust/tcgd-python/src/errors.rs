@@ -187,10 +187,15 @@ impl From<StoreError> for BindingError {
     fn from(error: StoreError) -> Self {
         let message = error.to_string();
         match error {
-            StoreError::Io { .. } | StoreError::BackgroundCommit { .. } => {
-                BindingError::StorageIo(message)
+            StoreError::Io { .. }
+            | StoreError::BackgroundCommit { .. }
+            | StoreError::Delta { .. } => BindingError::StorageIo(message),
+            StoreError::NotARun { .. } | StoreError::RunSelection { .. } => {
+                BindingError::RunNotFound(message)
             }
-            StoreError::NotARun { .. } => BindingError::RunNotFound(message),
+            StoreError::VersionOneRun { .. } | StoreError::NotOurs { .. } => {
+                BindingError::UnsupportedFormat(message)
+            }
             StoreError::InvalidManifest { .. } | StoreError::CorruptPart { .. } => {
                 BindingError::CorruptRun(message)
             }

@@ -149,6 +149,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_class::<store::RunWriter>()?;
     m.add_class::<store::RunReader>()?;
+    m.add_function(wrap_pyfunction!(store::list_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(store::compact_root, m)?)?;
     m.add_class::<probe::ProbeRuntime>()?;
     m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;

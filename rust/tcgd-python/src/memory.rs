@@ -637,19 +637,22 @@ pub struct MemoryRunWriter {
 impl MemoryRunWriter {
     /// Claims a run directory; `overwrite` replaces a run already there.
     #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false))]
+    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         header_json: &str,
         producer: &str,
         overwrite: bool,
+        commit_interval: Option<f64>,
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
-            let writer =
-                py.detach(|| RustWriter::create_with(&path, header, producer, overwrite))?;
+            let policy = crate::store::commit_policy(commit_interval)?;
+            let writer = py.detach(|| {
+                RustWriter::create_with_policy(&path, header, producer, overwrite, policy)
+            })?;
             Ok(MemoryRunWriter {
                 inner: Mutex::new(writer),
             })
@@ -797,11 +800,22 @@ pub struct MemoryRunReader {
 impl MemoryRunReader {
     /// Opens a memory run; `on_damage` is `"raise"` or `"skip"` (`tcgd_store::OnDamage`).
     #[new]
-    #[pyo3(signature = (path, on_damage = "raise"))]
-    fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        on_damage: &str,
+        name: Option<String>,
+        rank: Option<i64>,
+    ) -> PyResult<Self> {
         guard(py, || {
             let mode = crate::store::on_damage(on_damage)?;
-            let inner = py.detach(|| RustReader::open_with(&path, mode))?;
+            let selector = tcgd_store::RunSelector {
+                name,
+                rank,
+                kind: Some(tcgd_store::RunKind::Memory),
+            };
+            let inner = py.detach(|| RustReader::open_selected(&path, &selector, mode))?;
             Ok(MemoryRunReader { inner })
         })
     }

@@ -6,9 +6,11 @@ use std::sync::Mutex;
 use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+use std::time::Duration;
+
 use tcgd_store::{
-    check_point, now_micros, CommitJob, CommitQueue, ObservationInput, OnDamage, PayloadKind,
-    PointInput, RunHeader, Site, Table, Value,
+    check_point, now_micros, CommitJob, CommitPolicy, CommitQueue, ObservationInput, OnDamage,
+    PayloadKind, PointInput, RunHeader, RunKind, RunSelector, Site, Table, Value,
 };
 
 use crate::errors::{guard, try_lock, BindResult, BindingError};
@@ -60,20 +62,26 @@ impl RunWriter {
     /// Claims a run directory and commits an empty, incomplete run. `header_json` holds
     /// the `RunHeader` fields; `overwrite` replaces a run already there.
     #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false))]
+    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         header_json: &str,
         producer: &str,
         overwrite: bool,
+        commit_interval: Option<f64>,
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
+            let policy = commit_policy(commit_interval)?;
             let queue = py.detach(|| {
-                tcgd_store::RunWriter::create_with(&path, header, producer, overwrite)
-                    .and_then(|writer| CommitQueue::start(writer, QUEUE_DEPTH))
+                tcgd_store::RunWriter::create_with(&path, header, producer, overwrite).and_then(
+                    |mut writer| {
+                        writer.set_commit_policy(policy)?;
+                        CommitQueue::start(writer, QUEUE_DEPTH)
+                    },
+                )
             })?;
             Ok(RunWriter {
                 inner: Mutex::new(queue),
@@ -213,6 +221,76 @@ impl RunWriter {
     }
 }
 
+/// When a writer commits its groups: `commit_interval` seconds (default 1.0).
+pub fn commit_policy(commit_interval: Option<f64>) -> BindResult<CommitPolicy> {
+    let mut policy = CommitPolicy::default();
+    if let Some(seconds) = commit_interval {
+        if !seconds.is_finite() || seconds < 0.0 || seconds > 86_400.0 {
+            return Err(BindingError::InvalidInput(format!(
+                "commit_interval must be a number of seconds from 0 to 86400, got {seconds}"
+            )));
+        }
+        policy.interval = Duration::from_secs_f64(seconds);
+    }
+    Ok(policy)
+}
+
+/// A run as Python names it: a job root holding one run, or `(root, name, rank)`.
+#[derive(FromPyObject)]
+pub enum RunAddress {
+    Named(PathBuf, Option<String>, Option<i64>),
+    Root(PathBuf),
+}
+
+impl RunAddress {
+    pub fn root(&self) -> &std::path::Path {
+        match self {
+            RunAddress::Named(root, ..) | RunAddress::Root(root) => root,
+        }
+    }
+
+    pub fn selector(&self, kind: RunKind) -> RunSelector {
+        match self {
+            RunAddress::Named(_, name, rank) => RunSelector {
+                name: name.clone(),
+                rank: *rank,
+                kind: Some(kind),
+            },
+            RunAddress::Root(_) => RunSelector {
+                kind: Some(kind),
+                ..RunSelector::default()
+            },
+        }
+    }
+}
+
+/// The runs of a job root as a `pyarrow.RecordBatch`: one row per run (identity, status,
+/// point count), in name and rank order.
+#[pyfunction]
+pub fn list_runs<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+    guard(py, || {
+        let rows = py.detach(|| tcgd_store::list_runs(&root))?;
+        Ok(tcgd_store::runs_batch(&rows)?.to_pyarrow(py)?)
+    })
+}
+
+/// Tidies a job root whose writers are done (`tcgd_store::compact_root`); returns what
+/// it did as a dict.
+#[pyfunction]
+pub fn compact_root<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    guard(py, || {
+        let report = py.detach(|| tcgd_store::compact_root(&root))?;
+        let out = PyDict::new(py);
+        out.set_item("runs_compacted", report.runs_compacted)?;
+        out.set_item("runs_in_use", report.runs_in_use)?;
+        out.set_item("files_before", report.files_before)?;
+        out.set_item("files_after", report.files_after)?;
+        out.set_item("uncommitted_removed", report.uncommitted_removed)?;
+        out.set_item("orphans_deleted", report.orphans_deleted)?;
+        Ok(out)
+    })
+}
+
 /// What a reader left out of a damaged run, as dicts of `Damage`'s fields.
 pub fn damage_list<'py>(
     py: Python<'py>,
@@ -255,11 +333,23 @@ impl RunReader {
     /// Opens a run after checking its manifest and parts; `on_damage` is `"raise"` or
     /// `"skip"` (`tcgd_store::OnDamage`).
     #[new]
-    #[pyo3(signature = (path, on_damage = "raise"))]
-    fn new(py: Python<'_>, path: PathBuf, on_damage: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        on_damage: &str,
+        name: Option<String>,
+        rank: Option<i64>,
+    ) -> PyResult<Self> {
         guard(py, || {
             let mode = self::on_damage(on_damage)?;
-            let inner = py.detach(|| tcgd_store::RunReader::open_with(&path, mode))?;
+            let selector = RunSelector {
+                name,
+                rank,
+                kind: Some(RunKind::Tensor),
+            };
+            let inner =
+                py.detach(|| tcgd_store::RunReader::open_selected(&path, &selector, mode))?;
             Ok(RunReader { inner })
         })
     }

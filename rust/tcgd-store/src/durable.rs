@@ -81,15 +81,6 @@ impl Write for HashingFile {
     }
 }
 
-/// Replaces `target` with `bytes` atomically and durably.
-pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
-    let mut file = HashingFile::create(target)?;
-    file.write_all(bytes)
-        .map_err(StoreError::io(file.temp_path().to_path_buf()))?;
-    file.commit()?;
-    sync_dir(target.parent().unwrap_or(Path::new(".")))
-}
-
 /// Makes renames inside `dir` durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

@@ -13,8 +13,27 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
-    #[error("'{path}' is not a run directory: it has no run.json manifest")]
+    #[error(
+        "'{path}' is not a job root of torch-cudagraph-debug: it has no runs table \
+         (runs/_delta_log); give the directory a recorder wrote to (its run_dir)"
+    )]
     NotARun { path: PathBuf },
+
+    #[error(
+        "'{path}' is a run of storage version 1 (it has a run.json manifest); this version \
+         reads and writes version 2 job roots only: record the run again, or read it with \
+         torch-cudagraph-debug 0.1.x"
+    )]
+    VersionOneRun { path: PathBuf },
+
+    #[error("cannot choose a run in job root '{root}': {reason}")]
+    RunSelection { root: PathBuf, reason: String },
+
+    #[error("'{path}' is not a table of torch-cudagraph-debug: {reason}")]
+    NotOurs { path: PathBuf, reason: String },
+
+    #[error("Delta table '{table}': {reason}")]
+    Delta { table: PathBuf, reason: String },
 
     #[error("manifest '{path}' is invalid: {reason}")]
     InvalidManifest { path: PathBuf, reason: String },
@@ -62,14 +81,14 @@ pub enum StoreError {
     RunFinished { path: PathBuf },
 
     #[error(
-        "run directory '{path}' already holds a run; choose a new directory, or replace the \
-         run with overwrite=True (--overwrite on the command line)"
+        "{path} already exists; choose another name or directory, or replace the run with \
+         overwrite=True (--overwrite on the command line)"
     )]
     RunExists { path: PathBuf },
 
     #[error(
-        "run directory '{path}' is being written by another recorder ({holder}); wait until \
-         it has finished, or choose another directory"
+        "{path} is being written by another recorder ({holder}); wait until it has \
+         finished, or choose another name or directory"
     )]
     RunInUse { path: PathBuf, holder: String },
 

@@ -1,14 +1,18 @@
-//! Runs as Arrow/Parquet directories.
+//! Runs as Delta Lake tables of Parquet files.
 //!
-//! A run is a directory: `run.json` (the manifest, the authority on what is committed),
-//! `run.parquet` (the manifest as a one-row table), and one directory of Parquet parts per
-//! table (`points/`, `observations/`, `payloads/`). `docs/storage.md` is the user-facing
-//! description of every file and column.
+//! A job root holds one Delta table per kind of row (`runs`, `points`, `observations`,
+//! `payloads`, the memory tables), each partitioned by rank; every run of the job (every
+//! rank, eager and compiled, baseline and candidate) appends to the same tables and is told
+//! apart by `run_id`. `docs/storage.md` is the user-facing description of every table and
+//! column.
 
 mod claim;
+mod compact;
+mod delta;
 mod digest;
 mod durable;
 mod error;
+pub mod layout;
 mod manifest;
 mod parts;
 mod pool;
@@ -19,11 +23,17 @@ pub mod schema;
 mod writer;
 
 pub use claim::LOCK_FILE;
+pub use compact::{compact_root, CompactionReport};
+pub use delta::{CommittedFile, DeltaTable};
 pub use digest::content_digest;
 pub use error::{Result, StoreError};
-pub use manifest::{Manifest, PartEntry, RunHeader, RunKind, MANIFEST_FILE};
+pub use manifest::{Manifest, PartEntry, RunHeader, RunKind};
 pub use queue::{CommitJob, CommitQueue};
-pub use reader::{Damage, OnDamage, RunReader, ValidationIssue};
+pub use reader::{
+    list_runs, runs_batch, Damage, OnDamage, RunReader, RunRow, RunSelector, ValidationIssue,
+};
 pub use record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Site, Value};
 pub use schema::{Table, FORMAT_VERSION};
-pub use writer::{check_point, now_micros, rfc3339, RunWriter, RUN_TABLE_FILE};
+pub use writer::{
+    check_point, now_micros, rfc3339, run_path, CommitPolicy, RunWriter, DEFAULT_COMMIT_INTERVAL,
+};

@@ -1,4 +1,5 @@
-//! One part = one Parquet file of one table, written once and never rewritten.
+//! One part = one Parquet file of one table and one run, written once and never
+//! rewritten (compaction writes new files and retires the old ones).
 
 use std::fs::File;
 use std::path::Path;
@@ -22,7 +23,7 @@ use crate::digest::content_digest;
 use crate::durable::{Committed, HashingFile};
 use crate::error::{Result, StoreError};
 use crate::pool::{BufferPool, PooledFile};
-use crate::schema::{Table, FORMAT_VERSION, KV_FORMAT_VERSION, KV_TABLE, RUNS};
+use crate::schema::{Table, FORMAT_VERSION, KV_FORMAT_VERSION, KV_TABLE};
 use arrow::datatypes::SchemaRef;
 
 /// Payload rows are up to 16 MiB each: a few per row group keeps a single payload read from
@@ -181,11 +182,6 @@ fn sample_compresses(group: &RecordBatch) -> bool {
     sampled == 0 || compressed as f64 <= COMPRESS_IF_SAMPLE_RATIO_AT_MOST * sampled as f64
 }
 
-/// Writes the one-row run table (`run.parquet`), a view of the manifest.
-pub fn write_run_table(target: &Path, batch: &RecordBatch) -> Result<Committed> {
-    write_parquet(target, RUNS.clone(), properties("runs")?, batch)
-}
-
 fn write_parquet(
     target: &Path,
     schema: SchemaRef,
@@ -285,7 +281,7 @@ pub fn read_part_checked(
     };
     let bytes = std::fs::read(path).map_err(StoreError::io(path))?;
     let actual = content_digest(&bytes);
-    if actual != expected {
+    if crate::layout::PartName::digest_prefix_of(&actual) != expected {
         return Err(StoreError::corrupt(path)(differs_from_committed(
             &actual, expected,
         )));
@@ -355,7 +351,8 @@ pub fn read_payload_chunks(
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(file, options)
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     check_part_metadata(path, Table::Payloads, &builder, &viewed)?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [1, 2, 3, 4]);
+    // chunk_index, chunk_count, total_nbytes, data (after run_id and digest).
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [2, 3, 4, 5]);
     let reader = builder
         .with_projection(mask)
         .with_row_selection(rows)

@@ -1,15 +1,17 @@
 //! Commits on a background thread: the recording thread hands a point over and goes on,
 //! while Parquet encoding, compression and the fsyncs happen on the writer thread.
 //!
-//! Points commit in the order they were handed over, each with the writer's usual
-//! durability (hidden part, fsync, rename, manifest). A point is durable once `flush`
-//! returns; a crash before that loses the points still queued, never a committed one.
+//! Points are taken in the order they were handed over and committed in groups (see
+//! `writer.rs`): the thread also wakes when the waiting group is due, so points reach the
+//! log within `commit_interval` even when no more arrive. A point is durable once `flush`
+//! returns; a crash before that loses the points still queued or waiting, never a
+//! committed one.
 //! The first failed commit stops the queue: the points queued after it are dropped (their
 //! indices assumed it), and every later call returns that failure.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -224,7 +226,29 @@ impl Drop for CommitQueue {
 
 fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Failure) {
     let failed = |failure: &Failure| failure.lock().map_or(true, |f| f.is_some());
-    for message in receiver {
+    let note = |failure: &Failure, label: &str, reason: String| {
+        let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
+        f.get_or_insert((label.to_owned(), reason));
+    };
+    loop {
+        let message = match writer.commit_due_in() {
+            Some(due) => match receiver.recv_timeout(due) {
+                Ok(message) => message,
+                Err(RecvTimeoutError::Timeout) => {
+                    if !failed(failure) {
+                        if let Err(e) = writer.commit_if_due() {
+                            note(failure, "group commit", e.to_string());
+                        }
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
+            None => match receiver.recv() {
+                Ok(message) => message,
+                Err(_) => break,
+            },
+        };
         match message {
             Message::Commit { label, job } => {
                 if failed(failure) {
@@ -239,11 +263,15 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
                     Err(_) => Some("the commit panicked".to_owned()),
                 };
                 if let Some(reason) = reason {
-                    let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
-                    f.get_or_insert((label, reason));
+                    note(failure, &label, reason);
                 }
             }
             Message::Flush(done) => {
+                if !failed(failure) {
+                    if let Err(e) = writer.flush() {
+                        note(failure, "flush", e.to_string());
+                    }
+                }
                 let _ = done.send(());
             }
             Message::Discard(done) => {
@@ -252,8 +280,7 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
             }
             Message::Close { complete } => {
                 if let Err(e) = writer.close(complete && !failed(failure)) {
-                    let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
-                    f.get_or_insert(("close".to_owned(), e.to_string()));
+                    note(failure, "close", e.to_string());
                 }
                 return;
             }

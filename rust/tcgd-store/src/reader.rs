@@ -1,4 +1,5 @@
-//! Reading a run: only what the manifest lists, after checking that it is safe and whole.
+//! Reading a run of a job root: its row of the `runs` table, then only the data files the
+//! tables' Delta logs list for it, after checking that they are safe and whole.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
@@ -13,15 +14,17 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::Int64Type;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 
+use crate::delta::DeltaTable;
 use crate::digest::{content_digest, format_digest};
 use crate::error::{Result, StoreError};
-use crate::manifest::{part_path, Manifest, PartEntry};
+use crate::layout::{split_logged_path, PartName};
+use crate::manifest::{part_path, Manifest, PartEntry, RunHeader, RunKind};
 use crate::parts::{
     differs_from_committed, read_part_checked, read_part_columns, read_payload_chunks,
 };
 use crate::pool::BufferPool;
-use crate::schema::{Table, RUNS};
-use crate::writer::run_batch;
+use crate::schema::{Table, PAYLOAD_DIGEST_COLUMN, RUNS};
+use crate::writer::{refuse_version_one, rfc3339, run_batch};
 
 /// Where a payload's chunks are: the part and its row numbers there.
 #[derive(Debug, Clone)]
@@ -43,6 +46,8 @@ pub struct RunReader {
     unreadable_payloads: HashSet<String>,
     /// Every listed part's file digest was checked at open (`OnDamage::Skip`).
     digests_checked: bool,
+    /// Points `OnDamage::Skip` left out: their rows are dropped from every table read.
+    left_out: BTreeSet<u64>,
 }
 
 /// Payload buffers a reader keeps for reuse once released: enough for the payloads a
@@ -124,7 +129,8 @@ fn check_part(dir: &Path, part: &PartEntry, digest: bool) -> Result<(), PartProb
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(PartProblem::Damaged(
-                "the file is missing: the manifest lists it, the directory does not hold it".into(),
+                "the file is missing: the table's log lists it, the directory does not hold it"
+                    .into(),
             ))
         }
         Err(e) => return Err(PartProblem::Io(e)),
@@ -141,7 +147,7 @@ fn check_part(dir: &Path, part: &PartEntry, digest: bool) -> Result<(), PartProb
     }
     if digest {
         match file_digest(&path) {
-            Ok(d) if d == part.digest => {}
+            Ok(d) if PartName::digest_prefix_of(&d) == part.digest => {}
             Ok(d) => {
                 return Err(PartProblem::Damaged(differs_from_committed(
                     &d,
@@ -161,18 +167,367 @@ fn shared_with_later_points(table: &str) -> bool {
     table == Table::MemoryFrames.dir_name() || table == Table::MemoryStacks.dir_name()
 }
 
-impl RunReader {
-    /// Opens a run: reads and checks the manifest, then checks that every listed part is
-    /// present with the size it was committed with (a truncated part is caught here,
-    /// before a query can read a wrong answer out of it). Whole tables are read only after
-    /// their parts' file digests are checked.
-    pub fn open(dir: &Path) -> Result<RunReader> {
-        RunReader::open_with(dir, OnDamage::Raise)
+/// Which run of a job root to open: the one matching every given field. Leaving a field
+/// out is fine when the root holds one run that matches the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSelector {
+    pub name: Option<String>,
+    pub rank: Option<i64>,
+    pub kind: Option<RunKind>,
+}
+
+/// A run's row of the `runs` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub run_id: String,
+    pub name: String,
+    pub rank: i64,
+    pub kind: RunKind,
+    pub execution: String,
+    pub group_id: Option<String>,
+    pub world_size: Option<i64>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub complete: bool,
+    pub point_count: u64,
+    pub format_version: i64,
+    pub producer: String,
+    pub provenance: serde_json::Value,
+    pub run_metadata: serde_json::Value,
+}
+
+impl RunRow {
+    pub fn header(&self) -> RunHeader {
+        RunHeader {
+            run_id: self.run_id.clone(),
+            name: self.name.clone(),
+            kind: self.kind,
+            execution: self.execution.clone(),
+            rank: Some(self.rank),
+            group_id: self.group_id.clone(),
+            world_size: self.world_size,
+            provenance: self.provenance.clone(),
+            run_metadata: self.run_metadata.clone(),
+        }
     }
 
-    /// `open`, choosing what a damaged part does (see `OnDamage`).
-    pub fn open_with(dir: &Path, on_damage: OnDamage) -> Result<RunReader> {
-        let mut manifest = Manifest::read(dir)?;
+    fn describe(&self) -> String {
+        format!("'{}' (rank {}, {:?})", self.name, self.rank, self.kind).to_lowercase()
+    }
+}
+
+/// Every run row of a root's `runs` table (a run whose row is being replaced has one row
+/// at every version of the log, never two).
+pub fn read_runs(runs: &DeltaTable) -> Result<Vec<RunRow>> {
+    let mut rows = Vec::new();
+    for file in runs.files()? {
+        let Some((rank, _)) = split_logged_path(&file.path) else {
+            return Err(StoreError::UnsafePath {
+                manifest: runs.dir().join("_delta_log"),
+                part: file.path.clone(),
+            });
+        };
+        let path = runs.dir().join(&file.path);
+        for batch in read_part_checked(&path, Table::Runs, None)? {
+            rows.extend(run_rows(&path, &batch, rank)?);
+        }
+    }
+    rows.sort_by(|a, b| (&a.name, a.rank, &a.created_at).cmp(&(&b.name, b.rank, &b.created_at)));
+    Ok(rows)
+}
+
+/// The runs of the job root `root`, in name and rank order.
+pub fn list_runs(root: &Path) -> Result<Vec<RunRow>> {
+    refuse_version_one(root)?;
+    let runs = DeltaTable::open(root, Table::Runs)?.ok_or_else(|| StoreError::NotARun {
+        path: root.to_path_buf(),
+    })?;
+    read_runs(&runs)
+}
+
+/// Run rows as a table: the `runs` table's columns with `rank` (the partition) after
+/// `name`, the shape every engine shows when it reads the table.
+pub fn runs_batch(rows: &[RunRow]) -> Result<RecordBatch> {
+    use arrow::array::{
+        ArrayRef, BooleanArray, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    use arrow::datatypes::{DataType, Field, Schema};
+    let mut fields: Vec<Field> = RUNS.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.insert(2, Field::new("rank", DataType::Int64, false));
+    let strs = |f: fn(&RunRow) -> Option<&str>| -> ArrayRef {
+        Arc::new(rows.iter().map(f).collect::<StringArray>())
+    };
+    let stamps = |f: fn(&RunRow) -> Option<&String>| -> ArrayRef {
+        Arc::new(
+            rows.iter()
+                .map(|r| f(r).and_then(|t| crate::writer::parse_rfc3339(t)))
+                .collect::<TimestampMicrosecondArray>()
+                .with_timezone("UTC"),
+        )
+    };
+    let json = |v: &serde_json::Value| {
+        if v.is_null() {
+            "{}".to_owned()
+        } else {
+            v.to_string()
+        }
+    };
+    let columns: Vec<ArrayRef> = vec![
+        strs(|r| Some(&r.run_id)),
+        strs(|r| Some(&r.name)),
+        Arc::new(rows.iter().map(|r| r.rank).collect::<Int64Array>()),
+        strs(|r| {
+            Some(if r.kind == RunKind::Tensor {
+                "tensor"
+            } else {
+                "memory"
+            })
+        }),
+        strs(|r| Some(&r.execution)),
+        strs(|r| r.group_id.as_deref()),
+        Arc::new(rows.iter().map(|r| r.world_size).collect::<Int64Array>()),
+        stamps(|r| Some(&r.created_at)),
+        stamps(|r| r.finished_at.as_ref()),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.complete))
+                .collect::<BooleanArray>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.point_count as i64)
+                .collect::<Int64Array>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.format_version)
+                .collect::<Int64Array>(),
+        ),
+        strs(|r| Some(&r.producer)),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(json(&r.provenance)))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(json(&r.run_metadata)))
+                .collect::<StringArray>(),
+        ),
+    ];
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| StoreError::invalid("runs", e.to_string()))
+}
+
+fn run_rows(path: &Path, batch: &RecordBatch, rank: i64) -> Result<Vec<RunRow>> {
+    let bad =
+        |column: &str| StoreError::corrupt(path)(format!("runs column '{column}' is unreadable"));
+    let strings = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| bad(name))
+    };
+    let ints = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_primitive_opt::<Int64Type>())
+            .ok_or_else(|| bad(name))
+    };
+    let times = |name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_primitive_opt::<arrow::datatypes::TimestampMicrosecondType>())
+            .ok_or_else(|| bad(name))
+    };
+    let (run_id, name, kind, execution, group_id) = (
+        strings("run_id")?,
+        strings("name")?,
+        strings("kind")?,
+        strings("execution")?,
+        strings("group_id")?,
+    );
+    let (producer, provenance, metadata) = (
+        strings("producer")?,
+        strings("provenance")?,
+        strings("run_metadata")?,
+    );
+    let (world_size, point_count, version) = (
+        ints("world_size")?,
+        ints("point_count")?,
+        ints("format_version")?,
+    );
+    let (created, finished) = (times("created_at")?, times("finished_at")?);
+    let complete = batch
+        .column_by_name("complete")
+        .and_then(|c| c.as_boolean_opt())
+        .ok_or_else(|| bad("complete"))?;
+    let json = |a: &arrow::array::StringArray, i: usize| -> serde_json::Value {
+        serde_json::from_str(a.value(i)).unwrap_or(serde_json::Value::Null)
+    };
+    (0..batch.num_rows())
+        .map(|i| {
+            let kind = match kind.value(i) {
+                "tensor" => RunKind::Tensor,
+                "memory" => RunKind::Memory,
+                _ => return Err(bad("kind")),
+            };
+            Ok(RunRow {
+                run_id: run_id.value(i).to_owned(),
+                name: name.value(i).to_owned(),
+                rank,
+                kind,
+                execution: execution.value(i).to_owned(),
+                group_id: (!group_id.is_null(i)).then(|| group_id.value(i).to_owned()),
+                world_size: (!world_size.is_null(i)).then(|| world_size.value(i)),
+                created_at: rfc3339(created.value(i)),
+                finished_at: (!finished.is_null(i)).then(|| rfc3339(finished.value(i))),
+                complete: complete.value(i),
+                point_count: u64::try_from(point_count.value(i)).unwrap_or(0),
+                format_version: version.value(i),
+                producer: producer.value(i).to_owned(),
+                provenance: json(provenance, i),
+                run_metadata: json(metadata, i),
+            })
+        })
+        .collect()
+}
+
+/// The one run of `rows` that `selector` picks, or an error listing the choices.
+fn select_run(root: &Path, rows: Vec<RunRow>, selector: &RunSelector) -> Result<RunRow> {
+    let all: Vec<String> = rows.iter().map(RunRow::describe).collect();
+    let mut matching: Vec<RunRow> = rows
+        .into_iter()
+        .filter(|r| {
+            selector.name.as_ref().is_none_or(|n| *n == r.name)
+                && selector.rank.is_none_or(|k| k == r.rank)
+                && selector.kind.is_none_or(|k| k == r.kind)
+        })
+        .collect();
+    match matching.len() {
+        1 => Ok(matching.remove(0)),
+        0 => Err(StoreError::RunSelection {
+            root: root.to_path_buf(),
+            reason: if all.is_empty() {
+                "it holds no runs yet".into()
+            } else {
+                format!(
+                    "no run matches {}; it holds {}",
+                    describe(selector),
+                    all.join(", ")
+                )
+            },
+        }),
+        n => Err(StoreError::RunSelection {
+            root: root.to_path_buf(),
+            reason: format!(
+                "{n} runs match {}: {}; pass name= and rank= to choose one",
+                describe(selector),
+                matching
+                    .iter()
+                    .map(RunRow::describe)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
+fn describe(selector: &RunSelector) -> String {
+    let mut parts = Vec::new();
+    if let Some(name) = &selector.name {
+        parts.push(format!("name '{name}'"));
+    }
+    if let Some(rank) = selector.rank {
+        parts.push(format!("rank {rank}"));
+    }
+    if let Some(kind) = selector.kind {
+        parts.push(format!("kind {kind:?}").to_lowercase());
+    }
+    if parts.is_empty() {
+        "any run".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The committed data files of run `row`, from the logs of its kind's tables. Rows of a
+/// group whose `points` rows were never committed (a crash between the commits of one
+/// group) are not part of the run and are left out.
+pub(crate) fn committed_parts(root: &Path, row: &RunRow) -> Result<(Vec<PartEntry>, u64)> {
+    let mut parts = Vec::new();
+    for &table in row.kind.tables() {
+        let Some(delta) = DeltaTable::open(root, table)? else {
+            continue;
+        };
+        for file in delta.files()? {
+            let unsafe_path = || StoreError::UnsafePath {
+                manifest: delta.dir().join("_delta_log"),
+                part: file.path.clone(),
+            };
+            let (rank, name) = split_logged_path(&file.path).ok_or_else(unsafe_path)?;
+            let Some(name) = PartName::parse(name) else {
+                // Not a file of ours; another tool wrote into the table.
+                continue;
+            };
+            if name.run_id != row.run_id || rank != row.rank {
+                continue;
+            }
+            parts.push(PartEntry {
+                table: table.dir_name().to_owned(),
+                path: format!("{}/{}", table.dir_name(), file.path),
+                rows: file.rows.unwrap_or(0),
+                bytes: file.size,
+                digest: name.digest_prefix,
+                point_index: name.first_point,
+                last_point_index: name.last_point,
+            });
+        }
+    }
+    parts.sort_by(|a, b| (a.point_index, &a.table).cmp(&(b.point_index, &b.table)));
+    let mut committed = 0u64;
+    for part in parts.iter().filter(|p| p.table == Table::Points.dir_name()) {
+        if part.point_index <= committed {
+            committed = committed.max(part.last_point_index + 1);
+        }
+    }
+    parts.retain(|p| {
+        p.point_index < committed
+            || p.table == Table::Points.dir_name() && p.point_index < committed
+    });
+    Ok((parts, committed))
+}
+
+impl RunReader {
+    /// Opens the one run of the job root `root` (see `open_selected` to choose among
+    /// several).
+    pub fn open(root: &Path) -> Result<RunReader> {
+        RunReader::open_selected(root, &RunSelector::default(), OnDamage::Raise)
+    }
+
+    pub fn open_with(root: &Path, on_damage: OnDamage) -> Result<RunReader> {
+        RunReader::open_selected(root, &RunSelector::default(), on_damage)
+    }
+
+    /// Opens the run `selector` picks: reads its row and the tables' logs, then checks
+    /// that every listed file is present with the size it was committed with (a
+    /// truncated file is caught here, before a query can read a wrong answer out of it).
+    /// Whole tables are read only after their files' digests are checked.
+    pub fn open_selected(
+        root: &Path,
+        selector: &RunSelector,
+        on_damage: OnDamage,
+    ) -> Result<RunReader> {
+        let rows = list_runs(root)?;
+        let row = select_run(root, rows, selector)?;
+        let (parts, committed) = committed_parts(root, &row)?;
+        let mut manifest = Manifest::new(row.header(), &row.producer, row.created_at.clone());
+        manifest.format_version = u32::try_from(row.format_version).unwrap_or(0);
+        manifest.finished_at = row.finished_at.clone();
+        manifest.complete = row.complete;
+        manifest.point_count = committed;
+        manifest.parts = parts;
+        let dir = root;
         let skip = on_damage == OnDamage::Skip;
         let mut problems: Vec<(usize, String)> = Vec::new();
         for (i, part) in manifest.parts.iter().enumerate() {
@@ -181,7 +536,7 @@ impl RunReader {
                 Ok(()) => {}
                 Err(PartProblem::Unsafe) => {
                     return Err(StoreError::UnsafePath {
-                        manifest: dir.join(crate::manifest::MANIFEST_FILE),
+                        manifest: dir.join(&part.table).join("_delta_log"),
                         part: part.path.clone(),
                     })
                 }
@@ -208,15 +563,22 @@ impl RunReader {
             damage: Vec::new(),
             unreadable_payloads: HashSet::new(),
             digests_checked: skip,
+            left_out: BTreeSet::new(),
         };
         if problems.is_empty() {
             reader.manifest = manifest;
             return Ok(reader);
         }
 
+        let points_of = |part: &PartEntry| {
+            part.point_index
+                ..=part
+                    .last_point_index
+                    .min(manifest.point_count.saturating_sub(1))
+        };
         let mut left_out: BTreeSet<u64> = problems
             .iter()
-            .map(|&(i, _)| manifest.parts[i].point_index)
+            .flat_map(|&(i, _)| points_of(&manifest.parts[i]))
             .collect();
         // The first damaged part of a shared table, and the points it costs after it.
         let shared = problems
@@ -226,7 +588,7 @@ impl RunReader {
             .min_by_key(|p| p.point_index)
             .cloned();
         let dependent: Vec<u64> = match &shared {
-            Some(part) => (part.point_index + 1..manifest.point_count)
+            Some(part) => (part.point_index..manifest.point_count)
                 .filter(|p| !left_out.contains(p))
                 .collect(),
             None => Vec::new(),
@@ -236,17 +598,20 @@ impl RunReader {
         let damaged: HashSet<usize> = problems.iter().map(|&(i, _)| i).collect();
         for (i, problem) in problems {
             let part = &manifest.parts[i];
-            reader.damage.push(Damage {
-                path: part_path(dir, part),
-                table: part.table.clone(),
-                point_index: Some(part.point_index),
-                label: labels.get(&part.point_index).cloned(),
-                problem,
-            });
+            for point in points_of(part) {
+                reader.damage.push(Damage {
+                    path: part_path(dir, part),
+                    table: part.table.clone(),
+                    point_index: Some(point),
+                    label: labels.get(&point).cloned(),
+                    problem: problem.clone(),
+                });
+            }
         }
         // A left-out point's intact parts of the tables later points refer to stay:
         // payloads (found by digest) always, frames and stacks (dense ids) up to the first
-        // damaged one.
+        // damaged one. Parts that also hold kept points stay; `table()` leaves the rows of
+        // left-out points out of them.
         let first_shared = shared.as_ref().map(|p| p.point_index);
         let kept = manifest
             .parts
@@ -256,7 +621,8 @@ impl RunReader {
                 let lent = p.table == Table::Payloads.dir_name()
                     || (shared_with_later_points(&p.table)
                         && first_shared.is_none_or(|first| p.point_index < first));
-                !damaged.contains(i) && (!left_out.contains(&p.point_index) || lent)
+                let all_out = points_of(p).all(|point| left_out.contains(&point));
+                !damaged.contains(i) && (!all_out || lent)
             })
             .map(|(_, p)| p.clone())
             .collect();
@@ -276,6 +642,7 @@ impl RunReader {
                 });
             }
         }
+        reader.left_out = left_out;
         reader.note_unreadable_payloads()?;
         Ok(reader)
     }
@@ -350,7 +717,7 @@ impl RunReader {
         &self.manifest
     }
 
-    /// Every committed row of `table`, in commit order, as one batch.
+    /// Every committed row of `table` for this run, in commit order, as one batch.
     pub fn table(&self, table: Table) -> Result<RecordBatch> {
         let mut batches = Vec::new();
         for part in self.manifest.parts_of(table) {
@@ -361,12 +728,31 @@ impl RunReader {
                 digest,
             )?);
         }
-        concat_batches(&table.schema(), &batches)
+        let rows = concat_batches(&table.schema(), &batches)
+            .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+        self.without_left_out(table, rows)
+    }
+
+    /// `rows` without the rows of points that `OnDamage::Skip` left out.
+    fn without_left_out(&self, table: Table, rows: RecordBatch) -> Result<RecordBatch> {
+        let Some(points) = rows
+            .column_by_name("point_index")
+            .and_then(|c| c.as_primitive_opt::<Int64Type>())
+        else {
+            return Ok(rows);
+        };
+        if self.left_out.is_empty() {
+            return Ok(rows);
+        }
+        let keep: arrow::array::BooleanArray = points
+            .iter()
+            .map(|p| Some(p.is_none_or(|p| !self.left_out.contains(&(p as u64)))))
+            .collect();
+        arrow::compute::filter_record_batch(&rows, &keep)
             .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))
     }
 
-    /// The run's one-row table, built from the manifest (the authority), not from
-    /// `run.parquet`.
+    /// The run's row of the `runs` table, as this reader sees the run.
     pub fn run_table(&self) -> Result<RecordBatch> {
         run_batch(&self.manifest)
     }
@@ -394,7 +780,8 @@ impl RunReader {
         for (part_no, part) in self.payload_parts().into_iter().enumerate() {
             let path = part_path(&self.dir, part);
             let mut row = 0usize;
-            for batch in read_part_columns(&path, Table::Payloads, &[0], None)? {
+            for batch in read_part_columns(&path, Table::Payloads, &[PAYLOAD_DIGEST_COLUMN], None)?
+            {
                 let digests = batch.column(0).as_string::<i32>();
                 for digest in digests.iter() {
                     let digest = digest.unwrap_or_default();
@@ -511,7 +898,7 @@ impl RunReader {
             for part in &self.manifest.parts {
                 let path = part_path(&self.dir, part);
                 match file_digest(&path) {
-                    Ok(d) if d == part.digest => {}
+                    Ok(d) if PartName::digest_prefix_of(&d) == part.digest => {}
                     Ok(d) => damaged.push(ValidationIssue {
                         path,
                         problem: differs_from_committed(&d, &part.digest),
@@ -560,10 +947,8 @@ fn labels_of(
     let damaged: HashSet<usize> = problems.iter().map(|&(i, _)| i).collect();
     let mut labels = HashMap::new();
     for (i, part) in manifest.parts.iter().enumerate() {
-        if part.table != Table::Points.dir_name()
-            || damaged.contains(&i)
-            || !points.contains(&part.point_index)
-        {
+        let wanted = (part.point_index..=part.last_point_index).any(|p| points.contains(&p));
+        if part.table != Table::Points.dir_name() || damaged.contains(&i) || !wanted {
             continue;
         }
         // Checked at open: its digest matched.
@@ -574,8 +959,14 @@ fn labels_of(
             let label = batch
                 .column_by_name("label")
                 .and_then(|c| c.as_string_opt::<i32>());
-            if let Some(label) = label.filter(|l| !l.is_empty()) {
-                labels.insert(part.point_index, label.value(0).to_owned());
+            let index = batch
+                .column_by_name("point_index")
+                .and_then(|c| c.as_primitive_opt::<Int64Type>());
+            let (Some(label), Some(index)) = (label, index) else {
+                continue;
+            };
+            for row in 0..batch.num_rows() {
+                labels.insert(index.value(row) as u64, label.value(row).to_owned());
             }
         }
     }

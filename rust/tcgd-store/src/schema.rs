@@ -4,9 +4,10 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::extension::Json;
 
 /// Version of the on-disk layout. Readers refuse a newer one; older ones keep loading.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Name written in every manifest so a stray `run.json` of another tool is not mistaken
 /// for a run.
 pub const SCHEMA_NAME: &str = "torch-cudagraph-debug/run";
@@ -14,13 +15,18 @@ pub const SCHEMA_NAME: &str = "torch-cudagraph-debug/run";
 pub const KV_FORMAT_VERSION: &str = "tcgd.format_version";
 pub const KV_TABLE: &str = "tcgd.table";
 
+/// Position of `digest` in the payloads table (after `run_id`).
+pub const PAYLOAD_DIGEST_COLUMN: usize = 1;
+
 /// Tensor payloads are split into chunks of this size: Parquet byte arrays stop at 2 GiB,
 /// and smaller chunks keep reader memory bounded and row groups scannable.
 pub const PAYLOAD_CHUNK_BYTES: usize = 16 << 20;
 
-/// The tables of a run, each stored as one directory of parts.
+/// The tables of a job root, each a Delta table in its own directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Table {
+    /// One row per run: its identity, status and provenance.
+    Runs,
     Points,
     Observations,
     Payloads,
@@ -35,7 +41,8 @@ pub enum Table {
 }
 
 impl Table {
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
+        Table::Runs,
         Table::Points,
         Table::Observations,
         Table::Payloads,
@@ -66,6 +73,7 @@ impl Table {
 
     pub fn dir_name(self) -> &'static str {
         match self {
+            Table::Runs => "runs",
             Table::Points => "points",
             Table::Observations => "observations",
             Table::Payloads => "payloads",
@@ -86,6 +94,7 @@ impl Table {
 
     pub fn schema(self) -> SchemaRef {
         match self {
+            Table::Runs => RUNS.clone(),
             Table::Points => POINTS.clone(),
             Table::Observations => OBSERVATIONS.clone(),
             Table::Payloads => PAYLOADS.clone(),
@@ -101,12 +110,17 @@ impl Table {
     }
 }
 
+/// A JSON text column: Parquet's JSON logical type, so engines know to parse it.
+fn json_field(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::Utf8, nullable).with_extension_type(Json::default())
+}
+
 fn utc_micros() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
 fn int64_list() -> DataType {
-    DataType::List(Arc::new(Field::new("item", DataType::Int64, false)))
+    DataType::List(Arc::new(Field::new("element", DataType::Int64, false)))
 }
 
 /// One row per run: the manifest's facts as a table (`run.parquet`), so a query over a
@@ -117,7 +131,6 @@ pub static RUNS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("name", DataType::Utf8, false),
         Field::new("kind", DataType::Utf8, false),
         Field::new("execution", DataType::Utf8, false),
-        Field::new("rank", DataType::Int64, true),
         Field::new("group_id", DataType::Utf8, true),
         Field::new("world_size", DataType::Int64, true),
         Field::new("created_at", utc_micros(), false),
@@ -126,8 +139,8 @@ pub static RUNS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("point_count", DataType::Int64, false),
         Field::new("format_version", DataType::Int64, false),
         Field::new("producer", DataType::Utf8, false),
-        Field::new("provenance", DataType::Utf8, false),
-        Field::new("run_metadata", DataType::Utf8, false),
+        json_field("provenance", false),
+        json_field("run_metadata", false),
     ]))
 });
 
@@ -135,13 +148,12 @@ pub static RUNS: LazyLock<SchemaRef> = LazyLock::new(|| {
 pub static POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),
-        Field::new("rank", DataType::Int64, true),
         Field::new("point_index", DataType::Int64, false),
         Field::new("label", DataType::Utf8, false),
         Field::new("timestamp", utc_micros(), false),
         Field::new("replay_index", DataType::Int64, true),
         Field::new("observation_count", DataType::Int64, false),
-        Field::new("metadata", DataType::Utf8, false),
+        json_field("metadata", false),
     ]))
 });
 
@@ -150,10 +162,9 @@ pub static POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
 pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),
-        Field::new("rank", DataType::Int64, true),
         Field::new("point_index", DataType::Int64, false),
         Field::new("point_label", DataType::Utf8, false),
-        Field::new("order", DataType::Int64, false),
+        Field::new("ordinal", DataType::Int64, false),
         Field::new("name", DataType::Utf8, false),
         Field::new("invocation_index", DataType::Int64, false),
         Field::new("site_id", DataType::Utf8, true),
@@ -188,6 +199,7 @@ pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// Tensor bytes keyed by content digest; a payload larger than one chunk spans rows.
 pub static PAYLOADS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
+        Field::new("run_id", DataType::Utf8, false),
         Field::new("digest", DataType::Utf8, false),
         Field::new("chunk_index", DataType::Int64, false),
         Field::new("chunk_count", DataType::Int64, false),
@@ -197,7 +209,7 @@ pub static PAYLOADS: LazyLock<SchemaRef> = LazyLock::new(|| {
 });
 
 fn utf8_list() -> DataType {
-    DataType::List(Arc::new(Field::new("item", DataType::Utf8, false)))
+    DataType::List(Arc::new(Field::new("element", DataType::Utf8, false)))
 }
 
 /// The identity columns every memory table starts with, so a glob over many runs still
@@ -205,7 +217,6 @@ fn utf8_list() -> DataType {
 fn memory_identity() -> Vec<Field> {
     vec![
         Field::new("run_id", DataType::Utf8, false),
-        Field::new("rank", DataType::Int64, true),
         Field::new("point_index", DataType::Int64, false),
     ]
 }
@@ -264,7 +275,7 @@ pub static MEMORY_STATS: LazyLock<SchemaRef> = LazyLock::new(|| {
     let [p0, p1] = pool_columns(false);
     memory_schema(vec![
         Field::new("point_label", DataType::Utf8, false),
-        Field::new("order", DataType::Int64, false),
+        Field::new("ordinal", DataType::Int64, false),
         Field::new("device", DataType::Int64, false),
         p0,
         p1,
@@ -339,7 +350,7 @@ pub static MEMORY_EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("time_us", DataType::Int64, true),
         p0,
         p1,
-        Field::new("user_metadata", DataType::Utf8, true),
+        json_field("user_metadata", true),
         Field::new("compile_context", DataType::Utf8, true),
         Field::new("device_free", DataType::Int64, true),
         Field::new("stack_id", DataType::Int64, true),

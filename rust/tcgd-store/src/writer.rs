@@ -1,17 +1,22 @@
-//! The run writer: one process, one run, points committed one at a time.
+//! The run writer: one process, one run of a job root, points committed in groups.
 //!
-//! Commit protocol for point N (parts are named `part-{N+1:06}.parquet`):
-//! 1. payloads, observations, points parts: each written hidden, fsynced, renamed;
-//! 2. the table directories are fsynced;
-//! 3. `run.parquet` and then `run.json` are replaced atomically.
+//! A point is checked, digested and summarised when it is handed over, then its rows wait
+//! in memory with the other points of its group. A group is committed when it is
+//! `commit_interval` old, when it holds `commit_bytes`, at `flush()` and at `close()`:
+//! per table one Parquet file, written under `_staging/`, fsynced, moved into the table
+//! and added to the table's Delta log. Tables are committed payloads first and `points`
+//! last, so a point is in the run once its `points` row is committed; the rows another
+//! table committed for points whose `points` rows never were (a crash between the two
+//! commits) are left out by readers and removed by `compact_root`.
 //!
-//! A crash before step 3 leaves the previous manifest, which does not list the new parts:
-//! the point is not part of the run. A crash after it leaves the point whole.
+//! A SIGKILL therefore loses at most the group being gathered: the points of the last
+//! `commit_interval`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow::array::{
     ArrayRef, BooleanArray, Float64Array, Int64Array, Int64Builder, LargeBinaryArray, ListBuilder,
@@ -22,33 +27,83 @@ use rayon::prelude::*;
 use tcgd_tensor::{summarize, TensorSummary};
 
 use crate::claim::DirClaim;
+use crate::delta::{DeltaTable, Operation, StagedFile};
 use crate::digest::content_digest;
-use crate::durable::{replace_file, sync_dir};
+use crate::durable::sync_dir;
 use crate::error::{Result, StoreError};
-use crate::manifest::{Manifest, PartEntry, RunHeader, MANIFEST_FILE};
+use crate::layout::{self, PartName};
+use crate::manifest::{Manifest, RunHeader};
 use crate::parts::write_part;
+use crate::reader::{read_runs, RunRow};
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
-use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS, SCHEMA_NAME};
+use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
 
-pub const RUN_TABLE_FILE: &str = "run.parquet";
+/// How long points wait for their group commit by default.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// A group is committed early once its rows hold this many bytes (tensor payloads
+/// mostly), which bounds the memory waiting points hold.
+pub const DEFAULT_COMMIT_BYTES: usize = 256 << 20;
+/// Compaction writes files of about this size.
+pub const COMPACT_TARGET_BYTES: u64 = 256 << 20;
 
-pub struct RunWriter {
-    dir: PathBuf,
-    manifest: Manifest,
-    labels: HashSet<String>,
-    /// Digests whose bytes are already committed in this run: stored once, referenced often.
-    stored_payloads: HashSet<String>,
-    closed: bool,
-    /// This writer's claim on `dir`, held until the run is closed or discarded.
-    claim: DirClaim,
-    /// Whether files of this writer's run exist (so a failed creation removes them).
-    owns_files: bool,
+/// When groups are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitPolicy {
+    pub interval: Duration,
+    pub max_bytes: usize,
 }
 
-/// Where a run's files are moved before they are deleted (replaced or discarded runs): a
-/// crash while deleting leaves a hidden directory that the next writer removes, never a
-/// mix of two runs' parts.
-const REPLACED_PREFIX: &str = ".tcgd-replaced-";
+impl Default for CommitPolicy {
+    fn default() -> CommitPolicy {
+        CommitPolicy {
+            interval: DEFAULT_COMMIT_INTERVAL,
+            max_bytes: DEFAULT_COMMIT_BYTES,
+        }
+    }
+}
+
+/// Rows of points handed over but not committed yet.
+#[derive(Default)]
+struct Group {
+    first_point: u64,
+    points: u64,
+    tables: BTreeMap<Table, Vec<RecordBatch>>,
+    bytes: usize,
+    started: Option<Instant>,
+}
+
+/// A data file of this run that a table's log lists.
+#[derive(Debug, Clone)]
+struct OwnFile {
+    table: Table,
+    /// Relative to the table directory.
+    logged: String,
+    name: PartName,
+    size: u64,
+}
+
+pub struct RunWriter {
+    root: PathBuf,
+    manifest: Manifest,
+    labels: HashSet<String>,
+    /// Digests whose bytes this run already stores: stored once, referenced often.
+    stored_payloads: HashSet<String>,
+    closed: bool,
+    /// A group commit failed: the run takes no more points (its later points would
+    /// assume the failed ones).
+    failed: bool,
+    claim: DirClaim,
+    tables: BTreeMap<Table, DeltaTable>,
+    group: Group,
+    files: Vec<OwnFile>,
+    /// The runs table's file holding this run's row, replaced when the run ends.
+    run_row: Option<OwnFile>,
+    policy: CommitPolicy,
+    /// Whether `close(true)` compacts the run's files (default: yes).
+    compact_on_close: bool,
+    committed_points: u64,
+    staged_files: u64,
+}
 
 /// An observation after the writer has looked at its value.
 struct Digested<'a> {
@@ -68,57 +123,73 @@ pub fn rfc3339(micros: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
-fn parse_rfc3339(s: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(s)
         .ok()
         .map(|t| t.timestamp_micros())
 }
 
+/// Refuses a version 1 run directory (its `run.json` manifest) with an error saying what
+/// it is, before anything is written next to it.
+pub(crate) fn refuse_version_one(root: &Path) -> Result<()> {
+    if root.join(layout::VERSION_ONE_MANIFEST).is_file() {
+        return Err(StoreError::VersionOneRun {
+            path: root.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
 impl RunWriter {
-    /// Creates a run in `dir` (which must not hold a run yet) and commits an empty,
-    /// incomplete run, so even a process killed before its first point leaves a run.
-    pub fn create(dir: &Path, header: RunHeader, producer: &str) -> Result<RunWriter> {
-        RunWriter::create_with(dir, header, producer, false)
+    /// Starts a run in the job root `root` (created when missing) and commits its `runs`
+    /// row, so even a process killed before its first point leaves a run.
+    pub fn create(root: &Path, header: RunHeader, producer: &str) -> Result<RunWriter> {
+        RunWriter::create_with(root, header, producer, false)
     }
 
-    /// `create`, claiming `dir` first (see `claim.rs`): two writers never share a
-    /// directory. With `overwrite`, a run already in `dir` is replaced (its own files only;
-    /// anything else in the directory is kept). A creation that fails leaves the directory
-    /// as it found it: no half-made run blocks the next attempt.
+    /// `create`, claiming the run's name and rank in the root first (see `claim.rs`): two
+    /// writers never record the same run. A run of that name and rank already in the
+    /// root is `RunExists`, unless `overwrite`: then its rows are removed from every
+    /// table first (other runs of the root are not touched).
     pub fn create_with(
-        dir: &Path,
+        root: &Path,
         header: RunHeader,
         producer: &str,
         overwrite: bool,
     ) -> Result<RunWriter> {
-        // A finished run is refused before a lock file of ours appears in it.
-        if !overwrite && dir.join(MANIFEST_FILE).exists() {
-            return Err(match crate::claim::holder(dir) {
-                Some(holder) => StoreError::RunInUse {
-                    path: dir.to_path_buf(),
+        refuse_version_one(root)?;
+        check_run_id(&header.run_id)?;
+        let rank = header.rank.unwrap_or(0);
+        if rank < 0 {
+            return Err(StoreError::invalid("rank", format!("{rank} is negative")));
+        }
+        let claim = DirClaim::acquire(&layout::claim_dir(root, &header.name, rank)).map_err(
+            |e| match e {
+                StoreError::RunInUse { holder, .. } => StoreError::RunInUse {
+                    path: run_path(root, &header.name, rank),
                     holder,
                 },
-                None => StoreError::RunExists {
-                    path: dir.to_path_buf(),
-                },
-            });
-        }
-        let claim = DirClaim::acquire(dir)?;
-        let trash = dir.join(format!("{REPLACED_PREFIX}{}", header.run_id));
+                other => other,
+            },
+        )?;
         let mut writer = RunWriter {
-            dir: dir.to_path_buf(),
+            root: root.to_path_buf(),
             manifest: Manifest::new(header, producer, rfc3339(now_micros())),
             labels: HashSet::new(),
             stored_payloads: HashSet::new(),
             closed: false,
+            failed: false,
             claim,
-            owns_files: false,
+            tables: BTreeMap::new(),
+            group: Group::default(),
+            files: Vec::new(),
+            run_row: None,
+            policy: CommitPolicy::default(),
+            compact_on_close: true,
+            committed_points: 0,
+            staged_files: 0,
         };
-        if let Err(e) = writer.initialize(overwrite, &trash) {
-            // Only what this writer made goes; a run it refused to replace stays whole.
-            if writer.owns_files {
-                let _ = remove_run_files(&writer.dir, &trash);
-            }
+        if let Err(e) = writer.initialize(overwrite) {
             writer.closed = true;
             writer.claim.release_and_remove_created();
             return Err(e);
@@ -126,65 +197,134 @@ impl RunWriter {
         Ok(writer)
     }
 
-    fn initialize(&mut self, overwrite: bool, trash: &Path) -> Result<()> {
-        remove_leftovers(&self.dir)?;
-        if fs::symlink_metadata(self.dir.join(MANIFEST_FILE)).is_ok() {
+    fn initialize(&mut self, overwrite: bool) -> Result<()> {
+        let runs = self.table(Table::Runs)?;
+        let existing: Vec<RunRow> = read_runs(runs)?
+            .into_iter()
+            .filter(|r| r.name == self.manifest.header.name && r.rank == self.rank())
+            .collect();
+        if !existing.is_empty() {
             if !overwrite {
                 return Err(StoreError::RunExists {
-                    path: self.dir.clone(),
+                    path: run_path(&self.root, &self.manifest.header.name, self.rank()),
                 });
             }
-            check_replaceable(&self.dir)?;
-            remove_run_files(&self.dir, trash)?;
+            let ids: HashSet<String> = existing.into_iter().map(|r| r.run_id).collect();
+            self.remove_runs(&ids)?;
         }
-        self.owns_files = true;
         for table in self.manifest.header.kind.tables() {
-            let sub = self.dir.join(table.dir_name());
-            fs::create_dir_all(&sub).map_err(StoreError::io(&sub))?;
+            self.table(*table)?;
         }
-        self.publish(&self.manifest)?;
-        if let Some(parent) = self.dir.parent() {
-            // The run directory entry itself must survive a crash.
-            sync_dir(if parent.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                parent
-            })?;
+        self.publish_run_row()
+    }
+
+    /// Removes every row of the runs `ids` (this writer's name and rank, claimed) from
+    /// every table of the root: `runs` last, so an interrupted removal is still a run
+    /// that the next overwrite finds.
+    fn remove_runs(&mut self, ids: &HashSet<String>) -> Result<()> {
+        let mut order: Vec<Table> = Table::ALL
+            .into_iter()
+            .filter(|t| *t != Table::Runs)
+            .collect();
+        order.push(Table::Runs);
+        for table in order {
+            let Some(delta) = DeltaTable::open(&self.root, table)? else {
+                continue;
+            };
+            let doomed: Vec<String> = delta
+                .files()?
+                .into_iter()
+                .filter(|f| {
+                    file_run_id(&f.path).is_some_and(|id| ids.contains(&id))
+                        && f.rank == Some(self.rank())
+                })
+                .map(|f| f.path)
+                .collect();
+            if doomed.is_empty() {
+                continue;
+            }
+            let mut delta = delta;
+            delta.commit(&[], &doomed, Operation::Replace)?;
+            delete_files(delta.dir(), &doomed);
         }
         Ok(())
     }
 
-    /// Ends the run by removing it: every file of the run goes, and the directories its
-    /// creation made, when nothing else is in them. For a run whose recording failed as a
-    /// whole (an import that stopped halfway), so that retrying it finds no run in the way.
+    /// The table, opened (and created in the root when missing) on first use.
+    fn table(&mut self, table: Table) -> Result<&mut DeltaTable> {
+        if !self.tables.contains_key(&table) {
+            let opened = DeltaTable::open_or_create(&self.root, table)?;
+            self.tables.insert(table, opened);
+        }
+        Ok(self.tables.get_mut(&table).expect("inserted above"))
+    }
+
+    pub fn set_commit_policy(&mut self, policy: CommitPolicy) -> Result<()> {
+        if policy.interval.is_zero() && policy.max_bytes == 0 {
+            return Err(StoreError::invalid(
+                "commit_interval",
+                "a zero interval and a zero size leave nothing to decide when to commit",
+            ));
+        }
+        self.policy = policy;
+        Ok(())
+    }
+
+    pub fn commit_policy(&self) -> CommitPolicy {
+        self.policy
+    }
+
+    /// Whether finishing the run compacts its files; a run closed incomplete (by an
+    /// error) never is, so what it left is as it was committed.
+    pub fn set_compact_on_close(&mut self, compact: bool) {
+        self.compact_on_close = compact;
+    }
+
+    /// Ends the run by removing it: every row of the run goes from every table, and the
+    /// claim's directories when nothing else is in them. For a run whose recording failed
+    /// as a whole (an import that stopped halfway), so that retrying it finds no run in
+    /// the way.
     pub fn discard(&mut self) -> Result<()> {
         if !self.claim.is_held() {
-            return Err(StoreError::RunFinished {
-                path: self.dir.clone(),
-            });
+            return Err(StoreError::RunFinished { path: self.path() });
         }
         self.closed = true;
-        let trash = self
-            .dir
-            .join(format!("{REPLACED_PREFIX}{}", self.manifest.header.run_id));
-        let removed = remove_run_files(&self.dir, &trash);
+        self.group = Group::default();
+        let ids = HashSet::from([self.manifest.header.run_id.clone()]);
+        let removed = self.remove_runs(&ids);
         self.claim.release_and_remove_created();
         removed
     }
 
+    /// The job root.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.root
+    }
+
+    /// How messages name this run: `<root> (run '<name>', rank <r>)`.
+    pub fn path(&self) -> PathBuf {
+        run_path(&self.root, &self.manifest.header.name, self.rank())
+    }
+
+    pub fn rank(&self) -> i64 {
+        self.manifest.rank()
     }
 
     pub fn manifest(&self) -> &Manifest {
         &self.manifest
     }
 
+    /// Points handed over (committed or waiting for their group commit).
     pub fn point_count(&self) -> u64 {
         self.manifest.point_count
     }
 
-    /// Labels of the committed points.
+    /// Points whose group is committed.
+    pub fn committed_point_count(&self) -> u64 {
+        self.committed_points
+    }
+
+    /// Labels of the points handed over.
     pub fn labels(&self) -> impl Iterator<Item = &String> {
         self.labels.iter()
     }
@@ -194,16 +334,14 @@ impl RunWriter {
     }
 
     fn ensure_open(&self) -> Result<()> {
-        if self.closed {
-            return Err(StoreError::RunFinished {
-                path: self.dir.clone(),
-            });
+        if self.closed || self.failed {
+            return Err(StoreError::RunFinished { path: self.path() });
         }
         Ok(())
     }
 
-    /// Commits one point durably. On error nothing of the point is visible and the writer
-    /// can commit the next point (the failed point's index is reused).
+    /// Takes one point into the current group (committing the group when it is due).
+    /// A point refused here leaves nothing behind and uses up no index.
     pub fn commit_point(
         &mut self,
         point: &PointInput,
@@ -219,14 +357,15 @@ impl RunWriter {
             .collect::<Result<_>>()?;
 
         let point_index = self.manifest.point_count;
-        let file_name = format!("part-{:06}.parquet", point_index + 1);
         let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
-        let next = self.manifest.clone();
         let mut new_payloads = HashSet::new();
         let mut deduplicated = 0u64;
 
         let payload_batch = {
-            let mut rows = PayloadRows::default();
+            let mut rows = PayloadRows {
+                run_id: &self.manifest.header.run_id,
+                ..PayloadRows::default()
+            };
             for d in &digested {
                 let (PayloadKind::Full, Value::Bytes(bytes), Some(digest)) =
                     (d.input.payload, d.input.value, &d.digest)
@@ -251,17 +390,17 @@ impl RunWriter {
             timestamp,
             digested.len(),
         )?;
-
-        let batches = vec![
-            (Table::Payloads, payload_batch),
-            (
-                Table::Observations,
-                Some(observation_batch).filter(|b| b.num_rows() > 0),
-            ),
-            (Table::Points, Some(points_batch)),
-        ];
-        self.write_point_parts(next, &point.label, &file_name, batches)?;
+        let mut rows = Vec::with_capacity(3);
+        if let Some(payloads) = payload_batch {
+            rows.push((Table::Payloads, payloads));
+        }
+        if observation_batch.num_rows() > 0 {
+            rows.push((Table::Observations, observation_batch));
+        }
+        rows.push((Table::Points, points_batch));
+        self.take_point(&point.label, rows);
         self.stored_payloads.extend(new_payloads);
+        self.commit_if_due()?;
         Ok(CommittedPoint {
             point_index,
             observations: digested.len() as u64,
@@ -270,52 +409,31 @@ impl RunWriter {
         })
     }
 
-    /// Writes one point's parts (hidden, fsynced, renamed), fsyncs the table directories
-    /// and publishes the manifest that lists them: the point becomes visible all at once.
-    fn write_point_parts(
-        &mut self,
-        mut next: Manifest,
-        label: &str,
-        file_name: &str,
-        batches: Vec<(Table, Option<RecordBatch>)>,
-    ) -> Result<()> {
-        let point_index = self.manifest.point_count;
-        let mut written = Vec::new();
-        for (table, batch) in batches {
-            let Some(batch) = batch else { continue };
-            written.push(table);
-            let rel = format!("{}/{}", table.dir_name(), file_name);
-            let committed = write_part(&self.dir.join(&rel), table, &batch)?;
-            next.parts.push(PartEntry {
-                table: table.dir_name().to_owned(),
-                path: rel,
-                rows: batch.num_rows() as u64,
-                bytes: committed.bytes,
-                digest: committed.digest,
-                point_index,
-            });
+    fn take_point(&mut self, label: &str, rows: Vec<(Table, RecordBatch)>) {
+        let group = &mut self.group;
+        if group.points == 0 {
+            group.first_point = self.manifest.point_count;
+            group.started = Some(Instant::now());
         }
-        // Only directories that gained a file have a rename to make durable.
-        for table in written {
-            sync_dir(&self.dir.join(table.dir_name()))?;
+        for (table, batch) in rows {
+            group.bytes += batch.get_array_memory_size();
+            group.tables.entry(table).or_default().push(batch);
         }
-        next.point_count = point_index + 1;
-        self.publish(&next)?;
-        self.manifest = next;
+        group.points += 1;
+        self.manifest.point_count += 1;
         self.labels.insert(label.to_owned());
-        Ok(())
     }
 
-    /// The index the next committed point will get; producers of memory tables write it
-    /// into their rows.
+    /// The index the next point will get; producers of memory tables write it into their
+    /// rows.
     pub fn next_point_index(&self) -> u64 {
         self.manifest.point_count
     }
 
-    /// Commits one point of a memory run: its `points` row plus the memory tables the
+    /// Takes one point of a memory run: its `points` row plus the memory tables the
     /// producer built (each batch must have its table's schema and carry
-    /// `point_index == next_point_index()`). An empty batch writes no part. Same
-    /// durability and visibility rules as `commit_point`.
+    /// `point_index == next_point_index()`). An empty batch adds no rows. Same group
+    /// commit and visibility rules as `commit_point`.
     pub fn commit_tables(
         &mut self,
         point: &PointInput,
@@ -328,8 +446,10 @@ impl RunWriter {
         let kind_tables = self.manifest.header.kind.tables();
         let mut seen = HashSet::new();
         for (table, batch) in &tables {
-            if matches!(table, Table::Points | Table::Observations | Table::Payloads)
-                || !kind_tables.contains(table)
+            if matches!(
+                table,
+                Table::Runs | Table::Points | Table::Observations | Table::Payloads
+            ) || !kind_tables.contains(table)
                 || !seen.insert(*table)
             {
                 return Err(StoreError::invalid(
@@ -349,7 +469,6 @@ impl RunWriter {
             }
         }
         let point_index = self.manifest.point_count;
-        let file_name = format!("part-{:06}.parquet", point_index + 1);
         let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
         let points = points_batch(
             &self.manifest,
@@ -358,15 +477,13 @@ impl RunWriter {
             timestamp,
             observation_count,
         )?;
-        let mut batches: Vec<(Table, Option<RecordBatch>)> = tables
+        let mut rows: Vec<(Table, RecordBatch)> = tables
             .into_iter()
-            .map(|(table, batch)| (table, Some(batch).filter(|b| b.num_rows() > 0)))
+            .filter(|(_, batch)| batch.num_rows() > 0)
             .collect();
-        // The `points` row goes last, like in tensor runs: a glob over `points/` never
-        // shows a point whose other parts are missing.
-        batches.push((Table::Points, Some(points)));
-        let next = self.manifest.clone();
-        self.write_point_parts(next, &point.label, &file_name, batches)?;
+        rows.push((Table::Points, points));
+        self.take_point(&point.label, rows);
+        self.commit_if_due()?;
         Ok(point_index)
     }
 
@@ -383,20 +500,187 @@ impl RunWriter {
         Ok(())
     }
 
-    /// Ends the run. `complete=false` keeps a run that ended by an error: its points are
-    /// intact, but it did not reach its end. Idempotent.
-    pub fn close(&mut self, complete: bool) -> Result<()> {
+    /// How long until the waiting group is due; `None` when no point waits.
+    pub fn commit_due_in(&self) -> Option<Duration> {
+        let started = self.group.started?;
+        Some(self.policy.interval.saturating_sub(started.elapsed()))
+    }
+
+    /// Commits the waiting group if it is old or large enough.
+    pub fn commit_if_due(&mut self) -> Result<()> {
+        let due = self.group.points > 0
+            && (self.group.bytes >= self.policy.max_bytes
+                || self.commit_due_in().is_some_and(|d| d.is_zero()));
+        if due {
+            self.commit_group()?;
+        }
+        Ok(())
+    }
+
+    /// Commits every point handed over: they are durable when this returns.
+    pub fn flush(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());
         }
-        let mut next = self.manifest.clone();
-        next.complete = complete;
-        next.finished_at = Some(rfc3339(now_micros()));
-        self.publish(&next)?;
-        self.manifest = next;
-        self.closed = true;
-        // The run takes no more writes: another writer may replace it from now on.
-        self.claim.release();
+        if self.failed {
+            return Err(StoreError::RunFinished { path: self.path() });
+        }
+        self.commit_group()
+    }
+
+    /// Writes and commits the waiting group: one file per table, `points` last.
+    fn commit_group(&mut self) -> Result<()> {
+        if self.group.points == 0 {
+            return Ok(());
+        }
+        let group = std::mem::take(&mut self.group);
+        let result = self.write_group(&group);
+        if result.is_err() {
+            // Some tables may hold rows of this group's points, which readers leave out
+            // (no `points` rows); later points would come after a hole.
+            self.failed = true;
+        }
+        result
+    }
+
+    fn write_group(&mut self, group: &Group) -> Result<()> {
+        let first = group.first_point;
+        let last = first + group.points - 1;
+        let mut order: Vec<Table> = group
+            .tables
+            .keys()
+            .copied()
+            .filter(|t| *t != Table::Points)
+            .collect();
+        order.push(Table::Points);
+        for table in order {
+            let Some(batches) = group.tables.get(&table) else {
+                continue;
+            };
+            let rows = arrow::compute::concat_batches(&table.schema(), batches)
+                .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+            self.commit_file(table, rows, first, last, Operation::Append, &[])?;
+        }
+        self.committed_points = last + 1;
+        Ok(())
+    }
+
+    /// Writes `rows` as one data file of this run, moves it into the table and commits
+    /// it (with `retire` removed in the same commit).
+    fn commit_file(
+        &mut self,
+        table: Table,
+        rows: RecordBatch,
+        first: u64,
+        last: u64,
+        operation: Operation,
+        retire: &[OwnFile],
+    ) -> Result<OwnFile> {
+        let staged = self.stage(table, &rows, first, last)?;
+        let removes: Vec<String> = retire.iter().map(|f| f.logged.clone()).collect();
+        let rank = self.rank();
+        let delta = self.table(table)?;
+        let committed = delta.commit(
+            &[StagedFile {
+                path: staged.logged.clone(),
+                rank,
+                size: staged.size,
+                rows,
+            }],
+            &removes,
+            operation,
+        );
+        if let Err(e) = committed {
+            // Not in the log: take it out of the table again so no glob sees it.
+            let _ = fs::remove_file(delta.dir().join(&staged.logged));
+            return Err(e);
+        }
+        let dir = delta.dir().to_path_buf();
+        delete_files(&dir, &removes);
+        let retired: HashSet<&str> = removes.iter().map(String::as_str).collect();
+        self.files
+            .retain(|f| !(f.table == table && retired.contains(f.logged.as_str())));
+        if table != Table::Runs {
+            self.files.push(staged.clone());
+        }
+        Ok(staged)
+    }
+
+    fn stage(
+        &mut self,
+        table: Table,
+        rows: &RecordBatch,
+        first: u64,
+        last: u64,
+    ) -> Result<OwnFile> {
+        self.staged_files += 1;
+        let (logged, name, size) = stage_file(
+            &self.root,
+            table,
+            self.rank(),
+            &self.manifest.header.run_id,
+            &self.staged_files.to_string(),
+            rows,
+            (first, last),
+        )?;
+        Ok(OwnFile {
+            table,
+            logged,
+            name,
+            size,
+        })
+    }
+
+    /// Commits the run's row: the first when the run starts, the final one when it ends
+    /// (replacing the first in one commit, so readers always see one row per run).
+    fn publish_run_row(&mut self) -> Result<()> {
+        let row = run_batch(&self.manifest)?;
+        let last = self.manifest.point_count.saturating_sub(1);
+        let retire: Vec<OwnFile> = self.run_row.iter().cloned().collect();
+        let operation = if retire.is_empty() {
+            Operation::Append
+        } else {
+            Operation::Replace
+        };
+        let file = self.commit_file(Table::Runs, row, 0, last, operation, &retire)?;
+        self.run_row = Some(file);
+        Ok(())
+    }
+
+    /// Rewrites this run's files of each table into as few files as the target size
+    /// allows, one commit per table (remove + add, so readers never see a mix).
+    fn compact(&mut self) -> Result<()> {
+        let tables: Vec<Table> = self
+            .files
+            .iter()
+            .map(|f| f.table)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        for table in tables {
+            let mut own: Vec<OwnFile> = self
+                .files
+                .iter()
+                .filter(|f| f.table == table)
+                .cloned()
+                .collect();
+            own.sort_by_key(|f| f.name.first_point);
+            for bin in compaction_bins(&own, COMPACT_TARGET_BYTES) {
+                if bin.len() < 2 {
+                    continue;
+                }
+                let dir = self.root.join(table.dir_name());
+                let mut batches = Vec::new();
+                for file in &bin {
+                    batches.extend(crate::parts::read_part(&dir.join(&file.logged), table)?);
+                }
+                let rows = arrow::compute::concat_batches(&table.schema(), &batches)
+                    .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+                let first = bin.first().map_or(0, |f| f.name.first_point);
+                let last = bin.iter().map(|f| f.name.last_point).max().unwrap_or(first);
+                self.commit_file(table, rows, first, last, Operation::Compact, &bin)?;
+            }
+        }
         Ok(())
     }
 
@@ -404,13 +688,123 @@ impl RunWriter {
         self.closed
     }
 
-    /// Makes `manifest` the run's state: the run table first, then the manifest, which is
-    /// what readers trust.
-    fn publish(&self, manifest: &Manifest) -> Result<()> {
-        let run_table = run_batch(manifest)?;
-        write_part_plain(&self.dir.join(RUN_TABLE_FILE), &run_table)?;
-        replace_file(&self.dir.join(MANIFEST_FILE), &manifest.to_json()?)
+    /// Ends the run: commits what waits, compacts the run's files, and replaces its row
+    /// with the final one. `complete=false` keeps a run that ended by an error: its points
+    /// are intact, but it did not reach its end. Idempotent.
+    pub fn close(&mut self, complete: bool) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let committed = if self.failed {
+            Ok(())
+        } else {
+            self.commit_group()
+        };
+        // A failed group leaves the run incomplete, with the points committed before it.
+        self.manifest.point_count = self.committed_points;
+        let compact = complete && self.compact_on_close && !self.failed;
+        let compacted = committed.and_then(|()| if compact { self.compact() } else { Ok(()) });
+        self.manifest.complete = complete && compacted.is_ok() && !self.failed;
+        self.manifest.finished_at = Some(rfc3339(now_micros()));
+        let published = self.publish_run_row();
+        self.closed = true;
+        // The run takes no more writes: another writer may replace it from now on.
+        self.claim.release_and_remove_created();
+        compacted.and(published)
     }
+}
+
+impl Drop for RunWriter {
+    /// A writer dropped without `close` commits what waits and leaves the run incomplete.
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.close(false);
+        }
+    }
+}
+
+/// Writes `rows` under `_staging/` (fsynced) and moves the file into its table's rank
+/// directory under its final name; returns its logged path, name and size. Not in the
+/// log yet: the caller commits it.
+pub(crate) fn stage_file(
+    root: &Path,
+    table: Table,
+    rank: i64,
+    run_id: &str,
+    tag: &str,
+    rows: &RecordBatch,
+    (first, last): (u64, u64),
+) -> Result<(String, PartName, u64)> {
+    let staging = layout::staging_dir(root);
+    fs::create_dir_all(&staging).map_err(StoreError::io(&staging))?;
+    let staged = staging.join(format!("{run_id}-{}-{tag}.parquet", table.dir_name()));
+    let written = write_part(&staged, table, rows)?;
+    let name = PartName {
+        run_id: run_id.to_owned(),
+        first_point: first,
+        last_point: last,
+        digest_prefix: PartName::digest_prefix_of(&written.digest),
+    };
+    let rank_dir = layout::rank_dir(rank);
+    let dir = root.join(table.dir_name()).join(&rank_dir);
+    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+    let target = dir.join(name.file_name());
+    fs::rename(&staged, &target).map_err(StoreError::io(&target))?;
+    sync_dir(&dir)?;
+    Ok((
+        format!("{rank_dir}/{}", name.file_name()),
+        name,
+        written.bytes,
+    ))
+}
+
+/// How messages and errors name a run of a root.
+pub fn run_path(root: &Path, name: &str, rank: i64) -> PathBuf {
+    PathBuf::from(format!("{} (run '{name}', rank {rank})", root.display()))
+}
+
+/// The run id a data file's logged path names.
+pub(crate) fn file_run_id(logged: &str) -> Option<String> {
+    let (_, file) = layout::split_logged_path(logged)?;
+    PartName::parse(file).map(|name| name.run_id)
+}
+
+/// Run ids become parts of file names: letters and digits only (a uuid's hex).
+fn check_run_id(run_id: &str) -> Result<()> {
+    if run_id.is_empty() || run_id.len() > 64 || !run_id.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(StoreError::invalid(
+            "run_id",
+            format!("'{run_id}' must be 1 to 64 ASCII letters or digits"),
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes files a commit removed from the log. Failing to delete costs disk space and a
+/// file that plain globs still see, never a wrong answer through the log; `compact_root`
+/// deletes what is left.
+pub(crate) fn delete_files(table_dir: &Path, logged: &[String]) {
+    for path in logged {
+        if layout::split_logged_path(path).is_some() {
+            let _ = fs::remove_file(table_dir.join(path));
+        }
+    }
+}
+
+/// Consecutive files grouped so each group's total stays near `target`.
+fn compaction_bins(files: &[OwnFile], target: u64) -> Vec<Vec<OwnFile>> {
+    let mut bins: Vec<Vec<OwnFile>> = Vec::new();
+    let mut size = 0u64;
+    for file in files {
+        if bins.is_empty() || size + file.size > target {
+            bins.push(Vec::new());
+            size = 0;
+        }
+        size += file.size;
+        bins.last_mut().expect("pushed above").push(file.clone());
+    }
+    bins
 }
 
 /// Everything about a point that can be checked without the run: metadata is JSON, every
@@ -456,6 +850,7 @@ fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<Digested<'a
 
 #[derive(Default)]
 struct PayloadRows<'a> {
+    run_id: &'a str,
     digests: Vec<&'a str>,
     chunk_index: Vec<i64>,
     chunk_count: Vec<i64>,
@@ -487,6 +882,7 @@ impl<'a> PayloadRows<'a> {
             return Ok(None);
         }
         let columns: Vec<ArrayRef> = vec![
+            repeated_str(self.run_id, self.digests.len()),
             Arc::new(StringArray::from(self.digests)),
             Arc::new(Int64Array::from(self.chunk_index)),
             Arc::new(Int64Array::from(self.chunk_count)),
@@ -504,7 +900,7 @@ fn batch(schema: arrow::datatypes::SchemaRef, columns: Vec<ArrayRef>) -> Result<
 
 fn int64_lists<'a>(lists: impl Iterator<Item = &'a [i64]>) -> ArrayRef {
     let mut builder = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(Field::new(
-        "item",
+        "element",
         DataType::Int64,
         false,
     )));
@@ -551,7 +947,6 @@ fn observations_batch(
     let count = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
     let columns: Vec<ArrayRef> = vec![
         repeated_str(&manifest.header.run_id, n),
-        repeated_opt_i64(manifest.header.rank, n),
         Arc::new(Int64Array::from(vec![point_index as i64; n])),
         repeated_str(label, n),
         ints(|d| d.input.order),
@@ -626,7 +1021,6 @@ fn points_batch(
 ) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         repeated_str(&manifest.header.run_id, 1),
-        repeated_opt_i64(manifest.header.rank, 1),
         Arc::new(Int64Array::from(vec![point_index as i64])),
         repeated_str(&point.label, 1),
         Arc::new(TimestampMicrosecondArray::from(vec![timestamp]).with_timezone("UTC")),
@@ -637,7 +1031,7 @@ fn points_batch(
     batch(Table::Points.schema(), columns)
 }
 
-/// The manifest as the one-row `run.parquet` table.
+/// The run's row of the `runs` table.
 pub fn run_batch(manifest: &Manifest) -> Result<RecordBatch> {
     let h = &manifest.header;
     let created = parse_rfc3339(&manifest.created_at).unwrap_or_default();
@@ -658,7 +1052,6 @@ pub fn run_batch(manifest: &Manifest) -> Result<RecordBatch> {
         repeated_str(&h.name, 1),
         repeated_str(kind, 1),
         repeated_str(&h.execution, 1),
-        repeated_opt_i64(h.rank, 1),
         Arc::new(StringArray::from(vec![h.group_id.as_deref()])),
         repeated_opt_i64(h.world_size, 1),
         Arc::new(TimestampMicrosecondArray::from(vec![created]).with_timezone("UTC")),
@@ -671,117 +1064,4 @@ pub fn run_batch(manifest: &Manifest) -> Result<RecordBatch> {
         repeated_str(&json(&h.run_metadata), 1),
     ];
     batch(RUNS.clone(), columns)
-}
-
-/// `run.parquet` is a view of the manifest, replaced whole on every publish.
-fn write_part_plain(target: &Path, batch: &RecordBatch) -> Result<()> {
-    crate::parts::write_run_table(target, batch)?;
-    sync_dir(target.parent().unwrap_or(Path::new(".")))
-}
-
-/// Removes what a crash left of an earlier replacement or discard (see `REPLACED_PREFIX`).
-/// Runs under the claim, so no other writer is using them.
-fn remove_leftovers(dir: &Path) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(StoreError::io(dir)(e)),
-    };
-    for entry in entries.flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(REPLACED_PREFIX)
-        {
-            let path = entry.path();
-            fs::remove_dir_all(&path).map_err(StoreError::io(&path))?;
-        }
-    }
-    Ok(())
-}
-
-/// Whether the run in `dir` may be replaced: its manifest must be one of ours, of a layout
-/// this version knows (so it knows which files are the run's), and its table directories
-/// must hold only parts. Anything else is the user's, and is not deleted.
-fn check_replaceable(dir: &Path) -> Result<()> {
-    let refuse = |reason: String| StoreError::NotReplaceable {
-        path: dir.to_path_buf(),
-        reason,
-    };
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let loose: Option<serde_json::Value> = fs::read(&manifest_path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-    let ours = loose
-        .as_ref()
-        .and_then(|m| m.get("schema"))
-        .and_then(|s| s.as_str())
-        == Some(SCHEMA_NAME);
-    if !ours {
-        return Err(refuse(format!(
-            "'{}' is not a torch-cudagraph-debug manifest; delete the directory yourself if \
-             nothing in it is needed",
-            manifest_path.display()
-        )));
-    }
-    let version = loose
-        .as_ref()
-        .and_then(|m| m.get("format_version"))
-        .and_then(|v| v.as_u64());
-    if version.is_none_or(|v| v > u64::from(FORMAT_VERSION)) {
-        return Err(refuse(format!(
-            "it was written with format_version {version:?}, which this version does not \
-             know; upgrade torch-cudagraph-debug, or delete the directory yourself"
-        )));
-    }
-    for table in Table::ALL {
-        let sub = dir.join(table.dir_name());
-        let Ok(entries) = fs::read_dir(&sub) else {
-            continue;
-        };
-        for entry in entries {
-            let entry = entry.map_err(StoreError::io(&sub))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-            if !(is_file && is_part_file_name(&name)) {
-                return Err(refuse(format!(
-                    "'{}' is not a file of the run; move it out of the run directory first",
-                    entry.path().display()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A committed part (`part-000001.parquet`) or one being written (its hidden temporary).
-fn is_part_file_name(name: &str) -> bool {
-    (name.starts_with("part-") && name.ends_with(".parquet"))
-        || (name.starts_with(".part-") && name.ends_with(".parquet.tmp"))
-}
-
-/// Moves the run's files into `trash` (its table directories and `run.parquet` first,
-/// `run.json` last, so the directory is a run until the manifest goes), then deletes the
-/// trash. Other files in `dir` are not touched.
-fn remove_run_files(dir: &Path, trash: &Path) -> Result<()> {
-    fs::create_dir(trash).map_err(StoreError::io(trash))?;
-    let root_files = [
-        RUN_TABLE_FILE.to_owned(),
-        format!(".{RUN_TABLE_FILE}.tmp"),
-        format!(".{MANIFEST_FILE}.tmp"),
-        MANIFEST_FILE.to_owned(),
-    ];
-    let names = Table::ALL
-        .iter()
-        .map(|t| t.dir_name().to_owned())
-        .chain(root_files);
-    for name in names {
-        let from = dir.join(&name);
-        if fs::symlink_metadata(&from).is_err() {
-            continue;
-        }
-        fs::rename(&from, trash.join(&name)).map_err(StoreError::io(&from))?;
-    }
-    sync_dir(dir)?;
-    fs::remove_dir_all(trash).map_err(StoreError::io(trash))
 }

@@ -9,7 +9,7 @@ use tcgd_store::{PointInput, RunHeader, RunKind, RunReader, RunWriter, StoreErro
 
 fn header(kind: RunKind) -> RunHeader {
     RunHeader {
-        run_id: "run-m".into(),
+        run_id: "runm".into(),
         name: "m".into(),
         kind,
         execution: "live".into(),
@@ -33,8 +33,7 @@ fn point(label: &str) -> PointInput {
 /// A `memory_frames` batch with `n` rows for point `index`.
 fn frames(index: i64, n: usize) -> RecordBatch {
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec!["run-m"; n])),
-        Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        Arc::new(StringArray::from(vec!["runm"; n])),
         Arc::new(Int64Array::from(vec![index; n])),
         Arc::new(Int64Array::from_iter_values(0..n as i64)),
         Arc::new(StringArray::from(vec!["model.py"; n])),

@@ -8,7 +8,7 @@ use tcgd_tensor::DType;
 
 fn header() -> RunHeader {
     RunHeader {
-        run_id: "run-q".into(),
+        run_id: "runq".into(),
         name: "queue".into(),
         kind: RunKind::Tensor,
         execution: "eager".into(),

@@ -2,19 +2,19 @@
 //! refuse with a typed error naming the file.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
     content_digest, ObservationInput, OnDamage, PayloadKind, PointInput, RunHeader, RunKind,
-    RunReader, RunWriter, Site, StoreError, Table, Value, FORMAT_VERSION, MANIFEST_FILE,
+    RunReader, RunSelector, RunWriter, Site, StoreError, Table, Value, FORMAT_VERSION,
 };
 use tcgd_tensor::DType;
 
 fn header() -> RunHeader {
     RunHeader {
-        run_id: "run-1".into(),
+        run_id: "run1".into(),
         name: "test".into(),
         kind: RunKind::Tensor,
         execution: "eager".into(),
@@ -78,6 +78,8 @@ fn write_two_points(dir: &Path) -> (Vec<u8>, Vec<u8>) {
     let a = f32_bytes(&[1.0, 2.0, f32::NAN, f32::INFINITY]);
     let b = f32_bytes(&[0.0, -3.0]);
     let mut w = RunWriter::create(dir, header(), "test").unwrap();
+    // One group per point, kept as committed: the tests below damage one point's files.
+    w.set_compact_on_close(false);
     let c0 = w
         .commit_point(
             &point("p0"),
@@ -85,6 +87,7 @@ fn write_two_points(dir: &Path) -> (Vec<u8>, Vec<u8>) {
         )
         .unwrap();
     assert_eq!((c0.point_index, c0.observations), (0, 2));
+    w.flush().unwrap();
     // Same bytes again: stored once per run.
     let c1 = w
         .commit_point(&point("p1"), &[f32_obs("a", 0, 0, &a)])
@@ -236,11 +239,24 @@ fn bad_points_are_refused_and_leave_nothing_visible() {
     ));
 }
 
-fn edit_manifest(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
-    let path = dir.join(MANIFEST_FILE);
-    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    f(&mut v);
-    fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+/// The data files of `table` on disk, in point order (`rank=0`: the test runs have rank 0).
+fn files(root: &Path, table: &str) -> Vec<PathBuf> {
+    let dir = root.join(table).join("rank=0");
+    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "parquet"));
+    files.sort();
+    files
+}
+
+/// The data file of `table` holding point `point` (a point per file in these tests).
+fn part_of(root: &Path, table: &str, point: u64) -> PathBuf {
+    let tag = format!("-{point:06}-{point:06}-");
+    files(root, table)
+        .into_iter()
+        .find(|p| p.file_name().unwrap().to_string_lossy().contains(&tag))
+        .unwrap_or_else(|| panic!("no {table} file of point {point}"))
 }
 
 fn open_err(dir: &Path) -> StoreError {
@@ -255,7 +271,7 @@ fn truncated_part_is_a_typed_error_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    let part = dir.join("observations/part-000002.parquet");
+    let part = part_of(&dir, "observations", 1);
     let len = fs::metadata(&part).unwrap().len();
     fs::OpenOptions::new()
         .write(true)
@@ -268,7 +284,9 @@ fn truncated_part_is_a_typed_error_naming_the_file() {
         matches!(&err, StoreError::CorruptPart { path, .. } if path == &part),
         "{err}"
     );
-    assert!(err.to_string().contains("part-000002.parquet"));
+    assert!(err
+        .to_string()
+        .contains(&*part.file_name().unwrap().to_string_lossy()));
 }
 
 #[test]
@@ -276,7 +294,7 @@ fn damaged_bytes_of_the_same_length_are_caught() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    let part = dir.join("payloads/part-000001.parquet");
+    let part = part_of(&dir, "payloads", 0);
     let mut bytes = fs::read(&part).unwrap();
     // Damage the middle of the file (column data), keeping the footer intact.
     let mid = bytes.len() / 2;
@@ -291,12 +309,32 @@ fn damaged_bytes_of_the_same_length_are_caught() {
     assert!(issues[0].problem.contains("file digest"));
 }
 
+/// Rewrites the configuration of a table's first commit.
+fn edit_table_property(root: &Path, table: &str, key: &str, value: &str) {
+    let log = root
+        .join(table)
+        .join("_delta_log/00000000000000000000.json");
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(conf) = v.pointer_mut("/metaData/configuration") {
+                conf[key] = value.into();
+            }
+            v.to_string()
+        })
+        .collect();
+    fs::write(&log, lines.join("\n") + "\n").unwrap();
+}
+
 #[test]
 fn newer_format_version_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    edit_manifest(&dir, |v| v["format_version"] = (FORMAT_VERSION + 1).into());
+    let newer = (FORMAT_VERSION + 1).to_string();
+    edit_table_property(&dir, "runs", "tcgd.format_version", &newer);
     let err = open_err(&dir);
     assert!(
         matches!(err, StoreError::NewerFormat { found, .. } if found == FORMAT_VERSION + 1),
@@ -306,81 +344,104 @@ fn newer_format_version_is_refused() {
 }
 
 #[test]
-fn manifest_path_escaping_the_run_is_refused() {
+fn a_logged_path_escaping_the_table_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
     fs::write(tmp.path().join("outside.parquet"), b"x").unwrap();
-    edit_manifest(&dir, |v| {
-        v["parts"][0]["path"] = "points/../../outside.parquet".into();
-    });
+    let log = dir.join("points/_delta_log/00000000000000000001.json");
+    let text = fs::read_to_string(&log).unwrap();
+    let start = text.find("\"path\":\"").unwrap() + 8;
+    let end = start + text[start..].find('"').unwrap();
+    let crafted = format!("{}../../outside.parquet{}", &text[..start], &text[end..]);
+    fs::write(&log, crafted).unwrap();
     let err = open_err(&dir);
     assert!(
-        matches!(&err, StoreError::UnsafePath { part, .. } if part == "points/../../outside.parquet"),
+        matches!(&err, StoreError::UnsafePath { part, .. } if part.contains("outside.parquet")),
         "{err}"
     );
 }
 
 #[test]
-fn not_a_run_and_invalid_manifest() {
+fn not_a_job_root_and_version_one_runs() {
     let tmp = tempfile::tempdir().unwrap();
     assert!(matches!(open_err(tmp.path()), StoreError::NotARun { .. }));
-    fs::write(tmp.path().join(MANIFEST_FILE), b"{\"schema\": 3").unwrap();
-    assert!(matches!(
-        open_err(tmp.path()),
-        StoreError::InvalidManifest { .. }
-    ));
-    fs::write(tmp.path().join(MANIFEST_FILE), b"{\"schema\": \"other\"}").unwrap();
-    let err = open_err(tmp.path());
-    assert!(
-        err.to_string()
-            .contains("expected \"torch-cudagraph-debug/run\""),
-        "{err}"
-    );
-}
-
-#[test]
-fn unlisted_parts_are_invisible_to_the_reader() {
-    // A crash between renaming a part and replacing the manifest leaves a part that the
-    // manifest does not list; the run must load without it.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
-    fs::copy(
-        dir.join("points/part-000002.parquet"),
-        dir.join("points/part-000003.parquet"),
+    fs::write(
+        tmp.path().join("run.json"),
+        b"{\"schema\": \"torch-cudagraph-debug/run\"}",
     )
     .unwrap();
-    let r = RunReader::open(&dir).unwrap();
-    assert_eq!(r.table(Table::Points).unwrap().num_rows(), 2);
+    let err = open_err(tmp.path());
+    assert!(matches!(err, StoreError::VersionOneRun { .. }), "{err}");
+    assert!(err.to_string().contains("version 1"), "{err}");
+    // Nothing is written next to a version 1 run either.
+    assert!(matches!(
+        RunWriter::create(tmp.path(), header(), "test")
+            .err()
+            .unwrap(),
+        StoreError::VersionOneRun { .. }
+    ));
 }
 
 #[test]
-fn part_of_another_table_is_refused() {
+fn files_outside_the_log_are_invisible_to_the_reader() {
+    // A crash between moving a file into its table and committing it leaves a file that
+    // the log does not list; the run must load without it.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    // Swap a points part for an observations part, with a manifest crafted to match it
-    // (size and file digest): only the part's own metadata tells the tables apart.
-    let obs = dir.join("observations/part-000002.parquet");
-    let pts = dir.join("points/part-000002.parquet");
-    fs::copy(&obs, &pts).unwrap();
-    let size = fs::metadata(&pts).unwrap().len();
-    let digest = content_digest(&fs::read(&pts).unwrap());
-    edit_manifest(&dir, |v| {
-        for p in v["parts"].as_array_mut().unwrap() {
-            if p["path"] == "points/part-000002.parquet" {
-                p["bytes"] = size.into();
-                p["digest"] = digest.clone().into();
-            }
-        }
-    });
+    let copy = part_of(&dir, "points", 1)
+        .with_file_name("part-run1-000002-000002-0000000000000000.parquet");
+    fs::copy(part_of(&dir, "points", 1), &copy).unwrap();
     let r = RunReader::open(&dir).unwrap();
-    let err = r.table(Table::Points).unwrap_err();
-    assert!(
-        err.to_string().contains("not a part of the points table"),
-        "{err}"
+    assert_eq!(r.table(Table::Points).unwrap().num_rows(), 2);
+    assert_eq!(r.manifest().point_count, 2);
+}
+
+#[test]
+fn runs_share_a_root_and_are_chosen_by_name_and_rank() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for (name, rank) in [("eager", 0), ("eager", 1), ("compiled", 0)] {
+        let mut h = header();
+        h.run_id = format!("{name}{rank}");
+        h.name = name.into();
+        h.rank = Some(rank);
+        let mut w = RunWriter::create(root, h, "test").unwrap();
+        let bytes = f32_bytes(&[rank as f32]);
+        w.commit_point(&point("p0"), &[f32_obs("x", 0, 0, &bytes)])
+            .unwrap();
+        w.close(true).unwrap();
+    }
+    let pick = |name: Option<&str>, rank: Option<i64>| {
+        RunReader::open_selected(
+            root,
+            &RunSelector {
+                name: name.map(str::to_owned),
+                rank,
+                kind: None,
+            },
+            OnDamage::Raise,
+        )
+    };
+    let r = pick(Some("eager"), Some(1)).unwrap();
+    assert_eq!(r.manifest().header.run_id, "eager1");
+    assert_eq!(r.table(Table::Observations).unwrap().num_rows(), 1);
+    assert_eq!(
+        pick(Some("compiled"), None)
+            .unwrap()
+            .manifest()
+            .header
+            .run_id,
+        "compiled0"
     );
+    let err = pick(Some("eager"), None).err().unwrap();
+    assert!(err.to_string().contains("2 runs match"), "{err}");
+    let err = pick(Some("nope"), None).err().unwrap();
+    assert!(err.to_string().contains("'compiled' (rank 0"), "{err}");
+    // Rank is the partition: every table has rank=0/ and rank=1/ directories.
+    assert!(root.join("observations/rank=1").is_dir());
+    assert!(root.join("runs/rank=0").is_dir());
 }
 
 /// Pseudo-random bytes (xorshift): what zstd cannot shrink, like float tensor mantissas.
@@ -427,11 +488,7 @@ fn payload_bytes_are_compressed_only_where_zstd_pays() {
     assert_eq!(c.payload_chunks_written, 10);
     w.close(true).unwrap();
 
-    let part = fs::read_dir(dir.join("payloads"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
-        .unwrap();
+    let part = files(&dir, "payloads").remove(0);
     let file = SerializedFileReader::new(fs::File::open(&part).unwrap()).unwrap();
     let data_codecs: Vec<Compression> = file
         .metadata()
@@ -477,7 +534,7 @@ fn writers_racing_for_one_directory_never_share_it() {
                     let (dir, barrier) = (&dir, &barrier);
                     s.spawn(move || {
                         let mut h = header();
-                        h.run_id = format!("racer-{n}");
+                        h.run_id = format!("racer{n}");
                         barrier.wait();
                         let mut w = RunWriter::create(dir, h.clone(), "test")?;
                         let bytes = f32_bytes(&[n as f32]);
@@ -492,9 +549,10 @@ fn writers_racing_for_one_directory_never_share_it() {
         let winners: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
         assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
         for loser in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+            let named = tcgd_store::run_path(&dir, "test", 0);
             assert!(
                 matches!(loser, StoreError::RunInUse { path, .. } | StoreError::RunExists { path }
-                    if path == &dir),
+                    if path == &named),
                 "{loser}"
             );
         }
@@ -506,53 +564,51 @@ fn writers_racing_for_one_directory_never_share_it() {
 }
 
 #[test]
-fn overwrite_replaces_the_runs_files_only() {
+fn overwrite_replaces_the_runs_rows_only() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
+    let mut other = header();
+    other.run_id = "other".into();
+    other.name = "other".into();
+    let mut w = RunWriter::create(&dir, other, "test").unwrap();
+    let bytes = f32_bytes(&[7.0]);
+    w.commit_point(&point("o"), &[f32_obs("x", 0, 0, &bytes)])
+        .unwrap();
+    w.close(true).unwrap();
     fs::write(dir.join("notes.txt"), "mine").unwrap();
     assert!(matches!(
         RunWriter::create(&dir, header(), "test").err().unwrap(),
         StoreError::RunExists { .. }
     ));
     let mut h = header();
-    h.run_id = "run-2".into();
+    h.run_id = "run2".into();
     let mut w = RunWriter::create_with(&dir, h, "test", true).unwrap();
     w.close(true).unwrap();
-    let r = RunReader::open(&dir).unwrap();
-    assert_eq!(r.manifest().header.run_id, "run-2");
+    let pick = |name: &str| {
+        let selector = RunSelector {
+            name: Some(name.into()),
+            ..RunSelector::default()
+        };
+        RunReader::open_selected(&dir, &selector, OnDamage::Raise).unwrap()
+    };
+    let r = pick("test");
+    assert_eq!(r.manifest().header.run_id, "run2");
     assert_eq!(r.manifest().point_count, 0);
-    let mut left: Vec<String> = fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
-    assert_eq!(
-        left,
-        [
-            "notes.txt",
-            "observations",
-            "payloads",
-            "points",
-            "run.json",
-            "run.parquet"
-        ]
-    );
-    assert_eq!(fs::read_dir(dir.join("points")).unwrap().count(), 0);
-
-    // Foreign files among the parts: refused, nothing deleted.
-    fs::write(dir.join("points/mine.csv"), "x").unwrap();
-    let err = RunWriter::create_with(&dir, header(), "test", true)
-        .err()
-        .unwrap();
-    assert!(
-        matches!(&err, StoreError::NotReplaceable { .. }) && err.to_string().contains("mine.csv"),
-        "{err}"
-    );
-    assert_eq!(
-        RunReader::open(&dir).unwrap().manifest().header.run_id,
-        "run-2"
-    );
+    // The replaced run's files are gone from disk too; the other run and the user's file
+    // are untouched.
+    for table in ["points", "observations", "payloads"] {
+        let names: Vec<String> = files(&dir, table)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| n.starts_with("part-other-")),
+            "{table}: {names:?}"
+        );
+    }
+    assert_eq!(pick("other").table(Table::Points).unwrap().num_rows(), 1);
+    assert_eq!(fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine");
 }
 
 #[test]
@@ -560,7 +616,7 @@ fn a_missing_part_is_corrupt_and_skip_leaves_its_point_out() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    let gone = dir.join("observations/part-000002.parquet");
+    let gone = part_of(&dir, "observations", 1);
     fs::remove_file(&gone).unwrap();
     let err = open_err(&dir);
     assert!(
@@ -592,7 +648,7 @@ fn whole_table_reads_check_the_committed_digest() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     write_two_points(&dir);
-    let part = dir.join("observations/part-000001.parquet");
+    let part = part_of(&dir, "observations", 0);
     let mut bytes = fs::read(&part).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x01;
@@ -607,19 +663,21 @@ fn whole_table_reads_check_the_committed_digest() {
 }
 
 #[test]
-fn discard_removes_the_run_and_the_directories_made_for_it() {
+fn discard_removes_the_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("job/run");
+    let dir = tmp.path().join("job");
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     let bytes = f32_bytes(&[1.0]);
     w.commit_point(&point("p0"), &[f32_obs("x", 0, 0, &bytes)])
         .unwrap();
+    w.flush().unwrap();
     w.discard().unwrap();
-    assert!(!tmp.path().join("job").exists());
-    // A run in a directory that was already there: only the run goes.
-    fs::create_dir(tmp.path().join("kept")).unwrap();
-    let mut w = RunWriter::create(&tmp.path().join("kept"), header(), "test").unwrap();
-    w.discard().unwrap();
-    assert!(tmp.path().join("kept").is_dir());
-    assert_eq!(fs::read_dir(tmp.path().join("kept")).unwrap().count(), 0);
+    let err = open_err(&dir);
+    assert!(err.to_string().contains("holds no runs"), "{err}");
+    for table in ["runs", "points", "observations", "payloads"] {
+        assert!(files(&dir, table).is_empty(), "{table}");
+    }
+    // The name is free again.
+    let mut w = RunWriter::create(&dir, header(), "test").unwrap();
+    w.close(true).unwrap();
 }

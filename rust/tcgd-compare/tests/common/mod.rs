@@ -129,7 +129,10 @@ pub fn write_run(
     complete: bool,
 ) {
     let header = RunHeader {
-        run_id: format!("{name}-{rank}"),
+        run_id: format!(
+            "{}{rank}",
+            name.replace(|c: char| !c.is_ascii_alphanumeric(), "")
+        ),
         name: name.into(),
         kind: RunKind::Tensor,
         execution: "eager".into(),

@@ -1,0 +1,208 @@
+//! `tcgd compact ROOT`: the whole root tidied after its writers are done.
+//!
+//! For every run no writer holds: rows of points that never committed (a crash between
+//! the commits of one group) are removed, the run's small files are rewritten into files
+//! of the target size, each in one commit per table (remove + add, so readers of the log
+//! never see a mix), and files a crash left outside the log (staged, or moved into a table
+//! but never committed) are deleted. Runs being written are left alone.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::Path;
+
+use crate::delta::{DeltaTable, Operation, StagedFile};
+use crate::error::{Result, StoreError};
+use crate::layout::{self, PartName};
+use crate::manifest::PartEntry;
+use crate::reader::{committed_parts, list_runs, RunRow};
+use crate::schema::Table;
+use crate::writer::{delete_files, stage_file, COMPACT_TARGET_BYTES};
+
+/// What `compact_root` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionReport {
+    pub runs_compacted: u64,
+    /// Runs skipped because a writer holds them.
+    pub runs_in_use: u64,
+    pub files_before: u64,
+    pub files_after: u64,
+    /// Files removed from the log because their points never committed.
+    pub uncommitted_removed: u64,
+    /// Files deleted that no log listed (left by crashed writers).
+    pub orphans_deleted: u64,
+}
+
+pub fn compact_root(root: &Path) -> Result<CompactionReport> {
+    let runs = list_runs(root)?;
+    let mut report = CompactionReport::default();
+    let mut live: HashSet<String> = HashSet::new();
+    for run in &runs {
+        if crate::claim::holder(&layout::claim_dir(root, &run.name, run.rank)).is_some() {
+            live.insert(run.run_id.clone());
+            report.runs_in_use += 1;
+            continue;
+        }
+        compact_run(root, run, &mut report)?;
+        report.runs_compacted += 1;
+    }
+    report.orphans_deleted = delete_orphans(root, &live)?;
+    Ok(report)
+}
+
+fn compact_run(root: &Path, run: &RunRow, report: &mut CompactionReport) -> Result<()> {
+    let (_, committed) = committed_parts(root, run)?;
+    let mut tables: Vec<Table> = run.kind.tables().to_vec();
+    tables.push(Table::Runs);
+    for table in tables {
+        let Some(mut delta) = DeltaTable::open(root, table)? else {
+            continue;
+        };
+        let mine: Vec<(String, PartName, u64)> = delta
+            .files()?
+            .into_iter()
+            .filter(|f| f.rank == Some(run.rank))
+            .filter_map(|f| {
+                let (_, file) = layout::split_logged_path(&f.path)?;
+                let name = PartName::parse(file)?;
+                (name.run_id == run.run_id).then_some((f.path.clone(), name, f.size))
+            })
+            .collect();
+        report.files_before += mine.len() as u64;
+        if table == Table::Runs {
+            report.files_after += mine.len() as u64;
+            continue;
+        }
+        let (kept, dangling): (Vec<_>, Vec<_>) = mine
+            .into_iter()
+            .partition(|(_, name, _)| name.first_point < committed);
+        if !dangling.is_empty() {
+            let paths: Vec<String> = dangling.iter().map(|d| d.0.clone()).collect();
+            delta.commit(&[], &paths, Operation::Replace)?;
+            delete_files(delta.dir(), &paths);
+            report.uncommitted_removed += paths.len() as u64;
+        }
+        let mut kept = kept;
+        kept.sort_by_key(|(_, name, _)| name.first_point);
+        let mut bins: Vec<Vec<(String, PartName, u64)>> = Vec::new();
+        let mut size = 0;
+        for file in kept {
+            if bins.is_empty() || size + file.2 > COMPACT_TARGET_BYTES {
+                bins.push(Vec::new());
+                size = 0;
+            }
+            size += file.2;
+            bins.last_mut().expect("pushed above").push(file);
+        }
+        for bin in bins {
+            if bin.len() < 2 {
+                report.files_after += bin.len() as u64;
+                continue;
+            }
+            rewrite(root, &mut delta, table, run, &bin)?;
+            report.files_after += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites `bin` (files of one run and table) as one file, in one commit.
+fn rewrite(
+    root: &Path,
+    delta: &mut DeltaTable,
+    table: Table,
+    run: &RunRow,
+    bin: &[(String, PartName, u64)],
+) -> Result<()> {
+    let mut batches = Vec::new();
+    for (logged, name, size) in bin {
+        let entry = PartEntry {
+            table: table.dir_name().to_owned(),
+            path: format!("{}/{logged}", table.dir_name()),
+            rows: 0,
+            bytes: *size,
+            digest: name.digest_prefix.clone(),
+            point_index: name.first_point,
+            last_point_index: name.last_point,
+        };
+        let path = root.join(&entry.path);
+        // Compaction never copies damage into a new file: every input is checked.
+        batches.extend(crate::parts::read_part_checked(
+            &path,
+            table,
+            Some(&entry.digest),
+        )?);
+    }
+    let rows = arrow::compute::concat_batches(&table.schema(), &batches)
+        .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+    let first = bin.iter().map(|b| b.1.first_point).min().unwrap_or(0);
+    let last = bin.iter().map(|b| b.1.last_point).max().unwrap_or(first);
+    let tag = format!("compact-{}", std::process::id());
+    let (logged, _, size) = stage_file(
+        root,
+        table,
+        run.rank,
+        &run.run_id,
+        &tag,
+        &rows,
+        (first, last),
+    )?;
+    let removes: Vec<String> = bin.iter().map(|b| b.0.clone()).collect();
+    let staged = StagedFile {
+        path: logged.clone(),
+        rank: run.rank,
+        size,
+        rows,
+    };
+    if let Err(e) = delta.commit(&[staged], &removes, Operation::Compact) {
+        let _ = fs::remove_file(delta.dir().join(&logged));
+        return Err(e);
+    }
+    delete_files(delta.dir(), &removes);
+    Ok(())
+}
+
+/// Deletes the data files no log lists and the staged files, of runs no writer holds.
+fn delete_orphans(root: &Path, live: &HashSet<String>) -> Result<u64> {
+    let mut deleted = 0;
+    for table in Table::ALL {
+        let Some(delta) = DeltaTable::open(root, table)? else {
+            continue;
+        };
+        let listed: HashSet<String> = delta.files()?.into_iter().map(|f| f.path).collect();
+        let Ok(ranks) = fs::read_dir(delta.dir()) else {
+            continue;
+        };
+        for rank_dir in ranks.flatten() {
+            let dir_name = rank_dir.file_name().to_string_lossy().into_owned();
+            if !dir_name.starts_with("rank=") {
+                continue;
+            }
+            let Ok(files) = fs::read_dir(rank_dir.path()) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let file_name = file.file_name().to_string_lossy().into_owned();
+                let Some(name) = PartName::parse(&file_name) else {
+                    continue;
+                };
+                let logged = format!("{dir_name}/{file_name}");
+                if !listed.contains(&logged) && !live.contains(&name.run_id) {
+                    let _ = fs::remove_file(file.path());
+                    deleted += 1;
+                }
+            }
+        }
+    }
+    let staging = layout::staging_dir(root);
+    if let Ok(files) = fs::read_dir(&staging) {
+        for file in files.flatten() {
+            let name = file.file_name().to_string_lossy().into_owned();
+            let run_id = name.trim_start_matches('.').split('-').next().unwrap_or("");
+            if !live.contains(run_id) {
+                let _ = fs::remove_file(file.path());
+                deleted += 1;
+            }
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,466 @@
+//! One Delta Lake table per kind of row, committed through the Delta Kernel for Rust.
+//!
+//! This module is the only one that speaks to the kernel. The rest of the store writes its
+//! own Parquet files (layout tuned per table, see `parts.rs`), moves them into the table
+//! directory and asks this module to commit them: an `add` action per file, `remove`
+//! actions for the files a compaction or a replacement retires. Each table is partitioned
+//! by `rank`, so the rank lives in the path only (`rank=3/part-....parquet`).
+//!
+//! Several processes append to one table at once with no lock server: a commit is a
+//! put-if-absent of the next log file, a process that loses the race refreshes its
+//! snapshot and tries the next version (appends never conflict with each other).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, Field};
+use delta_kernel::committer::FileSystemCommitter;
+use delta_kernel::engine::arrow_conversion::TryFromArrow;
+use delta_kernel::engine::arrow_data::ArrowEngineData;
+use delta_kernel::expressions::Scalar;
+use delta_kernel::schema::{DataType, StructField, StructType};
+use delta_kernel::transaction::create_table::create_table;
+use delta_kernel::transaction::data_layout::DataLayout;
+use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
+use delta_kernel::{FileMeta, FilteredEngineData, KernelError, Snapshot, SnapshotRef};
+use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
+use delta_kernel_default_engine::parquet::DataFileMetadata;
+use delta_kernel_default_engine::stats::collect_stats;
+use delta_kernel_default_engine::storage::store_from_url;
+use delta_kernel_default_engine::{build_add_file_metadata, DefaultEngine, DefaultEngineBuilder};
+use url::Url;
+
+use crate::error::{Result, StoreError};
+use crate::schema::{Table, FORMAT_VERSION, KV_FORMAT_VERSION, KV_TABLE};
+
+/// The partition column of every table.
+pub const RANK_COLUMN: &str = "rank";
+/// What the kernel writes as `engineInfo` in each commit.
+const ENGINE_INFO: &str = concat!("torch-cudagraph-debug/", env!("CARGO_PKG_VERSION"));
+/// A checkpoint every this many versions keeps opening a table fast however long a job
+/// records (the log is replayed from the newest checkpoint).
+const CHECKPOINT_INTERVAL: u64 = 100;
+/// Commit attempts before giving up: each failed attempt means another writer took the
+/// version, so this bounds how long a writer waits behind the others.
+const COMMIT_ATTEMPTS: u32 = 1000;
+
+type Engine = DefaultEngine<TokioBackgroundExecutor>;
+
+/// One engine per process: it owns the kernel's background I/O thread. Local files only;
+/// object stores come through the same `store_from_url` when they are wanted.
+static ENGINE: LazyLock<std::result::Result<Engine, String>> = LazyLock::new(|| {
+    let root = Url::parse("file:///").map_err(|e| e.to_string())?;
+    let store = store_from_url(&root).map_err(|e| e.to_string())?;
+    Ok(DefaultEngineBuilder::new(store).build())
+});
+
+fn engine() -> Result<&'static Engine> {
+    ENGINE.as_ref().map_err(|reason| StoreError::Delta {
+        table: PathBuf::new(),
+        reason: format!("the Delta engine could not start: {reason}"),
+    })
+}
+
+/// A file the store wrote and moved into the table directory, waiting for its commit.
+#[derive(Debug, Clone)]
+pub struct StagedFile {
+    /// Relative to the table directory, `/`-separated (`rank=0/part-....parquet`).
+    pub path: String,
+    pub rank: i64,
+    pub size: u64,
+    /// The file's rows, for the statistics the kernel writes into the `add` action.
+    pub rows: RecordBatch,
+}
+
+/// A file the table's log lists now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedFile {
+    /// Relative to the table directory, `/`-separated.
+    pub path: String,
+    pub rank: Option<i64>,
+    pub size: u64,
+    pub rows: Option<u64>,
+}
+
+pub struct DeltaTable {
+    table: Table,
+    dir: PathBuf,
+    url: Url,
+    snapshot: SnapshotRef,
+}
+
+fn kernel_error<E: std::fmt::Display>(dir: &Path, what: &str) -> impl Fn(E) -> StoreError {
+    let (dir, what) = (dir.to_path_buf(), what.to_owned());
+    move |e| StoreError::Delta {
+        table: dir.clone(),
+        reason: format!("{what}: {e}"),
+    }
+}
+
+fn table_url(dir: &Path) -> Result<Url> {
+    let absolute = std::path::absolute(dir).map_err(StoreError::io(dir))?;
+    Url::from_directory_path(&absolute).map_err(|()| StoreError::Delta {
+        table: dir.to_path_buf(),
+        reason: "the path cannot be written as a file URL".into(),
+    })
+}
+
+/// The table's logical schema as the log records it: the data columns, then `rank`.
+fn delta_schema(table: Table, dir: &Path) -> Result<Arc<StructType>> {
+    let arrow = table.schema();
+    let mut fields = Vec::with_capacity(arrow.fields().len() + 1);
+    for field in arrow.fields() {
+        // The kernel has no large binary type; Delta's `binary` reads as either.
+        let field = match field.data_type() {
+            ArrowType::LargeBinary => {
+                Field::new(field.name(), ArrowType::Binary, field.is_nullable())
+            }
+            _ => field.as_ref().clone().with_metadata(HashMap::new()),
+        };
+        fields.push(StructField::try_from_arrow(&field).map_err(kernel_error(dir, "schema"))?);
+    }
+    fields.push(StructField::not_null(RANK_COLUMN, DataType::LONG));
+    Ok(Arc::new(
+        StructType::try_new(fields).map_err(kernel_error(dir, "schema"))?,
+    ))
+}
+
+impl DeltaTable {
+    /// Opens the table of `root`, or `None` when there is none (no run of its kind ever
+    /// wrote there). A table of a newer layout than this version knows is refused.
+    pub fn open(root: &Path, table: Table) -> Result<Option<DeltaTable>> {
+        let dir = root.join(table.dir_name());
+        if !dir.join("_delta_log").is_dir() {
+            return Ok(None);
+        }
+        let url = table_url(&dir)?;
+        match Snapshot::builder_for(url.as_str()).build(engine()?) {
+            Ok(snapshot) => {
+                let opened = DeltaTable {
+                    table,
+                    dir,
+                    url,
+                    snapshot,
+                };
+                opened.check_version()?;
+                Ok(Some(opened))
+            }
+            // A log directory without a first commit: a creation that did not finish.
+            Err(KernelError::FileNotFound(_)) => Ok(None),
+            Err(e) if e.to_string().contains("No files in log segment") => Ok(None),
+            Err(e) => Err(kernel_error(&dir, "cannot read the table's log")(e)),
+        }
+    }
+
+    /// Opens the table, creating it first when `root` has none. Processes that create the
+    /// same table at once agree: one creation wins, the others open what it made.
+    pub fn open_or_create(root: &Path, table: Table) -> Result<DeltaTable> {
+        if let Some(opened) = DeltaTable::open(root, table)? {
+            return Ok(opened);
+        }
+        let dir = root.join(table.dir_name());
+        std::fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+        let url = table_url(&dir)?;
+        let engine = engine()?;
+        let created = create_table(url.as_str(), delta_schema(table, &dir)?, ENGINE_INFO, true)
+            .with_data_layout(DataLayout::partitioned([RANK_COLUMN]))
+            .with_table_properties([
+                (KV_FORMAT_VERSION, FORMAT_VERSION.to_string()),
+                (KV_TABLE, table.dir_name().to_owned()),
+            ])
+            .build(engine, Box::new(FileSystemCommitter::new()))
+            .and_then(|txn| txn.commit(engine));
+        match created {
+            Ok(CommitResult::Committed(_)) => {}
+            // Another process created it first: what it made is the table.
+            Ok(_) | Err(KernelError::TableAlreadyExistsAtPath(_)) => {}
+            Err(e) if DeltaTable::open(root, table)?.is_some() => drop(e),
+            Err(e) => return Err(kernel_error(&dir, "cannot create the table")(e)),
+        }
+        // The winner's first commit may not be visible yet on a slow filesystem.
+        for _ in 0..100 {
+            if let Some(opened) = DeltaTable::open(root, table)? {
+                return Ok(opened);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(StoreError::Delta {
+            table: dir,
+            reason: "the table was created but its first commit cannot be read".into(),
+        })
+    }
+
+    fn check_version(&self) -> Result<()> {
+        let configuration = self
+            .snapshot
+            .table_configuration()
+            .metadata()
+            .configuration();
+        let Some(found) = configuration.get(KV_FORMAT_VERSION) else {
+            return Err(StoreError::NotOurs {
+                path: self.dir.clone(),
+                reason: format!(
+                    "a Delta table without the '{KV_FORMAT_VERSION}' property is not a table \
+                     of torch-cudagraph-debug"
+                ),
+            });
+        };
+        match found.parse::<u32>() {
+            Ok(v) if v <= FORMAT_VERSION => Ok(()),
+            Ok(v) => Err(StoreError::NewerFormat {
+                path: self.dir.clone(),
+                found: v,
+                supported: FORMAT_VERSION,
+            }),
+            Err(_) => Err(StoreError::NotOurs {
+                path: self.dir.clone(),
+                reason: format!("its '{KV_FORMAT_VERSION}' property is '{found}', not a number"),
+            }),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn table(&self) -> Table {
+        self.table
+    }
+
+    pub fn version(&self) -> u64 {
+        self.snapshot.version()
+    }
+
+    /// Reads the commits made since this snapshot (by this process or another).
+    pub fn refresh(&mut self) -> Result<()> {
+        self.snapshot = Snapshot::builder_from(self.snapshot.clone())
+            .build(engine()?)
+            .map_err(kernel_error(&self.dir, "cannot refresh the table's log"))?;
+        Ok(())
+    }
+
+    /// The files the log lists at this snapshot.
+    pub fn files(&self) -> Result<Vec<CommittedFile>> {
+        let engine = engine()?;
+        let scan = self
+            .snapshot
+            .clone()
+            .scan_builder()
+            .build()
+            .map_err(kernel_error(&self.dir, "cannot scan the table"))?;
+        let mut files = Vec::new();
+        let metadata = scan
+            .scan_metadata(engine)
+            .map_err(kernel_error(&self.dir, "cannot read the table's files"))?;
+        for batch in metadata {
+            let batch = batch.map_err(kernel_error(&self.dir, "cannot read the table's files"))?;
+            files = batch
+                .visit_scan_files(files, |files, file| {
+                    files.push(CommittedFile {
+                        path: file.path,
+                        rank: file
+                            .partition_values
+                            .get(RANK_COLUMN)
+                            .and_then(|v| v.parse().ok()),
+                        size: u64::try_from(file.size).unwrap_or(0),
+                        rows: file.stats.map(|s| s.num_records),
+                    });
+                })
+                .map_err(kernel_error(&self.dir, "cannot read the table's files"))?;
+        }
+        Ok(files)
+    }
+
+    /// Commits `adds` and `removes` as one version: readers see all of it or none of it.
+    /// Files to remove must be listed by the log (paths as `files()` gives them).
+    pub fn commit(
+        &mut self,
+        adds: &[StagedFile],
+        removes: &[String],
+        operation: Operation,
+    ) -> Result<u64> {
+        let engine = engine()?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = self.try_commit(engine, adds, removes, operation)?;
+            match outcome {
+                Some(version) => {
+                    if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
+                        self.checkpoint();
+                    }
+                    return Ok(version);
+                }
+                None if attempt < COMMIT_ATTEMPTS => {
+                    // Another writer took the version: read its commit and go after it.
+                    self.refresh()?;
+                    if attempt > 8 {
+                        std::thread::sleep(Duration::from_millis(u64::from(attempt.min(50))));
+                    }
+                }
+                None => {
+                    return Err(StoreError::Delta {
+                        table: self.dir.clone(),
+                        reason: format!(
+                            "{COMMIT_ATTEMPTS} commit attempts lost to other writers; the job \
+                             root has more writers than it can take"
+                        ),
+                    })
+                }
+            }
+        }
+    }
+
+    /// One attempt: the new version, or `None` when another writer took it first.
+    fn try_commit(
+        &mut self,
+        engine: &Engine,
+        adds: &[StagedFile],
+        removes: &[String],
+        operation: Operation,
+    ) -> Result<Option<u64>> {
+        let fail = kernel_error(&self.dir, "cannot commit");
+        let mut builder = self.snapshot.clone().update_table(
+            operation.kernel(),
+            ENGINE_INFO,
+            operation.changes_data(),
+        );
+        if removes.is_empty() && operation.changes_data() {
+            builder = builder.with_blind_append();
+        }
+        let mut txn = builder
+            .build(engine, Box::new(FileSystemCommitter::new()))
+            .map_err(&fail)?;
+        let write_state = txn.write_state().map_err(&fail)?;
+        for add in adds {
+            let context = write_state
+                .write_context_builder()
+                .with_partition_values(HashMap::from([(
+                    RANK_COLUMN.to_owned(),
+                    Scalar::Long(add.rank),
+                )]))
+                .build()
+                .map_err(&fail)?;
+            let stats = collect_stats(
+                &add.rows,
+                write_state.stats_columns(),
+                context.physical_data_schema(),
+            )
+            .map_err(&fail)?;
+            let location = self.url.join(&add.path).map_err(|e| StoreError::Delta {
+                table: self.dir.clone(),
+                reason: format!("file path '{}': {e}", add.path),
+            })?;
+            let meta = FileMeta::new(location, crate::writer::now_micros() / 1000, add.size);
+            txn.add_files(
+                build_add_file_metadata(DataFileMetadata::new(meta, stats), &context)
+                    .map_err(&fail)?,
+            );
+        }
+        if !removes.is_empty() {
+            self.stage_removes(&mut txn, removes)?;
+        }
+        match txn.commit(engine).map_err(&fail)? {
+            CommitResult::Committed(done) => {
+                if let Some(snapshot) = done.post_commit_snapshot() {
+                    self.snapshot = snapshot.clone();
+                } else {
+                    self.refresh()?;
+                }
+                Ok(Some(done.commit_version()))
+            }
+            CommitResult::Conflicted(_) | CommitResult::Retryable(_) => Ok(None),
+        }
+    }
+
+    /// Selects, in the snapshot's file list, the files to remove.
+    fn stage_removes(
+        &self,
+        txn: &mut delta_kernel::transaction::Transaction,
+        removes: &[String],
+    ) -> Result<()> {
+        let engine = engine()?;
+        let fail = kernel_error(&self.dir, "cannot remove files");
+        let wanted: HashSet<&str> = removes.iter().map(String::as_str).collect();
+        let mut found = 0usize;
+        let scan = self
+            .snapshot
+            .clone()
+            .scan_builder()
+            .build()
+            .map_err(&fail)?;
+        for metadata in scan.scan_metadata(engine).map_err(&fail)? {
+            let metadata = metadata.map_err(&fail)?;
+            let (data, selection) = metadata.scan_files.into_parts();
+            let arrow = ArrowEngineData::try_from_engine_data(data).map_err(&fail)?;
+            let batch: &RecordBatch = arrow.record_batch();
+            let paths = batch
+                .column_by_name("path")
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| StoreError::Delta {
+                    table: self.dir.clone(),
+                    reason: "the kernel's file list has no path column".into(),
+                })?;
+            let keep: Vec<bool> = (0..batch.num_rows())
+                .map(|i| {
+                    let listed = selection.get(i).copied().unwrap_or(true);
+                    let take = listed && wanted.contains(paths.value(i));
+                    found += usize::from(take);
+                    take
+                })
+                .collect();
+            if keep.iter().any(|&k| k) {
+                txn.remove_files(FilteredEngineData::try_new(arrow, keep).map_err(&fail)?);
+            }
+        }
+        if found != wanted.len() {
+            return Err(StoreError::Delta {
+                table: self.dir.clone(),
+                reason: format!(
+                    "{} of the {} files to remove are no longer in the table (another process \
+                     changed it)",
+                    wanted.len() - found,
+                    wanted.len()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Best effort: a failed checkpoint costs later openers time, never data.
+    fn checkpoint(&mut self) {
+        if let Ok(engine) = engine() {
+            if let Ok((_, snapshot)) = self.snapshot.checkpoint(engine, None) {
+                self.snapshot = snapshot;
+            }
+        }
+    }
+}
+
+/// Why a commit is made; recorded in the log's `commitInfo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// New rows.
+    Append,
+    /// The same rows in fewer files.
+    Compact,
+    /// A run's rows removed, or replaced by others (its final `runs` row, an overwrite).
+    Replace,
+}
+
+impl Operation {
+    fn kernel(self) -> UpdateTableOperation {
+        match self {
+            Operation::Append => UpdateTableOperation::Write,
+            Operation::Compact => UpdateTableOperation::Optimize,
+            Operation::Replace => UpdateTableOperation::Update,
+        }
+    }
+
+    fn changes_data(self) -> bool {
+        !matches!(self, Operation::Compact)
+    }
+}
