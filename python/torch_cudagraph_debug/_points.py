@@ -99,7 +99,8 @@ class RunDamage:
 
 
 class Run(PointSequence[P]):
-    """A run's identity and state, as its manifest (``run.json``) records them."""
+    """A run's identity and state, as its row of the root's ``runs`` table records them.
+    ``path`` is the job root the run lives in; ``name`` and ``rank`` pick it there."""
 
     #: What loading with ``on_damage="skip"`` left out; empty for an intact run.
     damage: tuple[RunDamage, ...] = ()
@@ -135,3 +136,8 @@ class Run(PointSequence[P]):
         self.format_version = manifest["format_version"]
         self.provenance = manifest.get("provenance") or {}
         self.run_metadata = manifest.get("run_metadata") or {}
+
+    @property
+    def address(self) -> tuple[str, str, int | None]:
+        """``(root, name, rank)``: how to find this run again in its job root."""
+        return (self.path, self.name, self.rank)

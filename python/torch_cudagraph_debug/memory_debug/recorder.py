@@ -61,15 +61,15 @@ def _header(
 
 
 class MemoryRecorder(RunRecorder[MemoryRun]):
-    """Records allocator states into a run: one set of Parquet parts per point.
+    """Records allocator states into a run of a job root (points committed in groups).
 
     Each point stores the full allocator state (segments, blocks, statistics per device,
     pool and stream, device-wide memory) and only the history entries new since the
     previous point. A marker string is set as the allocator metadata while each snapshot
     is taken (the previous metadata is restored), so the history is cut exactly at
     points. Live points need CUDA (``CudaUnavailableError`` otherwise).
-    ``overwrite=True`` replaces a run already in ``run_dir`` (its files only; see
-    ``docs/storage.md``)."""
+    ``overwrite=True`` replaces a run of the same name and rank already in ``run_dir``
+    (its rows only; see ``docs/storage.md``)."""
 
     _writer: _native.MemoryRunWriter
 
@@ -86,6 +86,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         world_size: int | None = None,
         run_metadata: dict[str, Any] | None = None,
         overwrite: bool = False,
+        commit_interval: float = 1.0,
         _source: SnapshotSource | None = None,
     ):
         if not isinstance(name, str) or not name:
@@ -103,13 +104,11 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         if root is None:
             root = tempfile.mkdtemp(prefix=f"tcgd-memory-{name}-")
         path = os.fspath(root)
-        if self.world_size is not None and self.world_size > 1:
-            path = os.path.join(path, f"rank={self.rank}")
         facts = provenance() if _source is None else {"producer": "torch-cudagraph-debug"}
         self.run_id, header = _header(
             name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
         )
-        writer = _native.MemoryRunWriter(path, header, _PRODUCER, overwrite)
+        writer = _native.MemoryRunWriter(path, header, _PRODUCER, overwrite, commit_interval)
         self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
 
@@ -156,7 +155,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         return point
 
     def _load(self) -> MemoryRun:
-        return MemoryRun.load(self.path)
+        return MemoryRun.load(self.path, name=self.name, rank=self.rank or 0)
 
 
 class _LivePoints:
@@ -227,4 +226,4 @@ def import_snapshots(
             writer.discard()
         raise
     writer.close(True)
-    return MemoryRun.load(run_dir)
+    return MemoryRun.load(run_dir, name=name, rank=rank or 0)

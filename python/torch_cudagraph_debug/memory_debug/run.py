@@ -89,12 +89,22 @@ class MemoryRun(Run[MemoryPoint]):
         self._index_points()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, on_damage: OnDamage = "raise") -> MemoryRun:
-        """Opens a memory run directory; the manifest and every part are checked first.
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        rank: int | None = None,
+        on_damage: OnDamage = "raise",
+    ) -> MemoryRun:
+        """Opens a memory run of the job root ``path`` (chosen by ``name`` and ``rank``
+        when the root holds several, as in ``TensorRun.load``); its files are checked
+        first.
         ``on_damage`` as in ``TensorRun.load``: with ``"skip"`` the points with a damaged
         part are left out (and, after a damaged part of the run's stack tables, the later
         points too, which may name its stacks), listed in ``damage``."""
-        return cls(_native.MemoryRunReader(os.fspath(path), on_damage), os.fspath(path))
+        reader = _native.MemoryRunReader(os.fspath(path), on_damage, name, rank)
+        return cls(reader, os.fspath(path))
 
     def between(self, start: str | int, end: str | int) -> MemoryPhaseRange:
         """The phase from point ``start`` to point ``end`` (for ``compare_phases``)."""

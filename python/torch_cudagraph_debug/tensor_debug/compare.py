@@ -657,13 +657,15 @@ def _set_args(observed: Observed, what: str) -> dict[str, Any]:
     }
 
 
-def _run_path(run: RunLike, what: str) -> str:
+def _run_path(run: RunLike, what: str) -> str | tuple[str, str, int | None]:
+    """How the native side finds a run: a loaded run by its root, name and rank; a path
+    is a job root holding one tensor run."""
     if isinstance(run, TensorRun):
-        return run.path
+        return run.address
     if isinstance(run, str | os.PathLike):
         return os.fspath(run)
     raise InvalidInputError(
-        f"{what} must be a TensorRun or a run directory, got {type(run).__name__}"
+        f"{what} must be a TensorRun or a job root, got {type(run).__name__}"
     )
 
 
@@ -768,11 +770,11 @@ def compare_run_groups(
     directories). A rank missing on either side makes the comparison inconclusive."""
     from torch_cudagraph_debug.tensor_debug.group import TensorRunGroup
 
-    def side(group: Any, what: str) -> tuple[str | None, list[str]]:
+    def side(group: Any, what: str) -> tuple[str | None, str | None, list[Any]]:
         if isinstance(group, TensorRunGroup):
             return group._native_args()
         if isinstance(group, str | os.PathLike):
-            return os.fspath(group), []
+            return os.fspath(group), None, []
         raise InvalidInputError(
             f"{what} must be a TensorRunGroup or a job directory, got {type(group).__name__}"
         )

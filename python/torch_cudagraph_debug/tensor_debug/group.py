@@ -9,6 +9,7 @@ import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import Any
 from dataclasses import dataclass
 
 from torch_cudagraph_debug import _native
@@ -19,7 +20,9 @@ from torch_cudagraph_debug.tensor_debug.run import TensorRun
 @dataclass(frozen=True)
 class TensorRunGroupMember:
     rank: int
+    #: The job root holding the run; ``name`` picks it there.
     path: str
+    name: str
     run_id: str
     complete: bool
     world_size: int | None
@@ -34,9 +37,12 @@ class TensorRunGroup:
     with :func:`warnings.warn`); ranks that disagree on the name or the labels are an
     error."""
 
-    def __init__(self, info: dict, root: str | None, paths: list[str]):
+    def __init__(
+        self, info: dict, root: str | None, name: str | None, runs: list[Any]
+    ):
         self._root = root
-        self._paths = paths
+        self._name = name
+        self._addresses = runs
         self.name: str = info["name"]
         self.root: str | None = info["root"]
         self.world_size: int = info["world_size"]
@@ -44,6 +50,7 @@ class TensorRunGroup:
             TensorRunGroupMember(
                 rank=m["rank"],
                 path=m["path"],
+                name=m["name"],
                 run_id=m["run_id"],
                 complete=m["complete"],
                 world_size=m["world_size"],
@@ -59,30 +66,30 @@ class TensorRunGroup:
             warnings.warn(f"run group '{self.name}': {message}", stacklevel=3)
 
     @classmethod
-    def load(cls, root: str | os.PathLike[str]) -> TensorRunGroup:
-        """Finds the runs under a job directory (``root/rank=<r>/`` with a ``run.json``
-        each); a directory that is itself a run is a group of one."""
+    def load(cls, root: str | os.PathLike[str], *, name: str | None = None) -> TensorRunGroup:
+        """The tensor runs named ``name`` in the job root ``root``, one per rank. ``name``
+        may be left out when the root's tensor runs share one name."""
         path = os.fspath(root)
-        return cls(json.loads(_native.run_group(root=path)), path, [])
+        return cls(json.loads(_native.run_group(root=path, name=name)), path, name, [])
 
     @classmethod
     def from_runs(cls, runs: Iterable[TensorRun | str | os.PathLike[str]]) -> TensorRunGroup:
         """A group of the given runs (each rank once), wherever they are stored."""
-        paths = []
+        addresses: list[Any] = []
         for run in runs:
             if isinstance(run, TensorRun):
-                paths.append(run.path)
+                addresses.append(run.address)
             elif isinstance(run, str | os.PathLike):
-                paths.append(os.fspath(run))
+                addresses.append(os.fspath(run))
             else:
                 raise InvalidInputError(
-                    "from_runs takes TensorRun objects or run directories, got "
+                    "from_runs takes TensorRun objects or job roots, got "
                     f"{type(run).__name__}"
                 )
-        return cls(json.loads(_native.run_group(paths=paths)), None, paths)
+        return cls(json.loads(_native.run_group(runs=addresses)), None, None, addresses)
 
-    def _native_args(self) -> tuple[str | None, list[str]]:
-        return self._root, list(self._paths)
+    def _native_args(self) -> tuple[str | None, str | None, list[Any]]:
+        return self._root, self._name, list(self._addresses)
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -105,7 +112,7 @@ class TensorRunGroup:
             member = next((m for m in self.members if m.rank == rank), None)
             if member is None:
                 raise KeyError(f"run group '{self.name}' has no run for rank {rank}")
-            self._runs[rank] = TensorRun.load(member.path)
+            self._runs[rank] = TensorRun.load(member.path, name=member.name, rank=member.rank)
         return self._runs[rank]
 
     def __getitem__(self, rank: int) -> TensorRun:

@@ -97,7 +97,7 @@ class _OpenPoint:
 
 
 class TensorRecorder(RunRecorder[TensorRun]):
-    """Records intermediate tensors into a run: one Parquet part per point.
+    """Records intermediate tensors into a run of a job root (points committed in groups).
 
     ``execution="eager"``: ``observe`` copies each value to the host (CUDA values
     asynchronously, on the recorder's own stream) and the point commits when its
@@ -124,6 +124,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         world_size: int | None = None,
         run_metadata: dict[str, Any] | None = None,
         overwrite: bool = False,
+        commit_interval: float = 1.0,
     ):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
         self.payload = _choice("payload", payload, ("full", "summary"))
@@ -152,6 +153,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
             devices=[self.device] if self.device is not None else None,
             run_metadata=metadata,
             overwrite=overwrite,
+            commit_interval=commit_interval,
         )
         self._point: _OpenPoint | None = None
         self._copy_stream: torch.cuda.Stream | None = None
@@ -378,7 +380,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
 
     # ----------------------------------------------------------------- lifecycle
     def _load(self) -> TensorRun:
-        return TensorRun.load(self.path)
+        return TensorRun.load(self.path, name=self.name, rank=self.rank or 0)
 
     def _check_can_finish(self) -> None:
         if self._point is not None:
@@ -403,20 +405,20 @@ def open_run_writer(
     devices: list[torch.device] | None,
     run_metadata: dict[str, Any],
     overwrite: bool = False,
+    commit_interval: float | None = None,
 ) -> _native.RunWriter:
-    """Creates a tensor run: in ``root`` (a fresh temporary directory when None), or in
-    ``root/rank=<rank>`` when the job has several ranks (hive-style discovery).
+    """Creates a tensor run in the job root ``root`` (a fresh temporary directory when
+    None; every rank and every run of a job may share one root).
 
-    The directory is claimed first, so two writers never share it (the second gets
-    ``RunExistsError``). A run already there is ``RunExistsError`` too, unless
-    ``overwrite``: then that run's files are replaced (anything else in the directory is
-    kept; a directory whose ``run.json`` is not a run of ours is refused). A writer whose
-    recording fails as a whole calls ``discard()`` so that no run is left behind."""
+    The run's name and rank are claimed in the root first, so two writers never record
+    the same run (the second gets ``RunExistsError``). A run of that name and rank
+    already there is ``RunExistsError`` too, unless ``overwrite``: then its rows are
+    removed first (other runs of the root are kept). A writer whose recording fails as a
+    whole calls ``discard()`` so that no run is left behind. Points are committed in
+    groups every ``commit_interval`` seconds, and at ``flush()`` and ``finish()``."""
     if root is None:
         root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
     path = os.fspath(root)
-    if world_size is not None and world_size > 1:
-        path = os.path.join(path, f"rank={rank}")
     header = {
         "run_id": uuid.uuid4().hex,
         "name": name,
@@ -428,7 +430,7 @@ def open_run_writer(
         "provenance": provenance(devices),
         "run_metadata": run_metadata,
     }
-    return _native.RunWriter(path, json.dumps(header), _PRODUCER, overwrite)
+    return _native.RunWriter(path, json.dumps(header), _PRODUCER, overwrite, commit_interval)
 
 
 def _capturing(tensor: torch.Tensor) -> bool:

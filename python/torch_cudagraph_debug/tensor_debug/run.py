@@ -162,23 +162,33 @@ class TensorRun(Run[TensorPoint]):
         self._index_points()
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, on_damage: OnDamage = "raise") -> TensorRun:
-        """Opens a run directory. The manifest and every part are checked first.
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        rank: int | None = None,
+        on_damage: OnDamage = "raise",
+    ) -> TensorRun:
+        """Opens a tensor run of the job root ``path``: the one there, or the one named
+        ``name`` (of rank ``rank``) when the root holds several (eager and compiled, or
+        several ranks); an ambiguous or missing choice is a ``RunNotFoundError`` listing
+        the runs the root holds. The run's files are checked first.
 
         ``on_damage="raise"``: a damaged part (missing, truncated, or not the bytes that
         were committed) is a ``CorruptRunError`` naming the file. ``"skip"``: every file's
         digest is checked, the points with a damaged part are left out, and ``damage``
         lists what was left out (observations whose payload was stored in a damaged part
-        keep their summaries; their ``tensor()`` raises). A damaged manifest is an error
+        keep their summaries; their ``tensor()`` raises). A damaged table log is an error
         either way."""
-        return cls(_native.RunReader(os.fspath(path), on_damage))
+        return cls(_native.RunReader(os.fspath(path), on_damage, name, rank))
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
         by_point: dict[int, list[TensorObservation]] = {}
         for row in self._reader.table("observations").to_pylist():
             site_values = {c: row[c] for c in _SITE_COLUMNS}
             observation = TensorObservation(
-                order=row["order"],
+                order=row["ordinal"],
                 name=row["name"],
                 invocation_index=row["invocation_index"],
                 shape=tuple(row["shape"]),
