@@ -75,6 +75,7 @@ _Payload = Literal["full", "summary"]
 # What a reader does with a damaged point: refuse the run, or leave the point out.
 _OnDamage = Literal["raise", "skip"]
 _TableName = Literal[
+    "runs",
     "points",
     "observations",
     "payloads",
@@ -161,7 +162,13 @@ class _RecordedObservation(TypedDict):
 @final
 class RunWriter:
     def __new__(
-        cls, path: _StrPath, header_json: str, producer: str, overwrite: bool = False
+        cls,
+        path: _StrPath,
+        header_json: str,
+        producer: str,
+        overwrite: bool = False,
+        commit_interval: float | None = None,
+        compact: bool = True,
     ) -> Self: ...
     def commit_point(
         self,
@@ -191,9 +198,17 @@ class _Damage(TypedDict):
 
 @final
 class RunReader:
-    def __new__(cls, path: _StrPath, on_damage: _OnDamage = "raise") -> Self: ...
+    def __new__(
+        cls,
+        path: _StrPath,
+        on_damage: _OnDamage = "raise",
+        name: str | None = None,
+        rank: int | None = None,
+        kind: Literal["tensor", "memory"] | None = None,
+    ) -> Self: ...
     @staticmethod
     def table_names() -> list[_TableName]: ...
+    def table_names_of_run(self) -> list[_TableName]: ...
     def damage(self) -> list[_Damage]: ...
     @property
     def path(self) -> Path: ...
@@ -337,7 +352,13 @@ class MemoryIngestor:
 @final
 class MemoryRunWriter:
     def __new__(
-        cls, path: _StrPath, header_json: str, producer: str, overwrite: bool = False
+        cls,
+        path: _StrPath,
+        header_json: str,
+        producer: str,
+        overwrite: bool = False,
+        commit_interval: float | None = None,
+        compact: bool = True,
     ) -> Self: ...
     def record(
         self,
@@ -376,7 +397,13 @@ class MemoryRunWriter:
 
 @final
 class MemoryRunReader:
-    def __new__(cls, path: _StrPath, on_damage: _OnDamage = "raise") -> Self: ...
+    def __new__(
+        cls,
+        path: _StrPath,
+        on_damage: _OnDamage = "raise",
+        name: str | None = None,
+        rank: int | None = None,
+    ) -> Self: ...
     def damage(self) -> list[_Damage]: ...
     def manifest_json(self) -> str: ...
     def states(self) -> list[MemoryState]: ...
@@ -525,27 +552,36 @@ def compare_sets(
     options_json: str,
     progress_callback: _Progress = None,
 ) -> Comparison: ...
+# A run: a job root holding one tensor run, or (root, name, rank).
+_RunAddress = _StrPath | tuple[_StrPath, str | None, int | None]
+# A group: (root, name, runs); with a root, its runs named `name`; without, `runs`.
+_GroupArgs = tuple[_StrPath | None, str | None, list[_RunAddress]]
+
 def compare_runs(
-    reference: _StrPath,
-    candidate: _StrPath,
+    reference: _RunAddress,
+    candidate: _RunAddress,
     options_json: str,
     point_mapping: _Mapping = None,
     progress_callback: _Progress = None,
 ) -> Comparison: ...
 def compare_point_series(
     reference: _ObservationSet,
-    run: _StrPath,
+    run: _RunAddress,
     options_json: str,
     progress_callback: _Progress = None,
 ) -> Comparison: ...
 def compare_run_groups(
-    reference: tuple[_StrPath | None, list[_StrPath]],
-    candidate: tuple[_StrPath | None, list[_StrPath]],
+    reference: _GroupArgs,
+    candidate: _GroupArgs,
     options_json: str,
     point_mapping: _Mapping = None,
     progress_callback: _Progress = None,
 ) -> Comparison: ...
-def run_group(root: _StrPath | None = None, paths: list[_StrPath] = ...) -> str: ...
+def run_group(
+    root: _StrPath | None = None, name: str | None = None, runs: list[_RunAddress] = ...
+) -> str: ...
+def list_runs(root: _StrPath) -> pa.RecordBatch: ...
+def compact_root(root: _StrPath) -> dict[str, int]: ...
 def default_compare_options() -> str: ...
 
 # Typed by the values that are valid; the native code accepts any object and raises

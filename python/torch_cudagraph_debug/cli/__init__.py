@@ -1,5 +1,5 @@
 """The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``,
-``tcgd validate``, ``tcgd explain``, ``tcgd differential``.
+``tcgd validate``, ``tcgd compact``, ``tcgd explain``, ``tcgd differential``.
 
 ``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes (see
 ``docs/cli.md``): 0 match (or report produced), 1 mismatch, 3 inconclusive, 2 error, 130
@@ -95,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     compile.add_differential_command(domains)
     tensor.add_query_command(domains)
     tensor.add_validate_command(domains)
+    tensor.add_compact_command(domains)
     return parser
 
 

@@ -388,21 +388,20 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------------------- query
-def _run_dirs(path: str) -> list[str]:
-    """A run directory, or every run under a job directory (sorted)."""
-    from torch_cudagraph_debug.errors import RunNotFoundError
+def _runs_in(roots: list[str]) -> list[dict[str, Any]]:
+    """Every run of the given job roots: its root, name, rank and kind (the root's runs
+    table, read natively)."""
+    from torch_cudagraph_debug import _native
 
-    if os.path.isfile(os.path.join(path, "run.json")):
-        return [path]
     found = []
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        if "run.json" in files:
-            found.append(root)
-            dirs.clear()  # a run holds no runs
-    if not found:
-        raise RunNotFoundError(f"'{path}' is not a run and holds no run (no run.json under it)")
+    for root in roots:
+        for row in _native.list_runs(root).to_pylist():
+            found.append({"root": root, **row})
     return found
+
+
+def _describe_run(run: dict[str, Any]) -> str:
+    return f"{run['root']} (run '{run['name']}', rank {run['rank']})"
 
 
 def _tables_named(sql: str) -> list[str]:
@@ -435,35 +434,39 @@ def _query(args: argparse.Namespace) -> int:
     runs: list[Any] = []
     tables: dict[str, list[Any]] = {table: [] for table in wanted}
     skipped: list[StorageError] = []
-    for path in args.runs:
-        for run_dir in _run_dirs(path):
-            # Runs are read by our reader and handed to DuckDB as Arrow tables, never as
-            # paths: DuckDB's read_parquet treats `[`, `*` and `?` in a directory name as a
-            # glob (a run at `exp[1]` would answer with the rows of `exp1`). The reader also
-            # reads only committed parts, each checked against its digest.
-            try:
-                reader = _native.RunReader(run_dir)
-                loaded = {table: reader.table(table) for table in wanted}
-                run = reader.run_table()
-            except StorageError as error:
-                if args.strict:
-                    raise
-                print(
-                    f"tcgd: warning: skipping run '{run_dir}': {error} (--strict: fail instead)",
-                    file=sys.stderr,
-                )
-                skipped.append(error)
-                continue
-            runs.append(run)
-            for table, batch in loaded.items():
-                tables[table].append(batch)
+    for run in _runs_in(args.runs):
+        # Runs are read by our reader and handed to DuckDB as Arrow tables, never as
+        # paths: DuckDB's read_parquet treats `[`, `*` and `?` in a directory name as a
+        # glob (a root at `exp[1]` would answer with the rows of `exp1`). The reader also
+        # reads only committed files, each checked against its digest.
+        try:
+            reader = _native.RunReader(run["root"], "raise", run["name"], run["rank"], run["kind"])
+            loaded = {
+                table: reader.table(table)
+                for table in wanted
+                if table != "runs" and table in reader.table_names_of_run()
+            }
+            row = reader.run_table()
+        except StorageError as error:
+            if args.strict:
+                raise
+            print(
+                f"tcgd: warning: skipping {_describe_run(run)}: {error} (--strict: fail instead)",
+                file=sys.stderr,
+            )
+            skipped.append(error)
+            continue
+        runs.append(row)
+        for table, batch in loaded.items():
+            tables[table].append(batch)
     if not runs:
         # Every run was skipped: there is nothing to answer from.
         raise skipped[0]
     con = duckdb.connect()
     con.register("runs", pa.Table.from_batches(runs))
     for table, batches in tables.items():
-        con.register(table, pa.Table.from_batches(batches))
+        if table != "runs" and batches:
+            con.register(table, pa.Table.from_batches(batches))
     try:
         relation = con.sql(args.sql)
         if relation is None:  # a statement without a result (CREATE, SET, ...)
@@ -514,7 +517,7 @@ def add_query_command(subparsers: Any) -> None:
     p.add_argument(
         "sql", help='the query, e.g. "SELECT name, max(abs(mean)) FROM observations GROUP BY name"'
     )
-    p.add_argument("runs", nargs="+", help="run directories, or job directories holding runs")
+    p.add_argument("runs", nargs="+", metavar="root", help="job roots (every run in each)")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--limit", type=int, default=100, help="rows shown in the table (100)")
     p.add_argument(
@@ -533,25 +536,25 @@ def _validate(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.errors import StorageError
 
     checked = damaged = problems = 0
-    for path in args.runs:
-        for run_dir in _run_dirs(path):
-            checked += 1
-            try:
-                # "skip" reads past damaged parts, so every problem of the run is listed,
-                # not only the first.
-                reader = _native.RunReader(run_dir, "skip")
-                issues = [(os.fspath(where), problem) for where, problem in reader.validate()]
-                points = json.loads(reader.manifest_json())["point_count"]
-            except StorageError as error:
-                # The manifest itself: nothing of the run can be checked past it.
-                issues = [(os.path.join(run_dir, "run.json"), str(error))]
-            if not issues:
-                print(f"ok       {run_dir} ({points} points)")
-                continue
-            damaged += 1
-            problems += len(issues)
-            for where, problem in issues:
-                print(f"DAMAGED  {where}: {problem}")
+    for run in _runs_in(args.runs):
+        checked += 1
+        where_run = _describe_run(run)
+        try:
+            # "skip" reads past damaged files, so every problem of the run is listed, not
+            # only the first.
+            reader = _native.RunReader(run["root"], "skip", run["name"], run["rank"], run["kind"])
+            issues = [(os.fspath(where), problem) for where, problem in reader.validate()]
+            points = json.loads(reader.manifest_json())["point_count"]
+        except StorageError as error:
+            # The table logs themselves: nothing of the run can be checked past them.
+            issues = [(where_run, str(error))]
+        if not issues:
+            print(f"ok       {where_run} ({points} points)")
+            continue
+        damaged += 1
+        problems += len(issues)
+        for where, problem in issues:
+            print(f"DAMAGED  {where}: {problem}")
     print(
         f"{checked} run{'s' if checked != 1 else ''} checked: {checked - damaged} intact, "
         f"{damaged} damaged ({problems} problem{'s' if problems != 1 else ''})"
@@ -560,14 +563,45 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def add_validate_command(subparsers: Any) -> None:
-    """Adds `tcgd validate RUN...`: every file and payload digest of tensor and memory
-    runs (or of every run under a job directory)."""
+    """Adds `tcgd validate ROOT...`: every file and payload digest of every tensor and
+    memory run of the given job roots."""
     p = subparsers.add_parser(
         "validate",
         help="check every file of runs; exit 0 when intact, 2 when damage is found",
-        description="Check every file and payload digest of the given runs (or of every run "
-        "under a job directory). Prints one line per intact run and one line per problem; "
-        "exits 0 when every run is intact, 2 otherwise.",
+        description="Check every file and payload digest of every run of the given job "
+        "roots. Prints one line per intact run and one line per problem; exits 0 when every "
+        "run is intact, 2 otherwise.",
     )
-    p.add_argument("runs", nargs="+", help="run directories, or job directories holding runs")
+    p.add_argument("runs", nargs="+", metavar="root", help="job roots (every run in each)")
     p.set_defaults(handler=_validate)
+
+
+# ---------------------------------------------------------------------------- compact
+def _compact(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug import _native
+
+    for root in args.roots:
+        report = _native.compact_root(root)
+        print(
+            f"{root}: {report['runs_compacted']} runs compacted "
+            f"({report['runs_in_use']} in use, left alone): {report['files_before']} files -> "
+            f"{report['files_after']}; {report['uncommitted_removed']} files of uncommitted "
+            f"points removed, {report['orphans_deleted']} stray files deleted"
+        )
+    return EXIT_OK
+
+
+def add_compact_command(subparsers: Any) -> None:
+    """Adds `tcgd compact ROOT...`: rewrites the small files of every finished run into
+    files of the target size, one commit per table, and deletes what crashed writers
+    left outside the tables' logs. Runs still being written are left alone."""
+    p = subparsers.add_parser(
+        "compact",
+        help="rewrite small files of finished runs into large ones; delete crash leftovers",
+        description="Rewrite the small files of every run no writer holds into files of "
+        "about 256 MiB (one commit per table, so readers never see a mix), remove rows of "
+        "points that never committed, and delete files that crashed writers left outside "
+        "the tables' logs.",
+    )
+    p.add_argument("roots", nargs="+", metavar="root", help="job roots")
+    p.set_defaults(handler=_compact)

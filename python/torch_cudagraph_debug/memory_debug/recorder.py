@@ -87,6 +87,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         run_metadata: dict[str, Any] | None = None,
         overwrite: bool = False,
         commit_interval: float = 1.0,
+        compact: bool = True,
         _source: SnapshotSource | None = None,
     ):
         if not isinstance(name, str) or not name:
@@ -108,7 +109,9 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         self.run_id, header = _header(
             name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
         )
-        writer = _native.MemoryRunWriter(path, header, _PRODUCER, overwrite, commit_interval)
+        writer = _native.MemoryRunWriter(
+            path, header, _PRODUCER, overwrite, commit_interval, compact
+        )
         self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
 

@@ -664,9 +664,7 @@ def _run_path(run: RunLike, what: str) -> str | tuple[str, str, int | None]:
         return run.address
     if isinstance(run, str | os.PathLike):
         return os.fspath(run)
-    raise InvalidInputError(
-        f"{what} must be a TensorRun or a job root, got {type(run).__name__}"
-    )
+    raise InvalidInputError(f"{what} must be a TensorRun or a job root, got {type(run).__name__}")
 
 
 def _mapping(point_mapping: PointMapping) -> Any:

@@ -9,8 +9,8 @@ import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError
@@ -37,9 +37,7 @@ class TensorRunGroup:
     with :func:`warnings.warn`); ranks that disagree on the name or the labels are an
     error."""
 
-    def __init__(
-        self, info: dict, root: str | None, name: str | None, runs: list[Any]
-    ):
+    def __init__(self, info: dict, root: str | None, name: str | None, runs: list[Any]):
         self._root = root
         self._name = name
         self._addresses = runs
@@ -83,8 +81,7 @@ class TensorRunGroup:
                 addresses.append(os.fspath(run))
             else:
                 raise InvalidInputError(
-                    "from_runs takes TensorRun objects or job roots, got "
-                    f"{type(run).__name__}"
+                    f"from_runs takes TensorRun objects or job roots, got {type(run).__name__}"
                 )
         return cls(json.loads(_native.run_group(runs=addresses)), None, None, addresses)
 

@@ -125,6 +125,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         run_metadata: dict[str, Any] | None = None,
         overwrite: bool = False,
         commit_interval: float = 1.0,
+        compact: bool = True,
     ):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
         self.payload = _choice("payload", payload, ("full", "summary"))
@@ -154,6 +155,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
             run_metadata=metadata,
             overwrite=overwrite,
             commit_interval=commit_interval,
+            compact=compact,
         )
         self._point: _OpenPoint | None = None
         self._copy_stream: torch.cuda.Stream | None = None
@@ -406,6 +408,7 @@ def open_run_writer(
     run_metadata: dict[str, Any],
     overwrite: bool = False,
     commit_interval: float | None = None,
+    compact: bool = True,
 ) -> _native.RunWriter:
     """Creates a tensor run in the job root ``root`` (a fresh temporary directory when
     None; every rank and every run of a job may share one root).
@@ -415,7 +418,8 @@ def open_run_writer(
     already there is ``RunExistsError`` too, unless ``overwrite``: then its rows are
     removed first (other runs of the root are kept). A writer whose recording fails as a
     whole calls ``discard()`` so that no run is left behind. Points are committed in
-    groups every ``commit_interval`` seconds, and at ``flush()`` and ``finish()``."""
+    groups every ``commit_interval`` seconds, and at ``flush()`` and ``finish()``;
+    ``finish()`` rewrites the run's files into one per table unless ``compact=False``."""
     if root is None:
         root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
     path = os.fspath(root)
@@ -430,7 +434,9 @@ def open_run_writer(
         "provenance": provenance(devices),
         "run_metadata": run_metadata,
     }
-    return _native.RunWriter(path, json.dumps(header), _PRODUCER, overwrite, commit_interval)
+    return _native.RunWriter(
+        path, json.dumps(header), _PRODUCER, overwrite, commit_interval, compact
+    )
 
 
 def _capturing(tensor: torch.Tensor) -> bool:

@@ -181,7 +181,7 @@ class TensorRun(Run[TensorPoint]):
         lists what was left out (observations whose payload was stored in a damaged part
         keep their summaries; their ``tensor()`` raises). A damaged table log is an error
         either way."""
-        return cls(_native.RunReader(os.fspath(path), on_damage, name, rank))
+        return cls(_native.RunReader(os.fspath(path), on_damage, name, rank, "tensor"))
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
         by_point: dict[int, list[TensorObservation]] = {}

@@ -81,19 +81,22 @@ impl MemoryRunWriter {
         )
     }
 
-    /// `create_with`, committing groups of points as `policy` says.
+    /// `create_with`, committing groups of points as `policy` says, and compacting the
+    /// run's files when it finishes (`compact`).
     pub fn create_with_policy(
         dir: &Path,
         header: RunHeader,
         producer: &str,
         overwrite: bool,
         policy: CommitPolicy,
+        compact: bool,
     ) -> Result<MemoryRunWriter> {
         if header.kind != RunKind::Memory {
             return Err(MemoryError::invalid("a memory run needs kind \"memory\""));
         }
         let mut writer = RunWriter::create_with(dir, header, producer, overwrite)?;
         writer.set_commit_policy(policy)?;
+        writer.set_compact_on_close(compact);
         Ok(MemoryRunWriter {
             store: CommitQueue::start(writer, QUEUE_DEPTH)?,
             cursor: HistoryCursor::new(),

@@ -637,7 +637,7 @@ pub struct MemoryRunWriter {
 impl MemoryRunWriter {
     /// Claims a run directory; `overwrite` replaces a run already there.
     #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None))]
+    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -645,13 +645,14 @@ impl MemoryRunWriter {
         producer: &str,
         overwrite: bool,
         commit_interval: Option<f64>,
+        compact: bool,
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
                 .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
             let policy = crate::store::commit_policy(commit_interval)?;
             let writer = py.detach(|| {
-                RustWriter::create_with_policy(&path, header, producer, overwrite, policy)
+                RustWriter::create_with_policy(&path, header, producer, overwrite, policy, compact)
             })?;
             Ok(MemoryRunWriter {
                 inner: Mutex::new(writer),

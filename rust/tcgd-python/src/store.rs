@@ -62,7 +62,7 @@ impl RunWriter {
     /// Claims a run directory and commits an empty, incomplete run. `header_json` holds
     /// the `RunHeader` fields; `overwrite` replaces a run already there.
     #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None))]
+    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -70,6 +70,7 @@ impl RunWriter {
         producer: &str,
         overwrite: bool,
         commit_interval: Option<f64>,
+        compact: bool,
     ) -> PyResult<Self> {
         guard(py, || {
             let header: RunHeader = serde_json::from_str(header_json)
@@ -332,32 +333,53 @@ fn table_named(name: &str) -> BindResult<Table> {
 impl RunReader {
     /// Opens a run after checking its manifest and parts; `on_damage` is `"raise"` or
     /// `"skip"` (`tcgd_store::OnDamage`).
+    /// Opens the run of the job root `path` with this `name`, `rank` and `kind`
+    /// (`"tensor"` or `"memory"`); each may be left out when one run matches the rest.
     #[new]
-    #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None))]
+    #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None, kind = None))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         on_damage: &str,
         name: Option<String>,
         rank: Option<i64>,
+        kind: Option<&str>,
     ) -> PyResult<Self> {
         guard(py, || {
             let mode = self::on_damage(on_damage)?;
-            let selector = RunSelector {
-                name,
-                rank,
-                kind: Some(RunKind::Tensor),
+            let kind = match kind {
+                None => None,
+                Some("tensor") => Some(RunKind::Tensor),
+                Some("memory") => Some(RunKind::Memory),
+                Some(other) => {
+                    return Err(BindingError::InvalidInput(format!(
+                        "kind must be \"tensor\" or \"memory\", got '{other}'"
+                    )))
+                }
             };
+            let selector = RunSelector { name, rank, kind };
             let inner =
                 py.detach(|| tcgd_store::RunReader::open_selected(&path, &selector, mode))?;
             Ok(RunReader { inner })
         })
     }
 
-    /// The names of every table a run can have, in layout order.
+    /// The names of every table a job root can have, in layout order.
     #[staticmethod]
     fn table_names() -> Vec<&'static str> {
         Table::ALL.iter().map(|t| t.dir_name()).collect()
+    }
+
+    /// The tables this run's kind writes.
+    fn table_names_of_run(&self) -> Vec<&'static str> {
+        self.inner
+            .manifest()
+            .header
+            .kind
+            .tables()
+            .iter()
+            .map(|t| t.dir_name())
+            .collect()
     }
 
     /// What opening with `on_damage="skip"` left out (`Damage` fields as dicts).
