@@ -78,6 +78,7 @@ impl MemoryRunWriter {
             producer,
             overwrite,
             CommitPolicy::default(),
+            true,
         )
     }
 
