@@ -80,6 +80,7 @@ impl RunWriter {
                 tcgd_store::RunWriter::create_with(&path, header, producer, overwrite).and_then(
                     |mut writer| {
                         writer.set_commit_policy(policy)?;
+                        writer.set_compact_on_close(compact);
                         CommitQueue::start(writer, QUEUE_DEPTH)
                     },
                 )
