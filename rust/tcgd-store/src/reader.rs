@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow::array::{Array, AsArray, BinaryViewArray, ByteView, RecordBatch};
 use arrow::buffer::Buffer;
@@ -48,6 +48,21 @@ pub struct RunReader {
     digests_checked: bool,
     /// Points `OnDamage::Skip` left out: their rows are dropped from every table read.
     left_out: BTreeSet<u64>,
+    /// The row tables, read at open (see `open_selected`).
+    cache: Mutex<HashMap<Table, RecordBatch>>,
+}
+
+/// Opens of a run that a concurrent compaction moved away before it gives up.
+const OPEN_ATTEMPTS: u32 = 5;
+
+/// Whether `error` is a listed file gone missing: what a compaction committed and
+/// deleted while the run was being opened looks like.
+fn moved_away(error: &StoreError) -> bool {
+    match error {
+        StoreError::CorruptPart { reason, .. } => reason.contains("the file is missing"),
+        StoreError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
 }
 
 /// Payload buffers a reader keeps for reuse once released: enough for the payloads a
@@ -513,11 +528,47 @@ impl RunReader {
     /// that every listed file is present with the size it was committed with (a
     /// truncated file is caught here, before a query can read a wrong answer out of it).
     /// Whole tables are read only after their files' digests are checked.
+    ///
+    /// A compaction of the run may retire its files between reading the logs and reading
+    /// the files: the open then starts over from the new log version (a few times), and
+    /// the run's row tables (points, observations, memory tables) are read during the
+    /// open, so what it returns is one version of the run. Payloads are read later, by
+    /// digest: a reader that must outlive a compaction of its run opens it again.
     pub fn open_selected(
         root: &Path,
         selector: &RunSelector,
         on_damage: OnDamage,
     ) -> Result<RunReader> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let opened = RunReader::open_once(root, selector, on_damage).and_then(|reader| {
+                reader.read_row_tables()?;
+                Ok(reader)
+            });
+            match opened {
+                Err(e) if attempt < OPEN_ATTEMPTS && moved_away(&e) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Reads every table but payloads into the cache `table()` answers from.
+    fn read_row_tables(&self) -> Result<()> {
+        for &table in self.manifest.header.kind.tables() {
+            if table == Table::Payloads {
+                continue;
+            }
+            let rows = self.read_table(table)?;
+            self.cache
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(table, rows);
+        }
+        Ok(())
+    }
+
+    fn open_once(root: &Path, selector: &RunSelector, on_damage: OnDamage) -> Result<RunReader> {
         let rows = list_runs(root)?;
         let row = select_run(root, rows, selector)?;
         let (parts, committed) = committed_parts(root, &row)?;
@@ -564,6 +615,7 @@ impl RunReader {
             unreadable_payloads: HashSet::new(),
             digests_checked: skip,
             left_out: BTreeSet::new(),
+            cache: Mutex::new(HashMap::new()),
         };
         if problems.is_empty() {
             reader.manifest = manifest;
@@ -719,6 +771,13 @@ impl RunReader {
 
     /// Every committed row of `table` for this run, in commit order, as one batch.
     pub fn table(&self, table: Table) -> Result<RecordBatch> {
+        if let Some(rows) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&table) {
+            return Ok(rows.clone());
+        }
+        self.read_table(table)
+    }
+
+    fn read_table(&self, table: Table) -> Result<RecordBatch> {
         let mut batches = Vec::new();
         for part in self.manifest.parts_of(table) {
             let digest = (!self.digests_checked).then_some(part.digest.as_str());
