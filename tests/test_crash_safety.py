@@ -1,12 +1,14 @@
-"""Crash safety of a tensor run (storage spec, "Promises"): a recording process killed with
-SIGKILL at any moment leaves a run that loads, says ``complete=False``, holds exactly the
-points committed before the kill with their exact values, and shows no half-written file
-to a Parquet reader. Also the two ordinary endings: ``finish()`` and an exception."""
+"""Crash safety of a tensor run (docs/storage.md, "Promises"): a recording process killed
+with SIGKILL at any moment leaves a job root whose tables load and hold a prefix of the
+points, every point that was durable (``flush()`` returned, or a ``commit_interval`` passed)
+among them, with their exact values; through the Delta logs every table holds that prefix
+(plus, before ``tcgd compact``, at most the rows of the group whose ``points`` rows were
+not committed yet); no half-written file is ever visible. Also the two ordinary endings:
+``finish()`` and an exception."""
 
 from __future__ import annotations
 
 import inspect
-import json
 import random
 import shutil
 import signal
@@ -21,6 +23,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import torch
+from storage_files import data_files, logged_files, points_of
+from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
 KILLS = 24
@@ -28,6 +32,9 @@ SEED = 20240611
 # A child that neither reports progress nor dies within this many seconds is hung.
 WATCHDOG_S = 60.0
 TABLES = ("payloads", "observations", "points")
+# Short, so that kills land in every phase of a group commit; the timer commits groups
+# that no flush() asked for.
+COMMIT_INTERVAL = 0.05
 
 
 def point_values(i):
@@ -63,21 +70,33 @@ def record(recorder, i):
             recorder.observe(value, name=name)
             if MODE == "raise" and i == 2 and name == "act":
                 raise RuntimeError("boom inside p2")
-    # Printed only once the point is durable (the writer thread committed it): every
-    # label printed must survive a kill.
-    recorder.flush()
-    print(label, flush=True)
+    # Every other point waits for durability: the label is printed once the group holding
+    # it is committed, so every label printed must survive a kill. The points between
+    # are committed by the interval timer (or by the next flush).
+    if MODE != "endless" or i % 2 == 1:
+        recorder.flush()
+        print(label, flush=True)
 
 
 from torch_cudagraph_debug.tensor_debug import TensorRecorder
 
 if MODE == "endless":
-    recorder = TensorRecorder(name="crash", run_dir=RUN_DIR)
+    recorder = TensorRecorder(name="crash", run_dir=RUN_DIR, commit_interval=INTERVAL)
     print("ready", flush=True)
     i = 0
     while True:
         record(recorder, i)
         i += 1
+elif MODE == "wait":
+    # Points handed over, then idle for several intervals: the timer must commit them.
+    recorder = TensorRecorder(name="crash", run_dir=RUN_DIR, commit_interval=INTERVAL)
+    for i in range(3):
+        with recorder.record_point(f"p{i}", metadata={"i": i}):
+            for name, value in point_values(i):
+                recorder.observe(value, name=name)
+    time.sleep(10 * INTERVAL)
+    print("waited", flush=True)
+    time.sleep(60)
 else:
     with TensorRecorder(name="crash", run_dir=RUN_DIR) as recorder:
         for i in range(3):
@@ -89,10 +108,9 @@ else:
 def write_child_script(tmp_path: Path) -> Path:
     script = tmp_path / "crash_child.py"
     script.write_text(
-        "import sys\nimport zlib\n\nimport torch\n\n"
-        "RUN_DIR, MODE = sys.argv[1], sys.argv[2]\n\n\n"
-        + inspect.getsource(point_values)
-        + CHILD_MAIN
+        "import sys\nimport time\nimport zlib\n\nimport torch\n\n"
+        "RUN_DIR, MODE = sys.argv[1], sys.argv[2]\n"
+        f"INTERVAL = {COMMIT_INTERVAL}\n\n\n" + inspect.getsource(point_values) + CHILD_MAIN
     )
     return script
 
@@ -118,6 +136,16 @@ def expected_keys(i: int) -> list[tuple[str, int]]:
     return keys
 
 
+def _logged_points(root: Path, table: str) -> list[int]:
+    """The point indices of ``table``'s rows, read through its Delta log only (the files
+    the log lists, each read with pyarrow): what any Delta reader sees."""
+    files = sorted(logged_files(root, table))
+    if not files:
+        return []
+    rows = pq.read_table([root / table / f for f in files], columns=["point_index"])
+    return sorted(set(rows.column("point_index").to_pylist()))
+
+
 def check_run(run_dir: Path, *, complete: bool) -> int:
     """Asserts everything a reader may rely on after the writer stopped; returns the number
     of points in the run."""
@@ -137,51 +165,55 @@ def check_run(run_dir: Path, *, complete: bool) -> int:
             assert obs.nbytes == value.numel() * value.element_size()
     assert run.validate() == []
 
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert manifest["point_count"] == k
-    listed = {p["path"] for p in manifest["parts"]}
+    # Through the logs: `points` holds exactly the prefix; a table committed before it in
+    # a group may also hold the rows of that group's points (a kill between the two
+    # commits), never anything else.
+    assert _logged_points(run_dir, "points") == list(range(k))
+    observed = _logged_points(run_dir, "observations")
+    assert observed[:k] == list(range(k)), observed
+    assert observed == list(range(len(observed))), observed
     for table in TABLES:
-        committed = {f"{table}/part-{n:06d}.parquet" for n in range(1, k + 1)}
-        # Every point writes all three parts here ("big" is new at every point).
-        assert {p for p in listed if p.startswith(table + "/")} == committed
-        names = {p.name for p in (run_dir / table).iterdir()}
-        visible = {n for n in names if n.endswith(".parquet")}
-        # The only part that may exist unlisted is the one of the point in flight (killed
-        # between its rename and the manifest replace); anything else must be hidden.
-        in_flight = f"part-{k + 1:06d}.parquet"
-        assert visible - {p.split("/")[1] for p in committed} <= {in_flight}, visible
-        assert all(n.startswith(".") and n.endswith(".tmp") for n in names - visible), names
-
-    # A Parquet reader globbing the run never meets a half-written file.
-    for part in run_dir.glob("*/*.parquet"):
-        table = pq.read_table(part)
-        rel = part.relative_to(run_dir).as_posix()
-        if rel in listed:
-            rows = next(p["rows"] for p in manifest["parts"] if p["path"] == rel)
-            assert table.num_rows == rows, rel
-    # run.parquet is replaced before run.json, so it may already count the point in flight.
-    run_table = pq.read_table(run_dir / "run.parquet").to_pylist()
-    assert len(run_table) == 1
-    assert run_table[0]["point_count"] in (k, k + 1)
-    assert run_table[0]["complete"] is complete
-
+        logged = logged_files(run_dir, table)
+        on_disk = {f"rank=0/{p.name}" for p in data_files(run_dir, table)}
+        assert logged <= on_disk, (table, logged - on_disk)
+        # A file a glob sees but no log lists can only be the group in flight: moved into
+        # its table, killed before its commit.
+        for stray in on_disk - logged:
+            assert points_of(run_dir / table / stray)[0] >= k, (table, stray)
+        # Files are written under _staging/ and only moved in whole: every file in a
+        # table reads as Parquet.
+        for path in data_files(run_dir, table):
+            pq.read_metadata(path)
     if k:
         # The shared value is stored once however many points referenced it.
         bias = {o.digest for p in run for o in p.observations if o.name == "bias"}
         assert len(bias) == 1
-        payload_parts = [run_dir / p for p in sorted(listed) if p.startswith("payloads/")]
-        digests = pq.read_table(payload_parts, columns=["digest"]).column("digest").to_pylist()
+        payload_files = [
+            run_dir / "payloads" / f for f in sorted(logged_files(run_dir, "payloads"))
+        ]
+        digests = pq.read_table(payload_files, columns=["digest"]).column("digest").to_pylist()
         assert digests.count(bias.pop()) == 1
-    if any((run_dir / "points").glob("*.parquet")):
-        glob = (run_dir / "points" / "*.parquet").as_posix()
-        with duckdb.connect() as con:
-            labels = [
-                r[0]
-                for r in con.sql(
-                    f"SELECT label FROM read_parquet('{glob}') ORDER BY point_index"
-                ).fetchall()
-            ]
-        assert labels in ([f"p{i}" for i in range(k)], [f"p{i}" for i in range(k + 1)])
+
+    # `tcgd compact` tidies what the kill left: afterwards every table holds exactly the
+    # prefix through its log, and a plain glob sees exactly the logged files.
+    if not complete:
+        _native.compact_root(str(run_dir))
+        assert _logged_points(run_dir, "points") == list(range(k))
+        assert _logged_points(run_dir, "observations") == list(range(k))
+        for table in TABLES:
+            on_disk = {f"rank=0/{p.name}" for p in data_files(run_dir, table)}
+            assert logged_files(run_dir, table) == on_disk, table
+        assert len(TensorRun.load(run_dir)) == k
+        if k:
+            glob = (run_dir / "points" / "*" / "*.parquet").as_posix()
+            with duckdb.connect() as con:
+                labels = [
+                    r[0]
+                    for r in con.sql(
+                        f"SELECT label FROM read_parquet('{glob}') ORDER BY point_index"
+                    ).fetchall()
+                ]
+            assert labels == [f"p{i}" for i in range(k)]
     return k
 
 
@@ -202,7 +234,8 @@ def kill_plan() -> list[Kill]:
     # mid-part-write and mid-publish all get their share.
     plan = [Kill("ready", rng.uniform(0.0, 0.002)) for _ in range(6)]
     plan += [Kill("ready", rng.uniform(0.0, 0.4)) for _ in range(6)]
-    plan += [Kill(f"p{rng.randrange(3)}", rng.uniform(0.0, 0.15)) for _ in range(KILLS - 12)]
+    # Anchors are the durable (odd) points.
+    plan += [Kill(f"p{rng.choice((1, 3, 5))}", rng.uniform(0.0, 0.15)) for _ in range(KILLS - 12)]
     rng.shuffle(plan)
     return plan
 
@@ -242,7 +275,7 @@ def test_sigkill_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) -> N
     for n, kill in enumerate(kill_plan()):
         run_dir = tmp_path / f"run-{n:02d}"
         reported = kill_child(script, run_dir, kill)
-        assert reported == [f"p{i}" for i in range(len(reported))]
+        assert reported == [f"p{i}" for i in range(1, 2 * len(reported), 2)], reported
         try:
             k = check_run(run_dir, complete=False)
         except Exception as e:
@@ -250,13 +283,32 @@ def test_sigkill_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) -> N
             raise AssertionError(
                 f"kill {n} ({kill}) left a bad run at {run_dir}: {e!r}; files: {listing}"
             ) from e
-        # Every point the child saw committed is there; at most the one in flight is too.
-        assert len(reported) <= k <= len(reported) + 1, (kill, reported, k)
+        # Every point the child saw durable is there (and the ones before it).
+        durable = 2 * len(reported)
+        assert k >= durable, (kill, reported, k)
         counts.append(k)
         # The next runs need the disk more than a passing run's files.
         shutil.rmtree(run_dir)
     assert counts.count(0) >= 1, counts
     assert sum(k >= 2 for k in counts) >= 1, counts
+
+
+def test_points_left_waiting_are_committed_by_the_interval(tmp_path: Path) -> None:
+    """No flush(): the writer's timer commits the group within commit_interval, so a kill
+    after the process sat idle loses nothing."""
+    script = write_child_script(tmp_path)
+    run_dir = tmp_path / "run"
+    proc, stderr_path = start_child(script, run_dir, "wait")
+    watchdog = threading.Timer(WATCHDOG_S, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stdout.readline().strip() == "waited", stderr_path.read_text()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+    finally:
+        watchdog.cancel()
+    assert check_run(run_dir, complete=False) == 3
 
 
 def test_finish_marks_the_run_complete(tmp_path: Path) -> None:
@@ -268,6 +320,10 @@ def test_finish_marks_the_run_complete(tmp_path: Path) -> None:
     assert out.split() == ["p0", "p1", "p2", "finished"]
     assert check_run(run_dir, complete=True) == 3
     assert TensorRun.load(run_dir).finished_at is not None
+    # finish() compacted the run: one file per table, and the log lists exactly it.
+    for table in (*TABLES, "runs"):
+        assert len(data_files(run_dir, table)) == 1, table
+        assert logged_files(run_dir, table) == {f"rank=0/{data_files(run_dir, table)[0].name}"}
 
 
 def test_exception_out_of_the_recorder_keeps_the_committed_points(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ use delta_kernel::transaction::create_table::create_table;
 use delta_kernel::transaction::data_layout::DataLayout;
 use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
 use delta_kernel::{FileMeta, FilteredEngineData, KernelError, Snapshot, SnapshotRef};
-use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
+use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use delta_kernel_default_engine::parquet::DataFileMetadata;
 use delta_kernel_default_engine::stats::collect_stats;
 use delta_kernel_default_engine::storage::store_from_url;
@@ -47,14 +47,20 @@ const CHECKPOINT_INTERVAL: u64 = 100;
 /// version, so this bounds how long a writer waits behind the others.
 const COMMIT_ATTEMPTS: u32 = 1000;
 
-type Engine = DefaultEngine<TokioBackgroundExecutor>;
+type Engine = DefaultEngine<TokioMultiThreadExecutor>;
 
-/// One engine per process: it owns the kernel's background I/O thread. Local files only;
-/// object stores come through the same `store_from_url` when they are wanted.
+/// One engine per process: it owns the kernel's I/O runtime. Local files only; object
+/// stores come through the same `store_from_url` when they are wanted. The runtime has two
+/// worker threads, not the default engine's one: writing a checkpoint blocks on a task
+/// that itself blocks on reading the log, which deadlocks a single background thread.
 static ENGINE: LazyLock<std::result::Result<Engine, String>> = LazyLock::new(|| {
     let root = Url::parse("file:///").map_err(|e| e.to_string())?;
     let store = store_from_url(&root).map_err(|e| e.to_string())?;
-    Ok(DefaultEngineBuilder::new(store).build())
+    let executor =
+        TokioMultiThreadExecutor::new_owned_runtime(Some(2), None).map_err(|e| e.to_string())?;
+    Ok(DefaultEngineBuilder::new(store)
+        .with_task_executor(Arc::new(executor))
+        .build())
 });
 
 fn engine() -> Result<&'static Engine> {

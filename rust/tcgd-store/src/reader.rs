@@ -771,7 +771,12 @@ impl RunReader {
 
     /// Every committed row of `table` for this run, in commit order, as one batch.
     pub fn table(&self, table: Table) -> Result<RecordBatch> {
-        if let Some(rows) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&table) {
+        if let Some(rows) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&table)
+        {
             return Ok(rows.clone());
         }
         self.read_table(table)

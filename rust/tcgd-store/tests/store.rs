@@ -681,3 +681,33 @@ fn discard_removes_the_run() {
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     w.close(true).unwrap();
 }
+
+#[test]
+fn a_log_past_its_checkpoint_version_keeps_committing_and_loading() {
+    // Every 100th version writes a checkpoint; a run that commits more often than that
+    // must neither stall there nor lose what the checkpoint summarises.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let (done, wait) = std::sync::mpsc::channel();
+    let writer_dir = dir.clone();
+    std::thread::spawn(move || {
+        let mut w = RunWriter::create(&writer_dir, header(), "test").unwrap();
+        w.set_compact_on_close(false);
+        for i in 0..130 {
+            let bytes = f32_bytes(&[i as f32]);
+            w.commit_point(&point(&format!("p{i}")), &[f32_obs("x", 0, 0, &bytes)])
+                .unwrap();
+            w.flush().unwrap();
+        }
+        w.close(true).unwrap();
+        done.send(()).unwrap();
+    });
+    wait.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the writer stalled");
+    assert!(dir
+        .join("points/_delta_log/00000000000000000100.checkpoint.parquet")
+        .is_file());
+    let r = RunReader::open(&dir).unwrap();
+    assert_eq!(r.manifest().point_count, 130);
+    assert_eq!(r.table(Table::Points).unwrap().num_rows(), 130);
+}
