@@ -173,8 +173,8 @@ def test_runs_share_a_root_and_are_chosen_by_name(tmp_path: Path) -> None:
         TensorRun.load(tmp_path)
     eager = TensorRun.load(tmp_path, name="eager")
     compiled = TensorRun.load(tmp_path, name="compiled")
-    assert eager["step"]["y"].tensor().tolist() == [1.0, 1.0, 1.0]
-    assert compiled["step"]["y"].tensor().tolist() == [2.0, 2.0, 2.0]
+    assert eager["step"].observations[0].tensor().tolist() == [1.0, 1.0, 1.0]
+    assert compiled["step"].observations[0].tensor().tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(RunNotFoundError, match="'compiled' \\(rank 0"):
         TensorRun.load(tmp_path, name="nope")
     runs = _native.list_runs(str(tmp_path)).to_pylist()

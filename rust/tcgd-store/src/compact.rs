@@ -16,7 +16,7 @@ use crate::layout::{self, PartName};
 use crate::manifest::PartEntry;
 use crate::reader::{committed_parts, list_runs, RunRow};
 use crate::schema::Table;
-use crate::writer::{delete_files, stage_file, COMPACT_TARGET_BYTES};
+use crate::writer::{compaction_bins, delete_files, stage_file, COMPACT_TARGET_BYTES};
 
 /// What `compact_root` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,16 +83,7 @@ fn compact_run(root: &Path, run: &RunRow, report: &mut CompactionReport) -> Resu
         }
         let mut kept = kept;
         kept.sort_by_key(|(_, name, _)| name.first_point);
-        let mut bins: Vec<Vec<(String, PartName, u64)>> = Vec::new();
-        let mut size = 0;
-        for file in kept {
-            if bins.is_empty() || size + file.2 > COMPACT_TARGET_BYTES {
-                bins.push(Vec::new());
-                size = 0;
-            }
-            size += file.2;
-            bins.last_mut().expect("pushed above").push(file);
-        }
+        let bins = compaction_bins(&kept, |f| f.2, COMPACT_TARGET_BYTES);
         for bin in bins {
             if bin.len() < 2 {
                 report.files_after += bin.len() as u64;

@@ -665,7 +665,7 @@ impl RunWriter {
                 .cloned()
                 .collect();
             own.sort_by_key(|f| f.name.first_point);
-            for bin in compaction_bins(&own, COMPACT_TARGET_BYTES) {
+            for bin in compaction_bins(&own, |f| f.size, COMPACT_TARGET_BYTES) {
                 if bin.len() < 2 {
                     continue;
                 }
@@ -792,16 +792,21 @@ pub(crate) fn delete_files(table_dir: &Path, logged: &[String]) {
     }
 }
 
-/// Consecutive files grouped so each group's total stays near `target`.
-fn compaction_bins(files: &[OwnFile], target: u64) -> Vec<Vec<OwnFile>> {
-    let mut bins: Vec<Vec<OwnFile>> = Vec::new();
+/// Consecutive files grouped so each group's total size stays near `target`: each group
+/// becomes one file when compacted.
+pub(crate) fn compaction_bins<T: Clone>(
+    files: &[T],
+    size_of: impl Fn(&T) -> u64,
+    target: u64,
+) -> Vec<Vec<T>> {
+    let mut bins: Vec<Vec<T>> = Vec::new();
     let mut size = 0u64;
     for file in files {
-        if bins.is_empty() || size + file.size > target {
+        if bins.is_empty() || size + size_of(file) > target {
             bins.push(Vec::new());
             size = 0;
         }
-        size += file.size;
+        size += size_of(file);
         bins.last_mut().expect("pushed above").push(file.clone());
     }
     bins
