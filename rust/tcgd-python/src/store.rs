@@ -227,7 +227,7 @@ impl RunWriter {
 pub fn commit_policy(commit_interval: Option<f64>) -> BindResult<CommitPolicy> {
     let mut policy = CommitPolicy::default();
     if let Some(seconds) = commit_interval {
-        if !seconds.is_finite() || seconds < 0.0 || seconds > 86_400.0 {
+        if !seconds.is_finite() || !(0.0..=86_400.0).contains(&seconds) {
             return Err(BindingError::InvalidInput(format!(
                 "commit_interval must be a number of seconds from 0 to 86400, got {seconds}"
             )));

@@ -506,10 +506,7 @@ pub(crate) fn committed_parts(root: &Path, row: &RunRow) -> Result<(Vec<PartEntr
             committed = committed.max(part.last_point_index + 1);
         }
     }
-    parts.retain(|p| {
-        p.point_index < committed
-            || p.table == Table::Points.dir_name() && p.point_index < committed
-    });
+    parts.retain(|p| p.point_index < committed);
     Ok((parts, committed))
 }
 
