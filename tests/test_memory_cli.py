@@ -128,7 +128,7 @@ def test_errors_exit_2(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "GLOBAL" in err and "refused" in err
     assert main(["memory", "summary", str(tmp_path / "nope")]) == 2
-    assert "run.json" in capsys.readouterr().err
+    assert "is not a job root" in capsys.readouterr().err
     broken = tmp_path / "broken.pickle"
     snap = {"segments": [{"device": 0, "blocks": []}], "device_traces": []}
     broken.write_bytes(pickle.dumps(snap))

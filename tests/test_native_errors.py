@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+import torch
+from storage_files import data_files
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import (
     ConfigError,
@@ -20,9 +22,10 @@ from torch_cudagraph_debug.errors import (
     TcgdError,
     UnsafePickleError,
     UnsupportedDtypeError,
+    UnsupportedFormatError,
 )
 from torch_cudagraph_debug.memory_debug import MemoryProbeSnapshot
-from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions, TensorRun
+from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions, TensorRecorder, TensorRun
 
 
 def raised(call) -> BaseException:
@@ -32,11 +35,23 @@ def raised(call) -> BaseException:
 
 
 def test_a_corrupt_run_is_exactly_corrupt_run_error(tmp_path):
-    (tmp_path / "run.json").write_text("{not json")
+    with TensorRecorder(name="r", run_dir=tmp_path) as rec:
+        with rec.record_point("p0"):
+            rec.observe(torch.ones(4), name="x")
+    (part,) = data_files(tmp_path, "observations")
+    part.write_bytes(part.read_bytes()[:-8])
     error = raised(lambda: TensorRun.load(tmp_path))
     assert type(error) is CorruptRunError
     assert isinstance(error, StorageError) and isinstance(error, OSError)
-    assert "run.json" in str(error)
+    assert str(part) in str(error)
+
+
+def test_a_version_one_run_is_exactly_unsupported_format_error(tmp_path):
+    (tmp_path / "run.json").write_text("{}")
+    error = raised(lambda: TensorRun.load(tmp_path))
+    assert type(error) is UnsupportedFormatError
+    assert isinstance(error, StorageError)
+    assert "version 1" in str(error)
 
 
 def test_a_directory_without_a_run_is_exactly_run_not_found_error(tmp_path):
