@@ -94,7 +94,7 @@ def main() -> None:
         max_abs = metrics.max_abs_error if metrics is not None else None
         print(f"  worst: {comparison.name} ({comparison.status}, max abs error {max_abs})")
 
-    # 4. Query the run's Parquet files directly.
+    # 4. Query the run's Parquet files directly (run_id picks its rows among the root's).
     import duckdb
 
     print("\nDuckDB: per site, mean and max |value| over the recorded calls")
@@ -104,7 +104,8 @@ def main() -> None:
             SELECT graph_kind, module_path, aten_op, count(*) AS points,
                    round(avg(mean), 5) AS avg_mean, round(max(greatest(abs(min), abs(max))), 4)
                    AS max_abs
-            FROM read_parquet('{run_dir}/observations/*.parquet')
+            FROM read_parquet('{run_dir}/observations/rank=*/*.parquet')
+            WHERE run_id = '{run.run_id}'
             GROUP BY ALL ORDER BY module_path, aten_op
             """
         )

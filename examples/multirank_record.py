@@ -1,9 +1,9 @@
-"""Record one run per rank of a multi-process job into one job directory (GPU ranks with
-NCCL when there are GPUs, CPU ranks with gloo otherwise).
+"""Record one run per rank of a multi-process job into one job root (GPU ranks with NCCL
+when there are GPUs, CPU ranks with gloo otherwise).
 
     torchrun --nproc_per_node=2 examples/multirank_record.py --job-dir runs/job
     tcgd tensor group-summary runs/job
-    tcgd query "SELECT rank, count(*) FROM observations GROUP BY rank" runs/job/*
+    tcgd query "SELECT rank, count(*) FROM observations GROUP BY rank" runs/job
 """
 
 from __future__ import annotations

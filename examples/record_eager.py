@@ -1,5 +1,5 @@
 """Record intermediate tensors of a small model's training steps, then query the run with
-DuckDB, without this package, straight from the Parquet files.
+DuckDB, without this package, straight from the Parquet files of its job root.
 
     python examples/record_eager.py --run-dir runs/eager-demo
 
@@ -64,17 +64,23 @@ def main() -> None:
 
     import duckdb
 
+    # The root may hold other runs (and a run it held before this one): run_id picks the
+    # rows of this run. The rank is a path partition (`rank=0/`), not a column of the files.
+    observations = (
+        f"read_parquet('{run_dir}/observations/rank=*/*.parquet', hive_partitioning=true)"
+    )
     query = f"""
-        SELECT point_label, name, invocation_index AS inv, dtype, numel,
+        SELECT rank, point_label, name, invocation_index AS inv, dtype, numel,
                round(mean, 5) AS mean, round(std, 5) AS std, round(l2, 4) AS l2
-        FROM read_parquet('{run_dir}/observations/*.parquet')
-        WHERE name IN ('down', 'loss') ORDER BY point_index, "order"
+        FROM {observations}
+        WHERE run_id = '{run.run_id}' AND name IN ('down', 'loss')
+        ORDER BY point_index, ordinal
     """
-    print("DuckDB over the run's observation parts:")
+    print("DuckDB over the run's observation files:")
     print(duckdb.sql(query))
     loss_trend = duckdb.sql(
-        f"SELECT list(round(mean, 5) ORDER BY point_index) FROM "
-        f"read_parquet('{run_dir}/observations/*.parquet') WHERE name = 'loss'"
+        f"SELECT list(round(mean, 5) ORDER BY point_index) FROM {observations} "
+        f"WHERE run_id = '{run.run_id}' AND name = 'loss'"
     ).fetchall()[0][0]
     print(f"loss by step: {loss_trend}")
 

@@ -55,7 +55,7 @@ def test_compare_runs_exit_codes_and_outputs(runs, capsys):
     )
     assert code == 1
     code, _, err = run_cli(capsys, "tensor", "compare-runs", str(runs / "a"), str(runs / "nope"))
-    assert code == 2 and "tcgd: error:" in err and "run.json" in err
+    assert code == 2 and "tcgd: error:" in err and "is not a job root" in err
 
 
 def test_point_pairing_options(runs, capsys):
@@ -145,6 +145,33 @@ def test_groups(tmp_path, capsys):
         capsys, "tensor", "compare-run-groups", str(tmp_path / "ref"), str(tmp_path / "ref")
     )
     assert code == 0
+    # The rank of every row comes from its run (the files hold none): as a column in queries.
+    code, out, _ = run_cli(
+        capsys,
+        "query",
+        "SELECT o.rank, r.rank AS run_rank, count(*) AS n FROM observations o "
+        "JOIN runs r USING (run_id) GROUP BY ALL ORDER BY o.rank",
+        str(tmp_path / "ref"),
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out) == [
+        {"rank": 0, "run_rank": 0, "n": 2},
+        {"rank": 1, "run_rank": 1, "n": 2},
+    ]
+    # A second job under another name shares the root; --name picks a group.
+    record(tmp_path / "ref", [("s0", torch.ones(2))], rank=0, world_size=1, name="solo")
+    code, _, err = run_cli(capsys, "tensor", "group-summary", str(tmp_path / "ref"))
+    assert code == 2 and "runs named 'job', 'solo'" in err
+    code, out, _ = run_cli(
+        capsys, "tensor", "group-summary", str(tmp_path / "ref"), "--name", "solo", "--json"
+    )
+    assert code == 0 and json.loads(out)["name"] == "solo"
+    code, _, _ = run_cli(
+        capsys, "tensor", "compare-run-groups", str(tmp_path / "ref"), str(tmp_path / "cand"),
+        "--name", "job",
+    )  # fmt: skip
+    assert code == 3
 
 
 def test_query(runs, capsys):
@@ -155,17 +182,58 @@ def test_query(runs, capsys):
         {"point_label": "s0", "name": "x", "max": 1.0},
         {"point_label": "s1", "name": "x", "max": 9.0},
     ]
+    roots = [str(runs / root) for root in "abst"]
     code, out, _ = run_cli(
-        capsys, "query", "SELECT name, count(*) AS n FROM runs GROUP BY name", str(runs)
+        capsys, "query", "SELECT name, count(*) AS n FROM runs GROUP BY name", *roots
     )
     assert code == 0
     assert [line.split() for line in out.splitlines()] == [["name", "n"], ["m", "4"]]
-    code, out, _ = run_cli(capsys, "query", "SELECT count(*) AS n FROM runs", str(runs), "--json")
+    code, out, _ = run_cli(capsys, "query", "SELECT count(*) AS n FROM runs", *roots, "--json")
     assert json.loads(out) == [{"n": 4}]
     code, _, err = run_cli(capsys, "query", "SELECT nope FROM points", str(runs / "a"))
     assert code == 2 and "query failed" in err
+    # Arguments are job roots: a directory above them is not searched.
+    code, _, err = run_cli(capsys, "query", "SELECT 1", str(runs))
+    assert code == 2 and "is not a job root" in err
     code, _, err = run_cli(capsys, "query", "SELECT 1", str(runs / "missing"))
-    assert code == 2 and "no run" in err
+    assert code == 2 and "is not a job root" in err
+
+
+def test_runs_sharing_one_root_are_chosen_by_name_and_rank(tmp_path, capsys):
+    root = tmp_path / "job"
+    record(root, [("s0", torch.ones(4)), ("s1", torch.ones(4))], name="eager")
+    record(
+        root, [("s0", torch.ones(4)), ("s1", torch.tensor([1.0, 9.0, 1.0, 1.0]))], name="compiled"
+    )
+    code, out, _ = run_cli(
+        capsys, "query", "SELECT name, point_count FROM runs ORDER BY name", str(root), "--json"
+    )
+    assert json.loads(out) == [
+        {"name": "compiled", "point_count": 2},
+        {"name": "eager", "point_count": 2},
+    ]
+    # Without a name the choice is ambiguous, and the error says how to make it.
+    code, _, err = run_cli(capsys, "tensor", "summary", str(root))
+    assert code == 2 and "pass name=" in err
+    code, out, _ = run_cli(capsys, "tensor", "summary", str(root), "--name", "compiled", "--json")
+    assert code == 0 and json.loads(out)["run"]["name"] == "compiled"
+    compare = ["tensor", "compare-runs", str(root), str(root), "--name", "eager"]
+    code, out, _ = run_cli(capsys, *compare, "--candidate-name", "compiled")
+    assert code == 1 and "first at (1,): reference 1, candidate 9" in out
+    code, _, _ = run_cli(capsys, *compare)  # the candidate's name defaults to --name
+    assert code == 0
+    code, _, _ = run_cli(
+        capsys, "tensor", "compare-points", str(root), "s1", "s1",
+        "--name", "eager", "--candidate-name", "compiled",
+    )  # fmt: skip
+    assert code == 1
+    code, out, _ = run_cli(
+        capsys, "tensor", "compare-point-series", str(root), "s0",
+        "--name", "eager", "--candidate-name", "compiled", "--json",
+    )  # fmt: skip
+    assert code == 1 and json.loads(out)["series"]["first_divergence"]["label"] == "s1"
+    code, _, err = run_cli(capsys, "tensor", "summary", str(root), "--name", "nope")
+    assert code == 2 and "'nope'" in err
 
 
 def test_progress_line_on_request(runs, capsys):

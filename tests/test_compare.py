@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from storage_files import data_files
 from torch_cudagraph_debug.errors import (
     ComparisonFailedError,
     CorruptRunError,
@@ -37,7 +38,7 @@ def record(path, points, *, name="model", rank=None, world_size=None, crash_afte
     for i, (label, observations) in enumerate(points):
         if crash_after is not None and i == crash_after:
             rec.close()  # the run stays incomplete, like a crashed rank
-            return TensorRun.load(rec.path)
+            return TensorRun.load(rec.path, name=name, rank=rec.rank)
         with rec.record_point(label):
             for obs_name, value in observations.items():
                 tensor, payload = value if isinstance(value, tuple) else (value, None)
@@ -325,7 +326,7 @@ def test_errors_are_typed(tmp_path):
         compare_points(run, run)
     # A payload damaged on disk (same size) is an error naming the damage, never a verdict.
     other = record(tmp_path / "b", [("p", {"x": torch.ones(1024) * 2})])
-    part = next((tmp_path / "b" / "payloads").glob("*.parquet"))
+    (part,) = data_files(tmp_path / "b", "payloads")
     data = bytearray(part.read_bytes())
     middle = len(data) // 2
     data[middle : middle + 64] = bytes(64)

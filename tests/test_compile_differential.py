@@ -8,6 +8,7 @@ import torch
 from compile_models import SigmoidMLP, write_differential_factory
 from torch._inductor.custom_graph_pass import CustomGraphPass
 from torch_cudagraph_debug.compile.differential import differential
+from torch_cudagraph_debug.tensor_debug import TensorRun
 
 CONFIG = {
     "version": 1,
@@ -95,4 +96,8 @@ def test_differential_cli_reports_and_exits_with_the_status(tmp_path):
 
     report = json.loads(done.stdout)
     assert report["status"] == "match"
-    assert (tmp_path / "runs" / "reference" / "run.json").is_file()
+    # Each side is the one run of its own job root under --run-dir.
+    reference, compiled = (TensorRun.load(tmp_path / "runs" / s) for s in ("reference", "compiled"))
+    assert reference.complete and compiled.complete
+    assert (reference.execution, compiled.execution) == ("compiled", "compiled")
+    assert reference.labels == compiled.labels and len(reference.labels) > 0

@@ -7,13 +7,15 @@ import json
 import re
 import textwrap
 
+import pyarrow.parquet as pq
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
 from compile_models import MLP
+from storage_files import data_files
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import ConfigError
-from torch_cudagraph_debug.tensor_debug import TensorRun
+from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 
 CONFIG = textwrap.dedent(
     """
@@ -45,6 +47,10 @@ pytestmark = pytest.mark.usefixtures("fresh_inductor")
 def test_backend_records_selected_sites_per_call(tmp_path, config_file):
     torch.manual_seed(0)
     model = MLP()
+    # An eager run already in the job root: the session finds its own run by name.
+    with TensorRecorder(name="eager", run_dir=tmp_path / "run") as rec:
+        with rec.record_point("p"):
+            rec.observe(torch.ones(2), name="x")
     compiled = torch.compile(
         model, backend="tcgd", options={"probes": str(config_file), "run_dir": tmp_path / "run"}
     )
@@ -73,6 +79,7 @@ def test_backend_records_selected_sites_per_call(tmp_path, config_file):
     relu = next(o for o in point.observations if o.site.aten_op == "aten.relu.default")
     torch.testing.assert_close(relu.tensor(), eager["relu"])
     assert relu.name == relu.site.site_id and relu.site.site_id.startswith("inference/")
+    assert TensorRun.load(tmp_path / "run", name="eager").labels == ("p",)
 
 
 def test_config_errors_name_file_line_and_key_before_compiling(tmp_path):
@@ -206,8 +213,8 @@ def test_training_graphs_probe_forward_and_backward(tmp_path):
     assert run.labels == ("call0", "call1", "call2")
     kinds = {o.site.graph_kind for o in run["call1"].observations}
     assert kinds == {"forward", "backward"}
-    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert manifest["complete"] is True
+    (row,) = pq.read_table(data_files(tmp_path / "run", "runs")).to_pylist()
+    assert (row["complete"], row["execution"], row["point_count"]) == (True, "compiled", 3)
     assert isinstance(TensorRun.load(tmp_path / "run"), TensorRun)
 
 

@@ -22,7 +22,7 @@ def test_record_eager_example_prints_the_duckdb_query(tmp_path):
         timeout=300,
     ).stdout
     assert "points: ('step0', 'step1', 'step2', 'step3')" in out
-    assert "DuckDB over the run's observation parts" in out
+    assert "DuckDB over the run's observation files" in out
     # Four steps of decreasing-then-noisy loss: one value per step, all finite.
     loss_line = next(line for line in out.splitlines() if line.startswith("loss by step:"))
     values = [float(v) for v in loss_line.split(":")[1].strip(" []\n").split(",")]

@@ -1,4 +1,5 @@
-"""Runs are plain Parquet: DuckDB and pandas read them without this package."""
+"""Job roots are plain Parquet under Delta logs: DuckDB and pandas read them without this
+package (docs/storage.md, "Layout")."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 
 @pytest.fixture
 def job(tmp_path):
-    """Two ranks of one job, three points each, in one job directory."""
+    """Two ranks of one job, three points each, in one job root."""
     for rank in (0, 1):
         with TensorRecorder(name="job", run_dir=tmp_path, rank=rank, world_size=2) as rec:
             for step in range(3):
@@ -25,10 +26,10 @@ def job(tmp_path):
     return tmp_path
 
 
-def test_duckdb_reads_one_run_directly(job):
+def test_duckdb_reads_one_rank_directly(job):
     rows = duckdb.sql(
         f"""SELECT point_label, name, numel, mean, std, dtype, shape
-            FROM read_parquet('{job}/rank=1/observations/*.parquet')
+            FROM read_parquet('{job}/observations/rank=1/*.parquet')
             WHERE name = 'h' ORDER BY point_index"""
     ).fetchall()
     assert rows == [
@@ -41,41 +42,46 @@ def test_duckdb_reads_one_run_directly(job):
 def test_duckdb_sees_every_rank_of_a_job_with_hive_partitioning(job):
     rows = duckdb.sql(
         f"""SELECT rank, count(*) AS n, max(mean) AS top
-            FROM read_parquet('{job}/**/observations/*.parquet', hive_partitioning=true)
+            FROM read_parquet('{job}/observations/*/*.parquet', hive_partitioning=true)
             WHERE name = 'h' GROUP BY rank ORDER BY rank"""
     ).fetchall()
     assert rows == [(0, 3, 2.0), (1, 3, 12.0)]
     runs = duckdb.sql(
-        f"SELECT rank, complete, point_count FROM read_parquet('{job}/*/run.parquet') ORDER BY rank"
+        f"""SELECT rank, name, complete, point_count, format_version
+            FROM read_parquet('{job}/runs/*/*.parquet', hive_partitioning=true)
+            ORDER BY rank"""
     ).fetchall()
-    assert runs == [(0, True, 3), (1, True, 3)]
+    assert runs == [(0, "job", True, 3, 2), (1, "job", True, 3, 2)]
 
 
 def test_duckdb_joins_points_and_reassembles_payload_bytes(job):
-    run = f"{job}/rank=0"
+    # Rows of one run are told apart from the other runs of the root by run_id.
     (meta, digest) = duckdb.sql(
         f"""SELECT p.metadata, o.digest
-            FROM read_parquet('{run}/observations/*.parquet') o
-            JOIN read_parquet('{run}/points/*.parquet') p USING (point_index)
+            FROM read_parquet('{job}/observations/rank=0/*.parquet') o
+            JOIN read_parquet('{job}/points/rank=0/*.parquet') p
+              USING (run_id, point_index)
             WHERE o.name = 'ids' AND p.label = 'step2'"""
     ).fetchall()[0]
     assert meta == '{"step": 2}'
     chunks = duckdb.sql(
-        f"""SELECT data FROM read_parquet('{run}/payloads/*.parquet')
+        f"""SELECT data FROM read_parquet('{job}/payloads/rank=0/*.parquet')
             WHERE digest = '{digest}' ORDER BY chunk_index"""
     ).fetchall()
     data = b"".join(c[0] for c in chunks)
     assert torch.frombuffer(bytearray(data), dtype=torch.int64).tolist() == [2, 0]
 
 
-def test_pandas_reads_a_run_and_our_to_pandas_agrees(job):
-    df = pd.read_parquet(f"{job}/rank=1/observations")
-    h = df[df["name"] == "h"].sort_values("point_index")
+def test_pandas_reads_a_table_and_our_to_pandas_agrees(job):
+    # pyarrow's dataset discovery skips `_delta_log` and turns `rank=` into a column.
+    df = pd.read_parquet(job / "observations")
+    h = df[(df["name"] == "h") & (df["rank"] == 1)].sort_values("point_index")
     assert h["mean"].tolist() == [10.0, 11.0, 12.0]
     assert h["l2"].tolist() == pytest.approx([40.0, 44.0, 48.0])
-    mine = TensorRun.load(job / "rank=1").to_pandas()
+    mine = TensorRun.load(job, name="job", rank=1).to_pandas()
     assert mine[mine["name"] == "h"]["mean"].tolist() == [10.0, 11.0, 12.0]
-    assert set(df.columns) == set(mine.columns)
+    # The files hold no rank column: the path carries it, and a loaded run is one rank.
+    assert set(df.columns) - {"rank"} == set(mine.columns)
 
 
 def test_a_process_without_our_package_reads_the_run(job):
@@ -84,7 +90,7 @@ def test_a_process_without_our_package_reads_the_run(job):
         f"""
         import sys, duckdb
         assert "torch_cudagraph_debug" not in sys.modules
-        n = duckdb.sql("SELECT count(*) FROM read_parquet('{job}/rank=0/points/*.parquet')")
+        n = duckdb.sql("SELECT count(*) FROM read_parquet('{job}/points/rank=0/*.parquet')")
         print(n.fetchall()[0][0])
         """
     )

@@ -83,6 +83,51 @@ def _options(args: argparse.Namespace) -> Any:
         raise InvalidInputError(f"{flag} {error.reason}") from None  # type: ignore[attr-defined]
 
 
+def _run_options(parser: argparse.ArgumentParser, *, candidate: str | None = None) -> None:
+    """--name / --rank choose a run in a job root holding several (eager and compiled
+    runs, or the ranks of a job); --candidate-name / --candidate-rank the other side's."""
+    group = parser.add_argument_group("choosing runs in a job root")
+    group.add_argument("--name", help="the run of this name, when the root holds several names")
+    group.add_argument(
+        "--rank", type=int, help="the run of this rank, when the root holds several ranks"
+    )
+    if candidate is not None:
+        group.add_argument(
+            "--candidate-name", metavar="NAME", help=f"the {candidate}'s name (default: --name)"
+        )
+        group.add_argument(
+            "--candidate-rank",
+            type=int,
+            metavar="RANK",
+            help=f"the {candidate}'s rank (default: --rank)",
+        )
+
+
+def _chosen(args: argparse.Namespace, side: str = "") -> tuple[str | None, int | None]:
+    """The name and rank given for one side; the candidate's default to the reference's."""
+    name, rank = args.name, args.rank
+    if side == "candidate":
+        name = args.candidate_name if args.candidate_name is not None else name
+        rank = args.candidate_rank if args.candidate_rank is not None else rank
+    return name, rank
+
+
+def _run_arg(root: str, name: str | None, rank: int | None) -> Any:
+    """What a comparison takes: the root itself when it holds the run alone (the engine
+    reads it without building Python objects), the loaded run when a choice is needed."""
+    from torch_cudagraph_debug.tensor_debug import TensorRun
+
+    if name is None and rank is None:
+        return root
+    return TensorRun.load(root, name=name, rank=rank)
+
+
+def _load_run(root: str, name: str | None, rank: int | None) -> Any:
+    from torch_cudagraph_debug.tensor_debug import TensorRun
+
+    return TensorRun.load(root, name=name, rank=rank)
+
+
 def _point_key(text: str) -> str | int:
     """`#3` is point index 3; anything else is a label."""
     if text.startswith("#") and text[1:].lstrip("-").isdigit():
@@ -162,7 +207,7 @@ def _finish(result: Any, args: argparse.Namespace) -> int:
 def _summary(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.tensor_debug import TensorRun
 
-    run = TensorRun.load(args.run)
+    run = TensorRun.load(args.run, name=args.name, rank=args.rank)
     points = [_point(run, args.point)] if args.point else list(run.points)
     if args.json:
         print(
@@ -251,10 +296,14 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
 
 
 def _compare_points(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug.tensor_debug import TensorRun, compare_points
+    from torch_cudagraph_debug.tensor_debug import compare_points
 
-    ref_run = TensorRun.load(args.run)
-    cand_run = TensorRun.load(args.candidate_run) if args.candidate_run else ref_run
+    ref_run = _load_run(args.run, *_chosen(args))
+    cand = _chosen(args, "candidate")
+    if args.candidate_run is None and cand == _chosen(args):
+        cand_run = ref_run
+    else:
+        cand_run = _load_run(args.candidate_run or args.run, *cand)
     result = compare_points(
         _point(ref_run, args.ref_point),
         _point(cand_run, args.cand_point),
@@ -268,8 +317,8 @@ def _compare_runs(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.tensor_debug import compare_runs
 
     result = compare_runs(
-        args.reference,
-        args.candidate,
+        _run_arg(args.reference, *_chosen(args)),
+        _run_arg(args.candidate, *_chosen(args, "candidate")),
         point_mapping=_mapping(args),
         options=_options(args),
         progress=_progress(args),
@@ -278,12 +327,17 @@ def _compare_runs(args: argparse.Namespace) -> int:
 
 
 def _compare_point_series(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug.tensor_debug import TensorRun, compare_point_series
+    from torch_cudagraph_debug.tensor_debug import compare_point_series
 
-    ref_run = TensorRun.load(args.run)
+    ref_run = _load_run(args.run, *_chosen(args))
+    cand = _chosen(args, "candidate")
+    if args.series_run is None and cand == _chosen(args):
+        series: Any = ref_run
+    else:
+        series = _run_arg(args.series_run or args.run, *cand)
     result = compare_point_series(
         _point(ref_run, args.ref_point),
-        args.series_run or args.run,
+        series,
         options=_options(args),
         progress=_progress(args),
     )
@@ -298,7 +352,7 @@ def _group_summary(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # The summary prints the warnings itself.
         warnings.simplefilter("ignore")
-        group = TensorRunGroup.load(args.root)
+        group = TensorRunGroup.load(args.root, name=args.name)
     summary = group.summary()
     if args.json:
         print(json.dumps(summary))
@@ -319,14 +373,15 @@ def _group_summary(args: argparse.Namespace) -> int:
 def _compare_run_groups(args: argparse.Namespace) -> int:
     import warnings
 
-    from torch_cudagraph_debug.tensor_debug import compare_run_groups
+    from torch_cudagraph_debug.tensor_debug import TensorRunGroup, compare_run_groups
 
+    cand_name = args.candidate_name if args.candidate_name is not None else args.name
     with warnings.catch_warnings():
         # Group warnings are part of the report.
         warnings.simplefilter("ignore")
         result = compare_run_groups(
-            args.reference,
-            args.candidate,
+            TensorRunGroup.load(args.reference, name=args.name),
+            TensorRunGroup.load(args.candidate, name=cand_name),
             point_mapping=_mapping(args),
             options=_options(args),
             progress=_progress(args),
@@ -341,25 +396,30 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     commands = subcommands(parser, help="what to summarise or compare")
 
     p = commands.add_parser("summary", help="a run's points and observation summaries")
-    p.add_argument("run", help="run directory")
+    p.add_argument("run", metavar="root", help="job root holding the run")
+    _run_options(p)
     p.add_argument("--point", help="only this point (label, or #index)")
     p.add_argument("--limit", type=int, default=20, help="observations shown per point (20)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
     p.set_defaults(handler=_summary)
 
     p = commands.add_parser("compare-points", help="compare two points, of one run or two")
-    p.add_argument("run", help="run directory of the reference point")
+    p.add_argument("run", metavar="root", help="job root of the reference point's run")
     p.add_argument("ref_point", help="reference point (label, or #index)")
     p.add_argument("cand_point", help="candidate point (label, or #index)")
     p.add_argument(
-        "--candidate-run", metavar="RUN", help="run of the candidate point (default: RUN)"
+        "--candidate-run",
+        metavar="ROOT",
+        help="job root of the candidate point's run (default: ROOT)",
     )
+    _run_options(p, candidate="candidate point's run")
     _comparison_options(p)
     p.set_defaults(handler=_compare_points)
 
     p = commands.add_parser("compare-runs", help="compare two runs point by point")
-    p.add_argument("reference", help="reference run directory")
-    p.add_argument("candidate", help="candidate run directory")
+    p.add_argument("reference", help="job root of the reference run")
+    p.add_argument("candidate", help="job root of the candidate run (may be the same root)")
+    _run_options(p, candidate="candidate run")
     _mapping_options(p)
     _comparison_options(p)
     p.set_defaults(handler=_compare_runs)
@@ -368,20 +428,31 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         "compare-point-series",
         help="compare one point against every point of a run: the first diverging replay",
     )
-    p.add_argument("run", help="run directory of the reference point")
+    p.add_argument("run", metavar="root", help="job root of the reference point's run")
     p.add_argument("ref_point", help="reference point (label, or #index)")
-    p.add_argument("series_run", nargs="?", help="run whose points are compared (default: RUN)")
+    p.add_argument(
+        "series_run",
+        nargs="?",
+        metavar="series_root",
+        help="job root of the run whose points are compared (default: ROOT)",
+    )
+    _run_options(p, candidate="series run")
     _comparison_options(p)
     p.set_defaults(handler=_compare_point_series)
 
-    p = commands.add_parser("group-summary", help="the runs of a multi-rank job directory")
-    p.add_argument("root", help="job directory holding rank=<r>/ runs")
+    p = commands.add_parser("group-summary", help="the runs of a multi-rank job, one per rank")
+    p.add_argument("root", help="job root holding one run per rank")
+    p.add_argument("--name", help="the runs of this name, when the root holds several names")
     p.add_argument("--json", action="store_true", help="print the group as JSON")
     p.set_defaults(handler=_group_summary)
 
     p = commands.add_parser("compare-run-groups", help="compare two multi-rank jobs rank by rank")
-    p.add_argument("reference", help="reference job directory")
-    p.add_argument("candidate", help="candidate job directory")
+    p.add_argument("reference", help="job root of the reference group")
+    p.add_argument("candidate", help="job root of the candidate group (may be the same root)")
+    p.add_argument("--name", help="the reference group's run name, when the root holds several")
+    p.add_argument(
+        "--candidate-name", metavar="NAME", help="the candidate group's run name (default: --name)"
+    )
     _mapping_options(p)
     _comparison_options(p)
     p.set_defaults(handler=_compare_run_groups)
@@ -456,17 +527,19 @@ def _query(args: argparse.Namespace) -> int:
             )
             skipped.append(error)
             continue
-        runs.append(row)
+        # The files carry no rank (the `rank=` partition of their path does): each row
+        # gets its run's rank as the last column, where hive-partitioned reads put it.
+        runs.append(_with_rank(row, run["rank"]))
         for table, batch in loaded.items():
-            tables[table].append(batch)
+            tables[table].append(_with_rank(batch, run["rank"]))
     if not runs:
         # Every run was skipped: there is nothing to answer from.
         raise skipped[0]
     con = duckdb.connect()
-    con.register("runs", pa.Table.from_batches(runs))
-    for table, batches in tables.items():
-        if table != "runs" and batches:
-            con.register(table, pa.Table.from_batches(batches))
+    con.register("runs", pa.concat_tables(runs))
+    for table, parts in tables.items():
+        if table != "runs" and parts:
+            con.register(table, pa.concat_tables(parts))
     try:
         relation = con.sql(args.sql)
         if relation is None:  # a statement without a result (CREATE, SET, ...)
@@ -487,6 +560,13 @@ def _query(args: argparse.Namespace) -> int:
     if len(rows) > len(shown):
         print(f"  ... {len(rows) - len(shown)} more rows (--limit, or --json for all)")
     return EXIT_OK
+
+
+def _with_rank(batch: Any, rank: int) -> Any:
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([batch])
+    return table.append_column("rank", pa.array([rank] * table.num_rows, pa.int64()))
 
 
 def _json_value(value: Any) -> Any:

@@ -92,6 +92,8 @@ class ProbeSession(RunRecorder[TensorRun]):
         self.decisions: list[GraphDecisions] = []
         self.insertion_pass = ProbeInsertionPass(config, self.key, self._on_graph)
         rank, world_size = detect_rank(None, None)
+        # The run is found again in its root by name and rank: the root may hold others.
+        self.rank = rank or 0
         writer = open_run_writer(
             name=self.name,
             root=run_root(settings, run_dir, self.name),
@@ -366,7 +368,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             super().close()
 
     def _load(self) -> TensorRun:
-        return TensorRun.load(self.path)
+        return TensorRun.load(self.path, name=self.name, rank=self.rank)
 
     def _check_can_finish(self) -> None:
         if self._explicit_point:
