@@ -350,6 +350,28 @@ def test_fault11_memory_csv_cells_cannot_run_as_formulas(tmp_path, capsys):
     assert active["change"] == "-4096", "a negative number is written as a number"
 
 
+def test_memory_commands_choose_a_run_in_a_shared_root_by_name(tmp_path, capsys):
+    root = tmp_path / "job"
+    alloc = FakeAllocator()
+    seg = alloc.segment(2 * 1024 * 1024)
+    for name, size in (("before", 4096), ("after", 8192)):
+        with MemoryRecorder(name=name, run_dir=root, _source=alloc) as rec:
+            rec.record_point("start")
+            block = alloc.alloc(seg, size)
+            rec.record_point("end")
+        alloc.free(block)
+    assert main(["memory", "timeline", str(root)]) == 2
+    assert "2 runs match kind memory" in capsys.readouterr().err
+    assert main(["memory", "timeline", str(root), "--name", "after", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["label"] for r in rows} == {"start", "end"}
+    argv = ["memory", "compare-points", str(root), "end", "end", "--name", "before"]
+    assert main([*argv, "--candidate-name", "after", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    active = next(r for r in rows if r["level"] == "allocator" and r["metric"] == "active")
+    assert active["change"] == "4096"
+
+
 # --------------------------------------------------- fault 11: report directories
 
 

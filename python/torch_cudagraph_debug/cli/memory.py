@@ -44,12 +44,33 @@ def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:
     att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
 
 
+def _run_flags(p: argparse.ArgumentParser, *, candidate: bool = False) -> None:
+    """--name / --rank choose the run in a job root holding several; the candidate's
+    default to them."""
+    group = p.add_argument_group("choosing runs in a job root")
+    group.add_argument("--name", help="the run of this name, when the root holds several names")
+    group.add_argument(
+        "--rank", type=int, help="the run of this rank, when the root holds several ranks"
+    )
+    if candidate:
+        group.add_argument(
+            "--candidate-name", metavar="NAME", help="the candidate run's name (default: --name)"
+        )
+        group.add_argument(
+            "--candidate-rank",
+            type=int,
+            metavar="RANK",
+            help="the candidate run's rank (default: --rank)",
+        )
+
+
 def _mapping_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--candidate-run",
-        metavar="RUN",
-        help="the candidate's run directory when it is another run (default: the same run)",
+        metavar="ROOT",
+        help="the job root of the candidate's run when it is another root (default: ROOT)",
     )
+    _run_flags(p, candidate=True)
     p.add_argument(
         "--pool-map",
         action="append",
@@ -74,18 +95,20 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     sub = commands(parser, help="what to report, compare or import")
 
     p = sub.add_parser("summary", help="each point's allocator state as a report tree")
-    p.add_argument("run", help="memory run directory")
+    p.add_argument("run", metavar="root", help="job root holding the memory run")
+    _run_flags(p)
     p.add_argument("--point", action="append", default=[], help="only these points (repeatable)")
     _output_flags(p)
     p.set_defaults(handler=_summary)
 
     p = sub.add_parser("timeline", help="every point with its change since the previous one")
-    p.add_argument("run", help="memory run directory")
+    p.add_argument("run", metavar="root", help="job root holding the memory run")
+    _run_flags(p)
     _output_flags(p, tree=False)
     p.set_defaults(handler=_timeline)
 
     p = sub.add_parser("compare-points", help="compare two points (of one run or of two)")
-    p.add_argument("run", help="the reference point's run directory")
+    p.add_argument("run", metavar="root", help="job root of the reference point's run")
     p.add_argument("reference", help="reference point label (or index)")
     p.add_argument("candidate", help="candidate point label (or index)")
     _mapping_flags(p)
@@ -96,7 +119,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         "compare-phases",
         help="compare a baseline phase (two points) with a candidate phase",
     )
-    p.add_argument("run", help="the baseline's run directory")
+    p.add_argument("run", metavar="root", help="job root of the baseline's run")
     p.add_argument("start", help="baseline start point")
     p.add_argument("end", help="baseline end point")
     p.add_argument("candidate_start", help="candidate start point")
@@ -110,7 +133,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         help="import torch.cuda.memory._dump_snapshot pickles as the points of a new run",
     )
     p.add_argument("snapshots", nargs="+", help="pickle files, in the order they were taken")
-    p.add_argument("--run", required=True, metavar="DIR", help="new run directory")
+    p.add_argument("--run", required=True, metavar="ROOT", help="job root the new run goes into")
     p.add_argument("--name", default="import", help="run name (default import)")
     p.add_argument(
         "--label",
@@ -156,10 +179,21 @@ def _attribution(args: argparse.Namespace) -> Any:
     )
 
 
-def _load(path: str) -> Any:
+def _load(args: argparse.Namespace) -> Any:
     from torch_cudagraph_debug.memory_debug import MemoryRun
 
-    return MemoryRun.load(path)
+    return MemoryRun.load(args.run, name=args.name, rank=args.rank)
+
+
+def _load_candidate(args: argparse.Namespace, run: Any) -> Any:
+    """The candidate's run: the reference's unless another root, name or rank is given."""
+    from torch_cudagraph_debug.memory_debug import MemoryRun
+
+    name = args.candidate_name if args.candidate_name is not None else args.name
+    rank = args.candidate_rank if args.candidate_rank is not None else args.rank
+    if args.candidate_run is None and (name, rank) == (args.name, args.rank):
+        return run
+    return MemoryRun.load(args.candidate_run or args.run, name=name, rank=rank)
 
 
 def _point(run: Any, key: str) -> Any:
@@ -223,7 +257,7 @@ def _emit(args: argparse.Namespace, result: Any, name: str, tree: bool = True) -
 
 
 def _summary(args: argparse.Namespace) -> int:
-    run = _load(args.run)
+    run = _load(args)
     points = [_point(run, p) for p in args.point] if args.point else list(run.points)
     if not points:
         raise _invalid(f"run '{args.run}' has no points")
@@ -233,15 +267,15 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    run = _load(args.run)
+    run = _load(args)
     return _emit(args, run.timeline(_attribution(args)), "memory-timeline", tree=False)
 
 
 def _compare_points(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.memory_debug import compare_points
 
-    run = _load(args.run)
-    other = _load(args.candidate_run) if args.candidate_run else run
+    run = _load(args)
+    other = _load_candidate(args, run)
     pools, devices = _mappings(args)
     result = compare_points(
         _point(run, args.reference),
@@ -256,8 +290,8 @@ def _compare_points(args: argparse.Namespace) -> int:
 def _compare_phases(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.memory_debug import compare_phases
 
-    run = _load(args.run)
-    other = _load(args.candidate_run) if args.candidate_run else run
+    run = _load(args)
+    other = _load_candidate(args, run)
     pools, devices = _mappings(args)
     result = compare_phases(
         run.between(_point(run, args.start).label, _point(run, args.end).label),
