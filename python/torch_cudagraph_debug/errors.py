@@ -75,7 +75,7 @@ class ConfigError(TcgdError, ValueError):
 
 
 class StorageError(TcgdError, OSError):
-    """A problem with a run directory on disk."""
+    """A problem with a job root (the runs stored in a directory) on disk."""
 
 
 class StorageIOError(StorageError):
@@ -83,15 +83,17 @@ class StorageIOError(StorageError):
 
 
 class RunNotFoundError(StorageError, FileNotFoundError):
-    """The path is not a run directory (it has no ``run.json``)."""
+    """The path is not a job root (it has no ``runs`` table), or it holds no run matching
+    the name and rank asked for; the message lists the runs it holds."""
 
 
 class RunExistsError(StorageError, FileExistsError):
-    """A new run was asked for in a directory that already holds one."""
+    """A new run was asked for under a name and rank that a run of the job root already has,
+    or that another recorder is writing now."""
 
 
 class CorruptRunError(StorageError):
-    """A damaged, truncated or malformed file in a run; the message names it."""
+    """A damaged, truncated, missing or malformed file of a run; the message names it."""
 
 
 class DigestMismatchError(CorruptRunError):
@@ -103,11 +105,13 @@ class PayloadMissingError(CorruptRunError):
 
 
 class UnsupportedFormatError(StorageError):
-    """A run written by a newer version of the package; upgrade to read it."""
+    """A table written by a newer version of the package (upgrade to read it), or a run of
+    storage version 1 (a directory with a ``run.json``), which this version does not read."""
 
 
 class UnsafePathError(CorruptRunError):
-    """A manifest that points outside its run directory; it is refused unread."""
+    """A table log that names a file outside its table, or a data file that is not a
+    regular file (a symbolic link); it is refused unread."""
 
 
 class PointNotFoundError(TcgdError, KeyError, IndexError):
