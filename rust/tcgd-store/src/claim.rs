@@ -1,12 +1,14 @@
-//! Claiming a run directory: at most one writer per directory, across threads, processes
-//! and hosts sharing a filesystem.
+//! Claiming a run: at most one writer per run name and rank of a job root, across threads,
+//! processes and hosts sharing a filesystem.
 //!
-//! The claim is an exclusive `flock` on a hidden lock file in the run directory, taken
-//! before anything of the run is looked at or written and held for the writer's life.
-//! Checking for `run.json` and then creating it is not enough: two writers starting
-//! together both see no manifest, and their parts, written under the same temporary
-//! names, interleave into a run that fails to load. A lock is released by the kernel when
-//! its process dies, so a killed recorder never leaves a claim that blocks the next one.
+//! The claim is an exclusive `flock` on a hidden lock file in the run's claim directory
+//! (`<root>/_claims/<name key>.rank=<r>/`), taken before anything of the run is looked at
+//! or written and held for the writer's life (and by `tcgd compact` while it rewrites the
+//! run). Checking the `runs` table and then adding a row is not enough: two writers
+//! starting together both see no run and both record one. A lock is released by the
+//! kernel when its process dies, so a killed recorder never leaves a claim that blocks the
+//! next one. Claim directories are never removed: another writer may be creating or
+//! locking in them at that moment.
 //!
 //! The lock file is removed when the writer ends. A writer that takes the lock checks that
 //! the file it locked is still the one at the path (the previous holder may have removed
@@ -28,19 +30,15 @@ pub(crate) struct DirClaim {
     lock_path: PathBuf,
     /// Holds the lock while open; `None` once released.
     file: Option<File>,
-    /// Directories this claim created (outermost first): removed again, when empty, if
-    /// the run is discarded.
-    created: Vec<PathBuf>,
 }
 
 impl DirClaim {
     /// Creates `dir` (and its missing parents) and claims it. Another live writer of the
     /// directory makes this fail with `RunInUse`.
     pub fn acquire(dir: &Path) -> Result<DirClaim> {
-        let mut created = Vec::new();
         let lock_path = dir.join(LOCK_FILE);
         for _ in 0..LOCK_ATTEMPTS {
-            created.extend(create_dirs(dir)?);
+            fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
             let file = match OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -57,13 +55,6 @@ impl DirClaim {
             match lock_exclusive(&file) {
                 Ok(()) => {}
                 Err(LockError::Busy) => {
-                    let mut claim = DirClaim {
-                        lock_path: lock_path.clone(),
-                        file: None,
-                        created,
-                    };
-                    // Nothing of ours is in the directory; leave it as it was.
-                    claim.remove_created_dirs();
                     return Err(StoreError::RunInUse {
                         path: dir.to_path_buf(),
                         holder: holder_of(&lock_path),
@@ -77,7 +68,6 @@ impl DirClaim {
             let mut claim = DirClaim {
                 lock_path,
                 file: Some(file),
-                created,
             };
             claim.write_holder();
             return Ok(claim);
@@ -111,67 +101,12 @@ impl DirClaim {
             drop(file);
         }
     }
-
-    /// Ends the claim and removes the directories it created, when they are empty.
-    pub fn release_and_remove_created(&mut self) {
-        self.release();
-        self.remove_created_dirs();
-    }
-
-    fn remove_created_dirs(&mut self) {
-        for dir in self.created.drain(..).rev() {
-            // Only empty directories go: anything another writer put there stays.
-            if fs::remove_dir(&dir).is_err() {
-                break;
-            }
-        }
-    }
 }
 
 impl Drop for DirClaim {
     fn drop(&mut self) {
         self.release();
     }
-}
-
-/// Who holds the claim on `dir`, when a live writer does. Creates nothing: for messages
-/// about a directory this writer will not claim.
-pub(crate) fn holder(dir: &Path) -> Option<String> {
-    let lock_path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&lock_path)
-        .ok()?;
-    match lock_exclusive(&file) {
-        // Locked by us only for this look: the lock goes with `file`.
-        Ok(()) => None,
-        Err(LockError::Busy) => Some(holder_of(&lock_path)),
-        Err(LockError::Io(_)) => None,
-    }
-}
-
-/// Creates `dir` and its missing ancestors; returns the ones this call created, outermost
-/// first. A directory another process creates at the same moment is not counted as ours.
-fn create_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut missing = Vec::new();
-    let mut at = Some(dir);
-    while let Some(path) = at {
-        if path.as_os_str().is_empty() || path.is_dir() {
-            break;
-        }
-        missing.push(path.to_path_buf());
-        at = path.parent();
-    }
-    let mut created = Vec::new();
-    for path in missing.into_iter().rev() {
-        match fs::create_dir(&path) {
-            Ok(()) => created.push(path),
-            Err(e) if e.kind() == ErrorKind::AlreadyExists && path.is_dir() => {}
-            Err(e) => return Err(StoreError::io(&path)(e)),
-        }
-    }
-    Ok(created)
 }
 
 enum LockError {
@@ -242,7 +177,6 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("a/b/run");
         let mut first = DirClaim::acquire(&dir).unwrap();
-        assert_eq!(first.created.len(), 3);
         let err = DirClaim::acquire(&dir).err().unwrap();
         assert!(
             matches!(&err, StoreError::RunInUse { holder, .. }
@@ -254,13 +188,7 @@ mod tests {
         first.release();
         assert!(!dir.join(LOCK_FILE).exists());
         let mut second = DirClaim::acquire(&dir).unwrap();
-        assert!(second.created.is_empty());
-        second.release_and_remove_created();
-        assert!(
-            dir.is_dir(),
-            "directories the second claim did not create stay"
-        );
-        first.remove_created_dirs();
-        assert!(!root.path().join("a").exists());
+        second.release();
+        assert!(dir.is_dir(), "claim directories stay for the next writer");
     }
 }

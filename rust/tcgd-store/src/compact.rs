@@ -4,12 +4,14 @@
 //! the commits of one group) are removed, the run's small files are rewritten into files
 //! of the target size, each in one commit per table (remove + add, so readers of the log
 //! never see a mix), and files a crash left outside the log (staged, or moved into a table
-//! but never committed) are deleted. Runs being written are left alone.
+//! but never committed) are deleted. Runs being written are left alone, and a damaged run
+//! is reported and skipped, not a reason to leave the others as they are.
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
+use crate::claim::DirClaim;
 use crate::delta::{DeltaTable, Operation, StagedFile};
 use crate::error::{Result, StoreError};
 use crate::layout::{self, PartName};
@@ -30,22 +32,53 @@ pub struct CompactionReport {
     pub uncommitted_removed: u64,
     /// Files deleted that no log listed (left by crashed writers).
     pub orphans_deleted: u64,
+    /// Runs that could not be compacted (damaged), with why; the others still were.
+    pub runs_skipped: Vec<String>,
 }
 
+/// Compacts every run of `root` that no writer holds. Each run is claimed like a writer
+/// claims it (its name and rank), and held until the end: a recorder starting the same
+/// run meanwhile gets `RunInUse` instead of racing the compaction, and only files of runs
+/// held this way are ever deleted (a run that started after the runs were listed is not
+/// touched).
 pub fn compact_root(root: &Path) -> Result<CompactionReport> {
     let runs = list_runs(root)?;
     let mut report = CompactionReport::default();
-    let mut live: HashSet<String> = HashSet::new();
+    let mut held: HashSet<String> = HashSet::new();
+    let mut claims: Vec<DirClaim> = Vec::new();
     for run in &runs {
-        if crate::claim::holder(&layout::claim_dir(root, &run.name, run.rank)).is_some() {
-            live.insert(run.run_id.clone());
-            report.runs_in_use += 1;
-            continue;
+        let claim = match DirClaim::acquire(&layout::claim_dir(root, &run.name, run.rank)) {
+            Ok(claim) => claim,
+            Err(StoreError::RunInUse { .. }) => {
+                report.runs_in_use += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        claims.push(claim);
+        held.insert(run.run_id.clone());
+        let before = (
+            report.files_before,
+            report.files_after,
+            report.uncommitted_removed,
+        );
+        match compact_run(root, run, &mut report) {
+            Ok(()) => {
+                let (files_before, files_after, removed) = before;
+                let changed = report.files_before - files_before
+                    != report.files_after - files_after
+                    || report.uncommitted_removed != removed;
+                report.runs_compacted += u64::from(changed);
+            }
+            Err(e) => report
+                .runs_skipped
+                .push(format!("run '{}' (rank {}): {e}", run.name, run.rank)),
         }
-        compact_run(root, run, &mut report)?;
-        report.runs_compacted += 1;
     }
-    report.orphans_deleted = delete_orphans(root, &live)?;
+    report.orphans_deleted = delete_orphans(root, &held)?;
+    for mut claim in claims {
+        claim.release();
+    }
     Ok(report)
 }
 
@@ -152,8 +185,9 @@ fn rewrite(
     Ok(())
 }
 
-/// Deletes the data files no log lists and the staged files, of runs no writer holds.
-fn delete_orphans(root: &Path, live: &HashSet<String>) -> Result<u64> {
+/// Deletes the data files no log lists and the staged files, of the runs in `held` (which
+/// this compaction claimed: no writer of theirs is running).
+fn delete_orphans(root: &Path, held: &HashSet<String>) -> Result<u64> {
     let mut deleted = 0;
     for table in Table::ALL {
         let Some(delta) = DeltaTable::open(root, table)? else {
@@ -177,7 +211,7 @@ fn delete_orphans(root: &Path, live: &HashSet<String>) -> Result<u64> {
                     continue;
                 };
                 let logged = format!("{dir_name}/{file_name}");
-                if !listed.contains(&logged) && !live.contains(&name.run_id) {
+                if !listed.contains(&logged) && held.contains(&name.run_id) {
                     let _ = fs::remove_file(file.path());
                     deleted += 1;
                 }
@@ -189,7 +223,7 @@ fn delete_orphans(root: &Path, live: &HashSet<String>) -> Result<u64> {
         for file in files.flatten() {
             let name = file.file_name().to_string_lossy().into_owned();
             let run_id = name.trim_start_matches('.').split('-').next().unwrap_or("");
-            if !live.contains(run_id) {
+            if held.contains(run_id) {
                 let _ = fs::remove_file(file.path());
                 deleted += 1;
             }

@@ -102,8 +102,23 @@ fn kernel_error<E: std::fmt::Display>(dir: &Path, what: &str) -> impl Fn(E) -> S
     let (dir, what) = (dir.to_path_buf(), what.to_owned());
     move |e| StoreError::Delta {
         table: dir.clone(),
-        reason: format!("{what}: {e}"),
+        reason: format!("{what}: {}", first_line(&e)),
     }
+}
+
+/// The kernel's message without the backtrace it may carry.
+fn first_line(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    text.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// The first commit of every table: present once the table exists.
+const FIRST_COMMIT: &str = "00000000000000000000.json";
+
+/// The kernel's ways of saying a log has no commit yet.
+fn no_first_commit(error: &KernelError) -> bool {
+    let text = error.to_string();
+    text.contains("No files in log segment") || text.contains("No table version found")
 }
 
 fn table_url(dir: &Path) -> Result<Url> {
@@ -154,10 +169,18 @@ impl DeltaTable {
                 opened.check_version()?;
                 Ok(Some(opened))
             }
-            // A log directory without a first commit: a creation that did not finish.
+            // A log directory without a first commit: a creation that did not finish, or
+            // one another process is making right now.
             Err(KernelError::FileNotFound(_)) => Ok(None),
-            Err(e) if e.to_string().contains("No files in log segment") => Ok(None),
-            Err(e) => Err(kernel_error(&dir, "cannot read the table's log")(e)),
+            Err(e)
+                if no_first_commit(&e) && !dir.join("_delta_log").join(FIRST_COMMIT).is_file() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(StoreError::CorruptPart {
+                path: dir.join("_delta_log"),
+                reason: format!("the table's log cannot be read: {}", first_line(&e)),
+            }),
         }
     }
 

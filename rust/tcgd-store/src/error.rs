@@ -49,8 +49,9 @@ pub enum StoreError {
     },
 
     #[error(
-        "manifest '{manifest}' names part path '{part}', which is not a plain relative path \
-         inside the run directory; the manifest was damaged or crafted, refusing to read it"
+        "the table log '{manifest}' names data file '{part}', which is not a regular file \
+         at rank=<r>/<name> inside its table; the log or the table was damaged or crafted, \
+         refusing to read it"
     )]
     UnsafePath { manifest: PathBuf, part: String },
 

@@ -236,8 +236,9 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
                 Ok(message) => message,
                 Err(RecvTimeoutError::Timeout) => {
                     if !failed(failure) {
+                        let waiting = writer.waiting_labels();
                         if let Err(e) = writer.commit_if_due() {
-                            note(failure, "group commit", e.to_string());
+                            note(failure, &waiting, e.to_string());
                         }
                     }
                     continue;
@@ -268,8 +269,9 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
             }
             Message::Flush(done) => {
                 if !failed(failure) {
+                    let waiting = writer.waiting_labels();
                     if let Err(e) = writer.flush() {
-                        note(failure, "flush", e.to_string());
+                        note(failure, &waiting, e.to_string());
                     }
                 }
                 let _ = done.send(());
@@ -279,8 +281,14 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
                 return;
             }
             Message::Close { complete } => {
+                let waiting = writer.waiting_labels();
                 if let Err(e) = writer.close(complete && !failed(failure)) {
-                    note(failure, "close", e.to_string());
+                    let label = if waiting.is_empty() {
+                        "close".to_owned()
+                    } else {
+                        waiting
+                    };
+                    note(failure, &label, e.to_string());
                 }
                 return;
             }

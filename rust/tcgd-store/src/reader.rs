@@ -50,6 +50,9 @@ pub struct RunReader {
     left_out: BTreeSet<u64>,
     /// The row tables, read at open (see `open_selected`).
     cache: Mutex<HashMap<Table, RecordBatch>>,
+    /// With a damaged frames or stacks file: its first point. Lent rows of that point and
+    /// later ones are dropped (they may be the damaged ones' neighbours of unknown state).
+    lend_limit: Option<u64>,
 }
 
 /// Opens of a run that a concurrent compaction moved away before it gives up.
@@ -243,7 +246,32 @@ pub fn read_runs(runs: &DeltaTable) -> Result<Vec<RunRow>> {
             });
         };
         let path = runs.dir().join(&file.path);
-        for batch in read_part_checked(&path, Table::Runs, None)? {
+        let name = split_logged_path(&file.path)
+            .and_then(|(_, name)| PartName::parse(name))
+            .ok_or_else(|| StoreError::UnsafePath {
+                manifest: runs.dir().join("_delta_log"),
+                part: file.path.clone(),
+            })?;
+        // The same checks as every other data file: a regular file, its committed size,
+        // its committed bytes.
+        let meta = fs::symlink_metadata(&path).map_err(StoreError::io(&path))?;
+        if !meta.is_file() {
+            return Err(StoreError::UnsafePath {
+                manifest: runs.dir().join("_delta_log"),
+                part: file.path.clone(),
+            });
+        }
+        if meta.len() != file.size {
+            return Err(StoreError::CorruptPart {
+                path,
+                reason: format!(
+                    "{} bytes on disk, {} committed (truncated or overwritten)",
+                    meta.len(),
+                    file.size
+                ),
+            });
+        }
+        for batch in read_part_checked(&path, Table::Runs, Some(&name.digest_prefix))? {
             rows.extend(run_rows(&path, &batch, rank)?);
         }
     }
@@ -251,13 +279,21 @@ pub fn read_runs(runs: &DeltaTable) -> Result<Vec<RunRow>> {
     Ok(rows)
 }
 
-/// The runs of the job root `root`, in name and rank order.
+/// The runs of the job root `root`, in name and rank order. A run finishing meanwhile
+/// replaces its row file: the read then starts over from the new log version.
 pub fn list_runs(root: &Path) -> Result<Vec<RunRow>> {
     refuse_version_one(root)?;
-    let runs = DeltaTable::open(root, Table::Runs)?.ok_or_else(|| StoreError::NotARun {
-        path: root.to_path_buf(),
-    })?;
-    read_runs(&runs)
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let runs = DeltaTable::open(root, Table::Runs)?.ok_or_else(|| StoreError::NotARun {
+            path: root.to_path_buf(),
+        })?;
+        match read_runs(&runs) {
+            Err(e) if attempt < OPEN_ATTEMPTS && moved_away(&e) => continue,
+            other => return other,
+        }
+    }
 }
 
 /// Run rows as a table: the `runs` table's columns with `rank` (the partition) after
@@ -436,7 +472,8 @@ fn select_run(root: &Path, rows: Vec<RunRow>, selector: &RunSelector) -> Result<
         n => Err(StoreError::RunSelection {
             root: root.to_path_buf(),
             reason: format!(
-                "{n} runs match {}: {}; pass name= and rank= to choose one",
+                "{n} runs match {}: {}; choose one by name and rank (name=/rank=, or --name/--rank \
+                 on the command line)",
                 describe(selector),
                 matching
                     .iter()
@@ -613,6 +650,7 @@ impl RunReader {
             digests_checked: skip,
             left_out: BTreeSet::new(),
             cache: Mutex::new(HashMap::new()),
+            lend_limit: None,
         };
         if problems.is_empty() {
             reader.manifest = manifest;
@@ -692,6 +730,7 @@ impl RunReader {
             }
         }
         reader.left_out = left_out;
+        reader.lend_limit = first_shared;
         reader.note_unreadable_payloads()?;
         Ok(reader)
     }
@@ -794,7 +833,9 @@ impl RunReader {
         self.without_left_out(table, rows)
     }
 
-    /// `rows` without the rows of points that `OnDamage::Skip` left out.
+    /// `rows` without the rows of points that `OnDamage::Skip` left out. Frames and stacks
+    /// are lent to later points: a left-out point's rows of theirs stay, up to the first
+    /// point whose frames or stacks are damaged.
     fn without_left_out(&self, table: Table, rows: RecordBatch) -> Result<RecordBatch> {
         let Some(points) = rows
             .column_by_name("point_index")
@@ -805,9 +846,19 @@ impl RunReader {
         if self.left_out.is_empty() {
             return Ok(rows);
         }
+        let lent = shared_with_later_points(table.dir_name());
         let keep: arrow::array::BooleanArray = points
             .iter()
-            .map(|p| Some(p.is_none_or(|p| !self.left_out.contains(&(p as u64)))))
+            .map(|p| {
+                Some(p.is_none_or(|p| {
+                    let p = p as u64;
+                    if lent {
+                        self.lend_limit.is_none_or(|limit| p < limit)
+                    } else {
+                        !self.left_out.contains(&p)
+                    }
+                }))
+            })
             .collect();
         arrow::compute::filter_record_batch(&rows, &keep)
             .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))

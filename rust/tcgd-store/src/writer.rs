@@ -34,7 +34,7 @@ use crate::error::{Result, StoreError};
 use crate::layout::{self, PartName};
 use crate::manifest::{Manifest, RunHeader};
 use crate::parts::write_part;
-use crate::reader::{read_runs, RunRow};
+use crate::reader::{list_runs, RunRow};
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
 use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
 
@@ -67,6 +67,7 @@ impl Default for CommitPolicy {
 struct Group {
     first_point: u64,
     points: u64,
+    labels: Vec<String>,
     tables: BTreeMap<Table, Vec<RecordBatch>>,
     bytes: usize,
     started: Option<Instant>,
@@ -191,15 +192,15 @@ impl RunWriter {
         };
         if let Err(e) = writer.initialize(overwrite) {
             writer.closed = true;
-            writer.claim.release_and_remove_created();
+            writer.claim.release();
             return Err(e);
         }
         Ok(writer)
     }
 
     fn initialize(&mut self, overwrite: bool) -> Result<()> {
-        let runs = self.table(Table::Runs)?;
-        let existing: Vec<RunRow> = read_runs(runs)?
+        self.table(Table::Runs)?;
+        let existing: Vec<RunRow> = list_runs(&self.root)?
             .into_iter()
             .filter(|r| r.name == self.manifest.header.name && r.rank == self.rank())
             .collect();
@@ -292,7 +293,7 @@ impl RunWriter {
         self.group = Group::default();
         let ids = HashSet::from([self.manifest.header.run_id.clone()]);
         let removed = self.remove_runs(&ids);
-        self.claim.release_and_remove_created();
+        self.claim.release();
         removed
     }
 
@@ -420,6 +421,7 @@ impl RunWriter {
             group.tables.entry(table).or_default().push(batch);
         }
         group.points += 1;
+        group.labels.push(label.to_owned());
         self.manifest.point_count += 1;
         self.labels.insert(label.to_owned());
     }
@@ -500,6 +502,11 @@ impl RunWriter {
         Ok(())
     }
 
+    /// The labels of the points waiting for their group commit, as a failure names them.
+    pub fn waiting_labels(&self) -> String {
+        self.group.labels.join("', '")
+    }
+
     /// How long until the waiting group is due; `None` when no point waits.
     pub fn commit_due_in(&self) -> Option<Duration> {
         let started = self.group.started?;
@@ -546,12 +553,16 @@ impl RunWriter {
     fn write_group(&mut self, group: &Group) -> Result<()> {
         let first = group.first_point;
         let last = first + group.points - 1;
-        let mut order: Vec<Table> = group
-            .tables
-            .keys()
-            .copied()
-            .filter(|t| *t != Table::Points)
-            .collect();
+        // Payloads first (observations refer to them), `points` last (a point exists once
+        // its row there is committed), the other tables between.
+        let mut order: Vec<Table> = vec![Table::Payloads];
+        order.extend(
+            group
+                .tables
+                .keys()
+                .copied()
+                .filter(|t| !matches!(t, Table::Payloads | Table::Points)),
+        );
         order.push(Table::Points);
         for table in order {
             let Some(batches) = group.tables.get(&table) else {
@@ -709,7 +720,7 @@ impl RunWriter {
         let published = self.publish_run_row();
         self.closed = true;
         // The run takes no more writes: another writer may replace it from now on.
-        self.claim.release_and_remove_created();
+        self.claim.release();
         compacted.and(published)
     }
 }
