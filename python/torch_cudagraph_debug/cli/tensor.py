@@ -668,6 +668,10 @@ def _compact(args: argparse.Namespace) -> int:
             f"{report['files_after']}; {report['uncommitted_removed']} files of uncommitted "
             f"points removed, {report['orphans_deleted']} stray files deleted"
         )
+        # A damaged run is left as it is (tcgd validate lists its problems); the others
+        # were compacted all the same.
+        for skipped in report["runs_skipped"]:
+            print(f"tcgd: warning: {root}: not compacted: {skipped}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -289,6 +289,7 @@ pub fn compact_root<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, 
         out.set_item("files_after", report.files_after)?;
         out.set_item("uncommitted_removed", report.uncommitted_removed)?;
         out.set_item("orphans_deleted", report.orphans_deleted)?;
+        out.set_item("runs_skipped", report.runs_skipped)?;
         Ok(out)
     })
 }
