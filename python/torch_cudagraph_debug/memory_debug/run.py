@@ -1,5 +1,5 @@
 """Recorded memory runs as Python objects: ``MemoryRun`` > ``MemoryPoint``. The data lives
-in the run directory; these objects are views over what the native reader rebuilt."""
+in the job root; these objects are views over what the native reader rebuilt."""
 
 from __future__ import annotations
 

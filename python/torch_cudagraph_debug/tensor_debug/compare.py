@@ -726,7 +726,7 @@ def compare_runs(
     options: TensorComparisonOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> TensorRunComparison:
-    """Compares two runs point by point; the engine reads payloads from the run directories.
+    """Compares two runs point by point; the engine reads payloads from the job roots.
 
     ``point_mapping``: ``None`` or ``"label"`` pairs points with equal labels (one-sided
     labels are reported); ``"index"`` pairs them by position; a mapping (or pairs) of

@@ -1,5 +1,5 @@
 """Recorded tensor runs as Python objects: ``TensorRun`` > ``TensorPoint`` >
-``TensorObservation``. The data lives in the run directory; these objects are views
+``TensorObservation``. The data lives in the job root; these objects are views
 built from the tables the native reader returns."""
 
 from __future__ import annotations

@@ -424,7 +424,7 @@ fn compare_sets(
     })
 }
 
-/// Compares two run directories point by point; the engine reads the payloads itself.
+/// Compares two runs point by point; the engine reads the payloads itself.
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
 fn compare_runs(
@@ -450,7 +450,7 @@ fn compare_runs(
     })
 }
 
-/// Compares one point (from Python) against every point of a run directory.
+/// Compares one point (from Python) against every point of a run.
 #[pyfunction]
 #[pyo3(signature = (reference, run, options_json, progress_callback=None))]
 fn compare_point_series(
@@ -503,7 +503,7 @@ fn compare_run_groups(
 }
 
 /// A run group as JSON: name, world size, members (rank, path, labels, ...), missing
-/// ranks and warnings. `root` finds `rank=<r>/` runs; without it, `paths` are the runs.
+/// ranks and warnings. With `root`, its tensor runs named `name`; without, `runs`.
 #[pyfunction]
 #[pyo3(signature = (root=None, name=None, runs=Vec::new()))]
 fn run_group(

@@ -635,7 +635,7 @@ pub struct MemoryRunWriter {
 
 #[pymethods]
 impl MemoryRunWriter {
-    /// Claims a run directory; `overwrite` replaces a run already there.
+    /// Claims a run (name and rank) in a job root; `overwrite` replaces a run already there.
     #[new]
     #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
     fn new(

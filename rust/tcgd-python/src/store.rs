@@ -59,7 +59,7 @@ const QUEUE_DEPTH: usize = 2;
 
 #[pymethods]
 impl RunWriter {
-    /// Claims a run directory and commits an empty, incomplete run. `header_json` holds
+    /// Claims a run (name and rank) in a job root and commits its first `runs` row. `header_json` holds
     /// the `RunHeader` fields; `overwrite` replaces a run already there.
     #[new]
     #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]

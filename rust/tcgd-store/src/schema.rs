@@ -6,10 +6,10 @@ use std::sync::{Arc, LazyLock};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow_schema::extension::Json;
 
-/// Version of the on-disk layout. Readers refuse a newer one; older ones keep loading.
+/// Version of the on-disk layout. Readers refuse a newer one; version 1 (run directories
+/// with a `run.json`) is refused with an error saying what it is.
 pub const FORMAT_VERSION: u32 = 2;
-/// Name written in every manifest so a stray `run.json` of another tool is not mistaken
-/// for a run.
+/// Name carried by the facts a reader hands to Python (`Manifest::to_json`).
 pub const SCHEMA_NAME: &str = "torch-cudagraph-debug/run";
 /// Parquet key-value metadata keys written into every part.
 pub const KV_FORMAT_VERSION: &str = "tcgd.format_version";
@@ -123,8 +123,8 @@ fn int64_list() -> DataType {
     DataType::List(Arc::new(Field::new("element", DataType::Int64, false)))
 }
 
-/// One row per run: the manifest's facts as a table (`run.parquet`), so a query over a
-/// whole job directory sees every rank's run, its status and provenance.
+/// One row per run (the `runs` table): identity, status and provenance, so a query over a
+/// job root sees every run of every rank.
 pub static RUNS: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),
