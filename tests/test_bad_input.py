@@ -127,11 +127,6 @@ def test_a_version_one_run_says_so(tmp_path):
     assert str(tmp_path) in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the native reader reports an unparsable Delta log as StorageIOError, with the "
-    "Delta kernel's backtrace in the message",
-)
 def test_a_garbage_log_is_a_corrupt_run_naming_the_table(run_dir):
     (run_dir / "runs" / "_delta_log" / "00000000000000000000.json").write_text("{not json")
     with pytest.raises(StorageError) as caught:

@@ -214,7 +214,7 @@ def test_runs_sharing_one_root_are_chosen_by_name_and_rank(tmp_path, capsys):
     ]
     # Without a name the choice is ambiguous, and the error says how to make it.
     code, _, err = run_cli(capsys, "tensor", "summary", str(root))
-    assert code == 2 and "pass name=" in err
+    assert code == 2 and "--name/--rank" in err
     code, out, _ = run_cli(capsys, "tensor", "summary", str(root), "--name", "compiled", "--json")
     assert code == 0 and json.loads(out)["run"]["name"] == "compiled"
     compare = ["tensor", "compare-runs", str(root), str(root), "--name", "eager"]

@@ -314,11 +314,6 @@ def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None
     assert not run.complete
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the native commit queue names the call that committed ('flush', 'close', "
-    "'group commit') where the error says which point was not committed",
-)
 def test_a_failed_background_commit_names_the_point_it_lost(tmp_path) -> None:
     rec, _ = _recorder_whose_next_commit_fails(tmp_path / "f")
     with pytest.raises(StorageIOError) as caught:

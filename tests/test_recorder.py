@@ -279,10 +279,6 @@ def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None
     assert run.labels == ("kept",) and not run.complete
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the group commit's error names the trigger ('flush') instead of its points",
-)
 def test_a_failed_group_commit_names_the_points_it_lost(tmp_path) -> None:
     rec = TensorRecorder(name="f", run_dir=tmp_path / "f")
     rec.flush()

@@ -34,6 +34,7 @@ __all__ = [
     "check_dtype",
     "check_run_name",
     "check_snapshot_pickle",
+    "compact_root",
     "compare_options",
     "compare_phases",
     "compare_point_series",
@@ -45,6 +46,7 @@ __all__ = [
     "cuda_available",
     "default_compare_options",
     "format_bytes",
+    "list_runs",
     "memory_state_from_pickle",
     "memory_timeline",
     "probe_memory",
@@ -552,6 +554,7 @@ def compare_sets(
     options_json: str,
     progress_callback: _Progress = None,
 ) -> Comparison: ...
+
 # A run: a job root holding one tensor run, or (root, name, rank).
 _RunAddress = _StrPath | tuple[_StrPath, str | None, int | None]
 # A group: (root, name, runs); with a root, its runs named `name`; without, `runs`.
