@@ -68,6 +68,10 @@ struct Group {
     first_point: u64,
     points: u64,
     labels: Vec<String>,
+    /// Rows of `points` and `observations`, built into one batch each at the commit.
+    point_rows: Vec<PointRow>,
+    observation_rows: Vec<ObservationRow>,
+    /// Rows of the other tables, as the producer's batches.
     tables: BTreeMap<Table, Vec<RecordBatch>>,
     bytes: usize,
     started: Option<Instant>,
@@ -382,41 +386,52 @@ impl RunWriter {
             rows.finish()?
         };
         let payload_chunks = payload_batch.as_ref().map_or(0, |b| b.num_rows() as u64);
-        let observation_batch =
-            observations_batch(&self.manifest, point_index, &point.label, &digested)?;
-        let points_batch = points_batch(
-            &self.manifest,
-            point_index,
-            point,
+        let observations = digested.len() as u64;
+        let label: Arc<str> = Arc::from(point.label.as_str());
+        let point_row = PointRow {
+            point_index: point_index as i64,
+            label: Arc::clone(&label),
             timestamp,
-            digested.len(),
-        )?;
-        let mut rows = Vec::with_capacity(3);
-        if let Some(payloads) = payload_batch {
-            rows.push((Table::Payloads, payloads));
-        }
-        if observation_batch.num_rows() > 0 {
-            rows.push((Table::Observations, observation_batch));
-        }
-        rows.push((Table::Points, points_batch));
-        self.take_point(&point.label, rows);
+            replay_index: point.replay_index,
+            observation_count: digested.len() as i64,
+            metadata: point.metadata.clone(),
+        };
+        let observation_rows = digested
+            .into_iter()
+            .map(|d| ObservationRow::new(point_index, &label, d))
+            .collect();
+        let tables = payload_batch
+            .map(|payloads| (Table::Payloads, payloads))
+            .into_iter()
+            .collect();
+        self.take_point(&point.label, point_row, observation_rows, tables);
         self.stored_payloads.extend(new_payloads);
         self.commit_if_due()?;
         Ok(CommittedPoint {
             point_index,
-            observations: digested.len() as u64,
+            observations,
             payload_chunks_written: payload_chunks,
             payloads_deduplicated: deduplicated,
         })
     }
 
-    fn take_point(&mut self, label: &str, rows: Vec<(Table, RecordBatch)>) {
+    fn take_point(
+        &mut self,
+        label: &str,
+        point: PointRow,
+        observations: Vec<ObservationRow>,
+        tables: Vec<(Table, RecordBatch)>,
+    ) {
         let group = &mut self.group;
         if group.points == 0 {
             group.first_point = self.manifest.point_count;
             group.started = Some(Instant::now());
         }
-        for (table, batch) in rows {
+        // What the waiting rows hold, roughly: enough to bound the group's memory.
+        group.bytes += 256 * (observations.len() + 1) + point.metadata.len();
+        group.point_rows.push(point);
+        group.observation_rows.extend(observations);
+        for (table, batch) in tables {
             group.bytes += batch.get_array_memory_size();
             group.tables.entry(table).or_default().push(batch);
         }
@@ -471,20 +486,19 @@ impl RunWriter {
             }
         }
         let point_index = self.manifest.point_count;
-        let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
-        let points = points_batch(
-            &self.manifest,
-            point_index,
-            point,
-            timestamp,
-            observation_count,
-        )?;
-        let mut rows: Vec<(Table, RecordBatch)> = tables
+        let point_row = PointRow {
+            point_index: point_index as i64,
+            label: Arc::from(point.label.as_str()),
+            timestamp: point.timestamp_us.unwrap_or_else(now_micros),
+            replay_index: point.replay_index,
+            observation_count: observation_count as i64,
+            metadata: point.metadata.clone(),
+        };
+        let rows: Vec<(Table, RecordBatch)> = tables
             .into_iter()
             .filter(|(_, batch)| batch.num_rows() > 0)
             .collect();
-        rows.push((Table::Points, points));
-        self.take_point(&point.label, rows);
+        self.take_point(&point.label, point_row, Vec::new(), rows);
         self.commit_if_due()?;
         Ok(point_index)
     }
@@ -553,23 +567,35 @@ impl RunWriter {
     fn write_group(&mut self, group: &Group) -> Result<()> {
         let first = group.first_point;
         let last = first + group.points - 1;
+        let run_id = self.manifest.header.run_id.clone();
         // Payloads first (observations refer to them), `points` last (a point exists once
         // its row there is committed), the other tables between.
-        let mut order: Vec<Table> = vec![Table::Payloads];
-        order.extend(
-            group
-                .tables
-                .keys()
-                .copied()
-                .filter(|t| !matches!(t, Table::Payloads | Table::Points)),
-        );
-        order.push(Table::Points);
-        for table in order {
-            let Some(batches) = group.tables.get(&table) else {
-                continue;
-            };
-            let rows = arrow::compute::concat_batches(&table.schema(), batches)
-                .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+        let mut files: Vec<(Table, RecordBatch)> = Vec::new();
+        let mut concat = |table: Table| -> Result<()> {
+            if let Some(batches) = group.tables.get(&table) {
+                let rows = arrow::compute::concat_batches(&table.schema(), batches)
+                    .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
+                files.push((table, rows));
+            }
+            Ok(())
+        };
+        concat(Table::Payloads)?;
+        for table in group
+            .tables
+            .keys()
+            .copied()
+            .filter(|t| *t != Table::Payloads)
+        {
+            concat(table)?;
+        }
+        if !group.observation_rows.is_empty() {
+            files.push((
+                Table::Observations,
+                observations_batch(&run_id, &group.observation_rows)?,
+            ));
+        }
+        files.push((Table::Points, points_batch(&run_id, &group.point_rows)?));
+        for (table, rows) in files {
             self.commit_file(table, rows, first, last, Operation::Append, &[])?;
         }
         self.committed_points = last + 1;
@@ -935,39 +961,92 @@ fn repeated_opt_i64(value: Option<i64>, n: usize) -> ArrayRef {
     Arc::new(Int64Array::from(vec![value; n]))
 }
 
-fn observations_batch(
-    manifest: &Manifest,
-    point_index: u64,
-    label: &str,
-    rows: &[Digested],
-) -> Result<RecordBatch> {
+/// One observation as its `observations` row will hold it: owned, so rows wait for their
+/// group commit after the producer's bytes are gone, and a group's rows become one batch
+/// (building Arrow arrays once per group, not once per point, is most of what makes
+/// back-to-back points cheap).
+#[derive(Debug, Clone)]
+struct ObservationRow {
+    point_index: i64,
+    point_label: Arc<str>,
+    ordinal: i64,
+    name: String,
+    invocation_index: i64,
+    site: crate::record::Site,
+    dtype: &'static str,
+    shape: Vec<i64>,
+    stride: Vec<i64>,
+    source_device: String,
+    nbytes: i64,
+    payload: &'static str,
+    digest: Option<String>,
+    summary: TensorSummary,
+}
+
+impl ObservationRow {
+    fn new(point_index: u64, label: &Arc<str>, d: Digested<'_>) -> ObservationRow {
+        ObservationRow {
+            point_index: point_index as i64,
+            point_label: Arc::clone(label),
+            ordinal: d.input.order,
+            name: d.input.name.clone(),
+            invocation_index: d.input.invocation_index,
+            site: d.input.site.clone(),
+            dtype: d.input.dtype.torch_name(),
+            shape: d.input.shape.clone(),
+            stride: d.input.stride.clone(),
+            source_device: d.input.source_device.clone(),
+            nbytes: d.nbytes,
+            payload: d.input.payload.as_str(),
+            digest: d.digest,
+            summary: d.summary,
+        }
+    }
+}
+
+/// One point as its `points` row will hold it.
+#[derive(Debug, Clone)]
+struct PointRow {
+    point_index: i64,
+    label: Arc<str>,
+    timestamp: i64,
+    replay_index: Option<i64>,
+    observation_count: i64,
+    metadata: String,
+}
+
+fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Result<RecordBatch> {
     let n = rows.len();
     let site = |f: fn(&crate::record::Site) -> &Option<String>| -> ArrayRef {
-        Arc::new(StringArray::from(
+        Arc::new(
             rows.iter()
-                .map(|d| f(&d.input.site).as_deref())
-                .collect::<Vec<_>>(),
-        ))
+                .map(|r| f(&r.site).as_deref())
+                .collect::<StringArray>(),
+        )
     };
-    let ints = |f: fn(&Digested) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    let ints = |f: fn(&ObservationRow) -> i64| -> ArrayRef {
+        Arc::new(rows.iter().map(f).collect::<Int64Array>())
+    };
+    let strs = |f: fn(&ObservationRow) -> &str| -> ArrayRef {
+        Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
+    };
+    let count = |f: fn(&TensorSummary) -> u64| -> ArrayRef {
+        Arc::new(
+            rows.iter()
+                .map(|r| i64::try_from(f(&r.summary)).unwrap_or(i64::MAX))
+                .collect::<Int64Array>(),
+        )
     };
     let floats = |f: fn(&TensorSummary) -> Option<f64>| -> ArrayRef {
-        Arc::new(Float64Array::from(
-            rows.iter().map(|d| f(&d.summary)).collect::<Vec<_>>(),
-        ))
+        Arc::new(rows.iter().map(|r| f(&r.summary)).collect::<Float64Array>())
     };
-    fn strs<'a>(rows: &'a [Digested<'a>], f: impl Fn(&'a Digested<'a>) -> &'a str) -> ArrayRef {
-        Arc::new(StringArray::from(rows.iter().map(f).collect::<Vec<_>>()))
-    }
-    let count = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
     let columns: Vec<ArrayRef> = vec![
-        repeated_str(&manifest.header.run_id, n),
-        Arc::new(Int64Array::from(vec![point_index as i64; n])),
-        repeated_str(label, n),
-        ints(|d| d.input.order),
-        strs(rows, |d| &d.input.name),
-        ints(|d| d.input.invocation_index),
+        repeated_str(run_id, n),
+        ints(|r| r.point_index),
+        strs(|r| &r.point_label),
+        ints(|r| r.ordinal),
+        strs(|r| &r.name),
+        ints(|r| r.invocation_index),
         site(|s| &s.site_id),
         site(|s| &s.graph_kind),
         site(|s| &s.node_name),
@@ -975,50 +1054,28 @@ fn observations_batch(
         site(|s| &s.module_path),
         site(|s| &s.source_location),
         site(|s| &s.compile_id),
-        Arc::new(BooleanArray::from(
+        Arc::new(
             rows.iter()
-                .map(|d| d.input.site.materialized_by_probe)
-                .collect::<Vec<_>>(),
-        )),
-        strs(rows, |d| d.input.dtype.torch_name()),
-        int64_lists(rows.iter().map(|d| d.input.shape.as_slice())),
-        int64_lists(rows.iter().map(|d| d.input.stride.as_slice())),
-        strs(rows, |d| &d.input.source_device),
-        ints(|d| d.nbytes),
-        strs(rows, |d| d.input.payload.as_str()),
-        Arc::new(StringArray::from(
-            rows.iter().map(|d| d.digest.as_deref()).collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
+                .map(|r| r.site.materialized_by_probe)
+                .collect::<BooleanArray>(),
+        ),
+        strs(|r| r.dtype),
+        int64_lists(rows.iter().map(|r| r.shape.as_slice())),
+        int64_lists(rows.iter().map(|r| r.stride.as_slice())),
+        strs(|r| &r.source_device),
+        ints(|r| r.nbytes),
+        strs(|r| r.payload),
+        Arc::new(
             rows.iter()
-                .map(|d| count(d.summary.numel))
-                .collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter()
-                .map(|d| count(d.summary.finite))
-                .collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter()
-                .map(|d| count(d.summary.nan))
-                .collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter()
-                .map(|d| count(d.summary.pos_inf))
-                .collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter()
-                .map(|d| count(d.summary.neg_inf))
-                .collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            rows.iter()
-                .map(|d| count(d.summary.zero))
-                .collect::<Vec<_>>(),
-        )),
+                .map(|r| r.digest.as_deref())
+                .collect::<StringArray>(),
+        ),
+        count(|s| s.numel),
+        count(|s| s.finite),
+        count(|s| s.nan),
+        count(|s| s.pos_inf),
+        count(|s| s.neg_inf),
+        count(|s| s.zero),
         floats(|s| s.min),
         floats(|s| s.max),
         floats(|s| s.mean),
@@ -1028,21 +1085,30 @@ fn observations_batch(
     batch(Table::Observations.schema(), columns)
 }
 
-fn points_batch(
-    manifest: &Manifest,
-    point_index: u64,
-    point: &PointInput,
-    timestamp: i64,
-    observation_count: usize,
-) -> Result<RecordBatch> {
+fn points_batch(run_id: &str, rows: &[PointRow]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
-        repeated_str(&manifest.header.run_id, 1),
-        Arc::new(Int64Array::from(vec![point_index as i64])),
-        repeated_str(&point.label, 1),
-        Arc::new(TimestampMicrosecondArray::from(vec![timestamp]).with_timezone("UTC")),
-        repeated_opt_i64(point.replay_index, 1),
-        Arc::new(Int64Array::from(vec![observation_count as i64])),
-        repeated_str(&point.metadata, 1),
+        repeated_str(run_id, rows.len()),
+        Arc::new(rows.iter().map(|r| r.point_index).collect::<Int64Array>()),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(&*r.label))
+                .collect::<StringArray>(),
+        ),
+        Arc::new(
+            TimestampMicrosecondArray::from(rows.iter().map(|r| r.timestamp).collect::<Vec<_>>())
+                .with_timezone("UTC"),
+        ),
+        Arc::new(rows.iter().map(|r| r.replay_index).collect::<Int64Array>()),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.observation_count)
+                .collect::<Int64Array>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.metadata.as_str()))
+                .collect::<StringArray>(),
+        ),
     ];
     batch(Table::Points.schema(), columns)
 }
