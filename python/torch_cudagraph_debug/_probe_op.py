@@ -29,6 +29,12 @@ class _ProbeTarget(Protocol):
     def _record_cpu(self, value: torch.Tensor, site: str) -> None: ...
 
 
+class _GroupTarget(_ProbeTarget, Protocol):
+    """What compile sessions (the only users of group ops) also implement."""
+
+    def _record_group(self, values: list[torch.Tensor], sites: str) -> None: ...
+
+
 _PROBES: weakref.WeakValueDictionary[str, _ProbeTarget] = weakref.WeakValueDictionary()
 _IDS = itertools.count(1)
 
@@ -76,6 +82,10 @@ _LIBRARY.define("probe(Tensor value, str probe, str site) -> ()")
 # mark says; the compile pass uses this variant there, with a small constant tensor as
 # the token.
 _LIBRARY.define("probe_token(Tensor(a!) token, Tensor value, str probe, str site) -> ()")
+# Several values alive at one place of a graph, probed by one op: under a capture their
+# summaries are one kernel launch instead of one per value. `sites` is a JSON list.
+_LIBRARY.define("probe_group(Tensor[] values, str probe, str sites) -> ()")
+_LIBRARY.define("probe_group_token(Tensor(a!) token, Tensor[] values, str probe, str sites) -> ()")
 
 
 def _probe_cuda(value: torch.Tensor, probe: str, site: str) -> None:
@@ -102,6 +112,34 @@ def _token_fake(token: torch.Tensor, value: torch.Tensor, probe: str, site: str)
     return None
 
 
+def _group(values: list[torch.Tensor], probe: str, sites: str) -> None:
+    target = _lookup(probe)
+    record = getattr(target, "_record_group", None)
+    if record is None:
+        raise ProbeClosedError(f"probe {probe!r} does not take grouped values")
+    record(values, sites)
+
+
+def _group_fake(values: list[torch.Tensor], probe: str, sites: str) -> None:
+    return None
+
+
+def _group_token(token: torch.Tensor, values: list[torch.Tensor], probe: str, sites: str) -> None:
+    _group(values, probe, sites)
+
+
+def _group_token_fake(
+    token: torch.Tensor, values: list[torch.Tensor], probe: str, sites: str
+) -> None:
+    return None
+
+
+for _kernel_key in ("CUDA", "CPU"):
+    _LIBRARY.impl("probe_group", _group, _kernel_key)
+    _LIBRARY.impl("probe_group_token", _group_token, _kernel_key)
+torch.library.register_fake("tcgd::probe_group", _group_fake, lib=_LIBRARY)
+torch.library.register_fake("tcgd::probe_group_token", _group_token_fake, lib=_LIBRARY)
+
 _LIBRARY.impl("probe", _probe_cuda, "CUDA")
 _LIBRARY.impl("probe", _probe_cpu, "CPU")
 _LIBRARY.impl("probe_token", _token_cuda, "CUDA")
@@ -111,8 +149,11 @@ torch.library.register_fake("tcgd::probe_token", _token_fake, lib=_LIBRARY)
 
 probe_op = torch.ops.tcgd.probe.default
 probe_token_op = torch.ops.tcgd.probe_token.default
-torch.fx.node.has_side_effect(probe_op)
-torch.fx.node.has_side_effect(probe_token_op)
+probe_group_op = torch.ops.tcgd.probe_group.default
+probe_group_token_op = torch.ops.tcgd.probe_group_token.default
+for _op in (probe_op, probe_token_op, probe_group_op, probe_group_token_op):
+    torch.fx.node.has_side_effect(_op)
+PROBE_OPS = (probe_op, probe_token_op, probe_group_op, probe_group_token_op)
 
 # Whether Inductor's scheduler honours the side-effect mark (torch >= 2.7 has the
 # effects-aware `is_impure`); otherwise compiled graphs need the token variant.

@@ -62,6 +62,7 @@ class RunRecorder(Generic[R]):
         background commit. A no-op once the recorder is finished or closed (both flush
         first)."""
         if not self._closed:
+            self._drain()
             self._writer.flush()
 
     def preview(self) -> R:
@@ -92,10 +93,17 @@ class RunRecorder(Generic[R]):
         if not self._closed:
             self._end(complete=False)
 
+    def _drain(self) -> None:
+        """Hands the writer what the recorder still holds elsewhere (values on the
+        device); runs before every flush and before the writer closes."""
+
     def _end(self, *, complete: bool) -> None:
         self._closed = True
         try:
-            self._writer.close(complete)
+            try:
+                self._drain()
+            finally:
+                self._writer.close(complete)
         finally:
             self._release()
 

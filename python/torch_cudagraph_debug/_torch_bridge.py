@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
+
 import torch
 
 from torch_cudagraph_debug import _native
@@ -48,3 +52,19 @@ def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -
         return torch.empty(shape, dtype=dtype)
     flat = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     return flat.view(dtype).reshape(shape)
+
+
+@functools.cache
+def register_nvrtc() -> None:
+    """Tells the core where torch's CUDA wheels keep NVRTC (``nvidia/*/lib``, off the
+    loader path); the device summary kernels are compiled with it at first use."""
+    spec = importlib.util.find_spec("nvidia")
+    bases = list(spec.submodule_search_locations or []) if spec is not None else []
+    bases.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    for base in bases:
+        candidates = [base] + [os.path.join(base, d, "lib") for d in sorted(os.listdir(base))]
+        for folder in candidates:
+            if os.path.isdir(folder) and any(
+                name.startswith("libnvrtc.so") for name in os.listdir(folder)
+            ):
+                _native.add_nvrtc_search_dir(folder)

@@ -35,11 +35,12 @@ import torch
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
-from torch_cudagraph_debug._torch_bridge import tensor_from_bytes
+from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, tensor_from_bytes
 from torch_cudagraph_debug.compile import _progress
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
 from torch_cudagraph_debug.tensor_debug.recorder import (
+    SITE_COLUMNS,
     _PendingObservation,
     open_run_writer,
 )
@@ -62,6 +63,9 @@ class _Capture:
     runtime: _native.ProbeRuntime
     graph_kind: str
     last_committed_replay: int = 0
+    # The graph's index in the session's device recorder, when its sites are summarised
+    # on the device.
+    device_index: int | None = None
 
 
 class ProbeSession(RunRecorder[TensorRun]):
@@ -88,6 +92,13 @@ class ProbeSession(RunRecorder[TensorRun]):
         if self.payload not in ("full", "summary"):
             raise InvalidInputError(f"payload must be 'full' or 'summary', got {self.payload!r}")
         self.key = f"compile:{config.digest[:16]}:{self.name}"
+        self.history = int(settings.get("history", 0))
+        self._trigger_nonfinite = bool(settings.get("trigger_nonfinite", True))
+        self._trigger_abs_max = settings.get("trigger_abs_max")
+        # Summaries (and the history) of captured sites are recorded on the device and
+        # harvested by the core; created at the first capture.
+        self._device: _native.DeviceRecorder | None = None
+        self._device_index = 0
         self.auto_points = auto_points
         self.decisions: list[GraphDecisions] = []
         self.insertion_pass = ProbeInsertionPass(config, self.key, self._on_graph)
@@ -108,6 +119,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._lock = threading.RLock()
         self._start(writer, str(writer.path))
         self._sites: dict[str, dict[str, Any]] = {}
+        self._groups: dict[str, list[dict[str, Any]]] = {}
         self._site_order: dict[str, int] = {}
         # Values taken eagerly in the current point: site id -> [(host copy, source
         # device)], one entry per invocation of the site within the point.
@@ -179,7 +191,60 @@ class ProbeSession(RunRecorder[TensorRun]):
                 host = value.detach().to("cpu", copy=True)
                 self._take_eager(site["site_id"], host, str(value.device))
                 return
-            self._record_in_capture(value.detach().contiguous(), site, capture, stream)
+            value = value.detach().contiguous()
+            if self.payload == "summary" and not value.is_complex():
+                self._summarize_in_capture(value, site, capture, stream)
+            else:
+                self._record_in_capture(value, site, capture, stream)
+
+    def _group_sites(self, sites_json: str) -> list[dict[str, Any]]:
+        group = self._groups.get(sites_json)
+        if group is None:
+            group = [self._site(json.dumps(s, sort_keys=True)) for s in json.loads(sites_json)]
+            self._groups[sites_json] = group
+        return group
+
+    def _record_group(self, values: list[torch.Tensor], sites_json: str) -> None:
+        """The group op's body: values alive together at one place of a graph."""
+        with self._lock:
+            if self._closed:
+                return
+            sites = self._group_sites(sites_json)
+            if len(sites) != len(values):
+                raise InvalidInputError(
+                    f"a probe group carries {len(sites)} sites but got {len(values)} values"
+                )
+            for site in sites:
+                self.body_calls[site["site_id"]] += 1
+            device = values[0].device
+            stream = (
+                torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+            )
+            capture = _native.capture_id(stream) if stream is not None else None
+            if capture is None:
+                for value, site in zip(values, sites, strict=True):
+                    host = value.detach().to("cpu", copy=True)
+                    self._take_eager(site["site_id"], host.contiguous(), str(value.device))
+                return
+            summarised = []
+            for value, site in zip(values, sites, strict=True):
+                value = value.detach().contiguous()
+                if self.payload == "summary" and not value.is_complex():
+                    summarised.append((value, site))
+                else:
+                    self._record_in_capture(value, site, capture, stream)
+            if summarised:
+                first, first_site = summarised[0]
+                state = self._capture_state(first, first_site, capture, stream)
+                recorder = self._device_recorder(first.device)
+                if state.device_index is None:
+                    state.device_index = recorder.add_capture()
+                recorder.register_sites(
+                    state.runtime,
+                    state.device_index,
+                    [self._site_args(v, s) for v, s in summarised],
+                    stream,
+                )
 
     def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
         if site_id in self._eager and self.auto_points and not self._explicit_point:
@@ -189,15 +254,65 @@ class ProbeSession(RunRecorder[TensorRun]):
             self._commit_auto_point()
         self._eager.setdefault(site_id, []).append((host, device))
 
-    def _record_in_capture(
-        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
-    ) -> None:
+    def _capture_state(self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int):
         state = self._captures.get(capture)
         if state is None:
             runtime = _native.ProbeRuntime(value.device.index or 0)
             runtime.bind_capture(stream)
             state = _Capture(runtime, site["graph_kind"])
             self._captures[capture] = state
+        return state
+
+    def _device_recorder(self, device: torch.device) -> _native.DeviceRecorder:
+        if self._device is None:
+            register_nvrtc()
+            self._device_index = device.index or 0
+            self._device = _native.DeviceRecorder(
+                self._device_index,
+                self._writer,
+                history=self.history,
+                trigger_nonfinite=self._trigger_nonfinite,
+                trigger_abs_max=self._trigger_abs_max,
+            )
+        elif (device.index or 0) != self._device_index:
+            raise InvalidInputError(
+                f"this session summarises on cuda:{self._device_index}; a graph on {device} "
+                "needs its own session (payload='full' records any device)"
+            )
+        return self._device
+
+    def _summarize_in_capture(
+        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
+    ) -> None:
+        """Records the site's summary kernel (and history copy) into the graph: every
+        replay writes a summary record the core harvests, with no Python involved."""
+        state = self._capture_state(value, site, capture, stream)
+        recorder = self._device_recorder(value.device)
+        if state.device_index is None:
+            state.device_index = recorder.add_capture()
+        recorder.register_sites(
+            state.runtime,
+            state.device_index,
+            [self._site_args(value, site)],
+            stream,
+        )
+
+    def _site_args(self, value: torch.Tensor, site: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "src": value.data_ptr(),
+            "dtype": dtype_name(value.dtype),
+            "shape": list(value.shape),
+            "stride": list(value.stride()),
+            "source_device": str(value.device),
+            "name": site["site_id"],
+            "order": self._site_order[site["site_id"]],
+            **{column: site.get(column) for column in SITE_COLUMNS},
+        }
+
+    def _record_in_capture(
+        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
+    ) -> None:
+        state = self._capture_state(value, site, capture, stream)
         key = (capture, site["site_id"])
         slot = self._slots.get(key)
         if slot is None:
@@ -230,7 +345,14 @@ class ProbeSession(RunRecorder[TensorRun]):
             # the FX graph cache serves them all); a call routes the key to its own
             # session, for its graphs and the backward graphs that follow it.
             _probe_op.register(self, self.key)
-            return compiled(*args)
+            try:
+                return compiled(*args)
+            except BaseException:
+                # The flight recorder keeps what led up to a failed call.
+                if self.history and self._device is not None and not self._closed:
+                    with contextlib.suppress(Exception):
+                        self.dump_history("exception")
+                raise
 
         if boxed:
             run._boxed_call = True  # type: ignore[attr-defined]
@@ -263,9 +385,34 @@ class ProbeSession(RunRecorder[TensorRun]):
         finally:
             self._explicit_point = False
 
-    def _commit_auto_point(self) -> None:
-        self._commit(f"call{self._calls}", {})
+    def _commit_auto_point(self, dump: str | None = None) -> None:
+        self._commit(f"call{self._calls}", {}, dump)
         self._calls += 1
+
+    def dump_history(self, reason: str = "user") -> None:
+        """Lands the flight recorder's history (the last ``history`` calls' full values of
+        every summarised site) in the run now, after ending the point in progress. Needs
+        ``history > 0`` in the config and a captured graph."""
+        if self.history <= 0:
+            raise RecorderStateError(
+                "dump_history() needs a history: set [run] history = N in the probe config"
+            )
+        with self._lock:
+            self._check_open("dump_history")
+            if self._device is None:
+                raise RecorderStateError(
+                    "dump_history(): no graph has been captured yet, so there is no history"
+                )
+            if self._explicit_point:
+                raise RecorderStateError("dump_history() inside record_point(); leave it first")
+            self._commit_auto_point(dump=reason)
+
+    def rearm_history(self) -> None:
+        """After a trigger landed the history, the history stays frozen (what led up to
+        the first anomaly is kept); this lets it record again for the next trigger."""
+        with self._lock:
+            if self._device is not None:
+                self._device.rearm()
 
     def _commit_pending(self) -> None:
         """Commits the automatic point in progress, if anything ran in it."""
@@ -275,7 +422,10 @@ class ProbeSession(RunRecorder[TensorRun]):
     def _captured_values(self) -> tuple[list[tuple[str, torch.Tensor, _CapturedSlot]], dict]:
         """Slots of captures that replayed since the last point, and their replay counters."""
         advanced: dict[int, int] = {}
+        slot_captures = {capture for capture, _ in self._slots}
         for capture, state in self._captures.items():
+            if capture not in slot_captures:
+                continue  # summarised on the device: the core harvests it
             replays = state.runtime.replay_count()
             if replays > state.last_committed_replay:
                 advanced[capture] = replays
@@ -286,10 +436,20 @@ class ProbeSession(RunRecorder[TensorRun]):
                 values.append((site_id, tensor_from_bytes(data, slot.dtype, slot.shape), slot))
         return values, advanced
 
-    def _commit(self, label: str, metadata: dict[str, Any]) -> None:
-        if self._captures and torch.cuda.is_available():
+    def _commit(self, label: str, metadata: dict[str, Any], dump: str | None = None) -> None:
+        if self._device is not None and not self._eager and not self._slots:
+            # The per-call path once graphs replay: an event and a memset on the stream,
+            # nothing read, nothing waited for.
+            stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            self._device.close_point(
+                label, json.dumps(metadata) if metadata else "{}", stream, dump
+            )
+            self._callables_in_point.clear()
+            return
+        if self._slots and torch.cuda.is_available():
+            # Full values of captured sites sit in device slots the next replay overwrites.
             torch.cuda.synchronize()
-        captured, advanced = self._captured_values() if self._captures else ([], {})
+        captured, advanced = self._captured_values() if self._slots else ([], {})
         sites = {s["site_id"]: s for s in self._sites.values()}
         pending: list[tuple[tuple[int, int], _PendingObservation]] = []
         for site_id, taken in self._eager.items():
@@ -306,8 +466,9 @@ class ProbeSession(RunRecorder[TensorRun]):
             )
         pending.sort(key=lambda p: p[0])
         observations = []
-        for order, (_, observation) in enumerate(pending):
-            observation.order = order
+        for order, ((site_order, _), observation) in enumerate(pending):
+            # The device recorder merges these with its own values by site order.
+            observation.order = site_order if self._device is not None else order
             observations.append(observation.as_native())
         replay = max(advanced.values()) if advanced else None
         if advanced:
@@ -317,7 +478,13 @@ class ProbeSession(RunRecorder[TensorRun]):
                     self._captures[c].graph_kind + f"#{c}": n for c, n in advanced.items()
                 },
             }
-        self._writer.commit_point(label, json.dumps(metadata), replay, None, observations)
+        if self._device is not None:
+            # One path for every point from the first capture on, so points stay in order:
+            # the core commits this one once the device has run what the stream holds.
+            stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
+        else:
+            self._writer.commit_point(label, json.dumps(metadata), replay, None, observations)
         for capture, replays in advanced.items():
             self._captures[capture].last_committed_replay = replays
         self._eager.clear()
@@ -367,6 +534,15 @@ class ProbeSession(RunRecorder[TensorRun]):
         with self._lock:
             super().close()
 
+    def _drain(self) -> None:
+        if self._device is not None:
+            self._device.flush()
+
+    @property
+    def device_counts(self) -> tuple[int, int, int]:
+        """(points harvested from the device, history dumps, replays lost)."""
+        return self._device.counts if self._device is not None else (0, 0, 0)
+
     def _load(self) -> TensorRun:
         return TensorRun.load(self.path, name=self.name, rank=self.rank)
 
@@ -375,6 +551,9 @@ class ProbeSession(RunRecorder[TensorRun]):
             raise RecorderStateError("finish() inside record_point(); leave the point first")
 
     def _release(self) -> None:
+        if self._device is not None:
+            with contextlib.suppress(Exception):
+                self._device.close()
         self._eager.clear()
         self._callables_in_point.clear()
         for state in self._captures.values():

@@ -12,6 +12,8 @@ use crate::error::ConfigError;
 use crate::select::{Matcher, Rule};
 
 pub const CONFIG_VERSION: i64 = 1;
+/// The longest history a config may ask for (device memory: history x value size per site).
+pub const MAX_HISTORY: i64 = 1024;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -32,6 +34,8 @@ struct RawRun {
     dir: Option<Spanned<String>>,
     payload: Option<Spanned<String>>,
     history: Option<Spanned<i64>>,
+    trigger_nonfinite: Option<Spanned<bool>>,
+    trigger_abs_max: Option<Spanned<f64>>,
     overwrite: Option<Spanned<bool>>,
 }
 
@@ -126,7 +130,13 @@ pub struct RunSettings {
     pub name: String,
     pub dir: Option<String>,
     pub payload: Payload,
+    /// Calls whose full values each site keeps on the device (0: none): the flight
+    /// recorder's history, landed in the run when a trigger fires.
     pub history: u32,
+    /// A NaN or infinity in a summary fires the trigger.
+    pub trigger_nonfinite: bool,
+    /// A finite |x| above this fires the trigger (an infinity always does then).
+    pub trigger_abs_max: Option<f64>,
     /// Replace a run that is already at the run's path (a re-run of the same script)
     /// instead of refusing to.
     pub overwrite: bool,
@@ -267,6 +277,8 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         dir: None,
         payload: None,
         history: None,
+        trigger_nonfinite: None,
+        trigger_abs_max: None,
         overwrite: None,
     });
     let payload = match raw.payload {
@@ -289,17 +301,36 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         Some(h) if *h.get_ref() < 0 => {
             return Err(at.error(h.span().start, "run.history", "must be >= 0"));
         }
-        Some(h) => {
+        Some(h) if *h.get_ref() > MAX_HISTORY => {
             return Err(at.error(
                 h.span().start,
                 "run.history",
                 format!(
-                    "history = {} (a device ring of past replays) is not available in this \
-                     release; use 0 (latest value only)",
+                    "history = {} is more than {MAX_HISTORY} calls of full values per site \
+                     kept on the device",
                     h.get_ref()
                 ),
             ));
         }
+        Some(h) if payload == Payload::Full => {
+            return Err(at.error(
+                h.span().start,
+                "run.history",
+                "a history needs payload = \"summary\": with \"full\" every call's values \
+                 are in the run already",
+            ));
+        }
+        Some(h) => *h.get_ref() as u32,
+    };
+    let trigger_abs_max = match raw.trigger_abs_max {
+        Some(t) if !(t.get_ref().is_finite() && *t.get_ref() >= 0.0) => {
+            return Err(at.error(
+                t.span().start,
+                "run.trigger_abs_max",
+                format!("must be a finite number >= 0, got {}", t.get_ref()),
+            ));
+        }
+        t => t.map(Spanned::into_inner),
     };
     let name = match raw.name {
         None => "compiled".to_owned(),
@@ -313,6 +344,8 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         dir: raw.dir.map(Spanned::into_inner),
         payload,
         history,
+        trigger_nonfinite: raw.trigger_nonfinite.is_none_or(Spanned::into_inner),
+        trigger_abs_max,
         overwrite: raw.overwrite.is_some_and(Spanned::into_inner),
     })
 }

@@ -32,6 +32,15 @@ pub enum CudaError {
     #[error("a lock in the probe runtime was poisoned by an earlier panic")]
     Poisoned,
 
+    #[error(
+        "NVRTC (CUDA's run-time compiler, shipped in torch's CUDA wheels) was not found; \
+         set TCGD_NVRTC to libnvrtc.so or its folder. Tried: {tried}"
+    )]
+    NoCompiler { tried: String },
+
+    #[error("compiling the probe kernels failed: {log}")]
+    Compile { log: String },
+
     #[error("{0}")]
     Invalid(String),
 }

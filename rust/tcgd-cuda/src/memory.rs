@@ -172,3 +172,62 @@ impl Drop for PrivateStream {
         unsafe { sys::cuStreamDestroy_v2(self.handle) };
     }
 }
+
+/// Page-locked host memory mapped into the device's address space: kernels write into it
+/// directly (the summary rings), and the host reads it without any copy being enqueued.
+#[derive(Debug)]
+pub struct MappedBuffer {
+    pub host: *mut u8,
+    pub device: CUdeviceptr,
+    pub nbytes: usize,
+}
+
+// SAFETY: plain host memory; readers tolerate concurrent device writes (see SummaryRing).
+unsafe impl Send for MappedBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for MappedBuffer {}
+
+impl MappedBuffer {
+    pub fn alloc(nbytes: usize) -> Result<MappedBuffer> {
+        let _relaxed = RelaxedCapture::enter()?;
+        let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
+        let size = nbytes.max(1);
+        // SAFETY: `ptr` is a valid out-pointer. PORTABLE: usable from every context;
+        // DEVICEMAP: mapped into the device's address space.
+        check("cuMemHostAlloc", unsafe {
+            sys::cuMemHostAlloc(
+                &mut ptr,
+                size,
+                sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+            )
+        })?;
+        // SAFETY: fresh allocation of `size` bytes; zero is "never written" for every ring.
+        unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, size) };
+        let mut device: CUdeviceptr = 0;
+        // SAFETY: `ptr` was allocated with DEVICEMAP just above.
+        let mapped = check("cuMemHostGetDevicePointer_v2", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut device, ptr, 0)
+        });
+        if let Err(e) = mapped {
+            // SAFETY: allocated above, freed once.
+            unsafe { sys::cuMemFreeHost(ptr) };
+            return Err(e);
+        }
+        LIVE_PINNED_BYTES.fetch_add(size as u64, Ordering::Relaxed);
+        Ok(MappedBuffer {
+            host: ptr as *mut u8,
+            device,
+            nbytes,
+        })
+    }
+}
+
+impl Drop for MappedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc, freed once.
+        let status = unsafe { sys::cuMemFreeHost(self.host as *mut std::ffi::c_void) };
+        if status == sys::CUresult::CUDA_SUCCESS {
+            LIVE_PINNED_BYTES.fetch_sub(self.nbytes.max(1) as u64, Ordering::Relaxed);
+        }
+    }
+}

@@ -31,6 +31,9 @@ struct Resources {
     /// Boxed so the addresses handed to host functions never move when the vector grows.
     #[allow(clippy::vec_box)]
     actions: Mutex<Vec<Box<HostAction>>>,
+    /// Whatever else a captured launch refers to on every replay (summary scratch, rings),
+    /// kept for as long as the graph can replay.
+    kept: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
 }
 
 // SAFETY: the raw handles inside (context, device addresses, pinned pointers) are valid
@@ -104,6 +107,7 @@ impl ProbeRuntime {
                 counter,
                 slots: Mutex::new(Vec::new()),
                 actions: Mutex::new(Vec::new()),
+                kept: Mutex::new(Vec::new()),
             })),
             bound: None,
             checks: Arc::new(CheckLog::default()),
@@ -187,6 +191,32 @@ impl ProbeRuntime {
         self.bound.is_some()
     }
 
+    /// The device address of the replay counter (kernels captured into the same graph
+    /// read it).
+    pub fn counter_ptr(&self) -> Result<u64> {
+        Ok(self.resources()?.counter.ptr)
+    }
+
+    pub fn context(&self) -> CUcontext {
+        self.ctx
+    }
+
+    /// Keeps `item` alive as long as the probe or any graph that captured it.
+    pub fn keep(&self, item: Box<dyn std::any::Any + Send + Sync>) -> Result<()> {
+        let resources = self.resources()?;
+        resources
+            .kept
+            .lock()
+            .map_err(|_| CudaError::Poisoned)?
+            .push(item);
+        Ok(())
+    }
+
+    /// Runs `f` with the runtime's private (never capturing) stream.
+    pub fn with_private_stream<T>(&self, f: impl FnOnce(&PrivateStream) -> Result<T>) -> Result<T> {
+        f(&self.resources()?.stream)
+    }
+
     /// A new device slot of `nbytes`; returns its index.
     pub fn add_slot(&self, nbytes: usize) -> Result<usize> {
         let resources = self.resources()?;
@@ -231,6 +261,24 @@ impl ProbeRuntime {
         check("cuMemcpyDtoDAsync_v2", unsafe {
             sys::cuMemcpyDtoDAsync_v2(dst, src, nbytes, as_stream(stream))
         })
+    }
+
+    /// Enqueues (or records) one kernel launch copying each `(slot, src)` value into its
+    /// slot (at most `MAX_SITES_PER_LAUNCH`): for many small values, one graph node
+    /// instead of one memcpy node each, with the same bytes landing in the same slots.
+    pub fn copy_into_slots(&self, copies: &[(usize, u64)], stream: usize) -> Result<()> {
+        let mut resolved = Vec::with_capacity(copies.len());
+        for &(slot, src) in copies {
+            let (dst, nbytes) = self.slot(slot)?;
+            if nbytes > 0 {
+                resolved.push((src, dst, nbytes as u64));
+            }
+        }
+        if resolved.is_empty() {
+            return Ok(());
+        }
+        let counter = self.resources()?.counter.ptr;
+        crate::summary::enqueue_slot_copies(self.ctx, self.device, &resolved, counter, as_stream(stream))
     }
 
     /// Records the host action's copies and launch on `stream`.

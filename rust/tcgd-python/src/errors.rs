@@ -285,7 +285,10 @@ impl From<CudaError> for BindingError {
     fn from(error: CudaError) -> Self {
         let message = error.to_string();
         match error {
-            CudaError::NoDriver { .. } => BindingError::CudaUnavailable(message),
+            CudaError::NoDriver { .. } | CudaError::NoCompiler { .. } => {
+                BindingError::CudaUnavailable(message)
+            }
+            CudaError::Compile { .. } => BindingError::Internal(message),
             CudaError::Driver { .. } => BindingError::CudaDriver(message),
             CudaError::SecondCapture { .. } => BindingError::SecondCapture(message),
             CudaError::CaptureInvalidated => BindingError::CaptureInvalidated(message),

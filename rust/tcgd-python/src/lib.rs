@@ -8,6 +8,7 @@ mod config;
 mod errors;
 mod memory;
 mod probe;
+mod recording;
 mod store;
 
 use pyo3::prelude::*;
@@ -152,6 +153,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::list_runs, m)?)?;
     m.add_function(wrap_pyfunction!(store::compact_root, m)?)?;
     m.add_class::<probe::ProbeRuntime>()?;
+    m.add_class::<recording::DeviceRecorder>()?;
+    m.add_function(wrap_pyfunction!(recording::add_nvrtc_search_dir, m)?)?;
     m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;
     m.add_function(wrap_pyfunction!(probe::probe_memory, m)?)?;

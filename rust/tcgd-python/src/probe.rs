@@ -15,7 +15,7 @@ pub struct ProbeRuntime {
 }
 
 impl ProbeRuntime {
-    fn lock(&self) -> BindResult<MutexGuard<'_, tcgd_cuda::ProbeRuntime>> {
+    pub(crate) fn lock(&self) -> BindResult<MutexGuard<'_, tcgd_cuda::ProbeRuntime>> {
         self.inner
             .lock()
             .map_err(|_| BindingError::Internal("probe runtime lock poisoned".into()))
@@ -74,6 +74,15 @@ impl ProbeRuntime {
         guard(py, || {
             self.lock()?
                 .copy_into_slot(slot, src, nbytes, stream)
+                .map_err(BindingError::from)
+        })
+    }
+
+    /// One kernel launch copying each `(slot, src)` value into its slot (at most 16).
+    fn copy_into_slots(&self, py: Python<'_>, copies: Vec<(usize, u64)>, stream: usize) -> PyResult<()> {
+        guard(py, || {
+            self.lock()?
+                .copy_into_slots(&copies, stream)
                 .map_err(BindingError::from)
         })
     }

@@ -20,7 +20,7 @@ use crate::{parse_dtype, to_summary, HostBytes, SummaryArgs};
 /// a value is absent).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct ObservationArgs {
+pub(crate) struct ObservationArgs {
     order: i64,
     name: String,
     invocation_index: i64,
@@ -47,11 +47,66 @@ struct ObservationArgs {
     materialized_by_probe: Option<bool>,
 }
 
+/// Python's observations as the store takes them, with the objects that own their bytes
+/// (to be dropped after the inputs).
+pub(crate) fn observation_inputs(
+    observations: Vec<ObservationArgs>,
+) -> BindResult<(Vec<ObservationInput<'static>>, Vec<Py<PyAny>>)> {
+    let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(observations.len());
+    let mut owners: Vec<Py<PyAny>> = Vec::new();
+    for o in observations {
+        let value = match (o.data, o.summary) {
+            (Some(data), _) => {
+                let Some(owner) = o.owner else {
+                    return Err(BindingError::InvalidInput(format!(
+                        "observation '{}' has bytes but no owner",
+                        o.name
+                    )));
+                };
+                owners.push(owner);
+                // SAFETY: `owner` owns these bytes; the caller keeps it with the inputs
+                // and drops the slices first; the recorder never writes a host tensor it
+                // handed over (see `HostBytes::as_slice`).
+                Value::Bytes(unsafe { data.as_slice() })
+            }
+            (None, Some(s)) => Value::Summary(to_summary(s)),
+            (None, None) => {
+                return Err(BindingError::InvalidInput(format!(
+                    "observation '{}' has neither bytes nor a summary",
+                    o.name
+                )))
+            }
+        };
+        inputs.push(ObservationInput {
+            order: o.order,
+            name: o.name,
+            invocation_index: o.invocation_index,
+            site: Site {
+                site_id: o.site_id,
+                graph_kind: o.graph_kind,
+                node_name: o.node_name,
+                aten_op: o.aten_op,
+                module_path: o.module_path,
+                source_location: o.source_location,
+                compile_id: o.compile_id,
+                materialized_by_probe: o.materialized_by_probe,
+            },
+            dtype: parse_dtype(&o.dtype)?,
+            shape: o.shape,
+            stride: o.stride,
+            source_device: o.source_device,
+            payload: PayloadKind::parse(&o.payload)?,
+            value,
+        });
+    }
+    Ok((inputs, owners))
+}
+
 /// A tensor run's writer. Points are committed on a writer thread: `commit_point` checks
 /// the point and hands it over; digests, summaries, Parquet and the fsyncs happen there.
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct RunWriter {
-    inner: Mutex<CommitQueue>,
+    pub(crate) inner: std::sync::Arc<Mutex<CommitQueue>>,
 }
 
 /// Tensor points waiting for the writer thread at most (each holds its host tensors).
@@ -86,7 +141,7 @@ impl RunWriter {
                 )
             })?;
             Ok(RunWriter {
-                inner: Mutex::new(queue),
+                inner: std::sync::Arc::new(Mutex::new(queue)),
             })
         })
     }
@@ -105,53 +160,7 @@ impl RunWriter {
         observations: Vec<ObservationArgs>,
     ) -> PyResult<u64> {
         guard(py, || {
-            let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(observations.len());
-            let mut owners: Vec<Py<PyAny>> = Vec::new();
-            for o in observations {
-                let value = match (o.data, o.summary) {
-                    (Some(data), _) => {
-                        let Some(owner) = o.owner else {
-                            return Err(BindingError::InvalidInput(format!(
-                                "observation '{}' has bytes but no owner",
-                                o.name
-                            )));
-                        };
-                        owners.push(owner);
-                        // SAFETY: `owner` owns these bytes and is moved into the commit job
-                        // below, which drops the slices before it; the recorder never
-                        // writes a host tensor it handed over (see `HostBytes::as_slice`).
-                        Value::Bytes(unsafe { data.as_slice() })
-                    }
-                    (None, Some(s)) => Value::Summary(to_summary(s)),
-                    (None, None) => {
-                        return Err(BindingError::InvalidInput(format!(
-                            "observation '{}' has neither bytes nor a summary",
-                            o.name
-                        )))
-                    }
-                };
-                inputs.push(ObservationInput {
-                    order: o.order,
-                    name: o.name,
-                    invocation_index: o.invocation_index,
-                    site: Site {
-                        site_id: o.site_id,
-                        graph_kind: o.graph_kind,
-                        node_name: o.node_name,
-                        aten_op: o.aten_op,
-                        module_path: o.module_path,
-                        source_location: o.source_location,
-                        compile_id: o.compile_id,
-                        materialized_by_probe: o.materialized_by_probe,
-                    },
-                    dtype: parse_dtype(&o.dtype)?,
-                    shape: o.shape,
-                    stride: o.stride,
-                    source_device: o.source_device,
-                    payload: PayloadKind::parse(&o.payload)?,
-                    value,
-                });
-            }
+            let (inputs, owners) = observation_inputs(observations)?;
             let point = PointInput {
                 label,
                 metadata: metadata_json,

@@ -13,4 +13,5 @@ mod summary;
 
 pub use decode::DecodeError;
 pub use dtype::{DType, UnsupportedDtype};
+pub use float8::float8_table;
 pub use summary::{summarize, SummaryError, TensorSummary};

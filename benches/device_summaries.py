@@ -1,0 +1,191 @@
+"""P2 and P3 in a hand-captured CUDA graph (GPU only).
+
+    python benches/device_summaries.py [--quick]
+
+Each workload is K tensors of S bytes, each produced by one elementwise op in the graph.
+Graphs are captured in this process and timed with CUDA events (minimum and median over
+rounds of replays); every figure is added replay time over the ``none`` graph:
+
+- P2 (record mode, many small values): ``probe`` (a ``TensorProbe`` with one copy node per
+  value), ``probe batched`` (the same probe inside ``probe.batched()``: one copy kernel per
+  16 values) and ``memcpy`` (``dst.copy_(y)`` per value); per-probe added time (target
+  <= 0.3 us) and equal bytes in the slots.
+- P3 (summary mode, large values): ``summary`` (the core's device summary kernel, 16 values
+  per launch, records written to mapped host memory) against ``read`` (``torch.amax`` of
+  every value captured: reading each value once) and the physical floor (bytes over the
+  read bandwidth, --bandwidth). Bytes to the host per site per replay: one 112-byte record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import tempfile
+
+import torch
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
+from torch_cudagraph_debug.tensor_debug import RecordAction, TensorProbe
+from torch_cudagraph_debug.tensor_debug.recorder import SITE_COLUMNS, open_run_writer
+
+P2_WORKLOADS = [(64, 4 << 10), (256, 4 << 10)]
+P3_WORKLOADS = [(64, 4 << 20), (16, 64 << 20)]
+RECORD_BYTES = 112
+
+
+def capture(inputs, observe):
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for x in inputs:
+            x.mul(2)
+        with torch.cuda.graph(graph, stream=stream):
+            outs = [x * 2 for x in inputs]
+            observe(outs)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    return graph, outs
+
+
+def time_graph(graph, rounds: int, replays: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000 / replays)
+    return min(samples), statistics.median(samples)
+
+
+def device_recorder(tmp: str):
+    register_nvrtc()
+    writer = open_run_writer(
+        name="bench",
+        root=tmp,
+        execution="cuda_graph",
+        rank=None,
+        world_size=None,
+        group_id=None,
+        devices=None,
+        run_metadata=None,
+        overwrite=False,
+    )
+    return writer, _native.DeviceRecorder(0, writer, ring_capacity=4096)
+
+
+def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:
+    inputs = [torch.randn(size // 4, device="cuda") for _ in range(count)]
+    figures = {}
+    graph, _ = capture(inputs, lambda outs: None)
+    figures["none"] = time_graph(graph, rounds, replays)[0]
+    dsts = [torch.empty_like(x) for x in inputs]
+
+    def memcpy(outs):
+        for d, y in zip(dsts, outs, strict=True):
+            d.copy_(y)
+
+    graph, _ = capture(inputs, memcpy)
+    figures["memcpy"] = time_graph(graph, rounds, replays)[0]
+    snapshots = {}
+    for batched in (False, True):
+        probe = TensorProbe(f"p2-{batched}", [RecordAction()])
+
+        def observe(outs, probe=probe, batched=batched):
+            with probe.batched() if batched else contextlib.nullcontext():
+                for i, y in enumerate(outs):
+                    probe(y, name=f"v{i}")
+
+        graph, _ = capture(inputs, observe)
+        key = "probe batched" if batched else "probe"
+        figures[key] = time_graph(graph, rounds, replays)[0]
+        graph.replay()
+        snapshots[key] = probe.snapshot()
+        probe.close()
+    for i in range(count):
+        a = snapshots["probe"].tensor(f"v{i}")
+        b = snapshots["probe batched"].tensor(f"v{i}")
+        assert torch.equal(a, b), f"batched copy of v{i} differs"
+    return figures
+
+
+def p3(count: int, size: int, rounds: int, replays: int, tmp: str) -> dict[str, float]:
+    inputs = [torch.randn(size // 4, device="cuda") for _ in range(count)]
+    figures = {}
+    graph, _ = capture(inputs, lambda outs: None)
+    figures["none"] = time_graph(graph, rounds, replays)[0]
+    sink = []
+    graph, _ = capture(inputs, lambda outs: sink.extend(torch.amax(y) for y in outs))
+    figures["read"] = time_graph(graph, rounds, replays)[0]
+    writer, recorder = device_recorder(tmp)
+
+    def summarise(outs):
+        handle = torch.cuda.current_stream().cuda_stream
+        runtime = _native.ProbeRuntime(0)
+        runtime.bind_capture(handle)
+        summarise.runtime = runtime
+        capture_index = recorder.add_capture()
+        sites = [
+            {
+                "src": y.data_ptr(),
+                "dtype": dtype_name(y.dtype),
+                "shape": list(y.shape),
+                "stride": list(y.stride()),
+                "source_device": str(y.device),
+                "name": f"v{i}",
+                "order": i,
+                **dict.fromkeys(SITE_COLUMNS),
+            }
+            for i, y in enumerate(outs)
+        ]
+        for start in range(0, len(sites), 16):
+            recorder.register_sites(runtime, capture_index, sites[start : start + 16], handle)
+
+    graph, _ = capture(inputs, summarise)
+    figures["summary"] = time_graph(graph, rounds, replays)[0]
+    recorder.close()
+    writer.close(False)
+    summarise.runtime.close()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--bandwidth", type=float, default=4.3e12, help="read bytes/s")
+    args = parser.parse_args()
+    rounds, replays = (3, 50) if args.quick else (5, 200)
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print("\nP2: record mode, many small values (added replay time, us)")
+    print("| K x size | memcpy | probe | probe batched | batched per probe | target |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for count, size in P2_WORKLOADS:
+        f = p2(count, size, rounds, replays)
+        added = {k: v - f["none"] for k, v in f.items()}
+        print(
+            f"| {count} x {size >> 10} KiB | {added['memcpy']:.1f} | {added['probe']:.1f} | "
+            f"{added['probe batched']:.1f} | {added['probe batched'] / count:.3f} | <= 0.3 |"
+        )
+    print("\nP3: summary mode, large values (added replay time, us)")
+    print(
+        "| K x size | read once (amax) | floor | summary | x read | x floor | bytes to host/site |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (count, size) in enumerate(P3_WORKLOADS):
+            f = p3(count, size, rounds, replays, f"{tmp}/{i}")
+            read = f["read"] - f["none"]
+            summary = f["summary"] - f["none"]
+            floor = count * size / args.bandwidth * 1e6
+            print(
+                f"| {count} x {size >> 20} MiB | {read:.1f} | {floor:.1f} | {summary:.1f} | "
+                f"{summary / read:.2f} | {summary / floor:.2f} | {RECORD_BYTES} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,716 @@
+//! `DeviceRecorder`: points of a session whose values stay on the device until a thread of
+//! ours harvests them, so a call of a captured model costs the host two driver calls.
+//!
+//! Per call the host closes the point that just ended: it records an event on the stream
+//! the model runs on and sets the session's point word (a 4-byte memset ordered on that
+//! stream) to the next point's number. Summary kernels captured into the graphs tag every
+//! record with the point word they read. The harvester thread waits for each point's event,
+//! then takes from every graph's rings the records tagged with that point: no
+//! synchronisation of the model's stream, ever. A summary that fired the trigger freezes the
+//! history rings on the device (the kernel does it), and the harvester lands the frozen
+//! history in the run before re-arming it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cudarc::driver::sys::{self, CUcontext, CUevent};
+
+use crate::driver::{as_stream, capture_state, check, make_current, primary_context, CaptureState};
+use crate::error::{CudaError, Result};
+use crate::memory::{DeviceBuffer, PrivateStream};
+use crate::runtime::ProbeRuntime;
+use crate::summary::{
+    enqueue_history_copies, enqueue_summaries, prepare, summarizable_on_device, CopyInput,
+    DeviceRecord, HistoryRing, RingRead, SessionWords, SummaryInput, SummaryRing, Trigger,
+    MAX_SITES_PER_LAUNCH,
+};
+
+/// A probed value as a launch needs it: device address, element count, dtype.
+#[derive(Debug, Clone, Copy)]
+pub struct SiteValue {
+    pub src: u64,
+    pub numel: u64,
+    pub dtype: DType,
+}
+use tcgd_tensor::DType;
+
+/// One value the harvester hands over.
+#[derive(Debug, Clone)]
+pub enum HarvestedData {
+    Summary(DeviceRecord),
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug, Clone)]
+pub struct HarvestedValue {
+    /// The index `register_site` returned.
+    pub site: usize,
+    pub replay: u64,
+    pub data: HarvestedData,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointKind {
+    /// A point the host closed (one call, or a named block).
+    Call,
+    /// Full values of one past point from the history rings, landed by a trigger.
+    Flight {
+        /// Label of the point whose summary fired (or the user's dump).
+        trigger_label: String,
+        /// Why: "nonfinite", "abs_max" or the user's reason.
+        reason: String,
+    },
+}
+
+/// Whatever the caller attached to a point when closing it (host-side observations),
+/// handed back with the harvested point.
+pub type Attachment = Box<dyn std::any::Any + Send>;
+
+pub struct HarvestedPoint {
+    pub number: u32,
+    pub label: String,
+    pub metadata: String,
+    pub kind: PointKind,
+    pub values: Vec<HarvestedValue>,
+    /// (capture, first replay, last replay) of every graph that replayed in the point.
+    pub replays: Vec<(usize, u64, u64)>,
+    /// Replays whose records were overwritten before they were read (the host fell a
+    /// whole ring behind); 0 in every normal run.
+    pub lost_replays: u64,
+    pub attachment: Option<Attachment>,
+}
+
+/// Where harvested points go (the run writer); an error stops the recorder.
+pub type Sink = Box<dyn FnMut(HarvestedPoint) -> std::result::Result<(), String> + Send>;
+
+struct Site {
+    summary: Option<Arc<SummaryRing>>,
+    history: Option<Arc<HistoryRing>>,
+}
+
+#[derive(Default)]
+struct Capture {
+    harvested: u64,
+    summary_sites: Vec<usize>,
+}
+
+struct Pending {
+    number: u32,
+    label: String,
+    metadata: String,
+    event: usize,
+    dump: Option<String>,
+    attachment: Option<Attachment>,
+}
+
+struct State {
+    sites: Vec<Site>,
+    captures: Vec<Capture>,
+    pending: VecDeque<Pending>,
+    /// Labels of recent points, for naming the points a history dump lands.
+    recent: VecDeque<(u32, String)>,
+    free_events: Vec<usize>,
+    /// Points handed to the sink so far.
+    delivered: u64,
+    dumps: u64,
+    lost_replays: u64,
+    failure: Option<String>,
+    /// A trigger landed the history and left it frozen: later triggers are ignored until
+    /// `rearm` (a run that turned NaN stays NaN; its first moments are what matter).
+    frozen: bool,
+    flushing: bool,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    done: Condvar,
+}
+
+/// Settings of a session's device recording.
+#[derive(Debug, Clone, Copy)]
+pub struct RecorderSettings {
+    /// Records kept per summary site (replays the host may lag behind).
+    pub ring_capacity: u64,
+    /// Past values kept per site on the device (0: no flight recorder).
+    pub history: u64,
+    pub trigger: Trigger,
+}
+
+pub struct DeviceRecorder {
+    device: i32,
+    ctx: CUcontext,
+    settings: RecorderSettings,
+    private: Arc<PrivateStream>,
+    /// [point number: u32, pad][frozen_at: u64]
+    words: Arc<DeviceBuffer>,
+    next_point: u32,
+    shared: Arc<Shared>,
+    worker: Option<JoinHandle<()>>,
+}
+
+// SAFETY: `ctx` is a process-lifetime primary context; the rest is Send + Sync.
+unsafe impl Send for DeviceRecorder {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceRecorder {}
+
+const FROZEN_OFFSET: u64 = 8;
+const ARMED: u32 = u32::MAX;
+
+fn lock(shared: &Shared) -> Result<MutexGuard<'_, State>> {
+    shared.state.lock().map_err(|_| CudaError::Poisoned)
+}
+
+impl DeviceRecorder {
+    pub fn start(device: i32, settings: RecorderSettings, sink: Sink) -> Result<DeviceRecorder> {
+        let ctx = primary_context(device)?;
+        make_current(ctx)?;
+        prepare(ctx, device)?;
+        let private = Arc::new(PrivateStream::new()?);
+        let words = Arc::new(DeviceBuffer::alloc(16)?);
+        words.zero(&private)?;
+        arm(&words, &private)?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                sites: Vec::new(),
+                captures: Vec::new(),
+                pending: VecDeque::new(),
+                recent: VecDeque::new(),
+                free_events: Vec::new(),
+                delivered: 0,
+                dumps: 0,
+                lost_replays: 0,
+                failure: None,
+                frozen: false,
+                flushing: false,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let worker = {
+            let shared = Arc::clone(&shared);
+            let private = Arc::clone(&private);
+            let words = Arc::clone(&words);
+            let ctx_handle = ctx as usize;
+            std::thread::Builder::new()
+                .name("tcgd-harvester".into())
+                .spawn(move || {
+                    harvest_loop(ctx_handle as CUcontext, &shared, &private, &words, settings, sink)
+                })
+                .map_err(|e| CudaError::Invalid(format!("starting the harvester thread: {e}")))?
+        };
+        Ok(DeviceRecorder {
+            device,
+            ctx,
+            settings,
+            private,
+            words,
+            next_point: 0,
+            shared,
+            worker: Some(worker),
+        })
+    }
+
+    fn session_words(&self) -> SessionWords {
+        SessionWords {
+            point: self.words.ptr,
+            frozen_at: self.words.ptr + FROZEN_OFFSET,
+        }
+    }
+
+    /// A graph (capture) of the session: its index for `register_site`.
+    pub fn add_capture(&self) -> Result<usize> {
+        let mut state = lock(&self.shared)?;
+        state.captures.push(Capture::default());
+        Ok(state.captures.len() - 1)
+    }
+
+    /// Registers probed values inside a capture on `stream` and records their kernels:
+    /// one summary launch for the values the device summarises, and with a history one
+    /// copy launch into the sites' history rings (before the summaries, so the replay that
+    /// fires the trigger is in the history too). Returns each site's index (harvested
+    /// values carry it). The values must be alive together here (one probe op's inputs).
+    pub fn register_sites(
+        &self,
+        runtime: &ProbeRuntime,
+        capture: usize,
+        values: &[SiteValue],
+        stream: usize,
+    ) -> Result<Vec<usize>> {
+        make_current(self.ctx)?;
+        let counter = runtime.counter_ptr()?;
+        let words = self.session_words();
+        let s = as_stream(stream);
+        let mut histories: Vec<Option<Arc<HistoryRing>>> = vec![None; values.len()];
+        let mut rings: Vec<Option<Arc<SummaryRing>>> = vec![None; values.len()];
+        for (start, chunk) in values.chunks(MAX_SITES_PER_LAUNCH).enumerate() {
+            let base = start * MAX_SITES_PER_LAUNCH;
+            if self.settings.history > 0 {
+                let made: Vec<Arc<HistoryRing>> = chunk
+                    .iter()
+                    .map(|v| {
+                        let nbytes = v.numel as usize * v.dtype.itemsize();
+                        runtime
+                            .with_private_stream(|p| HistoryRing::new(nbytes, self.settings.history, p))
+                            .map(Arc::new)
+                    })
+                    .collect::<Result<_>>()?;
+                let inputs: Vec<CopyInput<'_>> = chunk
+                    .iter()
+                    .zip(&made)
+                    .map(|(v, ring)| CopyInput { src: v.src, ring })
+                    .collect();
+                enqueue_history_copies(self.ctx, self.device, &inputs, counter, words, s)?;
+                for (i, ring) in made.into_iter().enumerate() {
+                    runtime.keep(Box::new(Arc::clone(&ring)))?;
+                    histories[base + i] = Some(ring);
+                }
+            }
+            let summarised: Vec<(usize, Arc<SummaryRing>)> = chunk
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| summarizable_on_device(v.dtype))
+                .map(|(i, _)| Ok((base + i, Arc::new(SummaryRing::new(self.settings.ring_capacity)?))))
+                .collect::<Result<_>>()?;
+            if !summarised.is_empty() {
+                let inputs: Vec<SummaryInput<'_>> = summarised
+                    .iter()
+                    .map(|(i, ring)| SummaryInput {
+                        src: values[*i].src,
+                        numel: values[*i].numel,
+                        dtype: values[*i].dtype,
+                        ring,
+                    })
+                    .collect();
+                let launch = runtime.with_private_stream(|p| {
+                    enqueue_summaries(
+                        self.ctx,
+                        self.device,
+                        &inputs,
+                        counter,
+                        words,
+                        self.settings.trigger,
+                        p,
+                        s,
+                    )
+                })?;
+                runtime.keep(Box::new(launch))?;
+                for (i, ring) in summarised {
+                    runtime.keep(Box::new(Arc::clone(&ring)))?;
+                    rings[i] = Some(ring);
+                }
+            }
+        }
+        let mut state = lock(&self.shared)?;
+        if capture >= state.captures.len() {
+            return Err(CudaError::Invalid(format!("no capture {capture}")));
+        }
+        let mut indices = Vec::with_capacity(values.len());
+        for (summary, history) in rings.into_iter().zip(histories) {
+            let index = state.sites.len();
+            if summary.is_some() {
+                state.captures[capture].summary_sites.push(index);
+            }
+            state.sites.push(Site { summary, history });
+            indices.push(index);
+        }
+        Ok(indices)
+    }
+
+    fn take_event(&self) -> Result<CUevent> {
+        if let Some(e) = lock(&self.shared)?.free_events.pop() {
+            return Ok(e as CUevent);
+        }
+        let mut event: CUevent = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; DISABLE_TIMING (2) makes record and query cheap.
+        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut event, 2) })?;
+        Ok(event)
+    }
+
+    /// Ends the current point (its work is what `stream` has been given so far) and starts
+    /// the next; `dump` asks for the history to land in the run after this point.
+    /// Never waits for the device unless the harvester is a whole ring behind.
+    pub fn close_point(
+        &mut self,
+        label: String,
+        metadata: String,
+        stream: usize,
+        dump: Option<String>,
+        attachment: Option<Attachment>,
+    ) -> Result<u32> {
+        make_current(self.ctx)?;
+        let s = as_stream(stream);
+        if let CaptureState::Capturing { .. } = capture_state(s)? {
+            return Err(CudaError::Invalid(
+                "a point cannot end while its stream is capturing a graph".into(),
+            ));
+        }
+        self.apply_backpressure()?;
+        let number = self.next_point;
+        if dump.is_some() {
+            // Freeze the history at this point, in stream order after its work.
+            // SAFETY: our own 16-byte buffer; 32-bit writes at offsets 8 and 12.
+            check("cuMemsetD32Async", unsafe {
+                sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET, number, 1, s)
+            })?;
+            check("cuMemsetD32Async", unsafe {
+                sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET + 4, 0, 1, s)
+            })?;
+        }
+        let event = self.take_event()?;
+        // SAFETY: a live event and torch's stream handle.
+        check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
+        // SAFETY: our own buffer; the next point's number, ordered after this point's work.
+        check("cuMemsetD32Async", unsafe {
+            sys::cuMemsetD32Async(self.words.ptr, number.wrapping_add(1), 1, s)
+        })?;
+        self.next_point = number.wrapping_add(1);
+        let mut state = lock(&self.shared)?;
+        if let Some(failure) = &state.failure {
+            return Err(CudaError::Invalid(failure.clone()));
+        }
+        state.pending.push_back(Pending {
+            number,
+            label,
+            metadata,
+            event: event as usize,
+            dump,
+            attachment,
+        });
+        drop(state);
+        self.shared.wake.notify_one();
+        Ok(number)
+    }
+
+    /// Waits for the oldest pending point when the host is more than half a ring ahead of
+    /// the harvester (records would be overwritten otherwise).
+    fn apply_backpressure(&self) -> Result<()> {
+        let limit = (self.settings.ring_capacity / 2).max(1) as usize;
+        let mut state = lock(&self.shared)?;
+        while state.pending.len() >= limit && state.failure.is_none() {
+            state = self
+                .shared
+                .done
+                .wait_timeout(state, Duration::from_millis(50))
+                .map_err(|_| CudaError::Poisoned)?
+                .0;
+        }
+        Ok(())
+    }
+
+    /// Waits until every closed point was handed to the sink.
+    pub fn flush(&self) -> Result<()> {
+        let mut state = lock(&self.shared)?;
+        state.flushing = true;
+        self.shared.wake.notify_one();
+        while !state.pending.is_empty() && state.failure.is_none() {
+            state = self
+                .shared
+                .done
+                .wait_timeout(state, Duration::from_millis(50))
+                .map_err(|_| CudaError::Poisoned)?
+                .0;
+        }
+        state.flushing = false;
+        match &state.failure {
+            Some(f) => Err(CudaError::Invalid(f.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// (points delivered, history dumps, replays lost)
+    pub fn counts(&self) -> (u64, u64, u64) {
+        lock(&self.shared)
+            .map(|s| (s.delivered, s.dumps, s.lost_replays))
+            .unwrap_or((0, 0, 0))
+    }
+
+    /// The number the next closed point gets.
+    pub fn next_point(&self) -> u32 {
+        self.next_point
+    }
+
+    /// Lets the history record again after a trigger froze it (the next trigger lands a new
+    /// history).
+    pub fn rearm(&self) -> Result<()> {
+        make_current(self.ctx)?;
+        self.flush()?;
+        arm(&self.words, &self.private)?;
+        lock(&self.shared)?.frozen = false;
+        Ok(())
+    }
+
+    /// Stops the harvester after delivering what is pending.
+    pub fn close(&mut self) -> Result<()> {
+        let flushed = self.flush();
+        if let Ok(mut state) = lock(&self.shared) {
+            state.stop = true;
+        }
+        self.shared.wake.notify_one();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        flushed
+    }
+}
+
+impl Drop for DeviceRecorder {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+fn arm(words: &DeviceBuffer, private: &PrivateStream) -> Result<()> {
+    // SAFETY: our own buffer; frozen_at = u64::MAX is "armed".
+    check("cuMemsetD32Async", unsafe {
+        sys::cuMemsetD32Async(words.ptr + FROZEN_OFFSET, ARMED, 2, private.handle)
+    })?;
+    private.synchronize()
+}
+
+fn harvest_loop(
+    ctx: CUcontext,
+    shared: &Shared,
+    private: &PrivateStream,
+    words: &DeviceBuffer,
+    settings: RecorderSettings,
+    mut sink: Sink,
+) {
+    if let Err(e) = make_current(ctx) {
+        if let Ok(mut state) = shared.state.lock() {
+            state.failure = Some(e.to_string());
+        }
+        shared.done.notify_all();
+        return;
+    }
+    loop {
+        let Ok(state) = shared.state.lock() else {
+            return;
+        };
+        let Some(front) = state.pending.front() else {
+            if state.stop {
+                return;
+            }
+            drop(
+                shared
+                    .wake
+                    .wait_timeout(state, Duration::from_millis(20))
+                    .map_err(|_| ()),
+            );
+            continue;
+        };
+        let event = front.event as CUevent;
+        let flushing = state.flushing || state.stop;
+        drop(state);
+        // SAFETY: a live event recorded by close_point.
+        let status = unsafe {
+            if flushing {
+                sys::cuEventSynchronize(event)
+            } else {
+                sys::cuEventQuery(event)
+            }
+        };
+        if status == sys::CUresult::CUDA_ERROR_NOT_READY {
+            // The device is still on it: look again shortly (a condvar wait, so a flush
+            // wakes this at once).
+            if let Ok(state) = shared.state.lock() {
+                drop(shared.wake.wait_timeout(state, Duration::from_micros(500)));
+            }
+            continue;
+        }
+        let outcome = check("cuEventQuery", status).map_err(|e| e.to_string()).and_then(|()| {
+            let points = harvest_front(shared, private, words, settings).map_err(|e| e.to_string())?;
+            for point in points {
+                sink(point)?;
+            }
+            Ok(())
+        });
+        let Ok(mut state) = shared.state.lock() else {
+            return;
+        };
+        if let Some(done) = state.pending.pop_front() {
+            state.free_events.push(done.event);
+        }
+        match outcome {
+            Ok(()) => state.delivered += 1,
+            Err(e) => {
+                state.failure.get_or_insert(format!("recording a point failed: {e}"));
+                state.pending.clear();
+            }
+        }
+        drop(state);
+        shared.done.notify_all();
+    }
+}
+
+/// Takes the front pending point's records (its event completed) and, when a summary of
+/// it fired the trigger or the host asked, the history rings.
+fn harvest_front(
+    shared: &Shared,
+    private: &PrivateStream,
+    words: &DeviceBuffer,
+    settings: RecorderSettings,
+) -> Result<Vec<HarvestedPoint>> {
+    let mut state = lock(shared)?;
+    let front = state.pending.front_mut().expect("a pending point");
+    let (number, label, metadata, dump, attachment) = (
+        front.number,
+        front.label.clone(),
+        front.metadata.clone(),
+        front.dump.clone(),
+        front.attachment.take(),
+    );
+    let mut values = Vec::new();
+    let mut replays = Vec::new();
+    let mut lost = 0u64;
+    let mut fired: Option<String> = None;
+    let State {
+        sites, captures, ..
+    } = &mut *state;
+    for (capture_index, capture) in captures.iter_mut().enumerate() {
+        let Some(&first_site) = capture.summary_sites.first() else {
+            continue;
+        };
+        let ring = sites[first_site].summary.as_ref().expect("a summary site").clone();
+        let mut first_replay = None;
+        loop {
+            let replay = capture.harvested + 1;
+            match ring.read(replay) {
+                RingRead::Ready(r) if r.point as u32 == number => {
+                    for &site in &capture.summary_sites {
+                        let site_ring = sites[site].summary.as_ref().expect("a summary site");
+                        if let RingRead::Ready(record) = site_ring.read(replay) {
+                            if record.triggered() && fired.is_none() {
+                                fired = Some(if record.nan + record.pos_inf + record.neg_inf > 0 {
+                                    "nonfinite".into()
+                                } else {
+                                    "abs_max".into()
+                                });
+                            }
+                            values.push(HarvestedValue {
+                                site,
+                                replay,
+                                data: HarvestedData::Summary(record),
+                            });
+                        } else {
+                            lost += 1;
+                        }
+                    }
+                    first_replay.get_or_insert(replay);
+                    capture.harvested = replay;
+                }
+                // A replay of an earlier point that was never read: count and pass it.
+                RingRead::Ready(r) if (r.point as u32) < number => {
+                    lost += 1;
+                    capture.harvested = replay;
+                }
+                RingRead::Ready(_) | RingRead::NotYet => break,
+                RingRead::Overwritten { by } => {
+                    // The ring moved on by a whole lap: these replays are gone.
+                    let skip_to = by.saturating_sub(ring.capacity());
+                    lost += skip_to.saturating_sub(capture.harvested).max(1);
+                    capture.harvested = skip_to.max(replay);
+                }
+            }
+        }
+        if let Some(first) = first_replay {
+            replays.push((capture_index, first, capture.harvested));
+        }
+    }
+    state.lost_replays += lost;
+    state.recent.push_back((number, label.clone()));
+    while state.recent.len() as u64 > settings.history.max(1) + 1 {
+        state.recent.pop_front();
+    }
+    let mut out = vec![HarvestedPoint {
+        number,
+        label: label.clone(),
+        metadata,
+        kind: PointKind::Call,
+        values,
+        replays,
+        lost_replays: lost,
+        attachment,
+    }];
+    let asked = dump.is_some();
+    let fired = fired.filter(|_| !state.frozen);
+    let reason = dump.or(fired);
+    if let (Some(reason), true) = (reason, settings.history > 0) {
+        // The kernel froze the history at this point (or the host did, for a dump): no
+        // replay writes it until it is re-armed below.
+        let recent: Vec<(u32, String)> = state.recent.iter().cloned().collect();
+        let histories: Vec<(usize, Arc<HistoryRing>)> = state
+            .sites
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.history.as_ref().map(|h| (i, Arc::clone(h))))
+            .collect();
+        state.dumps += 1;
+        state.frozen = !asked;
+        drop(state);
+        out.extend(land_history(&histories, private, &recent, number, &label, &reason)?);
+        if asked {
+            arm(words, private)?;
+        }
+    }
+    Ok(out)
+}
+
+/// One flight point per past point the history rings hold, oldest first.
+fn land_history(
+    histories: &[(usize, Arc<HistoryRing>)],
+    private: &PrivateStream,
+    recent: &[(u32, String)],
+    trigger_point: u32,
+    trigger_label: &str,
+    reason: &str,
+) -> Result<Vec<HarvestedPoint>> {
+    let mut by_point: std::collections::BTreeMap<u32, Vec<HarvestedValue>> = Default::default();
+    for (site, ring) in histories {
+        let contents = ring.read(private)?;
+        for (slot, &(replay, point)) in contents.tags.iter().enumerate() {
+            let point = point as u32;
+            if replay == 0 || point > trigger_point {
+                continue;
+            }
+            if trigger_point - point >= ring.depth as u32 {
+                continue; // older than the history this dump is about
+            }
+            by_point.entry(point).or_default().push(HarvestedValue {
+                site: *site,
+                replay,
+                data: HarvestedData::Bytes(ring.slot_value(&contents, slot).to_vec()),
+            });
+        }
+    }
+    Ok(by_point
+        .into_iter()
+        .map(|(point, values)| {
+            let label = recent
+                .iter()
+                .find(|(n, _)| *n == point)
+                .map(|(_, l)| l.clone())
+                .unwrap_or_else(|| format!("point{point}"));
+            let (first, last) = values
+                .iter()
+                .fold((u64::MAX, 0), |(a, b), v| (a.min(v.replay), b.max(v.replay)));
+            HarvestedPoint {
+                number: point,
+                label: format!("history:{trigger_label}:{label}"),
+                metadata: String::from("{}"),
+                kind: PointKind::Flight {
+                    trigger_label: trigger_label.to_owned(),
+                    reason: reason.to_owned(),
+                },
+                values,
+                replays: vec![(usize::MAX, first, last)],
+                lost_replays: 0,
+                attachment: None,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,336 @@
+// Kernels captured into CUDA graphs by the probe runtime: summaries of probed values
+// written into host-mapped rings, and copies of probed values into device rings (the
+// history a flight recorder keeps, or, with a depth of 1, the latest value).
+//
+// Compiled at first use by NVRTC (see nvrtc.rs). The host side mirrors every struct here
+// with #[repr(C)] types in summary.rs; the two must stay in step. The marker below is
+// replaced by the exact decoding tables of tcgd-tensor, so device and host decode every
+// float8 byte to the same double.
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#define THREADS 256
+
+// dtype codes (DeviceDtype in summary.rs)
+#define DT_F64 0
+#define DT_F32 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_F8_E4M3FN 4
+#define DT_F8_E4M3FNUZ 5
+#define DT_F8_E5M2 6
+#define DT_F8_E5M2FNUZ 7
+#define DT_F8_E8M0FNU 8
+#define DT_I8 9
+#define DT_I16 10
+#define DT_I32 11
+#define DT_I64 12
+#define DT_U8 13
+#define DT_U16 14
+#define DT_U32 15
+#define DT_U64 16
+#define DT_BOOL 17
+
+#define TRIGGER_NONFINITE 1u
+#define TRIGGER_ABS_MAX 2u
+
+// @FLOAT8_TABLES@
+
+// What one thread, block or site has seen. Moments are kept around a shift `c` (the
+// first finite value seen) so that no division happens per element: s1 = sum(x - c),
+// s2 = sum((x - c)^2); they become (mean, m2) only when partials merge.
+struct Acc {
+    u64 nan, pinf, ninf, zero, n;
+    double min, max, c, s1, s2, ssq;
+};
+
+// A merged partial: mean and m2 (sum of squared deviations) proper.
+struct Partial {
+    u64 nan, pinf, ninf, zero, n;
+    double min, max, mean, m2, ssq;
+};
+
+// One summary as the host reads it (112 bytes). `replay` is written last, after a
+// system-wide fence: the host trusts the fields only when it reads the same `replay`
+// before and after them.
+struct Record {
+    u64 numel, nan, pinf, ninf, zero, finite;
+    double min, max, mean, m2, ssq;
+    u64 point;
+    u64 flags;
+    u64 replay;
+};
+
+struct SummarySite {
+    const u8* src;
+    u64 numel;
+    Record* ring;      // device address of the host-mapped ring of this site
+    u32 dtype;
+    u32 first_block;
+    u32 blocks;
+    u32 pad;
+};
+
+struct SummaryBatch {
+    const u64* replay;     // the capture's replay counter
+    const u32* point;      // the session's current point number
+    u64* frozen_at;        // history rings stop after this point (u64 max: armed)
+    Partial* scratch;      // one partial per block of the launch
+    u32* done;             // blocks finished, per site of the launch
+    u64 ring_capacity;
+    double abs_max;
+    u32 trigger;
+    u32 nsites;
+    SummarySite sites[MAX_SITES];
+};
+
+struct CopySite {
+    const u8* src;
+    u8* dst;               // ring slot 0; slot k is at dst + k * nbytes
+    u64* tags;             // device: (replay, point) each ring slot holds (null: none)
+    u64 nbytes;
+    u32 first_block;
+    u32 blocks;
+};
+
+struct CopyBatch {
+    const u64* replay;
+    const u32* point;
+    const u64* frozen_at;  // null: never frozen
+    u64 depth;
+    u32 nsites;
+    u32 pad;
+    CopySite sites[MAX_SITES];
+};
+
+__device__ __forceinline__ double bits_to_double(u64 b) { return __longlong_as_double((long long)b); }
+
+__device__ __forceinline__ double half_to_double(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return (double)f;
+}
+
+// The element `i` of `src` as a double (exact for every dtype but 64-bit integers beyond
+// 2^53, which round as they do on the host).
+template <u32 DT> __device__ __forceinline__ double element(const u8* src, u64 i) {
+    if constexpr (DT == DT_F64) return ((const double*)src)[i];
+    else if constexpr (DT == DT_F32) return (double)((const float*)src)[i];
+    else if constexpr (DT == DT_F16) return half_to_double(((const u16*)src)[i]);
+    else if constexpr (DT == DT_BF16) return (double)__uint_as_float(((u32)((const u16*)src)[i]) << 16);
+    else if constexpr (DT == DT_F8_E4M3FN) return bits_to_double(F8_E4M3FN[src[i]]);
+    else if constexpr (DT == DT_F8_E4M3FNUZ) return bits_to_double(F8_E4M3FNUZ[src[i]]);
+    else if constexpr (DT == DT_F8_E5M2) return bits_to_double(F8_E5M2[src[i]]);
+    else if constexpr (DT == DT_F8_E5M2FNUZ) return bits_to_double(F8_E5M2FNUZ[src[i]]);
+    else if constexpr (DT == DT_F8_E8M0FNU) return bits_to_double(F8_E8M0FNU[src[i]]);
+    else if constexpr (DT == DT_I8) return (double)((const signed char*)src)[i];
+    else if constexpr (DT == DT_I16) return (double)((const short*)src)[i];
+    else if constexpr (DT == DT_I32) return (double)((const int*)src)[i];
+    else if constexpr (DT == DT_I64) return (double)((const long long*)src)[i];
+    else if constexpr (DT == DT_U8) return (double)src[i];
+    else if constexpr (DT == DT_U16) return (double)((const u16*)src)[i];
+    else if constexpr (DT == DT_U32) return (double)((const u32*)src)[i];
+    else if constexpr (DT == DT_U64) return (double)((const u64*)src)[i];
+    else return src[i] != 0 ? 1.0 : 0.0;  // bool
+}
+
+__device__ __forceinline__ void acc_init(Acc& a) {
+    a.nan = a.pinf = a.ninf = a.zero = a.n = 0;
+    a.min = __longlong_as_double(0x7ff0000000000000LL);   // +inf
+    a.max = __longlong_as_double(0xfff0000000000000LL);   // -inf
+    a.c = a.s1 = a.s2 = a.ssq = 0.0;
+}
+
+__device__ __forceinline__ void acc_add(Acc& a, double x) {
+    if (isnan(x)) { a.nan++; return; }
+    if (isinf(x)) { if (x > 0) a.pinf++; else a.ninf++; return; }
+    if (x == 0.0) a.zero++;
+    if (a.n == 0) a.c = x;
+    a.n++;
+    a.min = fmin(a.min, x);
+    a.max = fmax(a.max, x);
+    double d = x - a.c;
+    a.s1 += d;
+    a.s2 += d * d;
+    a.ssq += x * x;
+}
+
+__device__ __forceinline__ Partial acc_finish(const Acc& a) {
+    Partial p;
+    p.nan = a.nan; p.pinf = a.pinf; p.ninf = a.ninf; p.zero = a.zero; p.n = a.n;
+    p.min = a.min; p.max = a.max; p.ssq = a.ssq;
+    if (a.n == 0) { p.mean = 0.0; p.m2 = 0.0; return p; }
+    double n = (double)a.n;
+    double mean_d = a.s1 / n;
+    p.mean = a.c + mean_d;
+    p.m2 = fmax(a.s2 - a.s1 * mean_d, 0.0);
+    return p;
+}
+
+// Chan et al.'s pairwise update; the order of merges is fixed by the caller, so a
+// summary does not depend on scheduling.
+__device__ __forceinline__ Partial merge(const Partial& a, const Partial& b) {
+    if (b.n == 0) {
+        Partial r = a;
+        r.nan += b.nan; r.pinf += b.pinf; r.ninf += b.ninf; r.zero += b.zero;
+        return r;
+    }
+    if (a.n == 0) {
+        Partial r = b;
+        r.nan += a.nan; r.pinf += a.pinf; r.ninf += a.ninf; r.zero += a.zero;
+        return r;
+    }
+    Partial r;
+    r.nan = a.nan + b.nan; r.pinf = a.pinf + b.pinf; r.ninf = a.ninf + b.ninf;
+    r.zero = a.zero + b.zero; r.n = a.n + b.n;
+    r.min = fmin(a.min, b.min); r.max = fmax(a.max, b.max);
+    double na = (double)a.n, nb = (double)b.n, n = (double)r.n;
+    double delta = b.mean - a.mean;
+    r.mean = a.mean + delta * (nb / n);
+    r.m2 = a.m2 + b.m2 + delta * delta * (na * nb / n);
+    r.ssq = a.ssq + b.ssq;
+    return r;
+}
+
+template <u32 DT>
+__device__ __forceinline__ void accumulate(Acc& a, const u8* src, u64 i, u64 numel, u64 step) {
+#pragma unroll 4
+    for (; i < numel; i += step) acc_add(a, element<DT>(src, i));
+}
+
+// One switch per thread, not per element: the dtype is the same for the whole site.
+__device__ void accumulate_any(Acc& a, u32 dtype, const u8* src, u64 i, u64 numel, u64 step) {
+    switch (dtype) {
+    case DT_F64: accumulate<DT_F64>(a, src, i, numel, step); break;
+    case DT_F32: accumulate<DT_F32>(a, src, i, numel, step); break;
+    case DT_F16: accumulate<DT_F16>(a, src, i, numel, step); break;
+    case DT_BF16: accumulate<DT_BF16>(a, src, i, numel, step); break;
+    case DT_F8_E4M3FN: accumulate<DT_F8_E4M3FN>(a, src, i, numel, step); break;
+    case DT_F8_E4M3FNUZ: accumulate<DT_F8_E4M3FNUZ>(a, src, i, numel, step); break;
+    case DT_F8_E5M2: accumulate<DT_F8_E5M2>(a, src, i, numel, step); break;
+    case DT_F8_E5M2FNUZ: accumulate<DT_F8_E5M2FNUZ>(a, src, i, numel, step); break;
+    case DT_F8_E8M0FNU: accumulate<DT_F8_E8M0FNU>(a, src, i, numel, step); break;
+    case DT_I8: accumulate<DT_I8>(a, src, i, numel, step); break;
+    case DT_I16: accumulate<DT_I16>(a, src, i, numel, step); break;
+    case DT_I32: accumulate<DT_I32>(a, src, i, numel, step); break;
+    case DT_I64: accumulate<DT_I64>(a, src, i, numel, step); break;
+    case DT_U8: accumulate<DT_U8>(a, src, i, numel, step); break;
+    case DT_U16: accumulate<DT_U16>(a, src, i, numel, step); break;
+    case DT_U32: accumulate<DT_U32>(a, src, i, numel, step); break;
+    case DT_U64: accumulate<DT_U64>(a, src, i, numel, step); break;
+    default: accumulate<DT_BOOL>(a, src, i, numel, step); break;
+    }
+}
+
+// Tree reduction of one Partial per thread; thread 0 returns the block's result.
+__device__ Partial block_reduce(Partial mine) {
+    __shared__ Partial shared[THREADS];
+    shared[threadIdx.x] = mine;
+    __syncthreads();
+    for (u32 width = THREADS / 2; width > 0; width >>= 1) {
+        if (threadIdx.x < width) {
+            shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + width]);
+        }
+        __syncthreads();
+    }
+    return shared[0];
+}
+
+// Summaries of every site of the batch: the blocks of a site each reduce a strided share
+// of its elements; the last block to finish (counted in `done`) merges the block partials
+// in block order and writes the site's record into its ring at replay % capacity.
+extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const SummaryBatch batch) {
+    u32 s = 0;
+    while (s + 1 < batch.nsites && blockIdx.x >= batch.sites[s + 1].first_block) s++;
+    const SummarySite& site = batch.sites[s];
+    const u32 local = blockIdx.x - site.first_block;
+
+    Acc a;
+    acc_init(a);
+    const u64 step = (u64)site.blocks * THREADS;
+    accumulate_any(a, site.dtype, site.src, (u64)local * THREADS + threadIdx.x, site.numel, step);
+    Partial block = block_reduce(acc_finish(a));
+
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        batch.scratch[blockIdx.x] = block;
+        __threadfence();
+        last = atomicAdd(&batch.done[s], 1u) == site.blocks - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+
+    // Every block of the site has published its partial; read them past the L1 cache.
+    __threadfence();
+    Partial mine;
+    mine.nan = mine.pinf = mine.ninf = mine.zero = mine.n = 0;
+    mine.min = __longlong_as_double(0x7ff0000000000000LL);
+    mine.max = __longlong_as_double(0xfff0000000000000LL);
+    mine.mean = mine.m2 = mine.ssq = 0.0;
+    for (u32 b = threadIdx.x; b < site.blocks; b += THREADS) {
+        volatile Partial* v = (volatile Partial*)&batch.scratch[site.first_block + b];
+        Partial p;
+        p.nan = v->nan; p.pinf = v->pinf; p.ninf = v->ninf; p.zero = v->zero; p.n = v->n;
+        p.min = v->min; p.max = v->max; p.mean = v->mean; p.m2 = v->m2; p.ssq = v->ssq;
+        mine = merge(mine, p);
+    }
+    Partial total = block_reduce(mine);
+    if (threadIdx.x != 0) return;
+
+    batch.done[s] = 0;  // ready for the next replay
+    const u64 replay = *batch.replay;
+    const u64 finite = total.n;
+    bool hit = false;
+    if ((batch.trigger & TRIGGER_NONFINITE) && (total.nan + total.pinf + total.ninf) > 0) hit = true;
+    if ((batch.trigger & TRIGGER_ABS_MAX) &&
+        ((total.pinf + total.ninf) > 0 ||
+         (finite > 0 && fmax(fabs(total.min), fabs(total.max)) > batch.abs_max))) hit = true;
+    const u64 point = *batch.point;
+    // Points, not replays, freeze the history: they are shared by every graph of the
+    // session, while each graph counts its own replays.
+    if (hit && batch.frozen_at != 0) atomicMin(batch.frozen_at, point);
+
+    volatile Record* r = (volatile Record*)&site.ring[replay % batch.ring_capacity];
+    r->replay = 0;  // torn while being written
+    __threadfence_system();
+    r->numel = site.numel;
+    r->nan = total.nan; r->pinf = total.pinf; r->ninf = total.ninf;
+    r->zero = total.zero; r->finite = finite;
+    r->min = total.min; r->max = total.max; r->mean = total.mean; r->m2 = total.m2;
+    r->ssq = total.ssq;
+    r->point = point;
+    r->flags = hit ? 1 : 0;
+    __threadfence_system();
+    r->replay = replay;
+}
+
+// Copies every site of the batch into slot (replay % depth) of its ring, unless the ring
+// is frozen at an earlier point (a trigger fired): the history then holds the points up
+// to and including the trigger's.
+extern "C" __global__ void __launch_bounds__(THREADS) tcgd_copy_ring(const CopyBatch batch) {
+    u32 s = 0;
+    while (s + 1 < batch.nsites && blockIdx.x >= batch.sites[s + 1].first_block) s++;
+    const CopySite& site = batch.sites[s];
+    const u64 replay = *batch.replay;
+    const u64 point = *batch.point;
+    if (batch.frozen_at != 0 && point > *batch.frozen_at) return;
+    const u64 slot = batch.depth > 1 ? replay % batch.depth : 0;
+    u8* dst = site.dst + slot * site.nbytes;
+    const u32 local = blockIdx.x - site.first_block;
+    const u64 step = (u64)site.blocks * THREADS;
+    const u64 start = (u64)local * THREADS + threadIdx.x;
+    if ((((u64)site.src | (u64)dst | site.nbytes) & 15) == 0) {
+        const uint4* from = (const uint4*)site.src;
+        uint4* to = (uint4*)dst;
+        for (u64 i = start; i < site.nbytes / 16; i += step) to[i] = from[i];
+    } else {
+        for (u64 i = start; i < site.nbytes; i += step) dst[i] = site.src[i];
+    }
+    if (local == 0 && threadIdx.x == 0 && site.tags != 0) {
+        site.tags[2 * slot] = replay;
+        site.tags[2 * slot + 1] = point;
+    }
+}

@@ -1,0 +1,350 @@
+//! `DeviceRecorder`: a compile session's points recorded on the device and harvested into
+//! its run writer by a thread of the core, with no Python and no device synchronisation
+//! per call (see tcgd-cuda's harvest.rs).
+
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use serde_json::{Map, Value as Json};
+use tcgd_cuda::{HarvestedData, HarvestedPoint, PointKind, RecorderSettings, Trigger};
+use tcgd_store::{
+    now_micros, CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, Site, Value,
+};
+use tcgd_tensor::DType;
+
+use crate::errors::{guard, BindResult, BindingError};
+use crate::parse_dtype;
+use crate::probe::ProbeRuntime;
+use crate::store::{observation_inputs, ObservationArgs, RunWriter};
+
+/// Observations the host took itself for a point (eager values), carried with the point
+/// to the harvester so that every point is committed in order by one path.
+struct HostObservations {
+    inputs: Vec<ObservationInput<'static>>,
+    /// Own the bytes `inputs` borrow; dropped after them.
+    _owners: Vec<Py<PyAny>>,
+}
+
+/// What the run needs to know about a site, kept for the harvester.
+#[derive(Clone)]
+struct SiteFacts {
+    name: String,
+    order: i64,
+    dtype: DType,
+    shape: Vec<i64>,
+    stride: Vec<i64>,
+    source_device: String,
+    site: Site,
+}
+
+type Facts = Arc<Mutex<Vec<SiteFacts>>>;
+
+/// One probed value as Python hands it over: a mapping with every key present.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct SiteArgs {
+    src: u64,
+    dtype: String,
+    shape: Vec<i64>,
+    stride: Vec<i64>,
+    source_device: String,
+    name: String,
+    order: i64,
+    site_id: Option<String>,
+    graph_kind: Option<String>,
+    node_name: Option<String>,
+    aten_op: Option<String>,
+    module_path: Option<String>,
+    source_location: Option<String>,
+    compile_id: Option<String>,
+    materialized_by_probe: Option<bool>,
+}
+
+#[pyclass(module = "torch_cudagraph_debug._native")]
+pub struct DeviceRecorder {
+    inner: Mutex<tcgd_cuda::DeviceRecorder>,
+    facts: Facts,
+}
+
+fn lock<T>(m: &Mutex<T>) -> BindResult<std::sync::MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| BindingError::Internal("device recorder lock poisoned".into()))
+}
+
+/// The point's metadata: the caller's, plus which graphs replayed and what was lost.
+fn point_metadata(point: &HarvestedPoint) -> String {
+    let mut map = match serde_json::from_str::<Json>(&point.metadata) {
+        Ok(Json::Object(m)) => m,
+        _ => Map::new(),
+    };
+    if let PointKind::Flight {
+        trigger_label,
+        reason,
+    } = &point.kind
+    {
+        map.insert(
+            "flight_recorder".into(),
+            serde_json::json!({"trigger_point": trigger_label, "reason": reason, "point": point.number}),
+        );
+    } else if !point.replays.is_empty() {
+        let replays: Map<String, Json> = point
+            .replays
+            .iter()
+            .map(|(capture, first, last)| {
+                (format!("graph#{capture}"), serde_json::json!(last - first + 1))
+            })
+            .collect();
+        map.insert("graph_replays".into(), Json::Object(replays));
+    }
+    if point.lost_replays > 0 {
+        map.insert("lost_replays".into(), serde_json::json!(point.lost_replays));
+    }
+    Json::Object(map).to_string()
+}
+
+/// Builds the commit job of one harvested point (runs on the writer thread).
+fn commit_job(mut point: HarvestedPoint, facts: Vec<SiteFacts>) -> (String, CommitJob) {
+    let label = point.label.clone();
+    let metadata = point_metadata(&point);
+    let replay = point.replays.iter().map(|r| r.2).max().map(|r| r as i64);
+    let timestamp = now_micros();
+    let host = point
+        .attachment
+        .take()
+        .and_then(|a| a.downcast::<HostObservations>().ok());
+    let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
+        // Device values and the host's, in site order (then replay / invocation); orders
+        // and invocation indices are numbered afresh over the merged list.
+        let mut keyed: Vec<((i64, u64), ObservationInput<'_>)> = Vec::new();
+        for v in &point.values {
+            let Some(f) = facts.get(v.site) else { continue };
+            let (payload, value) = match &v.data {
+                HarvestedData::Summary(r) => (PayloadKind::Summary, Value::Summary(r.to_summary())),
+                HarvestedData::Bytes(b) => (PayloadKind::Full, Value::Bytes(b)),
+            };
+            keyed.push((
+                (f.order, v.replay),
+                ObservationInput {
+                    order: 0,
+                    name: f.name.clone(),
+                    invocation_index: 0,
+                    site: f.site.clone(),
+                    dtype: f.dtype,
+                    shape: f.shape.clone(),
+                    stride: f.stride.clone(),
+                    source_device: f.source_device.clone(),
+                    payload,
+                    value,
+                },
+            ));
+        }
+        if let Some(host) = &host {
+            for input in &host.inputs {
+                keyed.push(((input.order, input.invocation_index as u64), input.clone()));
+            }
+        }
+        keyed.sort_by_key(|(key, _)| *key);
+        let mut seen: std::collections::HashMap<String, i64> = Default::default();
+        let inputs: Vec<ObservationInput<'_>> = keyed
+            .into_iter()
+            .enumerate()
+            .map(|(order, (_, mut input))| {
+                let invocation = seen.entry(input.name.clone()).or_insert(0);
+                input.order = order as i64;
+                input.invocation_index = *invocation;
+                *invocation += 1;
+                input
+            })
+            .collect();
+        let input = PointInput {
+            label: point.label.clone(),
+            metadata,
+            replay_index: replay,
+            timestamp_us: Some(timestamp),
+        };
+        let committed = writer.commit_point(&input, &inputs).map(|_| ());
+        // The borrowed slices go before their owners.
+        drop(inputs);
+        drop(host);
+        committed
+    });
+    (label, job)
+}
+
+fn sink(queue: Arc<Mutex<CommitQueue>>, facts: Facts) -> tcgd_cuda::Sink {
+    Box::new(move |point: HarvestedPoint| {
+        let facts = facts.lock().map_err(|_| "site facts poisoned".to_owned())?.clone();
+        let (label, job) = commit_job(point, facts);
+        let mut queue = queue.lock().map_err(|_| "run writer poisoned".to_owned())?;
+        queue.submit(&label, job).map(|_| ()).map_err(|e| e.to_string())
+    })
+}
+
+#[pymethods]
+impl DeviceRecorder {
+    #[new]
+    #[pyo3(signature = (device, writer, ring_capacity = 512, history = 0, trigger_nonfinite = true, trigger_abs_max = None))]
+    fn new(
+        py: Python<'_>,
+        device: i32,
+        writer: &RunWriter,
+        ring_capacity: u64,
+        history: u64,
+        trigger_nonfinite: bool,
+        trigger_abs_max: Option<f64>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            if ring_capacity < 4 {
+                return Err(BindingError::InvalidInput(format!(
+                    "ring_capacity must be at least 4, got {ring_capacity}"
+                )));
+            }
+            let facts: Facts = Arc::default();
+            let settings = RecorderSettings {
+                ring_capacity,
+                history,
+                trigger: Trigger {
+                    nonfinite: trigger_nonfinite,
+                    abs_max: trigger_abs_max,
+                },
+            };
+            let recorder = tcgd_cuda::DeviceRecorder::start(
+                device,
+                settings,
+                sink(Arc::clone(&writer.inner), Arc::clone(&facts)),
+            )?;
+            Ok(DeviceRecorder {
+                inner: Mutex::new(recorder),
+                facts,
+            })
+        })
+    }
+
+    /// A new graph of the session; returns its index for `register_site`.
+    fn add_capture(&self, py: Python<'_>) -> PyResult<usize> {
+        guard(py, || Ok(lock(&self.inner)?.add_capture()?))
+    }
+
+    /// Registers probed values (alive together: one probe op's inputs) inside a capture
+    /// and records their summary (and history) kernels on `stream`, batched.
+    fn register_sites(
+        &self,
+        py: Python<'_>,
+        runtime: &ProbeRuntime,
+        capture: usize,
+        sites: Vec<SiteArgs>,
+        stream: usize,
+    ) -> PyResult<Vec<usize>> {
+        guard(py, || {
+            let mut values = Vec::with_capacity(sites.len());
+            let mut new_facts = Vec::with_capacity(sites.len());
+            for a in sites {
+                let dtype = parse_dtype(&a.dtype)?;
+                let numel = a.shape.iter().try_fold(1u64, |acc, &d| {
+                    u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+                });
+                let Some(numel) = numel else {
+                    return Err(BindingError::InvalidInput(format!("bad shape {:?}", a.shape)));
+                };
+                values.push(tcgd_cuda::SiteValue {
+                    src: a.src,
+                    numel,
+                    dtype,
+                });
+                new_facts.push(SiteFacts {
+                    name: a.name,
+                    order: a.order,
+                    dtype,
+                    shape: a.shape,
+                    stride: a.stride,
+                    source_device: a.source_device,
+                    site: Site {
+                        site_id: a.site_id,
+                        graph_kind: a.graph_kind,
+                        node_name: a.node_name,
+                        aten_op: a.aten_op,
+                        module_path: a.module_path,
+                        source_location: a.source_location,
+                        compile_id: a.compile_id,
+                        materialized_by_probe: a.materialized_by_probe,
+                    },
+                });
+            }
+            let runtime = runtime.lock()?;
+            let recorder = lock(&self.inner)?;
+            let indices = recorder.register_sites(&runtime, capture, &values, stream)?;
+            let mut facts = lock(&self.facts)?;
+            if indices.first().is_some_and(|&i| i != facts.len()) {
+                return Err(BindingError::Internal("site registry out of step".into()));
+            }
+            facts.extend(new_facts);
+            Ok(indices)
+        })
+    }
+
+    /// Ends the current point: its values are harvested once the device has run what
+    /// `stream` was given; `dump` (a reason) also lands the history in the run.
+    #[pyo3(signature = (label, metadata_json, stream, dump = None, host_observations = Vec::new()))]
+    fn close_point(
+        &self,
+        py: Python<'_>,
+        label: String,
+        metadata_json: String,
+        stream: usize,
+        dump: Option<String>,
+        host_observations: Vec<ObservationArgs>,
+    ) -> PyResult<u32> {
+        guard(py, || {
+            let attachment: Option<tcgd_cuda::Attachment> = if host_observations.is_empty() {
+                None
+            } else {
+                let (inputs, owners) = observation_inputs(host_observations)?;
+                Some(Box::new(HostObservations {
+                    inputs,
+                    _owners: owners,
+                }))
+            };
+            let mut locked = lock(&self.inner)?;
+            let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
+            Ok(py.detach(|| recorder.close_point(label, metadata_json, stream, dump, attachment))?)
+        })
+    }
+
+    /// Waits until every closed point is handed to the run writer.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let locked = lock(&self.inner)?;
+            let recorder: &tcgd_cuda::DeviceRecorder = &locked;
+            Ok(py.detach(|| recorder.flush())?)
+        })
+    }
+
+    /// Lets a frozen history record again (the next trigger lands a new one).
+    fn rearm(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let locked = lock(&self.inner)?;
+            let recorder: &tcgd_cuda::DeviceRecorder = &locked;
+            Ok(py.detach(|| recorder.rearm())?)
+        })
+    }
+
+    /// (points harvested, history dumps, replays lost)
+    #[getter]
+    fn counts(&self) -> PyResult<(u64, u64, u64)> {
+        Ok(lock(&self.inner)?.counts())
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut locked = lock(&self.inner)?;
+            let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
+            Ok(py.detach(|| recorder.close())?)
+        })
+    }
+}
+
+/// Adds a folder to look for NVRTC in (torch's `nvidia/*/lib`).
+#[pyfunction]
+pub fn add_nvrtc_search_dir(path: std::path::PathBuf) {
+    tcgd_cuda::add_nvrtc_search_dir(path);
+}
