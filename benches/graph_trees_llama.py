@@ -293,7 +293,10 @@ def main() -> None:
             else:
                 root = args.run_root
             for index, (label, payload, run_settings) in enumerate(variants):
-                probes = {"version": 1, "run": run_settings, "select": [selection]}
+                # The payload goes in the config too: the config is validated on its
+                # own, and a history needs payload = "summary" there.
+                run_table = {"payload": payload, **run_settings}
+                probes = {"version": 1, "run": run_table, "select": [selection]}
                 options = {
                     "probes": probes,
                     "run_dir": str(root / f"variant{index}"),
