@@ -128,7 +128,7 @@ def p3(count: int, size: int, rounds: int, replays: int, tmp: str) -> dict[str, 
         runtime = _native.ProbeRuntime(0)
         runtime.bind_capture(handle)
         summarise.runtime = runtime
-        capture_index = recorder.add_capture()
+        capture_index = recorder.add_capture(runtime)
         sites = [
             {
                 "src": y.data_ptr(),

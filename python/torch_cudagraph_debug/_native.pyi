@@ -285,9 +285,15 @@ class DeviceRecorder:
         trigger_nonfinite: bool = True,
         trigger_abs_max: float | None = None,
     ) -> Self: ...
-    def add_capture(self) -> int: ...
+    def add_capture(self, runtime: ProbeRuntime, kind: str = "graph") -> int: ...
     def register_sites(
-        self, runtime: ProbeRuntime, capture: int, sites: list[dict[str, object]], stream: int
+        self,
+        runtime: ProbeRuntime,
+        capture: int,
+        sites: list[dict[str, object]],
+        stream: int,
+        sample_every: int = 0,
+        sample_full: bool = True,
     ) -> list[int]: ...
     def close_point(
         self,

@@ -107,7 +107,7 @@ def record_hand_captured(
             handle = torch.cuda.current_stream().cuda_stream
             runtime = _native.ProbeRuntime(0)
             runtime.bind_capture(handle)
-            capture = recorder.add_capture()
+            capture = recorder.add_capture(runtime)
             sites = [
                 {
                     "src": t.data_ptr(),
@@ -334,3 +334,72 @@ def test_batched_copies_land_the_same_bytes_as_one_copy_per_value():
         want = (x * 2).cpu()
         assert torch.equal(per_site.tensor(f"v{i}"), want)
         assert torch.equal(batched_snapshot.tensor(f"v{i}"), want)
+
+
+@pytest.mark.usefixtures("fresh_inductor")
+def test_full_payloads_and_sampled_calls_reach_the_host_without_a_sync_per_call(
+    tmp_path, monkeypatch
+):
+    torch.manual_seed(2)
+    model = Gained().cuda()
+    inputs = [torch.randn(32, 64, device="cuda") for _ in range(10)]
+    select = [{"ops": ["aten.addmm", "aten.mm"], "graphs": ["inference"]}]
+    configs = {
+        "full": {"version": 1, "run": {"payload": "full"}, "select": select},
+        "sampled": {
+            "version": 1,
+            "run": {"payload": "summary", "full_every": 3},
+            "select": select,
+        },
+    }
+    runs = {}
+    for name, config in configs.items():
+        torch._dynamo.reset()
+        compiled = tcgd_compile.compile(
+            model, probes=config, mode="reduce-overhead", run_dir=tmp_path / name
+        )
+        session = tcgd_compile.session_of(compiled)
+        syncs = {"n": 0}
+        original = torch.cuda.synchronize
+
+        def counting(*args, original=original, syncs=syncs, **kwargs):
+            syncs["n"] += 1
+            return original(*args, **kwargs)
+
+        with torch.no_grad():
+            for i, x in enumerate(inputs):
+                if i == 3:
+                    monkeypatch.setattr(torch.cuda, "synchronize", counting)
+                compiled(x)
+        monkeypatch.setattr(torch.cuda, "synchronize", original)
+        runs[name] = session.finish()
+        assert syncs["n"] == 0, name
+        assert counters["inductor"]["cudagraph_skips"] == 0
+    full, sampled = runs["full"], runs["sampled"]
+    assert full.labels == sampled.labels == tuple(f"call{i}" for i in range(10))
+    for i in range(2, 10):
+        label = f"call{i}"
+        assert all(o.payload == "full" for o in full[label].observations)
+        kinds = {o.payload for o in sampled[label].observations}
+        # Device point numbers start at the first captured call; every third of them
+        # keeps full values, the others summaries only.
+        assert kinds in ({"full"}, {"summary"}), (label, kinds)
+        for a, b in zip(full[label].observations, sampled[label].observations, strict=True):
+            assert a.name == b.name
+            assert a.summary.numel == b.summary.numel
+            assert a.summary.max == pytest.approx(b.summary.max, rel=1e-6)
+            if b.payload == "full":
+                assert torch.equal(a.tensor(), b.tensor())
+    sampled_points = [p.label for p in sampled.points if p.observations[0].payload == "full"]
+    assert 3 <= len(sampled_points) <= 5, sampled_points
+    # The full run's values are the replay's: rebuild call 7 eagerly.
+    x = inputs[7]
+    with torch.no_grad():
+        for layer_index, layer in enumerate(model.layers):
+            observation = full["call7"].observations[layer_index]
+            xin = x * getattr(model, f"gain{layer_index}")
+            mm = xin @ layer.weight.t()
+            x = torch.relu(mm + layer.bias)
+            if observation.site.aten_op.startswith("aten.addmm"):
+                mm = mm + layer.bias
+            torch.testing.assert_close(observation.tensor(), mm.cpu(), rtol=1e-3, atol=1e-3)

@@ -35,7 +35,7 @@ import torch
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
-from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, tensor_from_bytes
+from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
 from torch_cudagraph_debug.compile import _progress
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
@@ -48,24 +48,11 @@ from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 
 @dataclass
-class _CapturedSlot:
-    capture: int
-    runtime: _native.ProbeRuntime
-    slot: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    device: str
-
-
-@dataclass
 class _Capture:
     runtime: _native.ProbeRuntime
     graph_kind: str
-    last_committed_replay: int = 0
-    # The graph's index in the session's device recorder, when its sites are summarised
-    # on the device.
-    device_index: int | None = None
+    # The graph's index in the session's device recorder.
+    device_index: int
 
 
 class ProbeSession(RunRecorder[TensorRun]):
@@ -93,6 +80,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             raise InvalidInputError(f"payload must be 'full' or 'summary', got {self.payload!r}")
         self.key = f"compile:{config.digest[:16]}:{self.name}"
         self.history = int(settings.get("history", 0))
+        self.full_every = int(settings.get("full_every", 0))
         self._trigger_nonfinite = bool(settings.get("trigger_nonfinite", True))
         self._trigger_abs_max = settings.get("trigger_abs_max")
         # Summaries (and the history) of captured sites are recorded on the device and
@@ -125,7 +113,6 @@ class ProbeSession(RunRecorder[TensorRun]):
         # device)], one entry per invocation of the site within the point.
         self._eager: dict[str, list[tuple[torch.Tensor, str]]] = {}
         self._captures: dict[int, _Capture] = {}
-        self._slots: dict[tuple[int, str], _CapturedSlot] = {}
         self._callables_in_point: set[int] = set()
         self._calls = 0
         self._explicit_point = False
@@ -171,31 +158,10 @@ class ProbeSession(RunRecorder[TensorRun]):
         return site
 
     def _record_cpu(self, value: torch.Tensor, site_json: str) -> None:
-        with self._lock:
-            if self._closed:
-                return  # finished: the model runs on, its probes record nothing
-            site = self._site(site_json)
-            self.body_calls[site["site_id"]] += 1
-            self._take_eager(site["site_id"], value.detach().contiguous().clone(), "cpu")
+        self._record_group([value], f"[{site_json}]")
 
     def _record_cuda(self, value: torch.Tensor, site_json: str) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            site = self._site(site_json)
-            self.body_calls[site["site_id"]] += 1
-            stream = torch.cuda.current_stream(value.device).cuda_stream
-            capture = _native.capture_id(stream)
-            if capture is None:
-                # Eager (warmup, or compiled without CUDA graphs): take the value now.
-                host = value.detach().to("cpu", copy=True)
-                self._take_eager(site["site_id"], host, str(value.device))
-                return
-            value = value.detach().contiguous()
-            if self.payload == "summary" and not value.is_complex():
-                self._summarize_in_capture(value, site, capture, stream)
-            else:
-                self._record_in_capture(value, site, capture, stream)
+        self._record_group([value], f"[{site_json}]")
 
     def _group_sites(self, sites_json: str) -> list[dict[str, Any]]:
         group = self._groups.get(sites_json)
@@ -205,10 +171,13 @@ class ProbeSession(RunRecorder[TensorRun]):
         return group
 
     def _record_group(self, values: list[torch.Tensor], sites_json: str) -> None:
-        """The group op's body: values alive together at one place of a graph."""
+        """The probe op's body, for values alive together at one place of a graph. Run
+        eagerly (CPU, CUDA without graphs, Graph Trees' warmup) it copies the values to
+        the host now; under a capture it records their kernels into the graph, and the
+        core harvests what every replay writes."""
         with self._lock:
             if self._closed:
-                return
+                return  # finished: the model runs on, its probes record nothing
             sites = self._group_sites(sites_json)
             if len(sites) != len(values):
                 raise InvalidInputError(
@@ -221,30 +190,14 @@ class ProbeSession(RunRecorder[TensorRun]):
                 torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
             )
             capture = _native.capture_id(stream) if stream is not None else None
-            if capture is None:
+            if capture is None or stream is None:
                 for value, site in zip(values, sites, strict=True):
-                    host = value.detach().to("cpu", copy=True)
-                    self._take_eager(site["site_id"], host.contiguous(), str(value.device))
+                    host = value.detach().to("cpu", copy=True).contiguous()
+                    self._take_eager(site["site_id"], host, str(value.device))
                 return
-            summarised = []
-            for value, site in zip(values, sites, strict=True):
-                value = value.detach().contiguous()
-                if self.payload == "summary" and not value.is_complex():
-                    summarised.append((value, site))
-                else:
-                    self._record_in_capture(value, site, capture, stream)
-            if summarised:
-                first, first_site = summarised[0]
-                state = self._capture_state(first, first_site, capture, stream)
-                recorder = self._device_recorder(first.device)
-                if state.device_index is None:
-                    state.device_index = recorder.add_capture()
-                recorder.register_sites(
-                    state.runtime,
-                    state.device_index,
-                    [self._site_args(v, s) for v, s in summarised],
-                    stream,
-                )
+            self._record_in_capture(
+                [v.detach().contiguous() for v in values], sites, capture, stream
+            )
 
     def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
         if site_id in self._eager and self.auto_points and not self._explicit_point:
@@ -253,15 +206,6 @@ class ProbeSession(RunRecorder[TensorRun]):
             # point instead of replacing this one's.
             self._commit_auto_point()
         self._eager.setdefault(site_id, []).append((host, device))
-
-    def _capture_state(self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int):
-        state = self._captures.get(capture)
-        if state is None:
-            runtime = _native.ProbeRuntime(value.device.index or 0)
-            runtime.bind_capture(stream)
-            state = _Capture(runtime, site["graph_kind"])
-            self._captures[capture] = state
-        return state
 
     def _device_recorder(self, device: torch.device) -> _native.DeviceRecorder:
         if self._device is None:
@@ -276,25 +220,33 @@ class ProbeSession(RunRecorder[TensorRun]):
             )
         elif (device.index or 0) != self._device_index:
             raise InvalidInputError(
-                f"this session summarises on cuda:{self._device_index}; a graph on {device} "
-                "needs its own session (payload='full' records any device)"
+                f"this session records graphs on cuda:{self._device_index}; a graph on "
+                f"{device} needs a session of its own (compile it with another run name)"
             )
         return self._device
 
-    def _summarize_in_capture(
-        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
+    def _record_in_capture(
+        self, values: list[torch.Tensor], sites: list[dict[str, Any]], capture: int, stream: int
     ) -> None:
-        """Records the site's summary kernel (and history copy) into the graph: every
-        replay writes a summary record the core harvests, with no Python involved."""
-        state = self._capture_state(value, site, capture, stream)
-        recorder = self._device_recorder(value.device)
-        if state.device_index is None:
-            state.device_index = recorder.add_capture()
+        """Records the values' kernels into the graph being captured: summaries (and the
+        history) with summary payloads, copies into slots the core brings to the host at
+        points with full payloads (every point) or `full_every`."""
+        recorder = self._device_recorder(values[0].device)
+        state = self._captures.get(capture)
+        if state is None:
+            runtime = _native.ProbeRuntime(self._device_index)
+            runtime.bind_capture(stream)
+            kind = sites[0]["graph_kind"]
+            state = _Capture(runtime, kind, recorder.add_capture(runtime, kind))
+            self._captures[capture] = state
+        every = 1 if self.payload == "full" else self.full_every
         recorder.register_sites(
             state.runtime,
             state.device_index,
-            [self._site_args(value, site)],
+            [self._site_args(v, s) for v, s in zip(values, sites, strict=True)],
             stream,
+            sample_every=every,
+            sample_full=True,
         )
 
     def _site_args(self, value: torch.Tensor, site: dict[str, Any]) -> dict[str, Any]:
@@ -308,28 +260,6 @@ class ProbeSession(RunRecorder[TensorRun]):
             "order": self._site_order[site["site_id"]],
             **{column: site.get(column) for column in SITE_COLUMNS},
         }
-
-    def _record_in_capture(
-        self, value: torch.Tensor, site: dict[str, Any], capture: int, stream: int
-    ) -> None:
-        state = self._capture_state(value, site, capture, stream)
-        key = (capture, site["site_id"])
-        slot = self._slots.get(key)
-        if slot is None:
-            nbytes = value.numel() * value.element_size()
-            slot = _CapturedSlot(
-                capture,
-                state.runtime,
-                state.runtime.add_slot(nbytes),
-                value.dtype,
-                tuple(value.shape),
-                tuple(value.stride()),
-                str(value.device),
-            )
-            self._slots[key] = slot
-        state.runtime.copy_into_slot(
-            slot.slot, value.data_ptr(), value.numel() * value.element_size(), stream
-        )
 
     # ------------------------------------------------------------ points
     def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
@@ -419,37 +349,15 @@ class ProbeSession(RunRecorder[TensorRun]):
         if self._callables_in_point or self._eager:
             self._commit_auto_point()
 
-    def _captured_values(self) -> tuple[list[tuple[str, torch.Tensor, _CapturedSlot]], dict]:
-        """Slots of captures that replayed since the last point, and their replay counters."""
-        advanced: dict[int, int] = {}
-        slot_captures = {capture for capture, _ in self._slots}
-        for capture, state in self._captures.items():
-            if capture not in slot_captures:
-                continue  # summarised on the device: the core harvests it
-            replays = state.runtime.replay_count()
-            if replays > state.last_committed_replay:
-                advanced[capture] = replays
-        values = []
-        for (capture, site_id), slot in self._slots.items():
-            if capture in advanced and site_id not in self._eager:
-                data = slot.runtime.read_slot(slot.slot)
-                values.append((site_id, tensor_from_bytes(data, slot.dtype, slot.shape), slot))
-        return values, advanced
-
     def _commit(self, label: str, metadata: dict[str, Any], dump: str | None = None) -> None:
-        if self._device is not None and not self._eager and not self._slots:
+        if self._device is not None and not self._eager:
             # The per-call path once graphs replay: an event and a memset on the stream,
             # nothing read, nothing waited for.
             stream = torch.cuda.current_stream(self._device_index).cuda_stream
-            self._device.close_point(
-                label, json.dumps(metadata) if metadata else "{}", stream, dump
-            )
+            meta = json.dumps(metadata) if metadata else "{}"
+            self._device.close_point(label, meta, stream, dump)
             self._callables_in_point.clear()
             return
-        if self._slots and torch.cuda.is_available():
-            # Full values of captured sites sit in device slots the next replay overwrites.
-            torch.cuda.synchronize()
-        captured, advanced = self._captured_values() if self._slots else ([], {})
         sites = {s["site_id"]: s for s in self._sites.values()}
         pending: list[tuple[tuple[int, int], _PendingObservation]] = []
         for site_id, taken in self._eager.items():
@@ -457,36 +365,19 @@ class ProbeSession(RunRecorder[TensorRun]):
                 observation = self._pending(sites[site_id], host, device=device)
                 observation.invocation_index = invocation
                 pending.append(((self._site_order[site_id], invocation), observation))
-        for site_id, host, slot in captured:
-            pending.append(
-                (
-                    (self._site_order[site_id], 0),
-                    self._pending(sites[site_id], host, slot.stride, slot.device),
-                )
-            )
         pending.sort(key=lambda p: p[0])
         observations = []
         for order, ((site_order, _), observation) in enumerate(pending):
             # The device recorder merges these with its own values by site order.
             observation.order = site_order if self._device is not None else order
             observations.append(observation.as_native())
-        replay = max(advanced.values()) if advanced else None
-        if advanced:
-            metadata = {
-                **metadata,
-                "graph_replays": {
-                    self._captures[c].graph_kind + f"#{c}": n for c, n in advanced.items()
-                },
-            }
         if self._device is not None:
-            # One path for every point from the first capture on, so points stay in order:
-            # the core commits this one once the device has run what the stream holds.
+            # Once a graph was captured every point takes this one path, so points stay in
+            # order: the core commits it when the device has run what the stream holds.
             stream = torch.cuda.current_stream(self._device_index).cuda_stream
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
-            self._writer.commit_point(label, json.dumps(metadata), replay, None, observations)
-        for capture, replays in advanced.items():
-            self._captures[capture].last_committed_replay = replays
+            self._writer.commit_point(label, json.dumps(metadata), None, None, observations)
         self._eager.clear()
         self._callables_in_point.clear()
 

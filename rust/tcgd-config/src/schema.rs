@@ -34,6 +34,7 @@ struct RawRun {
     dir: Option<Spanned<String>>,
     payload: Option<Spanned<String>>,
     history: Option<Spanned<i64>>,
+    full_every: Option<Spanned<i64>>,
     trigger_nonfinite: Option<Spanned<bool>>,
     trigger_abs_max: Option<Spanned<f64>>,
     overwrite: Option<Spanned<bool>>,
@@ -133,6 +134,8 @@ pub struct RunSettings {
     /// Calls whose full values each site keeps on the device (0: none): the flight
     /// recorder's history, landed in the run when a trigger fires.
     pub history: u32,
+    /// With summary payloads, also keep full values every this many calls (0: never).
+    pub full_every: u32,
     /// A NaN or infinity in a summary fires the trigger.
     pub trigger_nonfinite: bool,
     /// A finite |x| above this fires the trigger (an infinity always does then).
@@ -277,6 +280,7 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         dir: None,
         payload: None,
         history: None,
+        full_every: None,
         trigger_nonfinite: None,
         trigger_abs_max: None,
         overwrite: None,
@@ -322,6 +326,21 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         }
         Some(h) => *h.get_ref() as u32,
     };
+    let full_every = match raw.full_every {
+        None => 0,
+        Some(k) if *k.get_ref() < 0 || *k.get_ref() > u32::MAX as i64 => {
+            return Err(at.error(k.span().start, "run.full_every", "must be >= 0 (0: never)"));
+        }
+        Some(k) if *k.get_ref() > 0 && payload == Payload::Full => {
+            return Err(at.error(
+                k.span().start,
+                "run.full_every",
+                "full_every needs payload = \"summary\": with \"full\" every call keeps full \
+                 values already",
+            ));
+        }
+        Some(k) => *k.get_ref() as u32,
+    };
     let trigger_abs_max = match raw.trigger_abs_max {
         Some(t) if !(t.get_ref().is_finite() && *t.get_ref() >= 0.0) => {
             return Err(at.error(
@@ -344,6 +363,7 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         dir: raw.dir.map(Spanned::into_inner),
         payload,
         history,
+        full_every,
         trigger_nonfinite: raw.trigger_nonfinite.is_none_or(Spanned::into_inner),
         trigger_abs_max,
         overwrite: raw.overwrite.is_some_and(Spanned::into_inner),

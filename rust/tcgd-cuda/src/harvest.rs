@@ -17,12 +17,15 @@ use std::time::Duration;
 
 use cudarc::driver::sys::{self, CUcontext, CUevent};
 
-use crate::driver::{as_stream, capture_state, check, make_current, primary_context, CaptureState};
+use crate::driver::{
+    as_stream, capture_state, check, make_current, primary_context, CaptureState, RelaxedCapture,
+};
 use crate::error::{CudaError, Result};
-use crate::memory::{DeviceBuffer, PrivateStream};
+use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 use crate::runtime::ProbeRuntime;
 use crate::summary::{
-    enqueue_history_copies, enqueue_summaries, prepare, summarizable_on_device, CopyInput,
+    enqueue_history_copies, enqueue_slot_copies, enqueue_summaries, prepare,
+    summarizable_on_device, CopyInput,
     DeviceRecord, HistoryRing, RingRead, SessionWords, SummaryInput, SummaryRing, Trigger,
     MAX_SITES_PER_LAUNCH,
 };
@@ -40,7 +43,8 @@ use tcgd_tensor::DType;
 #[derive(Debug, Clone)]
 pub enum HarvestedData {
     Summary(DeviceRecord),
-    Bytes(Vec<u8>),
+    /// The value's bytes; `full`: keep them (else only their host summary is kept).
+    Bytes { bytes: Vec<u8>, full: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -86,14 +90,36 @@ pub struct HarvestedPoint {
 pub type Sink = Box<dyn FnMut(HarvestedPoint) -> std::result::Result<(), String> + Send>;
 
 struct Site {
+    capture: usize,
     summary: Option<Arc<SummaryRing>>,
     history: Option<Arc<HistoryRing>>,
+    sample: Option<Sample>,
 }
 
-#[derive(Default)]
+/// A site whose value is brought to the host at some points: a device slot every replay
+/// refreshes, copied into pinned memory on the model's stream when a point closes.
+struct Sample {
+    slot: Arc<DeviceBuffer>,
+    nbytes: usize,
+    /// Every how many points (1: every point).
+    every: u32,
+    /// Keep the bytes (else only their host summary: dtypes the kernel cannot summarise).
+    full: bool,
+}
+
 struct Capture {
     harvested: u64,
     summary_sites: Vec<usize>,
+    /// The graph's replay counter (device), read with sampled values to tell whether the
+    /// graph replayed in the point.
+    counter: u64,
+    sampled_replay: u64,
+}
+
+/// Pinned copies a closed point carries: sampled values and the counters of their graphs.
+struct Staging {
+    values: Vec<(usize, PinnedBuffer)>,
+    counters: Vec<(usize, PinnedBuffer)>,
 }
 
 struct Pending {
@@ -103,6 +129,7 @@ struct Pending {
     event: usize,
     dump: Option<String>,
     attachment: Option<Attachment>,
+    staging: Option<Staging>,
 }
 
 struct State {
@@ -158,6 +185,19 @@ unsafe impl Send for DeviceRecorder {}
 unsafe impl Sync for DeviceRecorder {}
 
 const FROZEN_OFFSET: u64 = 8;
+/// Points whose sampled values wait in pinned memory at most.
+const MAX_STAGED_POINTS: usize = 3;
+
+/// Which values of a registration are brought to the host whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// None (summaries only), but for dtypes the kernel cannot summarise, which are
+    /// copied every point and summarised on the host.
+    Never,
+    /// Every `points`-th point (1: every point, and then no device summary is needed);
+    /// `full`: keep the bytes in the run.
+    Every { points: u32, full: bool },
+}
 const ARMED: u32 = u32::MAX;
 
 fn lock(shared: &Shared) -> Result<MutexGuard<'_, State>> {
@@ -222,10 +262,17 @@ impl DeviceRecorder {
         }
     }
 
-    /// A graph (capture) of the session: its index for `register_site`.
-    pub fn add_capture(&self) -> Result<usize> {
+    /// A graph (capture) of the session, probed through `runtime`: its index for
+    /// `register_sites`.
+    pub fn add_capture(&self, runtime: &ProbeRuntime) -> Result<usize> {
+        let counter = runtime.counter_ptr()?;
         let mut state = lock(&self.shared)?;
-        state.captures.push(Capture::default());
+        state.captures.push(Capture {
+            harvested: 0,
+            summary_sites: Vec::new(),
+            counter,
+            sampled_replay: 0,
+        });
         Ok(state.captures.len() - 1)
     }
 
@@ -239,6 +286,7 @@ impl DeviceRecorder {
         runtime: &ProbeRuntime,
         capture: usize,
         values: &[SiteValue],
+        sampling: Sampling,
         stream: usize,
     ) -> Result<Vec<usize>> {
         make_current(self.ctx)?;
@@ -247,8 +295,47 @@ impl DeviceRecorder {
         let s = as_stream(stream);
         let mut histories: Vec<Option<Arc<HistoryRing>>> = vec![None; values.len()];
         let mut rings: Vec<Option<Arc<SummaryRing>>> = vec![None; values.len()];
+        let mut samples: Vec<Option<Sample>> = (0..values.len()).map(|_| None).collect();
         for (start, chunk) in values.chunks(MAX_SITES_PER_LAUNCH).enumerate() {
             let base = start * MAX_SITES_PER_LAUNCH;
+            // Sampled values: the kernel cannot summarise them, or some points keep them
+            // whole. One copy launch per chunk into slots every replay refreshes.
+            let sampled: Vec<usize> = (0..chunk.len())
+                .filter(|&i| match sampling {
+                    Sampling::Never => !summarizable_on_device(chunk[i].dtype),
+                    Sampling::Every { .. } => true,
+                })
+                .collect();
+            if !sampled.is_empty() {
+                let mut copies = Vec::with_capacity(sampled.len());
+                for &i in &sampled {
+                    let v = &chunk[i];
+                    let nbytes = v.numel as usize * v.dtype.itemsize();
+                    let slot = Arc::new(DeviceBuffer::alloc(nbytes)?);
+                    if nbytes > 0 {
+                        copies.push((v.src, slot.ptr, nbytes as u64));
+                    }
+                    runtime.keep(Box::new(Arc::clone(&slot)))?;
+                    let (every, full) = match sampling {
+                        Sampling::Every { points, full } if summarizable_on_device(v.dtype) => {
+                            (points.max(1), full)
+                        }
+                        // A value only the host can summarise: every point, summary only
+                        // (unless the session keeps full values anyway).
+                        Sampling::Every { full, .. } => (1, full),
+                        Sampling::Never => (1, false),
+                    };
+                    samples[base + i] = Some(Sample {
+                        slot,
+                        nbytes,
+                        every,
+                        full,
+                    });
+                }
+                if !copies.is_empty() {
+                    enqueue_slot_copies(self.ctx, self.device, &copies, counter, s)?;
+                }
+            }
             if self.settings.history > 0 {
                 let made: Vec<Arc<HistoryRing>> = chunk
                     .iter()
@@ -270,10 +357,11 @@ impl DeviceRecorder {
                     histories[base + i] = Some(ring);
                 }
             }
+            let summarise = !matches!(sampling, Sampling::Every { points: 1, .. });
             let summarised: Vec<(usize, Arc<SummaryRing>)> = chunk
                 .iter()
                 .enumerate()
-                .filter(|(_, v)| summarizable_on_device(v.dtype))
+                .filter(|(_, v)| summarise && summarizable_on_device(v.dtype))
                 .map(|(i, _)| Ok((base + i, Arc::new(SummaryRing::new(self.settings.ring_capacity)?))))
                 .collect::<Result<_>>()?;
             if !summarised.is_empty() {
@@ -310,12 +398,17 @@ impl DeviceRecorder {
             return Err(CudaError::Invalid(format!("no capture {capture}")));
         }
         let mut indices = Vec::with_capacity(values.len());
-        for (summary, history) in rings.into_iter().zip(histories) {
+        for ((summary, history), sample) in rings.into_iter().zip(histories).zip(samples) {
             let index = state.sites.len();
             if summary.is_some() {
                 state.captures[capture].summary_sites.push(index);
             }
-            state.sites.push(Site { summary, history });
+            state.sites.push(Site {
+                capture,
+                summary,
+                history,
+                sample,
+            });
             indices.push(index);
         }
         Ok(indices)
@@ -361,6 +454,7 @@ impl DeviceRecorder {
                 sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET + 4, 0, 1, s)
             })?;
         }
+        let staging = self.stage_samples(number, s)?;
         let event = self.take_event()?;
         // SAFETY: a live event and torch's stream handle.
         check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
@@ -380,10 +474,78 @@ impl DeviceRecorder {
             event: event as usize,
             dump,
             attachment,
+            staging,
         });
         drop(state);
         self.shared.wake.notify_one();
         Ok(number)
+    }
+
+    /// Enqueues on the model's stream, after the point's work, the copies of the values
+    /// sampled at point `number` (and of their graphs' replay counters) into pinned memory.
+    fn stage_samples(&self, number: u32, s: sys::CUstream) -> Result<Option<Staging>> {
+        let (due, counters): (Vec<(usize, u64, usize)>, Vec<(usize, u64)>) = {
+            let state = lock(&self.shared)?;
+            let due: Vec<(usize, u64, usize)> = state
+                .sites
+                .iter()
+                .enumerate()
+                .filter_map(|(i, site)| {
+                    let sample = site.sample.as_ref()?;
+                    (number % sample.every == 0).then_some((i, sample.slot.ptr, sample.nbytes))
+                })
+                .collect();
+            let mut captures: Vec<usize> = due.iter().map(|&(i, _, _)| state.sites[i].capture).collect();
+            captures.sort_unstable();
+            captures.dedup();
+            let counters = captures.iter().map(|&c| (c, state.captures[c].counter)).collect();
+            (due, counters)
+        };
+        if due.is_empty() {
+            return Ok(None);
+        }
+        self.wait_for_staging_room()?;
+        let mut staging = Staging {
+            values: Vec::with_capacity(due.len()),
+            counters: Vec::with_capacity(counters.len()),
+        };
+        for (site, src, nbytes) in due {
+            let buffer = PinnedBuffer::alloc(nbytes)?;
+            if nbytes > 0 {
+                // SAFETY: `buffer` holds `nbytes`; the slot too; the copy is ordered after
+                // the point's replays and before the next point's, on the model's stream.
+                check("cuMemcpyDtoHAsync_v2", unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(buffer.ptr.cast(), src, nbytes, s)
+                })?;
+            }
+            staging.values.push((site, buffer));
+        }
+        for (capture, counter) in counters {
+            let buffer = PinnedBuffer::alloc(8)?;
+            // SAFETY: as above, 8 bytes of the graph's counter.
+            check("cuMemcpyDtoHAsync_v2", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(buffer.ptr.cast(), counter, 8, s)
+            })?;
+            staging.counters.push((capture, buffer));
+        }
+        Ok(Some(staging))
+    }
+
+    /// Pinned copies wait for the harvester in at most a few points: the device copies
+    /// at the bandwidth the host takes them, never piling up host memory.
+    fn wait_for_staging_room(&self) -> Result<()> {
+        let mut state = lock(&self.shared)?;
+        while state.pending.iter().filter(|p| p.staging.is_some()).count() >= MAX_STAGED_POINTS
+            && state.failure.is_none()
+        {
+            state = self
+                .shared
+                .done
+                .wait_timeout(state, Duration::from_millis(20))
+                .map_err(|_| CudaError::Poisoned)?
+                .0;
+        }
+        Ok(())
     }
 
     /// Waits for the oldest pending point when the host is more than half a ring ahead of
@@ -465,6 +627,8 @@ impl Drop for DeviceRecorder {
 }
 
 fn arm(words: &DeviceBuffer, private: &PrivateStream) -> Result<()> {
+    // A capture may be under way on a torch stream (the recorder starts inside one).
+    let _relaxed = RelaxedCapture::enter()?;
     // SAFETY: our own buffer; frozen_at = u64::MAX is "armed".
     check("cuMemsetD32Async", unsafe {
         sys::cuMemsetD32Async(words.ptr + FROZEN_OFFSET, ARMED, 2, private.handle)
@@ -480,7 +644,11 @@ fn harvest_loop(
     settings: RecorderSettings,
     mut sink: Sink,
 ) {
-    if let Err(e) = make_current(ctx) {
+    // Relaxed for good on this thread: its event queries and copies must not count as
+    // unsafe calls against a global-mode capture on a torch stream (which they would
+    // invalidate).
+    let relaxed = make_current(ctx).and_then(|()| RelaxedCapture::enter());
+    if let Err(e) = relaxed.as_ref().map(|_| ()) {
         if let Ok(mut state) = shared.state.lock() {
             state.failure = Some(e.to_string());
         }
@@ -557,12 +725,13 @@ fn harvest_front(
 ) -> Result<Vec<HarvestedPoint>> {
     let mut state = lock(shared)?;
     let front = state.pending.front_mut().expect("a pending point");
-    let (number, label, metadata, dump, attachment) = (
+    let (number, label, metadata, dump, attachment, staging) = (
         front.number,
         front.label.clone(),
         front.metadata.clone(),
         front.dump.clone(),
         front.attachment.take(),
+        front.staging.take(),
     );
     let mut values = Vec::new();
     let mut replays = Vec::new();
@@ -621,6 +790,9 @@ fn harvest_front(
             replays.push((capture_index, first, capture.harvested));
         }
     }
+    if let Some(staging) = staging {
+        take_samples(&mut state, staging, &mut values, &mut replays);
+    }
     state.lost_replays += lost;
     state.recent.push_back((number, label.clone()));
     while state.recent.len() as u64 > settings.history.max(1) + 1 {
@@ -660,6 +832,48 @@ fn harvest_front(
     Ok(out)
 }
 
+/// Adds the sampled values of graphs that replayed since their last sample; a sampled value
+/// stands in for the site's summary of the same replay (its host summary is computed from
+/// the bytes).
+fn take_samples(
+    state: &mut State,
+    staging: Staging,
+    values: &mut Vec<HarvestedValue>,
+    replays: &mut Vec<(usize, u64, u64)>,
+) {
+    let mut replayed: std::collections::HashMap<usize, u64> = Default::default();
+    for (capture, buffer) in &staging.counters {
+        // SAFETY: the point's event completed, so the copy into `buffer` is done.
+        let bytes = unsafe { buffer.bytes() };
+        let replay = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+        let track = &mut state.captures[*capture];
+        if replay > track.sampled_replay {
+            if !replays.iter().any(|r| r.0 == *capture) {
+                replays.push((*capture, track.sampled_replay + 1, replay));
+            }
+            track.sampled_replay = replay;
+            replayed.insert(*capture, replay);
+        }
+    }
+    for (site, buffer) in staging.values {
+        let capture = state.sites[site].capture;
+        let Some(&replay) = replayed.get(&capture) else {
+            continue; // the graph did not replay: the slot holds an older value
+        };
+        let full = state.sites[site].sample.as_ref().is_some_and(|s| s.full);
+        values.retain(|v| v.site != site);
+        values.push(HarvestedValue {
+            site,
+            replay,
+            // SAFETY: as above.
+            data: HarvestedData::Bytes {
+                bytes: unsafe { buffer.bytes() }.to_vec(),
+                full,
+            },
+        });
+    }
+}
+
 /// One flight point per past point the history rings hold, oldest first.
 fn land_history(
     histories: &[(usize, Arc<HistoryRing>)],
@@ -683,7 +897,10 @@ fn land_history(
             by_point.entry(point).or_default().push(HarvestedValue {
                 site: *site,
                 replay,
-                data: HarvestedData::Bytes(ring.slot_value(&contents, slot).to_vec()),
+                data: HarvestedData::Bytes {
+                    bytes: ring.slot_value(&contents, slot).to_vec(),
+                    full: true,
+                },
             });
         }
     }

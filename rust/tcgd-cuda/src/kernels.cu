@@ -39,12 +39,15 @@ typedef unsigned char u8;
 
 // @FLOAT8_TABLES@
 
-// What one thread, block or site has seen. Moments are kept around a shift `c` (the
-// first finite value seen) so that no division happens per element: s1 = sum(x - c),
-// s2 = sum((x - c)^2); they become (mean, m2) only when partials merge.
-struct Acc {
+// What one thread has seen. Moments are kept around a shift `c` (the first finite value
+// seen) so that no division happens per element: s1 = sum(x - c), s2 = sum((x - c)^2);
+// they become (mean, m2) only when partials merge. `V` is the type the element is
+// classified and compared in: float for every dtype float32 holds exactly (the 16-bit
+// floats, float8, small integers), double otherwise; the moments are always double.
+template <typename V> struct Acc {
     u64 nan, pinf, ninf, zero, n;
-    double min, max, c, s1, s2, ssq;
+    V min, max;
+    double c, s1, s2, ssq;
 };
 
 // A merged partial: mean and m2 (sum of squared deviations) proper.
@@ -108,60 +111,85 @@ struct CopyBatch {
 
 __device__ __forceinline__ double bits_to_double(u64 b) { return __longlong_as_double((long long)b); }
 
-__device__ __forceinline__ double half_to_double(u16 h) {
+// Which type an element is classified in (see Acc).
+template <u32 DT> struct Kind { typedef float V; static constexpr int size = 1; };
+template <> struct Kind<DT_F64> { typedef double V; static constexpr int size = 8; };
+template <> struct Kind<DT_F32> { typedef float V; static constexpr int size = 4; };
+template <> struct Kind<DT_F16> { typedef float V; static constexpr int size = 2; };
+template <> struct Kind<DT_BF16> { typedef float V; static constexpr int size = 2; };
+template <> struct Kind<DT_I16> { typedef float V; static constexpr int size = 2; };
+template <> struct Kind<DT_U16> { typedef float V; static constexpr int size = 2; };
+template <> struct Kind<DT_I32> { typedef double V; static constexpr int size = 4; };
+template <> struct Kind<DT_U32> { typedef double V; static constexpr int size = 4; };
+template <> struct Kind<DT_I64> { typedef double V; static constexpr int size = 8; };
+template <> struct Kind<DT_U64> { typedef double V; static constexpr int size = 8; };
+
+__device__ __forceinline__ float half_to_float(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return (double)f;
+    return f;
 }
 
-// The element `i` of `src` as a double (exact for every dtype but 64-bit integers beyond
-// 2^53, which round as they do on the host).
-template <u32 DT> __device__ __forceinline__ double element(const u8* src, u64 i) {
-    if constexpr (DT == DT_F64) return ((const double*)src)[i];
-    else if constexpr (DT == DT_F32) return (double)((const float*)src)[i];
-    else if constexpr (DT == DT_F16) return half_to_double(((const u16*)src)[i]);
-    else if constexpr (DT == DT_BF16) return (double)__uint_as_float(((u32)((const u16*)src)[i]) << 16);
-    else if constexpr (DT == DT_F8_E4M3FN) return bits_to_double(F8_E4M3FN[src[i]]);
-    else if constexpr (DT == DT_F8_E4M3FNUZ) return bits_to_double(F8_E4M3FNUZ[src[i]]);
-    else if constexpr (DT == DT_F8_E5M2) return bits_to_double(F8_E5M2[src[i]]);
-    else if constexpr (DT == DT_F8_E5M2FNUZ) return bits_to_double(F8_E5M2FNUZ[src[i]]);
-    else if constexpr (DT == DT_F8_E8M0FNU) return bits_to_double(F8_E8M0FNU[src[i]]);
-    else if constexpr (DT == DT_I8) return (double)((const signed char*)src)[i];
-    else if constexpr (DT == DT_I16) return (double)((const short*)src)[i];
-    else if constexpr (DT == DT_I32) return (double)((const int*)src)[i];
-    else if constexpr (DT == DT_I64) return (double)((const long long*)src)[i];
-    else if constexpr (DT == DT_U8) return (double)src[i];
-    else if constexpr (DT == DT_U16) return (double)((const u16*)src)[i];
-    else if constexpr (DT == DT_U32) return (double)((const u32*)src)[i];
-    else if constexpr (DT == DT_U64) return (double)((const u64*)src)[i];
-    else return src[i] != 0 ? 1.0 : 0.0;  // bool
+// Element `k` of the 16 bytes in `w`, exactly (64-bit integers beyond 2^53 round as they
+// do on the host).
+template <u32 DT> __device__ __forceinline__ typename Kind<DT>::V decode(const uint4& w, int k) {
+    const u8* b = (const u8*)&w;
+    if constexpr (DT == DT_F64) return ((const double*)b)[k];
+    else if constexpr (DT == DT_F32) return ((const float*)b)[k];
+    else if constexpr (DT == DT_F16) return half_to_float(((const u16*)b)[k]);
+    else if constexpr (DT == DT_BF16) return __uint_as_float(((u32)((const u16*)b)[k]) << 16);
+    else if constexpr (DT == DT_F8_E4M3FN) return (float)bits_to_double(F8_E4M3FN[b[k]]);
+    else if constexpr (DT == DT_F8_E4M3FNUZ) return (float)bits_to_double(F8_E4M3FNUZ[b[k]]);
+    else if constexpr (DT == DT_F8_E5M2) return (float)bits_to_double(F8_E5M2[b[k]]);
+    else if constexpr (DT == DT_F8_E5M2FNUZ) return (float)bits_to_double(F8_E5M2FNUZ[b[k]]);
+    else if constexpr (DT == DT_F8_E8M0FNU) return (float)bits_to_double(F8_E8M0FNU[b[k]]);
+    else if constexpr (DT == DT_I8) return (float)((const signed char*)b)[k];
+    else if constexpr (DT == DT_I16) return (float)((const short*)b)[k];
+    else if constexpr (DT == DT_I32) return (double)((const int*)b)[k];
+    else if constexpr (DT == DT_I64) return (double)((const long long*)b)[k];
+    else if constexpr (DT == DT_U8) return (float)b[k];
+    else if constexpr (DT == DT_U16) return (float)((const u16*)b)[k];
+    else if constexpr (DT == DT_U32) return (double)((const u32*)b)[k];
+    else if constexpr (DT == DT_U64) return (double)((const u64*)b)[k];
+    else return b[k] != 0 ? 1.0f : 0.0f;  // bool
 }
 
-__device__ __forceinline__ void acc_init(Acc& a) {
+// Element `i` of `src` for the unaligned head and the tail, through the same decoder.
+template <u32 DT> __device__ __forceinline__ typename Kind<DT>::V element(const u8* src, u64 i) {
+    constexpr int size = Kind<DT>::size;
+    uint4 w;
+    u8* b = (u8*)&w;
+#pragma unroll
+    for (int j = 0; j < size; j++) b[j] = src[i * size + j];
+    return decode<DT>(w, 0);
+}
+
+template <typename V> __device__ __forceinline__ void acc_init(Acc<V>& a) {
     a.nan = a.pinf = a.ninf = a.zero = a.n = 0;
-    a.min = __longlong_as_double(0x7ff0000000000000LL);   // +inf
-    a.max = __longlong_as_double(0xfff0000000000000LL);   // -inf
+    a.min = (V)__longlong_as_double(0x7ff0000000000000LL);   // +inf
+    a.max = (V)__longlong_as_double(0xfff0000000000000LL);   // -inf
     a.c = a.s1 = a.s2 = a.ssq = 0.0;
 }
 
-__device__ __forceinline__ void acc_add(Acc& a, double x) {
+template <typename V> __device__ __forceinline__ void acc_add(Acc<V>& a, V x) {
     if (isnan(x)) { a.nan++; return; }
     if (isinf(x)) { if (x > 0) a.pinf++; else a.ninf++; return; }
-    if (x == 0.0) a.zero++;
-    if (a.n == 0) a.c = x;
+    if (x == (V)0) a.zero++;
+    const double xd = (double)x;
+    if (a.n == 0) a.c = xd;
     a.n++;
-    a.min = fmin(a.min, x);
-    a.max = fmax(a.max, x);
-    double d = x - a.c;
+    a.min = x < a.min ? x : a.min;
+    a.max = x > a.max ? x : a.max;
+    const double d = xd - a.c;
     a.s1 += d;
-    a.s2 += d * d;
-    a.ssq += x * x;
+    a.s2 = fma(d, d, a.s2);
+    a.ssq = fma(xd, xd, a.ssq);
 }
 
-__device__ __forceinline__ Partial acc_finish(const Acc& a) {
+template <typename V> __device__ __forceinline__ Partial acc_finish(const Acc<V>& a) {
     Partial p;
     p.nan = a.nan; p.pinf = a.pinf; p.ninf = a.ninf; p.zero = a.zero; p.n = a.n;
-    p.min = a.min; p.max = a.max; p.ssq = a.ssq;
+    p.min = (double)a.min; p.max = (double)a.max; p.ssq = a.ssq;
     if (a.n == 0) { p.mean = 0.0; p.m2 = 0.0; return p; }
     double n = (double)a.n;
     double mean_d = a.s1 / n;
@@ -195,33 +223,52 @@ __device__ __forceinline__ Partial merge(const Partial& a, const Partial& b) {
     return r;
 }
 
+// This thread's share of a site: 16-byte loads (two in flight) over the aligned body,
+// element loads over the unaligned head and the tail.
 template <u32 DT>
-__device__ __forceinline__ void accumulate(Acc& a, const u8* src, u64 i, u64 numel, u64 step) {
-#pragma unroll 4
-    for (; i < numel; i += step) acc_add(a, element<DT>(src, i));
+__device__ __forceinline__ Partial accumulate(const u8* src, u64 numel, u64 thread, u64 threads) {
+    typedef typename Kind<DT>::V V;
+    constexpr int size = Kind<DT>::size;
+    constexpr int per = 16 / size;
+    Acc<V> a;
+    acc_init(a);
+    const u64 misalign = ((u64)src & 15) / size;
+    const u64 head = ((u64)src & (size - 1)) != 0 ? numel
+                   : (misalign == 0 ? 0 : (per - misalign < numel ? per - misalign : numel));
+    for (u64 i = thread; i < head; i += threads) acc_add(a, element<DT>(src, i));
+    const uint4* body = (const uint4*)(src + head * size);
+    const u64 vectors = (numel - head) / per;
+#pragma unroll 2
+    for (u64 j = thread; j < vectors; j += threads) {
+        const uint4 w = body[j];
+#pragma unroll
+        for (int k = 0; k < per; k++) acc_add(a, decode<DT>(w, k));
+    }
+    for (u64 i = head + vectors * per + thread; i < numel; i += threads) acc_add(a, element<DT>(src, i));
+    return acc_finish(a);
 }
 
 // One switch per thread, not per element: the dtype is the same for the whole site.
-__device__ void accumulate_any(Acc& a, u32 dtype, const u8* src, u64 i, u64 numel, u64 step) {
+__device__ Partial accumulate_any(u32 dtype, const u8* src, u64 numel, u64 thread, u64 threads) {
     switch (dtype) {
-    case DT_F64: accumulate<DT_F64>(a, src, i, numel, step); break;
-    case DT_F32: accumulate<DT_F32>(a, src, i, numel, step); break;
-    case DT_F16: accumulate<DT_F16>(a, src, i, numel, step); break;
-    case DT_BF16: accumulate<DT_BF16>(a, src, i, numel, step); break;
-    case DT_F8_E4M3FN: accumulate<DT_F8_E4M3FN>(a, src, i, numel, step); break;
-    case DT_F8_E4M3FNUZ: accumulate<DT_F8_E4M3FNUZ>(a, src, i, numel, step); break;
-    case DT_F8_E5M2: accumulate<DT_F8_E5M2>(a, src, i, numel, step); break;
-    case DT_F8_E5M2FNUZ: accumulate<DT_F8_E5M2FNUZ>(a, src, i, numel, step); break;
-    case DT_F8_E8M0FNU: accumulate<DT_F8_E8M0FNU>(a, src, i, numel, step); break;
-    case DT_I8: accumulate<DT_I8>(a, src, i, numel, step); break;
-    case DT_I16: accumulate<DT_I16>(a, src, i, numel, step); break;
-    case DT_I32: accumulate<DT_I32>(a, src, i, numel, step); break;
-    case DT_I64: accumulate<DT_I64>(a, src, i, numel, step); break;
-    case DT_U8: accumulate<DT_U8>(a, src, i, numel, step); break;
-    case DT_U16: accumulate<DT_U16>(a, src, i, numel, step); break;
-    case DT_U32: accumulate<DT_U32>(a, src, i, numel, step); break;
-    case DT_U64: accumulate<DT_U64>(a, src, i, numel, step); break;
-    default: accumulate<DT_BOOL>(a, src, i, numel, step); break;
+    case DT_F64: return accumulate<DT_F64>(src, numel, thread, threads);
+    case DT_F32: return accumulate<DT_F32>(src, numel, thread, threads);
+    case DT_F16: return accumulate<DT_F16>(src, numel, thread, threads);
+    case DT_BF16: return accumulate<DT_BF16>(src, numel, thread, threads);
+    case DT_F8_E4M3FN: return accumulate<DT_F8_E4M3FN>(src, numel, thread, threads);
+    case DT_F8_E4M3FNUZ: return accumulate<DT_F8_E4M3FNUZ>(src, numel, thread, threads);
+    case DT_F8_E5M2: return accumulate<DT_F8_E5M2>(src, numel, thread, threads);
+    case DT_F8_E5M2FNUZ: return accumulate<DT_F8_E5M2FNUZ>(src, numel, thread, threads);
+    case DT_F8_E8M0FNU: return accumulate<DT_F8_E8M0FNU>(src, numel, thread, threads);
+    case DT_I8: return accumulate<DT_I8>(src, numel, thread, threads);
+    case DT_I16: return accumulate<DT_I16>(src, numel, thread, threads);
+    case DT_I32: return accumulate<DT_I32>(src, numel, thread, threads);
+    case DT_I64: return accumulate<DT_I64>(src, numel, thread, threads);
+    case DT_U8: return accumulate<DT_U8>(src, numel, thread, threads);
+    case DT_U16: return accumulate<DT_U16>(src, numel, thread, threads);
+    case DT_U32: return accumulate<DT_U32>(src, numel, thread, threads);
+    case DT_U64: return accumulate<DT_U64>(src, numel, thread, threads);
+    default: return accumulate<DT_BOOL>(src, numel, thread, threads);
     }
 }
 
@@ -248,11 +295,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const Summa
     const SummarySite& site = batch.sites[s];
     const u32 local = blockIdx.x - site.first_block;
 
-    Acc a;
-    acc_init(a);
-    const u64 step = (u64)site.blocks * THREADS;
-    accumulate_any(a, site.dtype, site.src, (u64)local * THREADS + threadIdx.x, site.numel, step);
-    Partial block = block_reduce(acc_finish(a));
+    const u64 threads = (u64)site.blocks * THREADS;
+    Partial block = block_reduce(
+        accumulate_any(site.dtype, site.src, site.numel, (u64)local * THREADS + threadIdx.x, threads));
 
     __shared__ bool last;
     if (threadIdx.x == 0) {

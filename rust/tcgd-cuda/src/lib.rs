@@ -20,7 +20,7 @@ pub use host_actions::{CheckFailure, CheckSpec, PrintSpec};
 pub use memory::{live_device_bytes, live_pinned_bytes};
 pub use harvest::{
     Attachment, DeviceRecorder, HarvestedData, HarvestedPoint, HarvestedValue, PointKind,
-    RecorderSettings, SiteValue, Sink,
+    RecorderSettings, Sampling, SiteValue, Sink,
 };
 pub use runtime::{release_deferred, ProbeRuntime};
 pub use summary::{summarizable_on_device, DeviceRecord, Trigger, MAX_SITES_PER_LAUNCH};

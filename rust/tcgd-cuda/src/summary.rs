@@ -23,7 +23,7 @@ use crate::nvrtc::compile_ptx;
 pub const MAX_SITES_PER_LAUNCH: usize = 16;
 const THREADS: u32 = 256;
 /// Bytes a summary block reads at least: below this, more blocks cost more than they save.
-const BYTES_PER_BLOCK: u64 = 32 << 10;
+const BYTES_PER_BLOCK: u64 = 8 << 10;
 
 /// Dtype codes of `kernels.cu`.
 fn device_dtype(dtype: DType) -> Option<u32> {

@@ -79,7 +79,12 @@ impl ProbeRuntime {
     }
 
     /// One kernel launch copying each `(slot, src)` value into its slot (at most 16).
-    fn copy_into_slots(&self, py: Python<'_>, copies: Vec<(usize, u64)>, stream: usize) -> PyResult<()> {
+    fn copy_into_slots(
+        &self,
+        py: Python<'_>,
+        copies: Vec<(usize, u64)>,
+        stream: usize,
+    ) -> PyResult<()> {
         guard(py, || {
             self.lock()?
                 .copy_into_slots(&copies, stream)

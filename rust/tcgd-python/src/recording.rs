@@ -64,6 +64,8 @@ struct SiteArgs {
 pub struct DeviceRecorder {
     inner: Mutex<tcgd_cuda::DeviceRecorder>,
     facts: Facts,
+    /// What each graph is, by capture index ("inference#0"): the metadata's keys.
+    graphs: Arc<Mutex<Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> BindResult<std::sync::MutexGuard<'_, T>> {
@@ -72,7 +74,7 @@ fn lock<T>(m: &Mutex<T>) -> BindResult<std::sync::MutexGuard<'_, T>> {
 }
 
 /// The point's metadata: the caller's, plus which graphs replayed and what was lost.
-fn point_metadata(point: &HarvestedPoint) -> String {
+fn point_metadata(point: &HarvestedPoint, graphs: &[String]) -> String {
     let mut map = match serde_json::from_str::<Json>(&point.metadata) {
         Ok(Json::Object(m)) => m,
         _ => Map::new(),
@@ -91,7 +93,11 @@ fn point_metadata(point: &HarvestedPoint) -> String {
             .replays
             .iter()
             .map(|(capture, first, last)| {
-                (format!("graph#{capture}"), serde_json::json!(last - first + 1))
+                let name = graphs
+                    .get(*capture)
+                    .cloned()
+                    .unwrap_or_else(|| format!("graph#{capture}"));
+                (name, serde_json::json!(last - first + 1))
             })
             .collect();
         map.insert("graph_replays".into(), Json::Object(replays));
@@ -103,9 +109,13 @@ fn point_metadata(point: &HarvestedPoint) -> String {
 }
 
 /// Builds the commit job of one harvested point (runs on the writer thread).
-fn commit_job(mut point: HarvestedPoint, facts: Vec<SiteFacts>) -> (String, CommitJob) {
+fn commit_job(
+    mut point: HarvestedPoint,
+    facts: Vec<SiteFacts>,
+    graphs: &[String],
+) -> (String, CommitJob) {
     let label = point.label.clone();
-    let metadata = point_metadata(&point);
+    let metadata = point_metadata(&point, graphs);
     let replay = point.replays.iter().map(|r| r.2).max().map(|r| r as i64);
     let timestamp = now_micros();
     let host = point
@@ -120,7 +130,12 @@ fn commit_job(mut point: HarvestedPoint, facts: Vec<SiteFacts>) -> (String, Comm
             let Some(f) = facts.get(v.site) else { continue };
             let (payload, value) = match &v.data {
                 HarvestedData::Summary(r) => (PayloadKind::Summary, Value::Summary(r.to_summary())),
-                HarvestedData::Bytes(b) => (PayloadKind::Full, Value::Bytes(b)),
+                HarvestedData::Bytes { bytes, full: true } => {
+                    (PayloadKind::Full, Value::Bytes(bytes))
+                }
+                HarvestedData::Bytes { bytes, full: false } => {
+                    (PayloadKind::Summary, Value::Bytes(bytes))
+                }
             };
             keyed.push((
                 (f.order, v.replay),
@@ -171,12 +186,26 @@ fn commit_job(mut point: HarvestedPoint, facts: Vec<SiteFacts>) -> (String, Comm
     (label, job)
 }
 
-fn sink(queue: Arc<Mutex<CommitQueue>>, facts: Facts) -> tcgd_cuda::Sink {
+fn sink(
+    queue: Arc<Mutex<CommitQueue>>,
+    facts: Facts,
+    graphs: Arc<Mutex<Vec<String>>>,
+) -> tcgd_cuda::Sink {
     Box::new(move |point: HarvestedPoint| {
-        let facts = facts.lock().map_err(|_| "site facts poisoned".to_owned())?.clone();
-        let (label, job) = commit_job(point, facts);
+        let facts = facts
+            .lock()
+            .map_err(|_| "site facts poisoned".to_owned())?
+            .clone();
+        let graphs = graphs
+            .lock()
+            .map_err(|_| "graph names poisoned".to_owned())?
+            .clone();
+        let (label, job) = commit_job(point, facts, &graphs);
         let mut queue = queue.lock().map_err(|_| "run writer poisoned".to_owned())?;
-        queue.submit(&label, job).map(|_| ()).map_err(|e| e.to_string())
+        queue
+            .submit(&label, job)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -200,6 +229,7 @@ impl DeviceRecorder {
                 )));
             }
             let facts: Facts = Arc::default();
+            let graphs: Arc<Mutex<Vec<String>>> = Arc::default();
             let settings = RecorderSettings {
                 ring_capacity,
                 history,
@@ -211,22 +241,40 @@ impl DeviceRecorder {
             let recorder = tcgd_cuda::DeviceRecorder::start(
                 device,
                 settings,
-                sink(Arc::clone(&writer.inner), Arc::clone(&facts)),
+                sink(
+                    Arc::clone(&writer.inner),
+                    Arc::clone(&facts),
+                    Arc::clone(&graphs),
+                ),
             )?;
             Ok(DeviceRecorder {
                 inner: Mutex::new(recorder),
                 facts,
+                graphs,
             })
         })
     }
 
-    /// A new graph of the session; returns its index for `register_site`.
-    fn add_capture(&self, py: Python<'_>) -> PyResult<usize> {
-        guard(py, || Ok(lock(&self.inner)?.add_capture()?))
+    /// A new graph of the session, probed through `runtime`; returns its index for
+    /// `register_sites`.
+    #[pyo3(signature = (runtime, kind = "graph"))]
+    fn add_capture(&self, py: Python<'_>, runtime: &ProbeRuntime, kind: &str) -> PyResult<usize> {
+        guard(py, || {
+            let runtime = runtime.lock()?;
+            let index = lock(&self.inner)?.add_capture(&runtime)?;
+            let mut graphs = lock(&self.graphs)?;
+            graphs.resize(index, String::new());
+            graphs.push(format!("{kind}#{index}"));
+            Ok(index)
+        })
     }
 
     /// Registers probed values (alive together: one probe op's inputs) inside a capture
-    /// and records their summary (and history) kernels on `stream`, batched.
+    /// and records their kernels on `stream`, batched: summaries (and the history), and
+    /// copies into slots for values brought to the host whole every `sample_every`
+    /// points (0: never; 1: every point, no summary kernel), kept in the run when
+    /// `sample_full`.
+    #[pyo3(signature = (runtime, capture, sites, stream, sample_every = 0, sample_full = true))]
     fn register_sites(
         &self,
         py: Python<'_>,
@@ -234,7 +282,17 @@ impl DeviceRecorder {
         capture: usize,
         sites: Vec<SiteArgs>,
         stream: usize,
+        sample_every: u32,
+        sample_full: bool,
     ) -> PyResult<Vec<usize>> {
+        let sampling = if sample_every == 0 {
+            tcgd_cuda::Sampling::Never
+        } else {
+            tcgd_cuda::Sampling::Every {
+                points: sample_every,
+                full: sample_full,
+            }
+        };
         guard(py, || {
             let mut values = Vec::with_capacity(sites.len());
             let mut new_facts = Vec::with_capacity(sites.len());
@@ -244,7 +302,10 @@ impl DeviceRecorder {
                     u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
                 });
                 let Some(numel) = numel else {
-                    return Err(BindingError::InvalidInput(format!("bad shape {:?}", a.shape)));
+                    return Err(BindingError::InvalidInput(format!(
+                        "bad shape {:?}",
+                        a.shape
+                    )));
                 };
                 values.push(tcgd_cuda::SiteValue {
                     src: a.src,
@@ -272,7 +333,7 @@ impl DeviceRecorder {
             }
             let runtime = runtime.lock()?;
             let recorder = lock(&self.inner)?;
-            let indices = recorder.register_sites(&runtime, capture, &values, stream)?;
+            let indices = recorder.register_sites(&runtime, capture, &values, sampling, stream)?;
             let mut facts = lock(&self.facts)?;
             if indices.first().is_some_and(|&i| i != facts.len()) {
                 return Err(BindingError::Internal("site registry out of step".into()));
