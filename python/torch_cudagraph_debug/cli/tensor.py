@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_FOR_STATUS, EXIT_OK
+from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_FOR_STATUS, EXIT_MISMATCH, EXIT_OK
 
 
 # ------------------------------------------------------------------------ shared options
@@ -389,6 +389,72 @@ def _compare_run_groups(args: argparse.Namespace) -> int:
     return _finish(result, args)
 
 
+# The CLI spells the kinds with dashes, as its flags are spelled; the API with underscores.
+_ANOMALY_KINDS = {"nan": "nan", "inf": "inf", "nonfinite": "nonfinite", "abs-max": "abs_max"}
+
+
+def _site_text(site: Any) -> str:
+    """`name[invocation]`, then what a compile pass knows of it: module, op, graph, node."""
+    parts = [p for p in (site.module_path, site.aten_op) if p]
+    if site.graph_kind:
+        parts.append(f"{site.graph_kind} graph")
+    if site.node_name:
+        parts.append(f"node {site.node_name}")
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"{site.name}[{site.invocation_index}]{detail}"
+
+
+def _counts_text(site: Any) -> str:
+    extremes = (
+        "no finite values" if site.min is None else f"finite min {_g(site.min)}, max {_g(site.max)}"
+    )
+    return f"nan {site.nan}, +inf {site.posinf}, -inf {site.neginf}; {extremes}"
+
+
+def _first_anomaly(args: argparse.Namespace) -> int:
+    """Exit 0 when no observation is anomalous, 1 when one is (it is printed)."""
+    from torch_cudagraph_debug import _native
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    if args.threshold is not None and args.kind != "abs-max":
+        raise InvalidInputError(f"--threshold applies to --kind abs-max only, not {args.kind}")
+    if args.kind == "abs-max" and args.threshold is None:
+        raise InvalidInputError("--kind abs-max needs --threshold X (the magnitude to exceed)")
+    # The native reader alone: the search reads the summary columns, so no Python object
+    # per observation is built.
+    reader = _native.RunReader(args.root, "raise", args.name, args.rank, "tensor")
+    found = _native.first_anomaly(reader, _ANOMALY_KINDS[args.kind], args.threshold, args.site)
+    if args.json:
+        if found is None:
+            asked = {"kind": _ANOMALY_KINDS[args.kind], "threshold": args.threshold}
+            print(json.dumps({"found": False, **asked, "site_filter": args.site}))
+        else:
+            print(json.dumps({"found": True, **json.loads(found.to_json())}))
+        return EXIT_OK if found is None else EXIT_MISMATCH
+    rule = args.kind if args.threshold is None else f"{args.kind} > {_g(args.threshold)}"
+    where = "" if args.site is None else f" among sites matching {args.site!r}"
+    if found is None:
+        print(f"no anomaly ({rule}){where} in {reader.path}")
+        return EXIT_OK
+    replay = "-" if found.replay_index is None else str(found.replay_index)
+    print(f"first anomaly ({rule}){where} in {reader.path}")
+    print(f"  replay:  {replay}")
+    print(f"  point:   #{found.point_index} '{found.label}'")
+    print(f"  site:    {_site_text(found)}, order {found.order}")
+    print(f"  values:  {_counts_text(found)}")
+    print(f"  scanned: {found.scanned} observations up to it, in execution order")
+    others = found.sites[1:]
+    at = "point" if found.replay_index is None else "replay"
+    if not others:
+        print(f"  no other site hit at this {at}")
+        return EXIT_MISMATCH
+    print(f"  {len(others)} other site{'s' if len(others) != 1 else ''} hit at this {at}:")
+    for site in others:
+        point = "" if site.point_index == found.point_index else f"point #{site.point_index}, "
+        print(f"    {point}order {site.order}: {_site_text(site)}: {_counts_text(site)}")
+    return EXIT_MISMATCH
+
+
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
     from torch_cudagraph_debug.cli import commands as subcommands
@@ -456,6 +522,33 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _mapping_options(p)
     _comparison_options(p)
     p.set_defaults(handler=_compare_run_groups)
+
+    p = commands.add_parser(
+        "first-anomaly",
+        help="the first replay and site where a value held NaN, Inf or a large magnitude",
+        description="Search a tensor run's observations in execution order (replay, point, "
+        "order within the point) for the first NaN, infinity or magnitude over a threshold. "
+        "Exit 0 when there is none, 1 when one is found (printed with the other sites that "
+        "hit at the same replay), 2 on an error.",
+    )
+    p.add_argument("root", help="job root holding the run")
+    _run_options(p)
+    p.add_argument(
+        "--kind",
+        choices=tuple(_ANOMALY_KINDS),
+        default="nonfinite",
+        help="nan, inf (either sign), nonfinite (nan or inf; the default), or abs-max "
+        "(a finite |value| over --threshold, or an infinity)",
+    )
+    p.add_argument("--threshold", type=float, help="the magnitude abs-max looks for")
+    p.add_argument(
+        "--site",
+        metavar="GLOB",
+        help="only observations whose name, module path, node name or site id matches "
+        "(a glob such as 'layers.*', or an exact name)",
+    )
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    p.set_defaults(handler=_first_anomaly)
 
 
 # ---------------------------------------------------------------------------- query

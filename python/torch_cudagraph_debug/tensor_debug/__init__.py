@@ -5,6 +5,7 @@ Names and semantics follow the reference design's public API (see ``docs/tensor-
 
 from __future__ import annotations
 
+from torch_cudagraph_debug._native import AnomalySite, FirstAnomaly
 from torch_cudagraph_debug.tensor_debug.compare import (
     ComparisonCounts,
     ComparisonIssue,
@@ -41,6 +42,7 @@ from torch_cudagraph_debug.tensor_debug.probe import (
 )
 from torch_cudagraph_debug.tensor_debug.recorder import TensorRecorder
 from torch_cudagraph_debug.tensor_debug.run import (
+    AnomalyKind,
     TensorObservation,
     TensorPoint,
     TensorRun,
@@ -50,12 +52,15 @@ from torch_cudagraph_debug.tensor_debug.run import (
 from torch_cudagraph_debug.tensor_debug.tensorboard import export_to_tensorboard
 
 __all__ = [
+    "AnomalyKind",
+    "AnomalySite",
     "CheckAction",
     "CheckFailure",
     "CheckStatus",
     "ComparisonCounts",
     "ComparisonIssue",
     "ComparisonMetrics",
+    "FirstAnomaly",
     "FirstMismatch",
     "ObservationComparison",
     "ObservationSide",

@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import torch
@@ -23,6 +23,9 @@ from torch_cudagraph_debug._torch_bridge import (
     tensor_from_bytes,
 )
 from torch_cudagraph_debug.errors import InvalidInputError, PayloadUnavailableError
+
+#: What ``TensorRun.first_anomaly`` looks for.
+AnomalyKind = Literal["nan", "inf", "nonfinite", "abs_max"]
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,30 @@ class TensorRun(Run[TensorPoint]):
         reader, digest = self._reader, row["digest"]
         dtype, shape = dtype_from_name(row["dtype"]), tuple(row["shape"])
         return lambda: tensor_from_bytes(reader.payload(digest), dtype, shape)
+
+    def first_anomaly(
+        self,
+        kind: AnomalyKind = "nonfinite",
+        *,
+        threshold: float | None = None,
+        site: str | None = None,
+    ) -> _native.FirstAnomaly | None:
+        """The first observation, in execution order, whose values are anomalous, or
+        ``None`` when there is none.
+
+        ``kind``: ``"nan"`` (a NaN), ``"inf"`` (+inf or -inf), ``"nonfinite"`` (either),
+        ``"abs_max"`` (a finite magnitude, max(|min|, |max|), over ``threshold``, or an
+        infinity). ``site`` keeps only observations whose name, module path, node name or
+        site id matches it (a glob such as ``"layers.*"``, or an exact name).
+
+        Execution order is the replay index of the point (the point index when the point
+        has none), then the point index, then the observation's order in its point. Only
+        the summary columns are read, so summary-only runs answer the same. The result
+        holds the first site's point, replay, name, site columns, counts and finite
+        extremes, ``scanned`` (observations visited), and ``sites``: every site that hit at
+        that replay, in order. A wrong ``kind``, or ``abs_max`` without a threshold, raises
+        ``InvalidInputError`` naming the allowed values."""
+        return _native.first_anomaly(self._reader, kind, threshold, site)
 
     def to_arrow(self) -> pa.Table:
         """Every observation of the run (one row each, summary columns included, payload

@@ -1,4 +1,5 @@
-//! Comparison engine for recorded tensors.
+//! Comparison engine for recorded tensors, and the search for a run's first anomaly
+//! ([`first_anomaly`]).
 //!
 //! Observations are aligned by `(name, invocation_index)` and each pair is decided in a
 //! fixed order: one-sided keys, metadata (shape, stride, dtype), equal digests, summary-only
@@ -7,6 +8,7 @@
 //! precedence: mismatch > inconclusive > match. [`report`] renders a [`Comparison`] as
 //! text, JSON, HTML and CSV; docs/comparison.md is the user-facing description.
 
+mod anomaly;
 mod compare;
 mod engine;
 mod error;
@@ -18,6 +20,11 @@ mod options;
 pub mod report;
 mod run;
 
+pub use anomaly::{
+    first_anomaly, first_anomaly_in_run, first_anomaly_in_tables, AnomalyHit, AnomalyQuery,
+    AnomalyRule, FirstAnomaly, Observation as AnomalyObservation, Point as AnomalyPoint,
+    SiteFilter,
+};
 pub use compare::{
     compare_point_series, compare_run_groups, compare_runs, compare_sets, PointMapping,
     PointSelector,

@@ -3,6 +3,7 @@
 //! Thin on purpose: argument conversion, GIL release around heavy work, and error
 //! mapping. Logic lives in the crates below.
 
+mod anomaly;
 mod compare;
 mod config;
 mod errors;
@@ -161,6 +162,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe::capture_id, m)?)?;
     config::register(m)?;
     compare::register(m)?;
+    anomaly::register(m)?;
     memory::register(m)?;
     Ok(())
 }

@@ -332,6 +332,13 @@ pub struct RunReader {
     inner: tcgd_store::RunReader,
 }
 
+impl RunReader {
+    /// The store's reader, for the native functions that take a `RunReader` argument.
+    pub(crate) fn store(&self) -> &tcgd_store::RunReader {
+        &self.inner
+    }
+}
+
 fn table_named(name: &str) -> BindResult<Table> {
     Table::from_dir_name(name).ok_or_else(|| {
         BindingError::InvalidInput(format!(

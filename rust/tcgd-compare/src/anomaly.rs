@@ -1,0 +1,736 @@
+//! The first anomaly of a recorded run: at which replay a value first held a NaN, an
+//! infinity or a magnitude over a threshold, and which site came first in execution order
+//! there.
+//!
+//! Only the summary columns are read (every observation row has them, whether its payload
+//! was stored or not), so the search never touches payload bytes. Observations are visited
+//! in execution order: by the replay index of their point (the point index for points
+//! without one), then the point index (several points may read one replay), then the
+//! observation's `ordinal` within its point.
+
+use std::collections::HashMap;
+
+use arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{Float64Type, Int64Type};
+use globset::{Glob, GlobMatcher};
+use serde::Serialize;
+use tcgd_store::{RunKind, RunReader, StoreError, Table};
+
+use crate::error::{CompareError, Result};
+
+/// What counts as an anomaly in an observation's summary.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AnomalyRule {
+    /// At least one NaN.
+    Nan,
+    /// At least one +inf or -inf.
+    Inf,
+    /// A NaN or an infinity.
+    NonFinite,
+    /// The largest finite magnitude, max(|min|, |max|), is over `threshold`, or the value
+    /// holds an infinity (whose magnitude is over any threshold).
+    AbsMax { threshold: f64 },
+}
+
+impl AnomalyRule {
+    /// The kinds `parse` takes, as users write them.
+    pub const KINDS: [&'static str; 4] = ["nan", "inf", "nonfinite", "abs_max"];
+
+    /// The rule of `kind`; `threshold` is required by `abs_max` and refused by the others
+    /// (a threshold that is silently ignored would hide a typo in the kind).
+    pub fn parse(kind: &str, threshold: Option<f64>) -> Result<AnomalyRule> {
+        let allowed = AnomalyRule::KINDS.join(", ");
+        let rule = match kind {
+            "nan" => AnomalyRule::Nan,
+            "inf" => AnomalyRule::Inf,
+            "nonfinite" => AnomalyRule::NonFinite,
+            "abs_max" => {
+                let Some(threshold) = threshold else {
+                    return Err(CompareError::InvalidInput(
+                        "anomaly kind 'abs_max' needs a threshold: the magnitude a finite \
+                         value must exceed"
+                            .into(),
+                    ));
+                };
+                if !threshold.is_finite() || threshold < 0.0 {
+                    return Err(CompareError::InvalidInput(format!(
+                        "anomaly threshold must be a finite number of at least 0, got \
+                         {threshold}"
+                    )));
+                }
+                return Ok(AnomalyRule::AbsMax { threshold });
+            }
+            other => {
+                return Err(CompareError::InvalidInput(format!(
+                    "anomaly kind must be one of {allowed}; got '{other}'"
+                )))
+            }
+        };
+        if threshold.is_some() {
+            return Err(CompareError::InvalidInput(format!(
+                "a threshold applies to anomaly kind 'abs_max' only, not to '{kind}'"
+            )));
+        }
+        Ok(rule)
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AnomalyRule::Nan => "nan",
+            AnomalyRule::Inf => "inf",
+            AnomalyRule::NonFinite => "nonfinite",
+            AnomalyRule::AbsMax { .. } => "abs_max",
+        }
+    }
+
+    pub fn threshold(&self) -> Option<f64> {
+        match self {
+            AnomalyRule::AbsMax { threshold } => Some(*threshold),
+            _ => None,
+        }
+    }
+
+    /// Whether an observation with these element counts and finite extremes is an anomaly.
+    pub fn hits(
+        &self,
+        nan: u64,
+        posinf: u64,
+        neginf: u64,
+        min: Option<f64>,
+        max: Option<f64>,
+    ) -> bool {
+        let inf = posinf > 0 || neginf > 0;
+        match self {
+            AnomalyRule::Nan => nan > 0,
+            AnomalyRule::Inf => inf,
+            AnomalyRule::NonFinite => nan > 0 || inf,
+            AnomalyRule::AbsMax { threshold } => {
+                inf || abs_max(min, max).is_some_and(|m| m > *threshold)
+            }
+        }
+    }
+}
+
+/// max(|min|, |max|) over the finite values; `None` when none is finite.
+fn abs_max(min: Option<f64>, max: Option<f64>) -> Option<f64> {
+    match (min, max) {
+        (Some(a), Some(b)) => Some(a.abs().max(b.abs())),
+        (Some(v), None) | (None, Some(v)) => Some(v.abs()),
+        (None, None) => None,
+    }
+}
+
+/// Which observations the search looks at: those whose name, or whose site's module path,
+/// node name or site id, matches a glob (`*`, `?`, `[...]`; a pattern without them is an
+/// exact name).
+#[derive(Debug, Clone)]
+pub struct SiteFilter {
+    pattern: String,
+    matcher: GlobMatcher,
+}
+
+impl SiteFilter {
+    pub fn new(pattern: &str) -> Result<SiteFilter> {
+        if pattern.is_empty() {
+            return Err(CompareError::InvalidInput(
+                "the site filter is empty: give an observation name, a module path or a glob \
+                 such as 'layers.*'"
+                    .into(),
+            ));
+        }
+        let glob = Glob::new(pattern)
+            .map_err(|e| CompareError::InvalidInput(format!("bad site glob '{pattern}': {e}")))?;
+        Ok(SiteFilter {
+            pattern: pattern.to_owned(),
+            matcher: glob.compile_matcher(),
+        })
+    }
+
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    fn matches(&self, o: &Observation<'_>) -> bool {
+        std::iter::once(Some(o.name))
+            .chain([o.module_path, o.node_name, o.site_id])
+            .flatten()
+            .any(|candidate| self.matcher.is_match(candidate))
+    }
+}
+
+/// The question: which rule, over which observations.
+#[derive(Debug, Clone)]
+pub struct AnomalyQuery {
+    pub rule: AnomalyRule,
+    pub site: Option<SiteFilter>,
+}
+
+impl AnomalyQuery {
+    /// A query from the values users pass (`kind`, an optional threshold and site glob).
+    pub fn parse(kind: &str, threshold: Option<f64>, site: Option<&str>) -> Result<AnomalyQuery> {
+        Ok(AnomalyQuery {
+            rule: AnomalyRule::parse(kind, threshold)?,
+            site: site.map(SiteFilter::new).transpose()?,
+        })
+    }
+}
+
+/// A point of the run, as the search needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Point<'a> {
+    pub index: i64,
+    pub label: &'a str,
+    pub replay_index: Option<i64>,
+}
+
+/// An observation row's identity, site and summary, borrowed from the run's table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Observation<'a> {
+    pub point_index: i64,
+    pub order: i64,
+    pub name: &'a str,
+    pub invocation_index: i64,
+    pub site_id: Option<&'a str>,
+    pub graph_kind: Option<&'a str>,
+    pub node_name: Option<&'a str>,
+    pub aten_op: Option<&'a str>,
+    pub module_path: Option<&'a str>,
+    pub nan: u64,
+    pub posinf: u64,
+    pub neginf: u64,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// One observation that hit the rule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnomalyHit {
+    pub point_index: i64,
+    pub label: String,
+    pub replay_index: Option<i64>,
+    pub order: i64,
+    pub name: String,
+    pub invocation_index: i64,
+    pub site_id: Option<String>,
+    pub graph_kind: Option<String>,
+    pub node_name: Option<String>,
+    pub aten_op: Option<String>,
+    pub module_path: Option<String>,
+    pub nan: u64,
+    pub posinf: u64,
+    pub neginf: u64,
+    /// Finite extremes; `None` when no value is finite.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl AnomalyHit {
+    fn new(point: &Point<'_>, o: &Observation<'_>) -> AnomalyHit {
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        AnomalyHit {
+            point_index: point.index,
+            label: point.label.to_owned(),
+            replay_index: point.replay_index,
+            order: o.order,
+            name: o.name.to_owned(),
+            invocation_index: o.invocation_index,
+            site_id: owned(o.site_id),
+            graph_kind: owned(o.graph_kind),
+            node_name: owned(o.node_name),
+            aten_op: owned(o.aten_op),
+            module_path: owned(o.module_path),
+            nan: o.nan,
+            posinf: o.posinf,
+            neginf: o.neginf,
+            min: o.min,
+            max: o.max,
+        }
+    }
+
+    /// max(|min|, |max|) of the finite values.
+    pub fn abs_max(&self) -> Option<f64> {
+        abs_max(self.min, self.max)
+    }
+}
+
+/// The answer: the first hit in execution order and every hit at the same replay.
+#[derive(Debug, Clone, Serialize)]
+pub struct FirstAnomaly {
+    pub kind: &'static str,
+    pub threshold: Option<f64>,
+    pub site_filter: Option<String>,
+    /// Observations visited (those the site filter keeps) up to and including the first
+    /// hit.
+    pub scanned: u64,
+    /// The hits at the first hit's replay (at its point, for a point without a replay
+    /// index), in execution order; never empty, and the first one is the answer.
+    pub hits: Vec<AnomalyHit>,
+}
+
+impl FirstAnomaly {
+    pub fn first(&self) -> &AnomalyHit {
+        &self.hits[0]
+    }
+}
+
+/// Where an observation falls in execution order.
+type Position = (i64, i64, i64);
+
+fn position(point: &Point<'_>, o: &Observation<'_>) -> Position {
+    (
+        point.replay_index.unwrap_or(point.index),
+        point.index,
+        o.order,
+    )
+}
+
+/// The replay a point read, or the point itself when it has no replay index: the set the
+/// "other sites at that replay" are taken from.
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Moment {
+    Replay(i64),
+    Point(i64),
+}
+
+fn moment(point: &Point<'_>) -> Moment {
+    match point.replay_index {
+        Some(r) => Moment::Replay(r),
+        None => Moment::Point(point.index),
+    }
+}
+
+/// The first anomaly among `observations` (of `points`), or `None`. Observations of a
+/// point missing from `points` are not part of the run (a point that never committed) and
+/// are skipped. Two passes over the rows (the first hit; then what came before it and the
+/// other hits of its replay), and no sort of the whole run.
+pub fn first_anomaly(
+    points: &[Point<'_>],
+    observations: &[Observation<'_>],
+    query: &AnomalyQuery,
+) -> Option<FirstAnomaly> {
+    let by_index: HashMap<i64, &Point<'_>> = points.iter().map(|p| (p.index, p)).collect();
+    let keep = |o: &Observation<'_>| query.site.as_ref().is_none_or(|f| f.matches(o));
+    let hit = |o: &Observation<'_>| query.rule.hits(o.nan, o.posinf, o.neginf, o.min, o.max);
+
+    // The earliest hit.
+    let mut first: Option<(Position, &Point<'_>)> = None;
+    for o in observations {
+        let Some(point) = by_index.get(&o.point_index) else {
+            continue;
+        };
+        if !keep(o) || !hit(o) {
+            continue;
+        }
+        let at = position(point, o);
+        if first.is_none_or(|(best, _)| at < best) {
+            first = Some((at, point));
+        }
+    }
+    let (first_at, first_point) = first?;
+    let at_moment = moment(first_point);
+
+    // What was visited before it, and the other hits of its replay.
+    let mut scanned = 0u64;
+    let mut hits: Vec<(Position, AnomalyHit)> = Vec::new();
+    for o in observations {
+        let Some(point) = by_index.get(&o.point_index) else {
+            continue;
+        };
+        if !keep(o) {
+            continue;
+        }
+        let at = position(point, o);
+        if at <= first_at {
+            scanned += 1;
+        }
+        if moment(point) == at_moment && hit(o) {
+            hits.push((at, AnomalyHit::new(point, o)));
+        }
+    }
+    hits.sort_by_key(|(at, _)| *at);
+    Some(FirstAnomaly {
+        kind: query.rule.kind(),
+        threshold: query.rule.threshold(),
+        site_filter: query.site.as_ref().map(|f| f.pattern.clone()),
+        scanned,
+        hits: hits.into_iter().map(|(_, h)| h).collect(),
+    })
+}
+
+/// The first anomaly of a tensor run opened by the store's reader: its `points` and
+/// `observations` tables (committed rows only; no payload is read).
+pub fn first_anomaly_in_run(
+    reader: &RunReader,
+    query: &AnomalyQuery,
+) -> Result<Option<FirstAnomaly>> {
+    if reader.manifest().header.kind != RunKind::Tensor {
+        return Err(CompareError::InvalidInput(format!(
+            "'{}' is a memory run; anomalies are searched in tensor runs",
+            reader.dir().display()
+        )));
+    }
+    let points = reader.table(Table::Points)?;
+    let observations = reader.table(Table::Observations)?;
+    first_anomaly_in_tables(reader.dir(), &points, &observations, query)
+}
+
+/// As [`first_anomaly_in_run`], over the two tables as read (`dir` names the run in
+/// errors).
+pub fn first_anomaly_in_tables(
+    dir: &std::path::Path,
+    points: &RecordBatch,
+    observations: &RecordBatch,
+    query: &AnomalyQuery,
+) -> Result<Option<FirstAnomaly>> {
+    let cols = Columns { dir, batch: points };
+    let index = cols.ints("point_index")?;
+    let label = cols.strings("label")?;
+    let replay = cols.ints("replay_index")?;
+    let points: Vec<Point<'_>> = (0..points.num_rows())
+        .map(|i| Point {
+            index: index.value(i),
+            label: label.value(i),
+            replay_index: replay.is_valid(i).then(|| replay.value(i)),
+        })
+        .collect();
+
+    let cols = Columns {
+        dir,
+        batch: observations,
+    };
+    let point = cols.ints("point_index")?;
+    let order = cols.ints("ordinal")?;
+    let name = cols.strings("name")?;
+    let invocation = cols.ints("invocation_index")?;
+    let site_id = cols.strings("site_id")?;
+    let graph_kind = cols.strings("graph_kind")?;
+    let node_name = cols.strings("node_name")?;
+    let aten_op = cols.strings("aten_op")?;
+    let module_path = cols.strings("module_path")?;
+    let nan = cols.ints("nan_count")?;
+    let posinf = cols.ints("posinf_count")?;
+    let neginf = cols.ints("neginf_count")?;
+    let min = cols.floats("min")?;
+    let max = cols.floats("max")?;
+    fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
+        a.is_valid(i).then(|| a.value(i))
+    }
+    fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
+        a.is_valid(i).then(|| a.value(i))
+    }
+    // Counts are never negative in a run this package wrote.
+    fn count(a: &Int64Array, i: usize) -> u64 {
+        u64::try_from(a.value(i)).unwrap_or(0)
+    }
+    let rows: Vec<Observation<'_>> = (0..observations.num_rows())
+        .map(|i| Observation {
+            point_index: point.value(i),
+            order: order.value(i),
+            name: name.value(i),
+            invocation_index: invocation.value(i),
+            site_id: opt_str(site_id, i),
+            graph_kind: opt_str(graph_kind, i),
+            node_name: opt_str(node_name, i),
+            aten_op: opt_str(aten_op, i),
+            module_path: opt_str(module_path, i),
+            nan: count(nan, i),
+            posinf: count(posinf, i),
+            neginf: count(neginf, i),
+            min: opt_f64(min, i),
+            max: opt_f64(max, i),
+        })
+        .collect();
+    Ok(first_anomaly(&points, &rows, query))
+}
+
+/// Typed access to a table's columns; a missing or mistyped column is a damaged run.
+struct Columns<'a> {
+    dir: &'a std::path::Path,
+    batch: &'a RecordBatch,
+}
+
+impl<'a> Columns<'a> {
+    fn bad(&self, name: &str) -> CompareError {
+        CompareError::Store(StoreError::CorruptPart {
+            path: self.dir.to_path_buf(),
+            reason: format!("column '{name}' is missing or has the wrong type"),
+        })
+    }
+
+    fn column(&self, name: &str) -> Result<&'a dyn Array> {
+        self.batch
+            .column_by_name(name)
+            .map(|c| c.as_ref())
+            .ok_or_else(|| self.bad(name))
+    }
+
+    fn ints(&self, name: &str) -> Result<&'a Int64Array> {
+        self.column(name)?
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| self.bad(name))
+    }
+
+    fn floats(&self, name: &str) -> Result<&'a Float64Array> {
+        self.column(name)?
+            .as_primitive_opt::<Float64Type>()
+            .ok_or_else(|| self.bad(name))
+    }
+
+    fn strings(&self, name: &str) -> Result<&'a StringArray> {
+        self.column(name)?
+            .as_string_opt::<i32>()
+            .ok_or_else(|| self.bad(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(index: i64, label: &'static str, replay_index: Option<i64>) -> Point<'static> {
+        Point {
+            index,
+            label,
+            replay_index,
+        }
+    }
+
+    fn obs(point_index: i64, order: i64, name: &'static str) -> Observation<'static> {
+        Observation {
+            point_index,
+            order,
+            name,
+            min: Some(-1.0),
+            max: Some(1.0),
+            ..Observation::default()
+        }
+    }
+
+    fn query(kind: &str, threshold: Option<f64>, site: Option<&str>) -> AnomalyQuery {
+        AnomalyQuery::parse(kind, threshold, site).unwrap()
+    }
+
+    fn names(found: &FirstAnomaly) -> Vec<(i64, &str)> {
+        found
+            .hits
+            .iter()
+            .map(|h| (h.point_index, h.name.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn each_rule_decides_from_counts_and_finite_extremes() {
+        let nan = AnomalyRule::parse("nan", None).unwrap();
+        let inf = AnomalyRule::parse("inf", None).unwrap();
+        let nonfinite = AnomalyRule::parse("nonfinite", None).unwrap();
+        let big = AnomalyRule::parse("abs_max", Some(10.0)).unwrap();
+        let (a, b) = (Some(-3.0), Some(4.0));
+        assert!(nan.hits(1, 0, 0, a, b) && !nan.hits(0, 1, 1, a, b));
+        assert!(inf.hits(0, 1, 0, a, b) && inf.hits(0, 0, 1, a, b) && !inf.hits(5, 0, 0, a, b));
+        assert!(nonfinite.hits(1, 0, 0, a, b) && nonfinite.hits(0, 0, 2, a, b));
+        assert!(!nonfinite.hits(0, 0, 0, a, b));
+        // The magnitude of either extreme counts, strictly over the threshold.
+        assert!(big.hits(0, 0, 0, Some(-10.5), Some(1.0)));
+        assert!(big.hits(0, 0, 0, Some(0.0), Some(11.0)));
+        assert!(!big.hits(0, 0, 0, Some(-10.0), Some(10.0)));
+        // An infinity is over any threshold; a NaN alone is not a magnitude.
+        assert!(big.hits(0, 1, 0, None, None) && big.hits(0, 0, 1, a, b));
+        assert!(!big.hits(3, 0, 0, None, None));
+        assert_eq!(big.threshold(), Some(10.0));
+        assert_eq!(big.kind(), "abs_max");
+    }
+
+    #[test]
+    fn bad_kinds_and_thresholds_name_what_is_allowed() {
+        let message =
+            |kind: &str, t: Option<f64>| AnomalyRule::parse(kind, t).unwrap_err().to_string();
+        let text = message("nans", None);
+        assert!(
+            text.contains("nan, inf, nonfinite, abs_max") && text.contains("'nans'"),
+            "{text}"
+        );
+        assert!(message("abs_max", None).contains("needs a threshold"));
+        assert!(message("abs_max", Some(f64::NAN)).contains("finite number"));
+        assert!(message("abs_max", Some(-1.0)).contains("at least 0"));
+        assert!(message("nan", Some(1.0)).contains("'abs_max' only"));
+        assert!(AnomalyRule::parse("abs_max", Some(0.0)).is_ok());
+        let bad_glob = AnomalyQuery::parse("nan", None, Some("a[")).unwrap_err();
+        assert!(
+            bad_glob.to_string().contains("bad site glob 'a['"),
+            "{bad_glob}"
+        );
+        assert!(AnomalyQuery::parse("nan", None, Some("")).is_err());
+    }
+
+    #[test]
+    fn first_hit_follows_replay_then_point_then_order() {
+        // Points are listed out of replay order: point 0 read replay 7, point 1 replay 2.
+        let points = [point(0, "late", Some(7)), point(1, "early", Some(2))];
+        let mut rows = vec![
+            obs(0, 0, "a"),
+            obs(0, 1, "b"),
+            obs(1, 0, "a"),
+            obs(1, 1, "b"),
+        ];
+        rows[0].nan = 1; // replay 7
+        rows[3].posinf = 2; // replay 2, order 1
+        let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
+        let first = found.first();
+        assert_eq!((first.point_index, first.label.as_str()), (1, "early"));
+        assert_eq!(
+            (first.replay_index, first.order, first.name.as_str()),
+            (Some(2), 1, "b")
+        );
+        assert_eq!((first.nan, first.posinf, first.neginf), (0, 2, 0));
+        // Visited at replay 2: 'a' then 'b'.
+        assert_eq!(found.scanned, 2);
+        assert_eq!(names(&found), vec![(1, "b")]);
+    }
+
+    #[test]
+    fn points_without_replay_order_by_point_index_and_rows_by_ordinal() {
+        let points = [
+            point(0, "p0", None),
+            point(1, "p1", None),
+            point(2, "p2", None),
+        ];
+        // Rows in storage order differ from execution order.
+        let mut rows = vec![
+            obs(2, 0, "x"),
+            obs(1, 2, "late"),
+            obs(1, 0, "first"),
+            obs(1, 1, "mid"),
+        ];
+        rows[0].nan = 1;
+        rows[1].nan = 3;
+        rows[3].neginf = 1;
+        let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
+        assert_eq!(found.first().name, "mid");
+        assert_eq!(found.first().label, "p1");
+        assert_eq!(found.first().replay_index, None);
+        // Every hit of that point, in order; the later point's hit is not listed.
+        assert_eq!(names(&found), vec![(1, "mid"), (1, "late")]);
+        assert_eq!(found.scanned, 2);
+        // NaN only: 'mid' holds an infinity, so 'late' is the first.
+        let found = first_anomaly(&points, &rows, &query("nan", None, None)).unwrap();
+        assert_eq!(names(&found), vec![(1, "late")]);
+        assert_eq!(found.scanned, 3);
+    }
+
+    #[test]
+    fn hits_of_the_same_replay_span_the_points_that_read_it() {
+        let points = [
+            point(0, "a", Some(1)),
+            point(1, "b", Some(1)),
+            point(2, "c", Some(2)),
+        ];
+        let mut rows = vec![obs(1, 0, "y"), obs(0, 0, "x"), obs(2, 0, "z")];
+        for r in &mut rows {
+            r.max = Some(100.0);
+        }
+        let found = first_anomaly(&points, &rows, &query("abs_max", Some(50.0), None)).unwrap();
+        assert_eq!(names(&found), vec![(0, "x"), (1, "y")]);
+        assert_eq!(found.threshold, Some(50.0));
+        assert_eq!(found.first().abs_max(), Some(100.0));
+    }
+
+    #[test]
+    fn site_filter_matches_names_module_paths_and_node_names() {
+        let points = [point(0, "p0", None), point(1, "p1", None)];
+        let mut rows = vec![
+            obs(0, 0, "inference/addmm"),
+            obs(1, 0, "inference/addmm_1"),
+            obs(1, 1, "out"),
+        ];
+        rows[0].module_path = Some("layers.0");
+        rows[1].module_path = Some("layers.1");
+        rows[1].node_name = Some("addmm_1");
+        for r in &mut rows {
+            r.nan = 1;
+        }
+        let first = |site: Option<&str>| {
+            first_anomaly(&points, &rows, &query("nan", None, site))
+                .map(|f| (f.first().name.clone(), f.scanned, f.site_filter.clone()))
+        };
+        assert_eq!(first(None).unwrap().0, "inference/addmm");
+        // Exact module path, glob over names, node name.
+        let hit = first(Some("layers.1")).unwrap();
+        assert_eq!(
+            hit,
+            ("inference/addmm_1".into(), 1, Some("layers.1".into()))
+        );
+        assert_eq!(first(Some("inference/*_1")).unwrap().0, "inference/addmm_1");
+        assert_eq!(first(Some("addmm_1")).unwrap().0, "inference/addmm_1");
+        assert_eq!(first(Some("o?t")).unwrap().0, "out");
+        assert_eq!(first(Some("layers.2")), None);
+        // A pattern without metacharacters is exact, not a prefix.
+        assert_eq!(first(Some("layers")), None);
+    }
+
+    #[test]
+    fn no_hit_and_rows_of_unknown_points_give_none() {
+        let points = [point(0, "p0", None)];
+        let mut rows = vec![obs(0, 0, "x"), obs(5, 0, "orphan")];
+        rows[1].nan = 1;
+        assert!(first_anomaly(&points, &rows, &query("nonfinite", None, None)).is_none());
+        assert!(first_anomaly(&points, &[], &query("nan", None, None)).is_none());
+        // All-NaN values have no finite extremes: only an infinity passes a threshold.
+        rows[0].min = None;
+        rows[0].max = None;
+        rows[0].nan = 4;
+        assert!(first_anomaly(&points, &rows, &query("abs_max", Some(0.0), None)).is_none());
+    }
+
+    #[test]
+    fn arrow_tables_are_read_by_column_name() {
+        use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
+        use std::sync::Arc;
+
+        let ints = |v: Vec<Option<i64>>| Arc::new(Int64Array::from(v)) as ArrayRef;
+        let strs = |v: Vec<Option<&str>>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let floats = |v: Vec<Option<f64>>| Arc::new(Float64Array::from(v)) as ArrayRef;
+        let points = RecordBatch::try_from_iter([
+            ("point_index", ints(vec![Some(0), Some(1)])),
+            ("label", strs(vec![Some("s0"), Some("s1")])),
+            ("replay_index", ints(vec![None, None])),
+        ])
+        .unwrap();
+        let none = || strs(vec![None, None, None]);
+        let observations = RecordBatch::try_from_iter([
+            ("point_index", ints(vec![Some(0), Some(1), Some(1)])),
+            ("ordinal", ints(vec![Some(0), Some(0), Some(1)])),
+            ("name", strs(vec![Some("a"), Some("a"), Some("b")])),
+            ("invocation_index", ints(vec![Some(0), Some(0), Some(0)])),
+            ("site_id", none()),
+            ("graph_kind", none()),
+            ("node_name", none()),
+            ("aten_op", none()),
+            ("module_path", strs(vec![None, None, Some("fc2")])),
+            ("nan_count", ints(vec![Some(0), Some(0), Some(2)])),
+            ("posinf_count", ints(vec![Some(0), Some(0), Some(0)])),
+            ("neginf_count", ints(vec![Some(0), Some(0), Some(0)])),
+            ("min", floats(vec![Some(0.0), Some(0.0), None])),
+            ("max", floats(vec![Some(1.0), Some(1.0), None])),
+        ])
+        .unwrap();
+        let dir = std::path::Path::new("job");
+        let found = first_anomaly_in_tables(dir, &points, &observations, &query("nan", None, None))
+            .unwrap()
+            .unwrap();
+        let first = found.first();
+        assert_eq!(
+            (first.label.as_str(), first.name.as_str(), first.nan),
+            ("s1", "b", 2)
+        );
+        assert_eq!(first.module_path.as_deref(), Some("fc2"));
+        assert_eq!((first.min, first.max, found.scanned), (None, None, 3));
+        let json = serde_json::to_value(&found).unwrap();
+        assert_eq!(json["kind"], "nan");
+        assert_eq!(json["hits"][0]["point_index"], 1);
+        // A table without a summary column is a damaged run, named by the column.
+        let stripped = observations.project(&[0, 1, 2, 3]).unwrap();
+        let error = first_anomaly_in_tables(dir, &points, &stripped, &query("nan", None, None))
+            .unwrap_err();
+        assert!(error.to_string().contains("'site_id'"), "{error}");
+    }
+}
