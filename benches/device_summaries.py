@@ -10,10 +10,10 @@ rounds of replays); every figure is added replay time over the ``none`` graph:
   value), ``probe batched`` (the same probe inside ``probe.batched()``: one copy kernel per
   16 values) and ``memcpy`` (``dst.copy_(y)`` per value); per-probe added time (target
   <= 0.3 us) and equal bytes in the slots.
-- P3 (summary mode, large values): ``summary`` (the core's device summary kernel, 16 values
-  per launch, records written to mapped host memory) against ``read`` (``torch.amax`` of
-  every value captured: reading each value once) and the physical floor (bytes over the
-  read bandwidth, --bandwidth). Bytes to the host per site per replay: one 112-byte record.
+- P3 (summary mode, large values): ``summary`` (the core's device summary kernel, 16
+  values per launch, records written to the session's device record table) against
+  ``read`` (``torch.amax`` of every value captured: reading each value once) and the
+  physical floor (bytes over the read bandwidth, --bandwidth). Bytes to the host per site per replay: one 112-byte record.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def device_recorder(tmp: str):
         run_metadata=None,
         overwrite=False,
     )
-    return writer, _native.DeviceRecorder(0, writer, ring_capacity=4096)
+    return writer, _native.DeviceRecorder(0, writer)
 
 
 def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The post-grad pass that places probe ops: facts of every candidate node go to the
-native selection (config rules), and each selected node gets a ``tcgd::probe`` call right
-after it, carrying the site's identity as a string constant.
+native selection (config rules), and the selected nodes get ``tcgd::probe_group`` calls,
+each right after the last of a group of values that are alive together there, carrying
+the sites' identities as a string constant.
 
 Matching (which nodes) is the native config's job; this module only reads facts off the
 graph and rewrites it, in the style of Inductor's own small passes.
@@ -20,7 +21,12 @@ from typing import Any
 import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._probe_op import NEEDS_MUTABLE_TOKEN, probe_op, probe_token_op
+from torch_cudagraph_debug._probe_op import (
+    NEEDS_MUTABLE_TOKEN,
+    PROBE_OPS,
+    probe_group_op,
+    probe_group_token_op,
+)
 from torch_cudagraph_debug._torch_bridge import dtype_name
 
 # Set by the tcgd backend around each graph's compilation (it knows whether Inductor is
@@ -138,7 +144,62 @@ def node_facts(node: torch.fx.Node, kind: str) -> dict[str, Any]:
 
 
 def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
-    return [n for n in graph.nodes if n.op == "call_function" and n.target is not probe_op]
+    return [n for n in graph.nodes if n.op == "call_function" and n.target not in PROBE_OPS]
+
+
+# Values one probe op takes at most (one summary launch on the device).
+GROUP_LIMIT = 16
+
+
+# Ops whose output shares its input's memory although their schemas do not say so
+# (linear on 3-d inputs ends in `_unsafe_view`, a reshape of a contiguous value is a view).
+_ALIASING_OPS = ("aten._unsafe_view", "aten.reshape", "aten.alias")
+
+
+def _aliases_input(node: torch.fx.Node) -> bool:
+    target = node.target
+    return (
+        target is operator.getitem
+        or getattr(target, "is_view", False)
+        or _op_name(node).startswith(_ALIASING_OPS)
+    )
+
+
+def _last_use(node: torch.fx.Node, position: dict[torch.fx.Node, int]) -> int:
+    """Position of the last node that reads `node`'s memory, through views of it."""
+    last = position[node]
+    stack, seen = [node], {node}
+    while stack:
+        for user in stack.pop().users:
+            if user in seen or user.target in PROBE_OPS:
+                continue
+            seen.add(user)
+            last = max(last, position.get(user, last))
+            if _aliases_input(user):
+                stack.append(user)
+    return last
+
+
+def group_sites(graph: torch.fx.Graph, selected: list[torch.fx.Node]) -> list[list[torch.fx.Node]]:
+    """Groups selected nodes (graph order) whose values are all still alive right after
+    the group's last node, so one probe op there can take them all without keeping any
+    value alive longer than the graph does."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    last_use = {n: _last_use(n, position) for n in selected}
+    groups: list[list[torch.fx.Node]] = []
+    for node in selected:
+        current = groups[-1] if groups else None
+        device = _tensor_of(node).device
+        if (
+            current is not None
+            and len(current) < GROUP_LIMIT
+            and _tensor_of(current[0]).device == device
+            and all(last_use[m] > position[node] for m in current)
+        ):
+            current.append(node)
+        else:
+            groups.append([node])
+    return groups
 
 
 def _token_for(graph: torch.fx.Graph, like: torch.Tensor) -> torch.fx.Node:
@@ -196,7 +257,7 @@ def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -
 
 
 class ProbeInsertionPass(CustomGraphPass):
-    """Inserts ``tcgd::probe`` after every node the config selects.
+    """Inserts ``tcgd::probe_group`` calls covering every node the config selects.
 
     ``uuid()`` covers the config text, the package version and this pass's source, so the
     FX graph cache serves a graph only to the same probes (and recompiles when they
@@ -223,19 +284,23 @@ class ProbeInsertionPass(CustomGraphPass):
         facts = [node_facts(n, kind) for n in candidates]
         decisions = json.loads(self.config.select(json.dumps(facts)))
         record = GraphDecisions(kind, _compile_id())
+        sites: dict[torch.fx.Node, dict[str, Any]] = {}
         for node, decision in zip(candidates, decisions, strict=True):
             if decision["selected"]:
                 site = site_description(node, decision, kind)
                 decision["site"] = site
-                args = (node, self.probe_key, json.dumps(site, sort_keys=True))
-                with graph.inserting_after(node):
-                    if NEEDS_MUTABLE_TOKEN:
-                        token = _token_for(graph, _tensor_of(node))
-                        probe = graph.call_function(probe_token_op, (token, *args))
-                    else:
-                        probe = graph.call_function(probe_op, args)
-                probe.meta["val"] = None
+                sites[node] = site
             record.decisions.append(decision)
+        for group in group_sites(graph, list(sites)):
+            text = json.dumps([sites[n] for n in group], sort_keys=True)
+            args = (list(group), self.probe_key, text)
+            with graph.inserting_after(group[-1]):
+                if NEEDS_MUTABLE_TOKEN:
+                    token = _token_for(graph, _tensor_of(group[0]))
+                    probe = graph.call_function(probe_group_token_op, (token, *args))
+                else:
+                    probe = graph.call_function(probe_group_op, args)
+            probe.meta["val"] = None
         if self.on_graph is not None:
             self.on_graph(record)
 

@@ -231,8 +231,8 @@ def test_summary_mode_under_graph_trees_never_synchronises_per_call(tmp_path, mo
     for a, b in zip(outs, plain_out, strict=True):
         assert torch.equal(a, b)
     assert run.labels == tuple(f"call{i}" for i in range(12))
-    harvested, dumps, lost = session.device_counts
-    assert harvested >= 9 and dumps == 0 and lost == 0
+    harvested, dumps = session.device_counts
+    assert harvested >= 9 and dumps == 0
     # Each point's summaries are those of the values the call computed: rebuild them
     # eagerly from the same weights and inputs.
     sites = sorted({o.name for p in run.points for o in p.observations})
@@ -276,8 +276,8 @@ def test_the_flight_recorder_lands_the_calls_before_an_injected_nan(tmp_path):
             compiled(x)
     run = session.finish()
     assert counters["inductor"]["cudagraph_skips"] == 0
-    _, dumps, lost = session.device_counts
-    assert dumps == 1 and lost == 0
+    _, dumps = session.device_counts
+    assert dumps == 1
 
     flight = [p for p in run.points if p.label.startswith("history:")]
     assert [p.label for p in flight] == [f"history:call9:call{i}" for i in range(6, 10)]
@@ -325,15 +325,16 @@ def test_batched_copies_land_the_same_bytes_as_one_copy_per_value():
         for x in inputs:
             x.add_(1)
         graph.replay()
-        snapshots.append(probe.snapshot())
+        snapshot = probe.snapshot()
         assert probe.replay_index == 1
+        for i, x in enumerate(inputs):
+            assert torch.equal(snapshot.tensor(f"v{i}"), (x * 2).cpu()), (batched, i)
+        snapshots.append(snapshot)
         probe.close()
         del graph
     per_site, batched_snapshot = snapshots
-    for i, x in enumerate(inputs):
-        want = (x * 2).cpu()
-        assert torch.equal(per_site.tensor(f"v{i}"), want)
-        assert torch.equal(batched_snapshot.tensor(f"v{i}"), want)
+    for i in range(len(inputs)):
+        assert torch.equal(per_site.tensor(f"v{i}"), batched_snapshot.tensor(f"v{i}"))
 
 
 @pytest.mark.usefixtures("fresh_inductor")

@@ -430,9 +430,9 @@ class ProbeSession(RunRecorder[TensorRun]):
             self._device.flush()
 
     @property
-    def device_counts(self) -> tuple[int, int, int]:
-        """(points harvested from the device, history dumps, replays lost)."""
-        return self._device.counts if self._device is not None else (0, 0, 0)
+    def device_counts(self) -> tuple[int, int]:
+        """(points harvested from the device, history dumps)."""
+        return self._device.counts if self._device is not None else (0, 0)
 
     def _load(self) -> TensorRun:
         return TensorRun.load(self.path, name=self.name, rank=self.rank)

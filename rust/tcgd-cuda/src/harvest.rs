@@ -26,7 +26,7 @@ use crate::runtime::ProbeRuntime;
 use crate::summary::{
     enqueue_history_copies, enqueue_slot_copies, enqueue_summaries, prepare,
     summarizable_on_device, CopyInput,
-    DeviceRecord, HistoryRing, RingRead, SessionWords, SummaryInput, SummaryRing, Trigger,
+    DeviceRecord, HistoryRing, RecordTable, SessionWords, SummaryInput, Trigger,
     MAX_SITES_PER_LAUNCH,
 };
 
@@ -80,9 +80,6 @@ pub struct HarvestedPoint {
     pub values: Vec<HarvestedValue>,
     /// (capture, first replay, last replay) of every graph that replayed in the point.
     pub replays: Vec<(usize, u64, u64)>,
-    /// Replays whose records were overwritten before they were read (the host fell a
-    /// whole ring behind); 0 in every normal run.
-    pub lost_replays: u64,
     pub attachment: Option<Attachment>,
 }
 
@@ -91,7 +88,8 @@ pub type Sink = Box<dyn FnMut(HarvestedPoint) -> std::result::Result<(), String>
 
 struct Site {
     capture: usize,
-    summary: Option<Arc<SummaryRing>>,
+    /// The site's column in the record table, when the device summarises it.
+    summary: Option<u32>,
     history: Option<Arc<HistoryRing>>,
     sample: Option<Sample>,
 }
@@ -134,6 +132,7 @@ struct Pending {
 
 struct State {
     sites: Vec<Site>,
+    next_column: u32,
     captures: Vec<Capture>,
     pending: VecDeque<Pending>,
     /// Labels of recent points, for naming the points a history dump lands.
@@ -142,7 +141,6 @@ struct State {
     /// Points handed to the sink so far.
     delivered: u64,
     dumps: u64,
-    lost_replays: u64,
     failure: Option<String>,
     /// A trigger landed the history and left it frozen: later triggers are ignored until
     /// `rearm` (a run that turned NaN stays NaN; its first moments are what matter).
@@ -160,8 +158,9 @@ struct Shared {
 /// Settings of a session's device recording.
 #[derive(Debug, Clone, Copy)]
 pub struct RecorderSettings {
-    /// Records kept per summary site (replays the host may lag behind).
-    pub ring_capacity: u64,
+    /// Points whose records can be in flight at once (rows of the record table); the host
+    /// waits when the harvester is half of them behind.
+    pub points_in_flight: u32,
     /// Past values kept per site on the device (0: no flight recorder).
     pub history: u64,
     pub trigger: Trigger,
@@ -174,6 +173,7 @@ pub struct DeviceRecorder {
     private: Arc<PrivateStream>,
     /// [point number: u32, pad][frozen_at: u64]
     words: Arc<DeviceBuffer>,
+    table: Arc<RecordTable>,
     next_point: u32,
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
@@ -185,6 +185,8 @@ unsafe impl Send for DeviceRecorder {}
 unsafe impl Sync for DeviceRecorder {}
 
 const FROZEN_OFFSET: u64 = 8;
+/// Columns of the record table: sites a session can summarise on the device.
+pub const MAX_SUMMARY_SITES: u32 = 2048;
 /// Points whose sampled values wait in pinned memory at most.
 const MAX_STAGED_POINTS: usize = 3;
 
@@ -213,16 +215,21 @@ impl DeviceRecorder {
         let words = Arc::new(DeviceBuffer::alloc(16)?);
         words.zero(&private)?;
         arm(&words, &private)?;
+        let table = Arc::new(RecordTable::new(
+            settings.points_in_flight.max(4),
+            MAX_SUMMARY_SITES,
+            &private,
+        )?);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sites: Vec::new(),
+                next_column: 0,
                 captures: Vec::new(),
                 pending: VecDeque::new(),
                 recent: VecDeque::new(),
                 free_events: Vec::new(),
                 delivered: 0,
                 dumps: 0,
-                lost_replays: 0,
                 failure: None,
                 frozen: false,
                 flushing: false,
@@ -235,11 +242,18 @@ impl DeviceRecorder {
             let shared = Arc::clone(&shared);
             let private = Arc::clone(&private);
             let words = Arc::clone(&words);
+            let table = Arc::clone(&table);
             let ctx_handle = ctx as usize;
             std::thread::Builder::new()
                 .name("tcgd-harvester".into())
                 .spawn(move || {
-                    harvest_loop(ctx_handle as CUcontext, &shared, &private, &words, settings, sink)
+                    let context = HarvestContext {
+                        private: &private,
+                        words: &words,
+                        table: &table,
+                        settings,
+                    };
+                    harvest_loop(ctx_handle as CUcontext, &shared, &context, sink)
                 })
                 .map_err(|e| CudaError::Invalid(format!("starting the harvester thread: {e}")))?
         };
@@ -249,6 +263,7 @@ impl DeviceRecorder {
             settings,
             private,
             words,
+            table,
             next_point: 0,
             shared,
             worker: Some(worker),
@@ -294,7 +309,7 @@ impl DeviceRecorder {
         let words = self.session_words();
         let s = as_stream(stream);
         let mut histories: Vec<Option<Arc<HistoryRing>>> = vec![None; values.len()];
-        let mut rings: Vec<Option<Arc<SummaryRing>>> = vec![None; values.len()];
+        let mut columns: Vec<Option<u32>> = vec![None; values.len()];
         let mut samples: Vec<Option<Sample>> = (0..values.len()).map(|_| None).collect();
         for (start, chunk) in values.chunks(MAX_SITES_PER_LAUNCH).enumerate() {
             let base = start * MAX_SITES_PER_LAUNCH;
@@ -358,20 +373,31 @@ impl DeviceRecorder {
                 }
             }
             let summarise = !matches!(sampling, Sampling::Every { points: 1, .. });
-            let summarised: Vec<(usize, Arc<SummaryRing>)> = chunk
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| summarise && summarizable_on_device(v.dtype))
-                .map(|(i, _)| Ok((base + i, Arc::new(SummaryRing::new(self.settings.ring_capacity)?))))
-                .collect::<Result<_>>()?;
+            let summarised: Vec<usize> = (0..chunk.len())
+                .filter(|&i| summarise && summarizable_on_device(chunk[i].dtype))
+                .map(|i| base + i)
+                .collect();
             if !summarised.is_empty() {
-                let inputs: Vec<SummaryInput<'_>> = summarised
+                let first = {
+                    let mut state = lock(&self.shared)?;
+                    let first = state.next_column;
+                    if first as usize + summarised.len() > MAX_SUMMARY_SITES as usize {
+                        return Err(CudaError::Invalid(format!(
+                            "a session summarises at most {MAX_SUMMARY_SITES} sites on the \
+                             device; select fewer sites"
+                        )));
+                    }
+                    state.next_column += summarised.len() as u32;
+                    first
+                };
+                let inputs: Vec<SummaryInput> = summarised
                     .iter()
-                    .map(|(i, ring)| SummaryInput {
-                        src: values[*i].src,
-                        numel: values[*i].numel,
-                        dtype: values[*i].dtype,
-                        ring,
+                    .enumerate()
+                    .map(|(k, &i)| SummaryInput {
+                        src: values[i].src,
+                        numel: values[i].numel,
+                        dtype: values[i].dtype,
+                        column: first + k as u32,
                     })
                     .collect();
                 let launch = runtime.with_private_stream(|p| {
@@ -379,6 +405,7 @@ impl DeviceRecorder {
                         self.ctx,
                         self.device,
                         &inputs,
+                        &self.table,
                         counter,
                         words,
                         self.settings.trigger,
@@ -387,9 +414,8 @@ impl DeviceRecorder {
                     )
                 })?;
                 runtime.keep(Box::new(launch))?;
-                for (i, ring) in summarised {
-                    runtime.keep(Box::new(Arc::clone(&ring)))?;
-                    rings[i] = Some(ring);
+                for (k, &i) in summarised.iter().enumerate() {
+                    columns[i] = Some(first + k as u32);
                 }
             }
         }
@@ -398,7 +424,7 @@ impl DeviceRecorder {
             return Err(CudaError::Invalid(format!("no capture {capture}")));
         }
         let mut indices = Vec::with_capacity(values.len());
-        for ((summary, history), sample) in rings.into_iter().zip(histories).zip(samples) {
+        for ((summary, history), sample) in columns.into_iter().zip(histories).zip(samples) {
             let index = state.sites.len();
             if summary.is_some() {
                 state.captures[capture].summary_sites.push(index);
@@ -455,6 +481,8 @@ impl DeviceRecorder {
             })?;
         }
         let staging = self.stage_samples(number, s)?;
+        let used = lock(&self.shared)?.next_column;
+        self.table.enqueue_row_copy(number, used, s)?;
         let event = self.take_event()?;
         // SAFETY: a live event and torch's stream handle.
         check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
@@ -551,7 +579,7 @@ impl DeviceRecorder {
     /// Waits for the oldest pending point when the host is more than half a ring ahead of
     /// the harvester (records would be overwritten otherwise).
     fn apply_backpressure(&self) -> Result<()> {
-        let limit = (self.settings.ring_capacity / 2).max(1) as usize;
+        let limit = (self.table.rows / 2).max(1) as usize;
         let mut state = lock(&self.shared)?;
         while state.pending.len() >= limit && state.failure.is_none() {
             state = self
@@ -584,11 +612,11 @@ impl DeviceRecorder {
         }
     }
 
-    /// (points delivered, history dumps, replays lost)
-    pub fn counts(&self) -> (u64, u64, u64) {
+    /// (points delivered, history dumps)
+    pub fn counts(&self) -> (u64, u64) {
         lock(&self.shared)
-            .map(|s| (s.delivered, s.dumps, s.lost_replays))
-            .unwrap_or((0, 0, 0))
+            .map(|s| (s.delivered, s.dumps))
+            .unwrap_or((0, 0))
     }
 
     /// The number the next closed point gets.
@@ -636,14 +664,15 @@ fn arm(words: &DeviceBuffer, private: &PrivateStream) -> Result<()> {
     private.synchronize()
 }
 
-fn harvest_loop(
-    ctx: CUcontext,
-    shared: &Shared,
-    private: &PrivateStream,
-    words: &DeviceBuffer,
+/// What the harvester thread reads besides the shared state.
+struct HarvestContext<'a> {
+    private: &'a PrivateStream,
+    words: &'a DeviceBuffer,
+    table: &'a RecordTable,
     settings: RecorderSettings,
-    mut sink: Sink,
-) {
+}
+
+fn harvest_loop(ctx: CUcontext, shared: &Shared, context: &HarvestContext<'_>, mut sink: Sink) {
     // Relaxed for good on this thread: its event queries and copies must not count as
     // unsafe calls against a global-mode capture on a torch stream (which they would
     // invalidate).
@@ -691,7 +720,7 @@ fn harvest_loop(
             continue;
         }
         let outcome = check("cuEventQuery", status).map_err(|e| e.to_string()).and_then(|()| {
-            let points = harvest_front(shared, private, words, settings).map_err(|e| e.to_string())?;
+            let points = harvest_front(shared, context).map_err(|e| e.to_string())?;
             for point in points {
                 sink(point)?;
             }
@@ -715,14 +744,11 @@ fn harvest_loop(
     }
 }
 
-/// Takes the front pending point's records (its event completed) and, when a summary of
-/// it fired the trigger or the host asked, the history rings.
-fn harvest_front(
-    shared: &Shared,
-    private: &PrivateStream,
-    words: &DeviceBuffer,
-    settings: RecorderSettings,
-) -> Result<Vec<HarvestedPoint>> {
+/// Takes the front pending point's records (its event completed, so its row of the record
+/// table is on the host) and, when a summary of it fired the trigger or the host asked,
+/// the history rings.
+fn harvest_front(shared: &Shared, context: &HarvestContext<'_>) -> Result<Vec<HarvestedPoint>> {
+    let settings = context.settings;
     let mut state = lock(shared)?;
     let front = state.pending.front_mut().expect("a pending point");
     let (number, label, metadata, dump, attachment, staging) = (
@@ -735,65 +761,47 @@ fn harvest_front(
     );
     let mut values = Vec::new();
     let mut replays = Vec::new();
-    let mut lost = 0u64;
     let mut fired: Option<String> = None;
     let State {
         sites, captures, ..
     } = &mut *state;
     for (capture_index, capture) in captures.iter_mut().enumerate() {
-        let Some(&first_site) = capture.summary_sites.first() else {
-            continue;
-        };
-        let ring = sites[first_site].summary.as_ref().expect("a summary site").clone();
-        let mut first_replay = None;
-        loop {
-            let replay = capture.harvested + 1;
-            match ring.read(replay) {
-                RingRead::Ready(r) if r.point as u32 == number => {
-                    for &site in &capture.summary_sites {
-                        let site_ring = sites[site].summary.as_ref().expect("a summary site");
-                        if let RingRead::Ready(record) = site_ring.read(replay) {
-                            if record.triggered() && fired.is_none() {
-                                fired = Some(if record.nan + record.pos_inf + record.neg_inf > 0 {
-                                    "nonfinite".into()
-                                } else {
-                                    "abs_max".into()
-                                });
-                            }
-                            values.push(HarvestedValue {
-                                site,
-                                replay,
-                                data: HarvestedData::Summary(record),
-                            });
-                        } else {
-                            lost += 1;
-                        }
-                    }
-                    first_replay.get_or_insert(replay);
-                    capture.harvested = replay;
-                }
-                // A replay of an earlier point that was never read: count and pass it.
-                RingRead::Ready(r) if (r.point as u32) < number => {
-                    lost += 1;
-                    capture.harvested = replay;
-                }
-                RingRead::Ready(_) | RingRead::NotYet => break,
-                RingRead::Overwritten { by } => {
-                    // The ring moved on by a whole lap: these replays are gone.
-                    let skip_to = by.saturating_sub(ring.capacity());
-                    lost += skip_to.saturating_sub(capture.harvested).max(1);
-                    capture.harvested = skip_to.max(replay);
-                }
+        let mut last = capture.harvested;
+        for &site in &capture.summary_sites {
+            let Some(column) = sites[site].summary else {
+                continue;
+            };
+            // SAFETY: the point's event completed (its row copy too), and the host never
+            // runs `rows` points ahead of the harvester (backpressure in close_point).
+            let record = unsafe { context.table.read(number, column) };
+            // A record of an earlier point: the graph did not replay in this one.
+            if record.point as u32 != number || record.replay <= capture.harvested {
+                continue;
             }
+            if record.triggered() && fired.is_none() {
+                fired = Some(if record.nan + record.pos_inf + record.neg_inf > 0 {
+                    "nonfinite".into()
+                } else {
+                    "abs_max".into()
+                });
+            }
+            last = last.max(record.replay);
+            values.push(HarvestedValue {
+                site,
+                replay: record.replay,
+                data: HarvestedData::Summary(record),
+            });
         }
-        if let Some(first) = first_replay {
-            replays.push((capture_index, first, capture.harvested));
+        if last > capture.harvested {
+            // A graph that replayed several times in one point keeps its last replay's
+            // values; the metadata says how many replays there were.
+            replays.push((capture_index, capture.harvested + 1, last));
+            capture.harvested = last;
         }
     }
     if let Some(staging) = staging {
         take_samples(&mut state, staging, &mut values, &mut replays);
     }
-    state.lost_replays += lost;
     state.recent.push_back((number, label.clone()));
     while state.recent.len() as u64 > settings.history.max(1) + 1 {
         state.recent.pop_front();
@@ -805,7 +813,6 @@ fn harvest_front(
         kind: PointKind::Call,
         values,
         replays,
-        lost_replays: lost,
         attachment,
     }];
     let asked = dump.is_some();
@@ -813,7 +820,7 @@ fn harvest_front(
     let reason = dump.or(fired);
     if let (Some(reason), true) = (reason, settings.history > 0) {
         // The kernel froze the history at this point (or the host did, for a dump): no
-        // replay writes it until it is re-armed below.
+        // replay writes it until it is re-armed.
         let recent: Vec<(u32, String)> = state.recent.iter().cloned().collect();
         let histories: Vec<(usize, Arc<HistoryRing>)> = state
             .sites
@@ -824,9 +831,9 @@ fn harvest_front(
         state.dumps += 1;
         state.frozen = !asked;
         drop(state);
-        out.extend(land_history(&histories, private, &recent, number, &label, &reason)?);
+        out.extend(land_history(&histories, context.private, &recent, number, &label, &reason)?);
         if asked {
-            arm(words, private)?;
+            arm(context.words, context.private)?;
         }
     }
     Ok(out)
@@ -925,7 +932,6 @@ fn land_history(
                 },
                 values,
                 replays: vec![(usize::MAX, first, last)],
-                lost_replays: 0,
                 attachment: None,
             }
         })

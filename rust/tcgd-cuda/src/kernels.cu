@@ -1,6 +1,8 @@
 // Kernels captured into CUDA graphs by the probe runtime: summaries of probed values
-// written into host-mapped rings, and copies of probed values into device rings (the
-// history a flight recorder keeps, or, with a depth of 1, the latest value).
+// written into the session's device record table (a row per point in flight, a column per
+// site; the host copies a point's row once per point), and copies of probed values into
+// device rings (the history a flight recorder keeps, or, with a depth of 1, the latest
+// value).
 //
 // Compiled at first use by NVRTC (see nvrtc.rs). The host side mirrors every struct here
 // with #[repr(C)] types in summary.rs; the two must stay in step. The marker below is
@@ -56,9 +58,8 @@ struct Partial {
     double min, max, mean, m2, ssq;
 };
 
-// One summary as the host reads it (112 bytes). `replay` is written last, after a
-// system-wide fence: the host trusts the fields only when it reads the same `replay`
-// before and after them.
+// One summary as the host reads it (112 bytes), tagged with the point and the replay
+// that wrote it: a row holds stale records of graphs that did not replay in the point.
 struct Record {
     u64 numel, nan, pinf, ninf, zero, finite;
     double min, max, mean, m2, ssq;
@@ -70,11 +71,10 @@ struct Record {
 struct SummarySite {
     const u8* src;
     u64 numel;
-    Record* ring;      // device address of the host-mapped ring of this site
+    u32 column;        // the site's column in the record table
     u32 dtype;
     u32 first_block;
     u32 blocks;
-    u32 pad;
 };
 
 struct SummaryBatch {
@@ -83,7 +83,9 @@ struct SummaryBatch {
     u64* frozen_at;        // history rings stop after this point (u64 max: armed)
     Partial* scratch;      // one partial per block of the launch
     u32* done;             // blocks finished, per site of the launch
-    u64 ring_capacity;
+    Record* table;         // rows x columns records
+    u32 rows;
+    u32 columns;
     double abs_max;
     u32 trigger;
     u32 nsites;
@@ -272,18 +274,41 @@ __device__ Partial accumulate_any(u32 dtype, const u8* src, u64 numel, u64 threa
     }
 }
 
-// Tree reduction of one Partial per thread; thread 0 returns the block's result.
+__device__ __forceinline__ Partial shuffle_down(const Partial& p, int offset) {
+    Partial q;
+    q.nan = __shfl_down_sync(0xffffffffu, p.nan, offset);
+    q.pinf = __shfl_down_sync(0xffffffffu, p.pinf, offset);
+    q.ninf = __shfl_down_sync(0xffffffffu, p.ninf, offset);
+    q.zero = __shfl_down_sync(0xffffffffu, p.zero, offset);
+    q.n = __shfl_down_sync(0xffffffffu, p.n, offset);
+    q.min = __shfl_down_sync(0xffffffffu, p.min, offset);
+    q.max = __shfl_down_sync(0xffffffffu, p.max, offset);
+    q.mean = __shfl_down_sync(0xffffffffu, p.mean, offset);
+    q.m2 = __shfl_down_sync(0xffffffffu, p.m2, offset);
+    q.ssq = __shfl_down_sync(0xffffffffu, p.ssq, offset);
+    return q;
+}
+
+// Reduction of one Partial per thread, in a fixed order (warps by shuffles, then the
+// warps' results by the first warp); thread 0 returns the block's result.
 __device__ Partial block_reduce(Partial mine) {
-    __shared__ Partial shared[THREADS];
-    shared[threadIdx.x] = mine;
+    __shared__ Partial warps[THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) mine = merge(mine, shuffle_down(mine, offset));
+    __syncthreads();  // `warps` may still be read by an earlier call
+    if (lane == 0) warps[warp] = mine;
     __syncthreads();
-    for (u32 width = THREADS / 2; width > 0; width >>= 1) {
-        if (threadIdx.x < width) {
-            shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + width]);
+    if (warp == 0) {
+        mine = lane < THREADS / 32 ? warps[lane] : warps[0];
+        if (lane >= THREADS / 32) { mine.nan = mine.pinf = mine.ninf = mine.zero = mine.n = 0; }
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            Partial other = shuffle_down(mine, offset);
+            if (lane + offset < THREADS / 32) mine = merge(mine, other);
         }
-        __syncthreads();
     }
-    return shared[0];
+    return mine;
 }
 
 // Summaries of every site of the batch: the blocks of a site each reduce a strided share
@@ -338,9 +363,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const Summa
     // session, while each graph counts its own replays.
     if (hit && batch.frozen_at != 0) atomicMin(batch.frozen_at, point);
 
-    volatile Record* r = (volatile Record*)&site.ring[replay % batch.ring_capacity];
-    r->replay = 0;  // torn while being written
-    __threadfence_system();
+    Record* r = &batch.table[(u64)(point % batch.rows) * batch.columns + site.column];
     r->numel = site.numel;
     r->nan = total.nan; r->pinf = total.pinf; r->ninf = total.ninf;
     r->zero = total.zero; r->finite = finite;
@@ -348,7 +371,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const Summa
     r->ssq = total.ssq;
     r->point = point;
     r->flags = hit ? 1 : 0;
-    __threadfence_system();
     r->replay = replay;
 }
 

@@ -1,14 +1,14 @@
 //! On-device summaries and history rings: the host side of `kernels.cu`.
 //!
-//! A summary site owns a ring of [`DeviceRecord`]s in host memory mapped into the device's
-//! address space: the kernel captured into the graph writes one 112-byte record per replay
-//! straight into it, so nothing is copied and nothing waits on the host. A history site
+//! Summary kernels captured into a session's graphs write one 112-byte [`DeviceRecord`]
+//! per site and replay into the session's [`RecordTable`]: a row per point in flight
+//! (point number modulo the rows), a column per site. When a point closes, the host copies
+//! its row to pinned memory on the model's stream, one copy for every site. A history site
 //! owns a device ring of its last `depth` values, filled by a copy kernel that stops once a
 //! trigger froze the history. Both kernels take many sites per launch.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::atomic::{fence, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUcontext, CUdevice_attribute, CUfunction, CUmodule, CUstream};
@@ -16,7 +16,7 @@ use tcgd_tensor::{float8_table, DType, TensorSummary};
 
 use crate::driver::{check, RelaxedCapture};
 use crate::error::{CudaError, Result};
-use crate::memory::{DeviceBuffer, MappedBuffer, PrivateStream};
+use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 use crate::nvrtc::compile_ptx;
 
 /// Sites one kernel launch takes at most (the batch travels as a kernel parameter).
@@ -103,74 +103,63 @@ impl DeviceRecord {
     }
 }
 
-/// What reading a ring slot for one replay found.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RingRead {
-    Ready(DeviceRecord),
-    /// The replay has not written this slot yet (or is writing it now).
-    NotYet,
-    /// A later replay wrote over it: the host fell behind by a whole ring.
-    Overwritten { by: u64 },
+/// The session's summary records: `rows` points in flight times `columns` sites, on the
+/// device, mirrored in pinned host memory row by row as points close.
+pub struct RecordTable {
+    device: DeviceBuffer,
+    host: PinnedBuffer,
+    pub rows: u32,
+    pub columns: u32,
 }
 
-/// A summary site's ring of records in mapped host memory.
-pub struct SummaryRing {
-    buffer: MappedBuffer,
-    capacity: u64,
-}
+const RECORD_BYTES: usize = std::mem::size_of::<DeviceRecord>();
 
-impl SummaryRing {
-    pub fn new(capacity: u64) -> Result<SummaryRing> {
-        let capacity = capacity.max(2);
-        let bytes = capacity as usize * std::mem::size_of::<DeviceRecord>();
-        Ok(SummaryRing {
-            buffer: MappedBuffer::alloc(bytes)?,
-            capacity,
+impl RecordTable {
+    pub fn new(rows: u32, columns: u32, stream: &PrivateStream) -> Result<RecordTable> {
+        let bytes = rows as usize * columns as usize * RECORD_BYTES;
+        let device = DeviceBuffer::alloc(bytes)?;
+        // Zero: every record starts tagged with replay 0, "never written".
+        device.zero(stream)?;
+        Ok(RecordTable {
+            device,
+            host: PinnedBuffer::alloc(bytes)?,
+            rows,
+            columns,
         })
     }
 
-    pub fn capacity(&self) -> u64 {
-        self.capacity
+    fn row_offset(&self, point: u32) -> usize {
+        (point % self.rows) as usize * self.columns as usize * RECORD_BYTES
     }
 
-    fn slot(&self, replay: u64) -> *const DeviceRecord {
-        let index = (replay % self.capacity) as usize;
-        // SAFETY: `index < capacity` and the buffer holds `capacity` records.
-        unsafe { (self.buffer.host as *const DeviceRecord).add(index) }
-    }
-
-    /// The record of `replay`, read the way the kernel writes it: the `replay` tag last
-    /// behind a fence, so a tag read before and after equal to `replay` means the fields
-    /// between are whole.
-    pub fn read(&self, replay: u64) -> RingRead {
-        let slot = self.slot(replay);
-        // SAFETY: `slot` points at a live, aligned record of the mapped buffer; the device
-        // writes it concurrently, which volatile reads and the tag check tolerate.
-        unsafe {
-            let tag = std::ptr::read_volatile(std::ptr::addr_of!((*slot).replay));
-            if tag != replay {
-                return if tag > replay {
-                    RingRead::Overwritten { by: tag }
-                } else {
-                    RingRead::NotYet
-                };
-            }
-            fence(Ordering::Acquire);
-            let record = std::ptr::read_volatile(slot);
-            fence(Ordering::Acquire);
-            let again = std::ptr::read_volatile(std::ptr::addr_of!((*slot).replay));
-            if again == replay && record.replay == replay {
-                RingRead::Ready(record)
-            } else if again > replay {
-                RingRead::Overwritten { by: again }
-            } else {
-                RingRead::NotYet
-            }
+    /// Enqueues on `stream` the copy of point `point`'s row (its first `used` columns)
+    /// to the host mirror.
+    pub fn enqueue_row_copy(&self, point: u32, used: u32, stream: CUstream) -> Result<()> {
+        if used == 0 {
+            return Ok(());
         }
+        let offset = self.row_offset(point);
+        // SAFETY: both buffers hold `rows * columns` records; the row's first `used`
+        // columns lie inside them. The copy is ordered after the point's replays.
+        check("cuMemcpyDtoHAsync_v2", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                self.host.ptr.add(offset).cast(),
+                self.device.ptr + offset as u64,
+                used as usize * RECORD_BYTES,
+                stream,
+            )
+        })
     }
 
-    fn device_ptr(&self) -> u64 {
-        self.buffer.device
+    /// The record of `column` in point `point`'s row of the host mirror.
+    ///
+    /// # Safety
+    /// The row's copy must have completed (the point's event), and no later copy of the
+    /// same row (a point `rows` later) may be in flight.
+    pub unsafe fn read(&self, point: u32, column: u32) -> DeviceRecord {
+        let offset = self.row_offset(point) + column as usize * RECORD_BYTES;
+        // SAFETY: in bounds (see above); records are plain old data, read unaligned-safe.
+        unsafe { std::ptr::read_unaligned(self.host.ptr.add(offset) as *const DeviceRecord) }
     }
 }
 
@@ -252,11 +241,10 @@ pub struct SessionWords {
 struct SummarySiteArg {
     src: u64,
     numel: u64,
-    ring: u64,
+    column: u32,
     dtype: u32,
     first_block: u32,
     blocks: u32,
-    pad: u32,
 }
 
 #[repr(C)]
@@ -267,7 +255,9 @@ struct SummaryBatchArg {
     frozen_at: u64,
     scratch: u64,
     done: u64,
-    ring_capacity: u64,
+    table: u64,
+    rows: u32,
+    columns: u32,
     abs_max: f64,
     trigger: u32,
     nsites: u32,
@@ -301,12 +291,12 @@ struct CopyBatchArg {
 const PARTIAL_BYTES: usize = 80;
 
 /// One summary site of a launch: the tensor (device address, element count, dtype) and
-/// the ring its records go to.
-pub struct SummaryInput<'a> {
+/// its column in the record table.
+pub struct SummaryInput {
     pub src: u64,
     pub numel: u64,
     pub dtype: DType,
-    pub ring: &'a SummaryRing,
+    pub column: u32,
 }
 
 /// The device memory a captured summary launch uses on every replay; lives as long as
@@ -455,7 +445,8 @@ fn launch<T>(function: CUfunction, blocks: u32, arg: &mut T, stream: CUstream) -
 pub fn enqueue_summaries(
     ctx: CUcontext,
     device: i32,
-    sites: &[SummaryInput<'_>],
+    sites: &[SummaryInput],
+    table: &RecordTable,
     replay_counter: u64,
     words: SessionWords,
     trigger: Trigger,
@@ -468,9 +459,11 @@ pub fn enqueue_summaries(
             sites.len()
         )));
     }
-    let capacity = sites[0].ring.capacity();
-    if sites.iter().any(|s| s.ring.capacity() != capacity) {
-        return Err(CudaError::Invalid("summary rings of one launch differ in capacity".into()));
+    if let Some(site) = sites.iter().find(|s| s.column >= table.columns) {
+        return Err(CudaError::Invalid(format!(
+            "summary column {} is outside the record table ({} columns)",
+            site.column, table.columns
+        )));
     }
     let (summarize, _, sm_count) = functions(ctx, device)?;
     let mut arg = SummaryBatchArg {
@@ -479,7 +472,9 @@ pub fn enqueue_summaries(
         frozen_at: words.frozen_at,
         scratch: 0,
         done: 0,
-        ring_capacity: capacity,
+        table: table.device.ptr,
+        rows: table.rows,
+        columns: table.columns,
         abs_max: trigger.abs_max.unwrap_or(f64::INFINITY),
         trigger: trigger.flags(),
         nsites: sites.len() as u32,
@@ -497,11 +492,10 @@ pub fn enqueue_summaries(
         *arg_site = SummarySiteArg {
             src: site.src,
             numel: site.numel,
-            ring: site.ring.device_ptr(),
+            column: site.column,
             dtype,
             first_block: total,
             blocks,
-            pad: 0,
         };
         total += blocks;
     }
@@ -612,8 +606,8 @@ mod tests {
     #[test]
     fn structs_match_the_kernel_layout() {
         assert_eq!(std::mem::size_of::<DeviceRecord>(), 112);
-        assert_eq!(std::mem::size_of::<SummarySiteArg>(), 40);
-        assert_eq!(std::mem::size_of::<SummaryBatchArg>(), 64 + 40 * MAX_SITES_PER_LAUNCH);
+        assert_eq!(std::mem::size_of::<SummarySiteArg>(), 32);
+        assert_eq!(std::mem::size_of::<SummaryBatchArg>(), 72 + 32 * MAX_SITES_PER_LAUNCH);
         assert_eq!(std::mem::size_of::<CopySiteArg>(), 40);
         assert_eq!(std::mem::size_of::<CopyBatchArg>(), 40 + 40 * MAX_SITES_PER_LAUNCH);
     }

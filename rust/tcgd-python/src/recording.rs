@@ -102,9 +102,6 @@ fn point_metadata(point: &HarvestedPoint, graphs: &[String]) -> String {
             .collect();
         map.insert("graph_replays".into(), Json::Object(replays));
     }
-    if point.lost_replays > 0 {
-        map.insert("lost_replays".into(), serde_json::json!(point.lost_replays));
-    }
     Json::Object(map).to_string()
 }
 
@@ -212,26 +209,26 @@ fn sink(
 #[pymethods]
 impl DeviceRecorder {
     #[new]
-    #[pyo3(signature = (device, writer, ring_capacity = 512, history = 0, trigger_nonfinite = true, trigger_abs_max = None))]
+    #[pyo3(signature = (device, writer, points_in_flight = 64, history = 0, trigger_nonfinite = true, trigger_abs_max = None))]
     fn new(
         py: Python<'_>,
         device: i32,
         writer: &RunWriter,
-        ring_capacity: u64,
+        points_in_flight: u32,
         history: u64,
         trigger_nonfinite: bool,
         trigger_abs_max: Option<f64>,
     ) -> PyResult<Self> {
         guard(py, || {
-            if ring_capacity < 4 {
+            if points_in_flight < 4 {
                 return Err(BindingError::InvalidInput(format!(
-                    "ring_capacity must be at least 4, got {ring_capacity}"
+                    "points_in_flight must be at least 4, got {points_in_flight}"
                 )));
             }
             let facts: Facts = Arc::default();
             let graphs: Arc<Mutex<Vec<String>>> = Arc::default();
             let settings = RecorderSettings {
-                ring_capacity,
+                points_in_flight,
                 history,
                 trigger: Trigger {
                     nonfinite: trigger_nonfinite,
@@ -389,9 +386,9 @@ impl DeviceRecorder {
         })
     }
 
-    /// (points harvested, history dumps, replays lost)
+    /// (points harvested, history dumps)
     #[getter]
-    fn counts(&self) -> PyResult<(u64, u64, u64)> {
+    fn counts(&self) -> PyResult<(u64, u64)> {
         Ok(lock(&self.inner)?.counts())
     }
 
