@@ -13,7 +13,8 @@ rounds of replays); every figure is added replay time over the ``none`` graph:
 - P3 (summary mode, large values): ``summary`` (the core's device summary kernel, 16
   values per launch, records written to the session's device record table) against
   ``read`` (``torch.amax`` of every value captured: reading each value once) and the
-  physical floor (bytes over the read bandwidth, --bandwidth). Bytes to the host per site per replay: one 112-byte record.
+  physical floor (bytes over the read bandwidth, --bandwidth). Bytes to the host per site
+  per replay: one 112-byte record.
 """
 
 from __future__ import annotations

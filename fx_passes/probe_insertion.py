@@ -149,6 +149,8 @@ def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
 
 # Values one probe op takes at most (one summary launch on the device).
 GROUP_LIMIT = 16
+# Bytes of values a probe group may keep alive past their last use (see group_sites).
+GROUP_EXTENSION = 16 << 20
 
 
 # Ops whose output shares its input's memory although their schemas do not say so
@@ -180,25 +182,32 @@ def _last_use(node: torch.fx.Node, position: dict[torch.fx.Node, int]) -> int:
     return last
 
 
-def group_sites(graph: torch.fx.Graph, selected: list[torch.fx.Node]) -> list[list[torch.fx.Node]]:
-    """Groups selected nodes (graph order) whose values are all still alive right after
-    the group's last node, so one probe op there can take them all without keeping any
-    value alive longer than the graph does."""
+def _nbytes(node: torch.fx.Node) -> int | None:
+    t = _tensor_of(node)
+    numel = _numel(t) if t is not None else None
+    return None if numel is None else numel * t.element_size()
+
+
+def group_sites(
+    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int = GROUP_EXTENSION
+) -> list[list[torch.fx.Node]]:
+    """Groups selected nodes (graph order) so one probe op after a group's last node takes
+    them all. A value whose last use comes before that point is kept alive until it (the
+    probe op reads it): at most `extension_budget` bytes of such values per group, so the
+    graph's memory grows by a bounded amount, never its results."""
     position = {n: i for i, n in enumerate(graph.nodes)}
     last_use = {n: _last_use(n, position) for n in selected}
     groups: list[list[torch.fx.Node]] = []
     for node in selected:
         current = groups[-1] if groups else None
-        device = _tensor_of(node).device
-        if (
-            current is not None
-            and len(current) < GROUP_LIMIT
-            and _tensor_of(current[0]).device == device
-            and all(last_use[m] > position[node] for m in current)
-        ):
-            current.append(node)
-        else:
-            groups.append([node])
+        if current is not None and len(current) < GROUP_LIMIT:
+            same_device = _tensor_of(current[0]).device == _tensor_of(node).device
+            extended = [m for m in current if last_use[m] <= position[node]]
+            sizes = [_nbytes(m) for m in extended]
+            if same_device and None not in sizes and sum(sizes) <= extension_budget:
+                current.append(node)
+                continue
+        groups.append([node])
     return groups
 
 

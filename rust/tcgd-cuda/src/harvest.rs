@@ -25,9 +25,8 @@ use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 use crate::runtime::ProbeRuntime;
 use crate::summary::{
     enqueue_history_copies, enqueue_slot_copies, enqueue_summaries, prepare,
-    summarizable_on_device, CopyInput,
-    DeviceRecord, HistoryRing, RecordTable, SessionWords, SummaryInput, Trigger,
-    MAX_SITES_PER_LAUNCH,
+    summarizable_on_device, CopyInput, DeviceRecord, HistoryRing, RecordTable, SessionWords,
+    SummaryInput, Trigger, MAX_SITES_PER_LAUNCH,
 };
 
 /// A probed value as a launch needs it: device address, element count, dtype.
@@ -44,7 +43,10 @@ use tcgd_tensor::DType;
 pub enum HarvestedData {
     Summary(DeviceRecord),
     /// The value's bytes; `full`: keep them (else only their host summary is kept).
-    Bytes { bytes: Vec<u8>, full: bool },
+    Bytes {
+        bytes: Vec<u8>,
+        full: bool,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -357,7 +359,9 @@ impl DeviceRecorder {
                     .map(|v| {
                         let nbytes = v.numel as usize * v.dtype.itemsize();
                         runtime
-                            .with_private_stream(|p| HistoryRing::new(nbytes, self.settings.history, p))
+                            .with_private_stream(|p| {
+                                HistoryRing::new(nbytes, self.settings.history, p)
+                            })
                             .map(Arc::new)
                     })
                     .collect::<Result<_>>()?;
@@ -446,7 +450,9 @@ impl DeviceRecorder {
         }
         let mut event: CUevent = std::ptr::null_mut();
         // SAFETY: valid out-pointer; DISABLE_TIMING (2) makes record and query cheap.
-        check("cuEventCreate", unsafe { sys::cuEventCreate(&mut event, 2) })?;
+        check("cuEventCreate", unsafe {
+            sys::cuEventCreate(&mut event, 2)
+        })?;
         Ok(event)
     }
 
@@ -523,10 +529,16 @@ impl DeviceRecorder {
                     (number % sample.every == 0).then_some((i, sample.slot.ptr, sample.nbytes))
                 })
                 .collect();
-            let mut captures: Vec<usize> = due.iter().map(|&(i, _, _)| state.sites[i].capture).collect();
+            let mut captures: Vec<usize> = due
+                .iter()
+                .map(|&(i, _, _)| state.sites[i].capture)
+                .collect();
             captures.sort_unstable();
             captures.dedup();
-            let counters = captures.iter().map(|&c| (c, state.captures[c].counter)).collect();
+            let counters = captures
+                .iter()
+                .map(|&c| (c, state.captures[c].counter))
+                .collect();
             (due, counters)
         };
         if due.is_empty() {
@@ -719,13 +731,15 @@ fn harvest_loop(ctx: CUcontext, shared: &Shared, context: &HarvestContext<'_>, m
             }
             continue;
         }
-        let outcome = check("cuEventQuery", status).map_err(|e| e.to_string()).and_then(|()| {
-            let points = harvest_front(shared, context).map_err(|e| e.to_string())?;
-            for point in points {
-                sink(point)?;
-            }
-            Ok(())
-        });
+        let outcome = check("cuEventQuery", status)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                let points = harvest_front(shared, context).map_err(|e| e.to_string())?;
+                for point in points {
+                    sink(point)?;
+                }
+                Ok(())
+            });
         let Ok(mut state) = shared.state.lock() else {
             return;
         };
@@ -735,7 +749,9 @@ fn harvest_loop(ctx: CUcontext, shared: &Shared, context: &HarvestContext<'_>, m
         match outcome {
             Ok(()) => state.delivered += 1,
             Err(e) => {
-                state.failure.get_or_insert(format!("recording a point failed: {e}"));
+                state
+                    .failure
+                    .get_or_insert(format!("recording a point failed: {e}"));
                 state.pending.clear();
             }
         }
@@ -831,7 +847,14 @@ fn harvest_front(shared: &Shared, context: &HarvestContext<'_>) -> Result<Vec<Ha
         state.dumps += 1;
         state.frozen = !asked;
         drop(state);
-        out.extend(land_history(&histories, context.private, &recent, number, &label, &reason)?);
+        out.extend(land_history(
+            &histories,
+            context.private,
+            &recent,
+            number,
+            &label,
+            &reason,
+        )?);
         if asked {
             arm(context.words, context.private)?;
         }
@@ -919,9 +942,9 @@ fn land_history(
                 .find(|(n, _)| *n == point)
                 .map(|(_, l)| l.clone())
                 .unwrap_or_else(|| format!("point{point}"));
-            let (first, last) = values
-                .iter()
-                .fold((u64::MAX, 0), |(a, b), v| (a.min(v.replay), b.max(v.replay)));
+            let (first, last) = values.iter().fold((u64::MAX, 0), |(a, b), v| {
+                (a.min(v.replay), b.max(v.replay))
+            });
             HarvestedPoint {
                 number: point,
                 label: format!("history:{trigger_label}:{label}"),

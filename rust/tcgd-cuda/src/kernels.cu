@@ -35,6 +35,7 @@ typedef unsigned char u8;
 #define DT_U32 15
 #define DT_U64 16
 #define DT_BOOL 17
+#define DT_ANY 99  // a batch of mixed dtypes: dispatch per site
 
 #define TRIGGER_NONFINITE 1u
 #define TRIGGER_ABS_MAX 2u
@@ -314,7 +315,13 @@ __device__ Partial block_reduce(Partial mine) {
 // Summaries of every site of the batch: the blocks of a site each reduce a strided share
 // of its elements; the last block to finish (counted in `done`) merges the block partials
 // in block order and writes the site's record into its ring at replay % capacity.
-extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const SummaryBatch batch) {
+template <u32 DT> __device__ __forceinline__ Partial site_share(u32 dtype, const u8* src, u64 numel,
+                                                           u64 thread, u64 threads) {
+    if constexpr (DT == DT_ANY) return accumulate_any(dtype, src, numel, thread, threads);
+    else return accumulate<DT>(src, numel, thread, threads);
+}
+
+template <u32 DT> __device__ __forceinline__ void summarize(const SummaryBatch& batch) {
     u32 s = 0;
     while (s + 1 < batch.nsites && blockIdx.x >= batch.sites[s + 1].first_block) s++;
     const SummarySite& site = batch.sites[s];
@@ -322,7 +329,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const Summa
 
     const u64 threads = (u64)site.blocks * THREADS;
     Partial block = block_reduce(
-        accumulate_any(site.dtype, site.src, site.numel, (u64)local * THREADS + threadIdx.x, threads));
+        site_share<DT>(site.dtype, site.src, site.numel, (u64)local * THREADS + threadIdx.x, threads));
 
     __shared__ bool last;
     if (threadIdx.x == 0) {
@@ -373,6 +380,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_summarize(const Summa
     r->flags = hit ? 1 : 0;
     r->replay = replay;
 }
+
+// One kernel per dtype, so that a launch runs (and the SMs fetch) only its dtype's code;
+// tcgd_summarize takes batches of mixed dtypes.
+#define TCGD_SUMMARIZE(NAME, DT) \
+    extern "C" __global__ void __launch_bounds__(THREADS) NAME(const SummaryBatch batch) { \
+        summarize<DT>(batch); \
+    }
+TCGD_SUMMARIZE(tcgd_summarize, DT_ANY)
+TCGD_SUMMARIZE(tcgd_summarize_0, DT_F64)
+TCGD_SUMMARIZE(tcgd_summarize_1, DT_F32)
+TCGD_SUMMARIZE(tcgd_summarize_2, DT_F16)
+TCGD_SUMMARIZE(tcgd_summarize_3, DT_BF16)
+TCGD_SUMMARIZE(tcgd_summarize_4, DT_F8_E4M3FN)
+TCGD_SUMMARIZE(tcgd_summarize_5, DT_F8_E4M3FNUZ)
+TCGD_SUMMARIZE(tcgd_summarize_6, DT_F8_E5M2)
+TCGD_SUMMARIZE(tcgd_summarize_7, DT_F8_E5M2FNUZ)
+TCGD_SUMMARIZE(tcgd_summarize_8, DT_F8_E8M0FNU)
+TCGD_SUMMARIZE(tcgd_summarize_9, DT_I8)
+TCGD_SUMMARIZE(tcgd_summarize_10, DT_I16)
+TCGD_SUMMARIZE(tcgd_summarize_11, DT_I32)
+TCGD_SUMMARIZE(tcgd_summarize_12, DT_I64)
+TCGD_SUMMARIZE(tcgd_summarize_13, DT_U8)
+TCGD_SUMMARIZE(tcgd_summarize_14, DT_U16)
+TCGD_SUMMARIZE(tcgd_summarize_15, DT_U32)
+TCGD_SUMMARIZE(tcgd_summarize_16, DT_U64)
+TCGD_SUMMARIZE(tcgd_summarize_17, DT_BOOL)
 
 // Copies every site of the batch into slot (replay % depth) of its ring, unless the ring
 // is frozen at an earlier point (a trigger fired): the history then holds the points up

@@ -15,13 +15,13 @@ mod summary;
 
 pub use driver::{ensure_driver, CaptureState};
 pub use error::{CudaError, Result};
-pub use nvrtc::add_search_dir as add_nvrtc_search_dir;
-pub use host_actions::{CheckFailure, CheckSpec, PrintSpec};
-pub use memory::{live_device_bytes, live_pinned_bytes};
 pub use harvest::{
     Attachment, DeviceRecorder, HarvestedData, HarvestedPoint, HarvestedValue, PointKind,
-    RecorderSettings, Sampling, SiteValue, Sink,
+    RecorderSettings, Sampling, Sink, SiteValue,
 };
+pub use host_actions::{CheckFailure, CheckSpec, PrintSpec};
+pub use memory::{live_device_bytes, live_pinned_bytes};
+pub use nvrtc::add_search_dir as add_nvrtc_search_dir;
 pub use runtime::{release_deferred, ProbeRuntime};
 pub use summary::{summarizable_on_device, DeviceRecord, Trigger, MAX_SITES_PER_LAUNCH};
 

@@ -108,7 +108,10 @@ fn builtins_beside(path: &Path) -> Option<Library> {
         .collect();
     found.sort();
     // SAFETY: as for NVRTC itself below.
-    found.iter().rev().find_map(|p| unsafe { Library::new(p) }.ok())
+    found
+        .iter()
+        .rev()
+        .find_map(|p| unsafe { Library::new(p) }.ok())
 }
 
 fn open(path: &Path) -> std::result::Result<Nvrtc, String> {
@@ -171,23 +174,35 @@ impl Nvrtc {
 /// Compiles CUDA C `source` for `compute_<arch>` (e.g. 90) and returns NUL-terminated PTX.
 pub fn compile_ptx(source: &str, name: &str, arch: u32, defines: &[String]) -> Result<Vec<u8>> {
     let n = nvrtc()?;
-    let source = CString::new(source).map_err(|_| CudaError::Invalid("NUL in kernel source".into()))?;
+    let source =
+        CString::new(source).map_err(|_| CudaError::Invalid("NUL in kernel source".into()))?;
     let name = CString::new(name).map_err(|_| CudaError::Invalid("NUL in kernel name".into()))?;
     let mut options = vec![
         CString::new(format!("--gpu-architecture=compute_{arch}")).expect("no NUL"),
         CString::new("--std=c++17").expect("no NUL"),
     ];
     for d in defines {
-        options.push(CString::new(format!("-D{d}")).map_err(|_| CudaError::Invalid("NUL in define".into()))?);
+        options.push(
+            CString::new(format!("-D{d}"))
+                .map_err(|_| CudaError::Invalid("NUL in define".into()))?,
+        );
     }
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
     let mut program: Program = std::ptr::null_mut();
     // SAFETY: every pointer is a live NUL-terminated string; no headers are passed.
     n.status("nvrtcCreateProgram", unsafe {
-        (n.create)(&mut program, source.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null())
+        (n.create)(
+            &mut program,
+            source.as_ptr(),
+            name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
     })?;
     // SAFETY: `program` was created above; the options outlive the call.
-    let compiled = unsafe { (n.compile)(program, option_ptrs.len() as c_int, option_ptrs.as_ptr()) };
+    let compiled =
+        unsafe { (n.compile)(program, option_ptrs.len() as c_int, option_ptrs.as_ptr()) };
     let result = if compiled != 0 {
         let mut size = 0usize;
         // SAFETY: `program` is live; the buffer has the size NVRTC reported.
@@ -195,19 +210,25 @@ pub fn compile_ptx(source: &str, name: &str, arch: u32, defines: &[String]) -> R
             (n.log_size)(program, &mut size);
             let mut buffer = vec![0u8; size.max(1)];
             (n.log)(program, buffer.as_mut_ptr().cast());
-            String::from_utf8_lossy(&buffer).trim_end_matches('\0').to_owned()
+            String::from_utf8_lossy(&buffer)
+                .trim_end_matches('\0')
+                .to_owned()
         };
         Err(CudaError::Compile { log })
     } else {
         let mut size = 0usize;
         // SAFETY: as above.
-        n.status("nvrtcGetPTXSize", unsafe { (n.ptx_size)(program, &mut size) })
-            .and_then(|()| {
-                let mut ptx = vec![0u8; size.max(1)];
-                // SAFETY: `ptx` has the size NVRTC reported (the terminating NUL included).
-                n.status("nvrtcGetPTX", unsafe { (n.ptx)(program, ptx.as_mut_ptr().cast()) })
-                    .map(|()| ptx)
+        n.status("nvrtcGetPTXSize", unsafe {
+            (n.ptx_size)(program, &mut size)
+        })
+        .and_then(|()| {
+            let mut ptx = vec![0u8; size.max(1)];
+            // SAFETY: `ptx` has the size NVRTC reported (the terminating NUL included).
+            n.status("nvrtcGetPTX", unsafe {
+                (n.ptx)(program, ptx.as_mut_ptr().cast())
             })
+            .map(|()| ptx)
+        })
     };
     // SAFETY: destroyed once.
     unsafe { (n.destroy)(&mut program) };

@@ -278,7 +278,13 @@ impl ProbeRuntime {
             return Ok(());
         }
         let counter = self.resources()?.counter.ptr;
-        crate::summary::enqueue_slot_copies(self.ctx, self.device, &resolved, counter, as_stream(stream))
+        crate::summary::enqueue_slot_copies(
+            self.ctx,
+            self.device,
+            &resolved,
+            counter,
+            as_stream(stream),
+        )
     }
 
     /// Records the host action's copies and launch on `stream`.

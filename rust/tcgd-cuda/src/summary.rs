@@ -312,8 +312,15 @@ pub struct CopyInput<'a> {
     pub ring: &'a HistoryRing,
 }
 
+/// Dtype codes of the per-dtype summary kernels (`tcgd_summarize_<code>`).
+const DTYPE_CODES: u32 = 18;
+
+#[derive(Clone, Copy)]
 struct Functions {
+    /// Mixed batches.
     summarize: usize,
+    /// One kernel per dtype code: a launch runs, and the SMs fetch, only its dtype's code.
+    summarize_dtype: [usize; DTYPE_CODES as usize],
     copy_ring: usize,
     sm_count: u32,
 }
@@ -349,18 +356,27 @@ fn attribute(device: i32, attribute: CUdevice_attribute) -> Result<i32> {
     Ok(value)
 }
 
-fn functions(ctx: CUcontext, device: i32) -> Result<(CUfunction, CUfunction, u32)> {
+fn functions(ctx: CUcontext, device: i32) -> Result<Functions> {
     static LOADED: OnceLock<Mutex<HashMap<usize, Functions>>> = OnceLock::new();
     static PTX: OnceLock<Mutex<HashMap<u32, Vec<u8>>>> = OnceLock::new();
     let loaded = LOADED.get_or_init(Default::default);
     let mut loaded = loaded.lock().map_err(|_| CudaError::Poisoned)?;
     if let Some(f) = loaded.get(&(ctx as usize)) {
-        return Ok((f.summarize as CUfunction, f.copy_ring as CUfunction, f.sm_count));
+        return Ok(*f);
     }
-    let major = attribute(device, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-    let minor = attribute(device, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-    let sm_count =
-        attribute(device, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
+    let major = attribute(
+        device,
+        CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+    )?;
+    let minor = attribute(
+        device,
+        CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+    )?;
+    let sm_count = attribute(
+        device,
+        CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )?
+    .max(1) as u32;
     let arch = (major * 10 + minor) as u32;
     let ptx = {
         let cache = PTX.get_or_init(Default::default);
@@ -394,18 +410,19 @@ fn functions(ctx: CUcontext, device: i32) -> Result<(CUfunction, CUfunction, u32
         })?;
         Ok(function)
     };
-    let summarize = get(b"tcgd_summarize\0")?;
-    let copy_ring = get(b"tcgd_copy_ring\0")?;
+    let mut summarize_dtype = [0usize; DTYPE_CODES as usize];
+    for (code, slot) in summarize_dtype.iter_mut().enumerate() {
+        *slot = get(format!("tcgd_summarize_{code}\0").as_bytes())? as usize;
+    }
+    let functions = Functions {
+        summarize: get(b"tcgd_summarize\0")? as usize,
+        summarize_dtype,
+        copy_ring: get(b"tcgd_copy_ring\0")? as usize,
+        sm_count,
+    };
     // The module stays loaded for the life of the process: captured graphs refer to it.
-    loaded.insert(
-        ctx as usize,
-        Functions {
-            summarize: summarize as usize,
-            copy_ring: copy_ring as usize,
-            sm_count,
-        },
-    );
-    Ok((summarize, copy_ring, sm_count))
+    loaded.insert(ctx as usize, functions);
+    Ok(functions)
 }
 
 /// Compiles and loads the kernels now (they are otherwise built at the first launch,
@@ -465,7 +482,8 @@ pub fn enqueue_summaries(
             site.column, table.columns
         )));
     }
-    let (summarize, _, sm_count) = functions(ctx, device)?;
+    let f = functions(ctx, device)?;
+    let sm_count = f.sm_count;
     let mut arg = SummaryBatchArg {
         replay: replay_counter,
         point: words.point,
@@ -504,7 +522,14 @@ pub fn enqueue_summaries(
     done.zero(private)?;
     arg.scratch = scratch.ptr;
     arg.done = done.ptr;
-    launch(summarize, total, &mut arg, stream)?;
+    let first = arg.sites[0].dtype;
+    let uniform = arg.sites[..sites.len()].iter().all(|s| s.dtype == first);
+    let kernel = if uniform {
+        f.summarize_dtype[first as usize]
+    } else {
+        f.summarize
+    };
+    launch(kernel as CUfunction, total, &mut arg, stream)?;
     Ok(SummaryLaunch {
         _scratch: scratch,
         _done: done,
@@ -528,7 +553,11 @@ pub fn enqueue_history_copies(
         )));
     }
     let depth = sites[0].ring.depth;
-    let (_, copy_ring, sm_count) = functions(ctx, device)?;
+    let Functions {
+        copy_ring,
+        sm_count,
+        ..
+    } = functions(ctx, device)?;
     let mut arg = CopyBatchArg {
         replay: replay_counter,
         point: words.point,
@@ -541,7 +570,9 @@ pub fn enqueue_history_copies(
     let mut total = 0u32;
     for (arg_site, site) in arg.sites.iter_mut().zip(sites) {
         if site.ring.depth != depth {
-            return Err(CudaError::Invalid("history rings of one launch differ in depth".into()));
+            return Err(CudaError::Invalid(
+                "history rings of one launch differ in depth".into(),
+            ));
         }
         let blocks = blocks_for(site.ring.nbytes as u64, sm_count);
         *arg_site = CopySiteArg {
@@ -554,7 +585,7 @@ pub fn enqueue_history_copies(
         };
         total += blocks;
     }
-    launch(copy_ring, total, &mut arg, stream)
+    launch(copy_ring as CUfunction, total, &mut arg, stream)
 }
 
 /// Enqueues (or records) one launch copying each `(src, dst, nbytes)` into its slot: the
@@ -572,7 +603,11 @@ pub fn enqueue_slot_copies(
             copies.len()
         )));
     }
-    let (_, copy_ring, sm_count) = functions(ctx, device)?;
+    let Functions {
+        copy_ring,
+        sm_count,
+        ..
+    } = functions(ctx, device)?;
     let mut arg = CopyBatchArg {
         replay: replay_counter,
         // Read but unused: nothing freezes plain slots.
@@ -596,7 +631,7 @@ pub fn enqueue_slot_copies(
         };
         total += blocks;
     }
-    launch(copy_ring, total, &mut arg, stream)
+    launch(copy_ring as CUfunction, total, &mut arg, stream)
 }
 
 #[cfg(test)]
@@ -607,9 +642,15 @@ mod tests {
     fn structs_match_the_kernel_layout() {
         assert_eq!(std::mem::size_of::<DeviceRecord>(), 112);
         assert_eq!(std::mem::size_of::<SummarySiteArg>(), 32);
-        assert_eq!(std::mem::size_of::<SummaryBatchArg>(), 72 + 32 * MAX_SITES_PER_LAUNCH);
+        assert_eq!(
+            std::mem::size_of::<SummaryBatchArg>(),
+            72 + 32 * MAX_SITES_PER_LAUNCH
+        );
         assert_eq!(std::mem::size_of::<CopySiteArg>(), 40);
-        assert_eq!(std::mem::size_of::<CopyBatchArg>(), 40 + 40 * MAX_SITES_PER_LAUNCH);
+        assert_eq!(
+            std::mem::size_of::<CopyBatchArg>(),
+            40 + 40 * MAX_SITES_PER_LAUNCH
+        );
     }
 
     #[test]
