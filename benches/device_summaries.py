@@ -158,9 +158,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--bandwidth", type=float, default=4.3e12, help="read bytes/s")
+    parser.add_argument(
+        "--p3", default=None, help="P3 workloads as KxBYTES,... (default 64x4MiB,16x64MiB)"
+    )
+    parser.add_argument("--only-p3", action="store_true")
     args = parser.parse_args()
     rounds, replays = (3, 50) if args.quick else (5, 200)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    p3_workloads = P3_WORKLOADS
+    if args.p3:
+        p3_workloads = [tuple(int(v) for v in w.split("x")) for w in args.p3.split(",")]
+    if args.only_p3:
+        P2_WORKLOADS.clear()
     print("\nP2: record mode, many small values (added replay time, us)")
     print("| K x size | memcpy | probe | probe batched | batched per probe | target |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -177,13 +186,13 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        for i, (count, size) in enumerate(P3_WORKLOADS):
+        for i, (count, size) in enumerate(p3_workloads):
             f = p3(count, size, rounds, replays, f"{tmp}/{i}")
             read = f["read"] - f["none"]
             summary = f["summary"] - f["none"]
             floor = count * size / args.bandwidth * 1e6
             print(
-                f"| {count} x {size >> 20} MiB | {read:.1f} | {floor:.1f} | {summary:.1f} | "
+                f"| {count} x {size / 2**20:g} MiB | {read:.1f} | {floor:.1f} | {summary:.1f} | "
                 f"{summary / read:.2f} | {summary / floor:.2f} | {RECORD_BYTES} |"
             )
 

@@ -42,21 +42,22 @@ typedef unsigned char u8;
 
 // @FLOAT8_TABLES@
 
-// What one thread has seen. Moments are kept around a shift `c` (the first finite value
-// seen) so that no division happens per element: s1 = sum(x - c), s2 = sum((x - c)^2);
-// they become (mean, m2) only when partials merge. `V` is the type the element is
-// classified and compared in: float for every dtype float32 holds exactly (the 16-bit
-// floats, float8, small integers), double otherwise; the moments are always double.
+// What one thread has seen. Every thread of a site accumulates around the same shift `c`
+// (the site's first element when it is finite, else 0): s1 = sum(x - c), s2 = sum((x - c)^2)
+// and ssq = sum(x^2) are then plain sums, so partials of threads, warps and blocks merge by
+// addition, with no division anywhere until the record is written. `V` is the type the
+// element is classified and compared in: float for every dtype float32 holds exactly (the
+// 16-bit floats, float8, small integers), double otherwise; the sums are always double.
 template <typename V> struct Acc {
-    u64 nan, pinf, ninf, zero, n;
+    u32 nan, pinf, ninf, zero, n;
     V min, max;
-    double c, s1, s2, ssq;
+    double s1, s2, ssq;
 };
 
-// A merged partial: mean and m2 (sum of squared deviations) proper.
+// A block's or a site's partial (counts beyond 2^32 need 64 bits here).
 struct Partial {
     u64 nan, pinf, ninf, zero, n;
-    double min, max, mean, m2, ssq;
+    double min, max, s1, s2, ssq;
 };
 
 // One summary as the host reads it (112 bytes), tagged with the point and the replay
@@ -171,19 +172,18 @@ template <typename V> __device__ __forceinline__ void acc_init(Acc<V>& a) {
     a.nan = a.pinf = a.ninf = a.zero = a.n = 0;
     a.min = (V)__longlong_as_double(0x7ff0000000000000LL);   // +inf
     a.max = (V)__longlong_as_double(0xfff0000000000000LL);   // -inf
-    a.c = a.s1 = a.s2 = a.ssq = 0.0;
+    a.s1 = a.s2 = a.ssq = 0.0;
 }
 
-template <typename V> __device__ __forceinline__ void acc_add(Acc<V>& a, V x) {
+template <typename V> __device__ __forceinline__ void acc_add(Acc<V>& a, V x, double c) {
     if (isnan(x)) { a.nan++; return; }
     if (isinf(x)) { if (x > 0) a.pinf++; else a.ninf++; return; }
     if (x == (V)0) a.zero++;
-    const double xd = (double)x;
-    if (a.n == 0) a.c = xd;
     a.n++;
     a.min = x < a.min ? x : a.min;
     a.max = x > a.max ? x : a.max;
-    const double d = xd - a.c;
+    const double xd = (double)x;
+    const double d = xd - c;
     a.s1 += d;
     a.s2 = fma(d, d, a.s2);
     a.ssq = fma(xd, xd, a.ssq);
@@ -192,38 +192,36 @@ template <typename V> __device__ __forceinline__ void acc_add(Acc<V>& a, V x) {
 template <typename V> __device__ __forceinline__ Partial acc_finish(const Acc<V>& a) {
     Partial p;
     p.nan = a.nan; p.pinf = a.pinf; p.ninf = a.ninf; p.zero = a.zero; p.n = a.n;
-    p.min = (double)a.min; p.max = (double)a.max; p.ssq = a.ssq;
-    if (a.n == 0) { p.mean = 0.0; p.m2 = 0.0; return p; }
-    double n = (double)a.n;
-    double mean_d = a.s1 / n;
-    p.mean = a.c + mean_d;
-    p.m2 = fmax(a.s2 - a.s1 * mean_d, 0.0);
+    p.min = (double)a.min; p.max = (double)a.max;
+    p.s1 = a.s1; p.s2 = a.s2; p.ssq = a.ssq;
     return p;
 }
 
-// Chan et al.'s pairwise update; the order of merges is fixed by the caller, so a
+__device__ __forceinline__ Partial empty_partial() {
+    Partial p;
+    p.nan = p.pinf = p.ninf = p.zero = p.n = 0;
+    p.min = __longlong_as_double(0x7ff0000000000000LL);
+    p.max = __longlong_as_double(0xfff0000000000000LL);
+    p.s1 = p.s2 = p.ssq = 0.0;
+    return p;
+}
+
+// Partials around the same shift add up; the order of merges is fixed by the caller, so a
 // summary does not depend on scheduling.
 __device__ __forceinline__ Partial merge(const Partial& a, const Partial& b) {
-    if (b.n == 0) {
-        Partial r = a;
-        r.nan += b.nan; r.pinf += b.pinf; r.ninf += b.ninf; r.zero += b.zero;
-        return r;
-    }
-    if (a.n == 0) {
-        Partial r = b;
-        r.nan += a.nan; r.pinf += a.pinf; r.ninf += a.ninf; r.zero += a.zero;
-        return r;
-    }
     Partial r;
     r.nan = a.nan + b.nan; r.pinf = a.pinf + b.pinf; r.ninf = a.ninf + b.ninf;
     r.zero = a.zero + b.zero; r.n = a.n + b.n;
     r.min = fmin(a.min, b.min); r.max = fmax(a.max, b.max);
-    double na = (double)a.n, nb = (double)b.n, n = (double)r.n;
-    double delta = b.mean - a.mean;
-    r.mean = a.mean + delta * (nb / n);
-    r.m2 = a.m2 + b.m2 + delta * delta * (na * nb / n);
-    r.ssq = a.ssq + b.ssq;
+    r.s1 = a.s1 + b.s1; r.s2 = a.s2 + b.s2; r.ssq = a.ssq + b.ssq;
     return r;
+}
+
+// The shift every thread of a site accumulates around: its first element, if finite.
+template <u32 DT> __device__ __forceinline__ double site_shift(const u8* src, u64 numel) {
+    if (numel == 0) return 0.0;
+    const double c = (double)element<DT>(src, 0);
+    return isfinite(c) ? c : 0.0;
 }
 
 // This thread's share of a site: 16-byte loads (two in flight) over the aligned body,
@@ -235,19 +233,20 @@ __device__ __forceinline__ Partial accumulate(const u8* src, u64 numel, u64 thre
     constexpr int per = 16 / size;
     Acc<V> a;
     acc_init(a);
+    const double c = site_shift<DT>(src, numel);
     const u64 misalign = ((u64)src & 15) / size;
     const u64 head = ((u64)src & (size - 1)) != 0 ? numel
                    : (misalign == 0 ? 0 : (per - misalign < numel ? per - misalign : numel));
-    for (u64 i = thread; i < head; i += threads) acc_add(a, element<DT>(src, i));
+    for (u64 i = thread; i < head; i += threads) acc_add(a, element<DT>(src, i), c);
     const uint4* body = (const uint4*)(src + head * size);
     const u64 vectors = (numel - head) / per;
 #pragma unroll 2
     for (u64 j = thread; j < vectors; j += threads) {
         const uint4 w = body[j];
 #pragma unroll
-        for (int k = 0; k < per; k++) acc_add(a, decode<DT>(w, k));
+        for (int k = 0; k < per; k++) acc_add(a, decode<DT>(w, k), c);
     }
-    for (u64 i = head + vectors * per + thread; i < numel; i += threads) acc_add(a, element<DT>(src, i));
+    for (u64 i = head + vectors * per + thread; i < numel; i += threads) acc_add(a, element<DT>(src, i), c);
     return acc_finish(a);
 }
 
@@ -284,8 +283,8 @@ __device__ __forceinline__ Partial shuffle_down(const Partial& p, int offset) {
     q.n = __shfl_down_sync(0xffffffffu, p.n, offset);
     q.min = __shfl_down_sync(0xffffffffu, p.min, offset);
     q.max = __shfl_down_sync(0xffffffffu, p.max, offset);
-    q.mean = __shfl_down_sync(0xffffffffu, p.mean, offset);
-    q.m2 = __shfl_down_sync(0xffffffffu, p.m2, offset);
+    q.s1 = __shfl_down_sync(0xffffffffu, p.s1, offset);
+    q.s2 = __shfl_down_sync(0xffffffffu, p.s2, offset);
     q.ssq = __shfl_down_sync(0xffffffffu, p.ssq, offset);
     return q;
 }
@@ -301,8 +300,7 @@ __device__ Partial block_reduce(Partial mine) {
     if (lane == 0) warps[warp] = mine;
     __syncthreads();
     if (warp == 0) {
-        mine = lane < THREADS / 32 ? warps[lane] : warps[0];
-        if (lane >= THREADS / 32) { mine.nan = mine.pinf = mine.ninf = mine.zero = mine.n = 0; }
+        mine = lane < THREADS / 32 ? warps[lane] : empty_partial();
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1) {
             Partial other = shuffle_down(mine, offset);
@@ -319,6 +317,34 @@ template <u32 DT> __device__ __forceinline__ Partial site_share(u32 dtype, const
                                                            u64 thread, u64 threads) {
     if constexpr (DT == DT_ANY) return accumulate_any(dtype, src, numel, thread, threads);
     else return accumulate<DT>(src, numel, thread, threads);
+}
+
+template <u32 DT>
+__device__ __forceinline__ double site_shift_any(u32 dtype, const u8* src, u64 numel) {
+    if constexpr (DT != DT_ANY) {
+        return site_shift<DT>(src, numel);
+    } else {
+        switch (dtype) {
+        case DT_F64: return site_shift<DT_F64>(src, numel);
+        case DT_F32: return site_shift<DT_F32>(src, numel);
+        case DT_F16: return site_shift<DT_F16>(src, numel);
+        case DT_BF16: return site_shift<DT_BF16>(src, numel);
+        case DT_F8_E4M3FN: return site_shift<DT_F8_E4M3FN>(src, numel);
+        case DT_F8_E4M3FNUZ: return site_shift<DT_F8_E4M3FNUZ>(src, numel);
+        case DT_F8_E5M2: return site_shift<DT_F8_E5M2>(src, numel);
+        case DT_F8_E5M2FNUZ: return site_shift<DT_F8_E5M2FNUZ>(src, numel);
+        case DT_F8_E8M0FNU: return site_shift<DT_F8_E8M0FNU>(src, numel);
+        case DT_I8: return site_shift<DT_I8>(src, numel);
+        case DT_I16: return site_shift<DT_I16>(src, numel);
+        case DT_I32: return site_shift<DT_I32>(src, numel);
+        case DT_I64: return site_shift<DT_I64>(src, numel);
+        case DT_U8: return site_shift<DT_U8>(src, numel);
+        case DT_U16: return site_shift<DT_U16>(src, numel);
+        case DT_U32: return site_shift<DT_U32>(src, numel);
+        case DT_U64: return site_shift<DT_U64>(src, numel);
+        default: return site_shift<DT_BOOL>(src, numel);
+        }
+    }
 }
 
 template <u32 DT> __device__ __forceinline__ void summarize(const SummaryBatch& batch) {
@@ -342,16 +368,12 @@ template <u32 DT> __device__ __forceinline__ void summarize(const SummaryBatch& 
 
     // Every block of the site has published its partial; read them past the L1 cache.
     __threadfence();
-    Partial mine;
-    mine.nan = mine.pinf = mine.ninf = mine.zero = mine.n = 0;
-    mine.min = __longlong_as_double(0x7ff0000000000000LL);
-    mine.max = __longlong_as_double(0xfff0000000000000LL);
-    mine.mean = mine.m2 = mine.ssq = 0.0;
+    Partial mine = empty_partial();
     for (u32 b = threadIdx.x; b < site.blocks; b += THREADS) {
         volatile Partial* v = (volatile Partial*)&batch.scratch[site.first_block + b];
         Partial p;
         p.nan = v->nan; p.pinf = v->pinf; p.ninf = v->ninf; p.zero = v->zero; p.n = v->n;
-        p.min = v->min; p.max = v->max; p.mean = v->mean; p.m2 = v->m2; p.ssq = v->ssq;
+        p.min = v->min; p.max = v->max; p.s1 = v->s1; p.s2 = v->s2; p.ssq = v->ssq;
         mine = merge(mine, p);
     }
     Partial total = block_reduce(mine);
@@ -374,7 +396,15 @@ template <u32 DT> __device__ __forceinline__ void summarize(const SummaryBatch& 
     r->numel = site.numel;
     r->nan = total.nan; r->pinf = total.pinf; r->ninf = total.ninf;
     r->zero = total.zero; r->finite = finite;
-    r->min = total.min; r->max = total.max; r->mean = total.mean; r->m2 = total.m2;
+    // Mean and squared deviations from the shifted sums, once per site.
+    double mean = 0.0, m2 = 0.0;
+    if (finite > 0) {
+        const double c = site_shift_any<DT>(site.dtype, site.src, site.numel);
+        const double mean_d = total.s1 / (double)finite;
+        mean = c + mean_d;
+        m2 = fmax(total.s2 - total.s1 * mean_d, 0.0);
+    }
+    r->min = total.min; r->max = total.max; r->mean = mean; r->m2 = m2;
     r->ssq = total.ssq;
     r->point = point;
     r->flags = hit ? 1 : 0;
