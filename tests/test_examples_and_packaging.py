@@ -80,3 +80,16 @@ def test_fx_passes_ship_inside_the_package():
         assert shipped.is_file(), f"fx_passes/{rel} is not in the installed package"
         assert shipped.read_text() == (REPO / "fx_passes" / rel).read_text()
     assert importlib.import_module("torch_cudagraph_debug.fx_passes").__file__
+
+
+def test_flight_recorder_example_finds_the_injected_nan(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "flight_recorder.py"), "--run-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "first NaN: point call7, site inference/layers.2/" in result.stdout, result.stdout
+    assert "first-anomaly exit status: 1" in result.stdout, result.stdout
