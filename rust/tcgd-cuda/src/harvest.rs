@@ -135,6 +135,9 @@ struct Pending {
 struct State {
     sites: Vec<Site>,
     next_column: u32,
+    /// Pinned buffers of harvested samples, by size, for the next points: allocating (and
+    /// freeing) pinned memory per point would cost milliseconds and synchronise.
+    pinned: std::collections::HashMap<usize, Vec<PinnedBuffer>>,
     captures: Vec<Capture>,
     pending: VecDeque<Pending>,
     /// Labels of recent points, for naming the points a history dump lands.
@@ -226,6 +229,7 @@ impl DeviceRecorder {
             state: Mutex::new(State {
                 sites: Vec::new(),
                 next_column: 0,
+                pinned: Default::default(),
                 captures: Vec::new(),
                 pending: VecDeque::new(),
                 recent: VecDeque::new(),
@@ -550,7 +554,7 @@ impl DeviceRecorder {
             counters: Vec::with_capacity(counters.len()),
         };
         for (site, src, nbytes) in due {
-            let buffer = PinnedBuffer::alloc(nbytes)?;
+            let buffer = self.pinned_buffer(nbytes)?;
             if nbytes > 0 {
                 // SAFETY: `buffer` holds `nbytes`; the slot too; the copy is ordered after
                 // the point's replays and before the next point's, on the model's stream.
@@ -561,7 +565,7 @@ impl DeviceRecorder {
             staging.values.push((site, buffer));
         }
         for (capture, counter) in counters {
-            let buffer = PinnedBuffer::alloc(8)?;
+            let buffer = self.pinned_buffer(8)?;
             // SAFETY: as above, 8 bytes of the graph's counter.
             check("cuMemcpyDtoHAsync_v2", unsafe {
                 sys::cuMemcpyDtoHAsync_v2(buffer.ptr.cast(), counter, 8, s)
@@ -569,6 +573,17 @@ impl DeviceRecorder {
             staging.counters.push((capture, buffer));
         }
         Ok(Some(staging))
+    }
+
+    fn pinned_buffer(&self, nbytes: usize) -> Result<PinnedBuffer> {
+        let reused = lock(&self.shared)?
+            .pinned
+            .get_mut(&nbytes)
+            .and_then(|free| free.pop());
+        match reused {
+            Some(buffer) => Ok(buffer),
+            None => PinnedBuffer::alloc(nbytes),
+        }
     }
 
     /// Pinned copies wait for the harvester in at most a few points: the device copies
@@ -888,7 +903,9 @@ fn take_samples(
     for (site, buffer) in staging.values {
         let capture = state.sites[site].capture;
         let Some(&replay) = replayed.get(&capture) else {
-            continue; // the graph did not replay: the slot holds an older value
+            // The graph did not replay: the slot holds an older value.
+            state.pinned.entry(buffer.nbytes).or_default().push(buffer);
+            continue;
         };
         let full = state.sites[site].sample.as_ref().is_some_and(|s| s.full);
         values.retain(|v| v.site != site);
@@ -901,6 +918,10 @@ fn take_samples(
                 full,
             },
         });
+        state.pinned.entry(buffer.nbytes).or_default().push(buffer);
+    }
+    for (_, buffer) in staging.counters {
+        state.pinned.entry(buffer.nbytes).or_default().push(buffer);
     }
 }
 

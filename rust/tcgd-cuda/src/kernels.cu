@@ -455,6 +455,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) tcgd_copy_ring(const CopyB
     if ((((u64)site.src | (u64)dst | site.nbytes) & 15) == 0) {
         const uint4* from = (const uint4*)site.src;
         uint4* to = (uint4*)dst;
+#pragma unroll 4
         for (u64 i = start; i < site.nbytes / 16; i += step) to[i] = from[i];
     } else {
         for (u64 i = start; i < site.nbytes; i += step) dst[i] = site.src[i];
