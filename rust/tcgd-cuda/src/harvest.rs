@@ -195,6 +195,9 @@ pub const MAX_SUMMARY_SITES: u32 = 2048;
 /// Points whose sampled values wait in pinned memory at most.
 const MAX_STAGED_POINTS: usize = 3;
 
+/// A sampled value due at a point: (site, slot address, bytes).
+type Due = (usize, u64, usize);
+
 /// Which values of a registration are brought to the host whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sampling {
@@ -522,9 +525,10 @@ impl DeviceRecorder {
     /// Enqueues on the model's stream, after the point's work, the copies of the values
     /// sampled at point `number` (and of their graphs' replay counters) into pinned memory.
     fn stage_samples(&self, number: u32, s: sys::CUstream) -> Result<Option<Staging>> {
-        let (due, counters): (Vec<(usize, u64, usize)>, Vec<(usize, u64)>) = {
+        // (site, slot address, bytes) due at this point, and (capture, counter address).
+        let (due, counters): (Vec<Due>, Vec<(usize, u64)>) = {
             let state = lock(&self.shared)?;
-            let due: Vec<(usize, u64, usize)> = state
+            let due: Vec<Due> = state
                 .sites
                 .iter()
                 .enumerate()

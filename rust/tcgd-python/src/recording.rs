@@ -271,6 +271,7 @@ impl DeviceRecorder {
     /// copies into slots for values brought to the host whole every `sample_every`
     /// points (0: never; 1: every point, no summary kernel), kept in the run when
     /// `sample_full`.
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (runtime, capture, sites, stream, sample_every = 0, sample_full = true))]
     fn register_sites(
         &self,

@@ -113,6 +113,20 @@ const fn table(fmt: Format) -> [f64; 256] {
     out
 }
 
+/// The exact decoding table of a float8 dtype (one `f64` per byte value), for producers
+/// that decode elsewhere (the device summary kernels) and must agree bit for bit.
+pub fn float8_table(dtype: crate::DType) -> Option<&'static [f64; 256]> {
+    use crate::DType;
+    match dtype {
+        DType::Float8E4M3Fn => Some(&F8_E4M3FN),
+        DType::Float8E4M3Fnuz => Some(&F8_E4M3FNUZ),
+        DType::Float8E5M2 => Some(&F8_E5M2),
+        DType::Float8E5M2Fnuz => Some(&F8_E5M2FNUZ),
+        DType::Float8E8M0Fnu => Some(&F8_E8M0FNU),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,19 +246,5 @@ mod tests {
             let zeros: Vec<u8> = (0..=255u8).filter(|&b| t[b as usize] == 0.0).collect();
             assert_eq!(zeros, vec![0x00]);
         }
-    }
-}
-
-/// The exact decoding table of a float8 dtype (one `f64` per byte value), for producers
-/// that decode elsewhere (the device summary kernels) and must agree bit for bit.
-pub fn float8_table(dtype: crate::DType) -> Option<&'static [f64; 256]> {
-    use crate::DType;
-    match dtype {
-        DType::Float8E4M3Fn => Some(&F8_E4M3FN),
-        DType::Float8E4M3Fnuz => Some(&F8_E4M3FNUZ),
-        DType::Float8E5M2 => Some(&F8_E5M2),
-        DType::Float8E5M2Fnuz => Some(&F8_E5M2FNUZ),
-        DType::Float8E8M0Fnu => Some(&F8_E8M0FNU),
-        _ => None,
     }
 }
