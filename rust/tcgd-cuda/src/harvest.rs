@@ -214,6 +214,22 @@ fn lock(shared: &Shared) -> Result<MutexGuard<'_, State>> {
     shared.state.lock().map_err(|_| CudaError::Poisoned)
 }
 
+/// Waits, woken by the harvester after every point, while `busy` holds and nothing failed.
+fn wait_while<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    busy: impl Fn(&State) -> bool,
+) -> Result<MutexGuard<'a, State>> {
+    while busy(&state) && state.failure.is_none() {
+        state = shared
+            .done
+            .wait_timeout(state, Duration::from_millis(20))
+            .map_err(|_| CudaError::Poisoned)?
+            .0;
+    }
+    Ok(state)
+}
+
 impl DeviceRecorder {
     pub fn start(device: i32, settings: RecorderSettings, sink: Sink) -> Result<DeviceRecorder> {
         let ctx = primary_context(device)?;
@@ -593,34 +609,19 @@ impl DeviceRecorder {
     /// Pinned copies wait for the harvester in at most a few points: the device copies
     /// at the bandwidth the host takes them, never piling up host memory.
     fn wait_for_staging_room(&self) -> Result<()> {
-        let mut state = lock(&self.shared)?;
-        while state.pending.iter().filter(|p| p.staging.is_some()).count() >= MAX_STAGED_POINTS
-            && state.failure.is_none()
-        {
-            state = self
-                .shared
-                .done
-                .wait_timeout(state, Duration::from_millis(20))
-                .map_err(|_| CudaError::Poisoned)?
-                .0;
-        }
-        Ok(())
+        let state = lock(&self.shared)?;
+        wait_while(&self.shared, state, |state| {
+            state.pending.iter().filter(|p| p.staging.is_some()).count() >= MAX_STAGED_POINTS
+        })
+        .map(drop)
     }
 
     /// Waits for the oldest pending point when the host is more than half a ring ahead of
     /// the harvester (records would be overwritten otherwise).
     fn apply_backpressure(&self) -> Result<()> {
         let limit = (self.table.rows / 2).max(1) as usize;
-        let mut state = lock(&self.shared)?;
-        while state.pending.len() >= limit && state.failure.is_none() {
-            state = self
-                .shared
-                .done
-                .wait_timeout(state, Duration::from_millis(50))
-                .map_err(|_| CudaError::Poisoned)?
-                .0;
-        }
-        Ok(())
+        let state = lock(&self.shared)?;
+        wait_while(&self.shared, state, |state| state.pending.len() >= limit).map(drop)
     }
 
     /// Waits until every closed point was handed to the sink.
@@ -628,14 +629,7 @@ impl DeviceRecorder {
         let mut state = lock(&self.shared)?;
         state.flushing = true;
         self.shared.wake.notify_one();
-        while !state.pending.is_empty() && state.failure.is_none() {
-            state = self
-                .shared
-                .done
-                .wait_timeout(state, Duration::from_millis(50))
-                .map_err(|_| CudaError::Poisoned)?
-                .0;
-        }
+        let mut state = wait_while(&self.shared, state, |state| !state.pending.is_empty())?;
         state.flushing = false;
         match &state.failure {
             Some(f) => Err(CudaError::Invalid(f.clone())),

@@ -546,46 +546,23 @@ pub fn enqueue_history_copies(
     words: SessionWords,
     stream: CUstream,
 ) -> Result<()> {
-    if sites.is_empty() || sites.len() > MAX_SITES_PER_LAUNCH {
-        return Err(CudaError::Invalid(format!(
-            "a copy launch takes 1 to {MAX_SITES_PER_LAUNCH} sites, got {}",
-            sites.len()
-        )));
+    let depth = sites.first().map_or(1, |s| s.ring.depth);
+    if sites.iter().any(|s| s.ring.depth != depth) {
+        return Err(CudaError::Invalid(
+            "history rings of one launch differ in depth".into(),
+        ));
     }
-    let depth = sites[0].ring.depth;
-    let Functions {
-        copy_ring,
-        sm_count,
-        ..
-    } = functions(ctx, device)?;
-    let mut arg = CopyBatchArg {
-        replay: replay_counter,
-        point: words.point,
-        frozen_at: words.frozen_at,
-        depth,
-        nsites: sites.len() as u32,
-        pad: 0,
-        sites: [CopySiteArg::default(); MAX_SITES_PER_LAUNCH],
-    };
-    let mut total = 0u32;
-    for (arg_site, site) in arg.sites.iter_mut().zip(sites) {
-        if site.ring.depth != depth {
-            return Err(CudaError::Invalid(
-                "history rings of one launch differ in depth".into(),
-            ));
-        }
-        let blocks = blocks_for(site.ring.nbytes as u64, sm_count);
-        *arg_site = CopySiteArg {
+    let copies: Vec<CopySpec> = sites
+        .iter()
+        .map(|site| CopySpec {
             src: site.src,
             dst: site.ring.values.ptr,
             tags: site.ring.tags.ptr,
             nbytes: site.ring.nbytes as u64,
-            first_block: total,
-            blocks,
-        };
-        total += blocks;
-    }
-    launch(copy_ring as CUfunction, total, &mut arg, stream)
+        })
+        .collect();
+    let frozen = (words.point, words.frozen_at);
+    enqueue_copies(ctx, device, &copies, replay_counter, frozen, depth, stream)
 }
 
 /// Enqueues (or records) one launch copying each `(src, dst, nbytes)` into its slot: the
@@ -595,6 +572,40 @@ pub fn enqueue_slot_copies(
     device: i32,
     copies: &[(u64, u64, u64)],
     replay_counter: u64,
+    stream: CUstream,
+) -> Result<()> {
+    let copies: Vec<CopySpec> = copies
+        .iter()
+        .map(|&(src, dst, nbytes)| CopySpec {
+            src,
+            dst,
+            tags: 0,
+            nbytes,
+        })
+        .collect();
+    // Nothing freezes plain slots: the point word is read but unused.
+    let frozen = (replay_counter, 0);
+    enqueue_copies(ctx, device, &copies, replay_counter, frozen, 1, stream)
+}
+
+/// One value of a copy launch: where from, where to (slot 0 of a ring of `depth`), and
+/// the ring's tags (0: none).
+struct CopySpec {
+    src: u64,
+    dst: u64,
+    tags: u64,
+    nbytes: u64,
+}
+
+/// The one copy launch both kinds of copies share; `frozen` is (point word, frozen-at
+/// word), the latter 0 when nothing freezes the destination.
+fn enqueue_copies(
+    ctx: CUcontext,
+    device: i32,
+    copies: &[CopySpec],
+    replay_counter: u64,
+    frozen: (u64, u64),
+    depth: u64,
     stream: CUstream,
 ) -> Result<()> {
     if copies.is_empty() || copies.len() > MAX_SITES_PER_LAUNCH {
@@ -610,22 +621,21 @@ pub fn enqueue_slot_copies(
     } = functions(ctx, device)?;
     let mut arg = CopyBatchArg {
         replay: replay_counter,
-        // Read but unused: nothing freezes plain slots.
-        point: replay_counter,
-        frozen_at: 0,
-        depth: 1,
+        point: frozen.0,
+        frozen_at: frozen.1,
+        depth,
         nsites: copies.len() as u32,
         pad: 0,
         sites: [CopySiteArg::default(); MAX_SITES_PER_LAUNCH],
     };
     let mut total = 0u32;
-    for (arg_site, &(src, dst, nbytes)) in arg.sites.iter_mut().zip(copies) {
-        let blocks = blocks_for(nbytes, sm_count);
+    for (arg_site, copy) in arg.sites.iter_mut().zip(copies) {
+        let blocks = blocks_for(copy.nbytes, sm_count);
         *arg_site = CopySiteArg {
-            src,
-            dst,
-            tags: 0,
-            nbytes,
+            src: copy.src,
+            dst: copy.dst,
+            tags: copy.tags,
+            nbytes: copy.nbytes,
             first_block: total,
             blocks,
         };
