@@ -133,3 +133,25 @@ def test_cuda_graph_recorder_on_cpu_records_nothing_outside_capture(tmp_path):
     with pytest.raises(RecorderStateError, match="outside a capture"):
         strict.observe(x, name="x")
     assert rec.finish().labels == ()
+
+
+@pytest.mark.parametrize("history", [-1, 1025, 2.0, True])
+def test_record_action_history_is_validated(history):
+    with pytest.raises(InvalidInputError, match="RecordAction.history"):
+        RecordAction(history=history)
+
+
+def test_history_of_an_uncaptured_probe_is_empty_and_needs_a_depth():
+    probe = TensorProbe("h", [RecordAction(history=4)], when="always")
+    probe(torch.ones(2), name="v")
+    # Only replays of a captured graph enter the ring; eager calls re-sample the slot.
+    assert probe.history() == ()
+    assert probe.history_frozen_at is None
+    with pytest.raises(RecorderStateError, match="before the probe was captured"):
+        probe.freeze_history()
+    with pytest.raises(RecorderStateError, match=r"RecordAction\(history=N\)"):
+        TensorProbe("none", when="always").history()
+    # The deepest enabled RecordAction decides the depth.
+    deep = TensorProbe("d", [RecordAction(history=2), RecordAction(history=7)])
+    assert deep.history_depth == 7
+    assert TensorProbe("off", [RecordAction(history=9, enabled=False)]).history_depth == 0

@@ -40,6 +40,8 @@ from torch_cudagraph_debug.tensor_debug.run import (
 )
 
 When = Literal["capture", "always"]
+# Ring depth limit: the rings take depth x the observed bytes of device memory.
+MAX_HISTORY = 1024
 SyncArg = bool | torch.cuda.Stream | torch.device | str | int | None
 
 
@@ -56,12 +58,30 @@ def _check_count(owner: str, name: str, value: object) -> None:
 
 @dataclass(frozen=True)
 class RecordAction:
-    """Keep the latest value of every observation (read it with ``snapshot()``)."""
+    """Keep the latest value of every observation (read it with ``snapshot()``).
+
+    ``history=N`` (captured observations only) also keeps the values of the last N replays
+    on the device, in a ring per observation tagged with the replay index, read with
+    ``TensorProbe.history()``. A failing ``CheckAction`` of the same probe (or
+    ``TensorProbe.freeze_history()``) freezes the rings at that replay: they then hold the
+    N replays up to and including it, however many replays follow (a flight recorder).
+    Each replay costs one extra device copy launch per 16 observations.
+    """
 
     enabled: bool = True
+    history: int = 0
 
     def __post_init__(self) -> None:
         _check_bool("RecordAction", "enabled", self.enabled)
+        if (
+            not isinstance(self.history, int)
+            or isinstance(self.history, bool)
+            or not 0 <= self.history <= MAX_HISTORY
+        ):
+            raise InvalidInputError(
+                f"RecordAction.history must be an integer from 0 to {MAX_HISTORY}, "
+                f"got {self.history!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -190,6 +210,7 @@ class _Site:
     source_device: str
     nbytes: int
     slot: int | None = None  # native slot (CUDA)
+    ring: int | None = None  # native history ring (CUDA, RecordAction(history=N))
     host: torch.Tensor | None = None  # host slot (CPU)
     actions: list[int] = field(default_factory=list)  # native action ids, for eager relaunch
     overwrites: int = 0
@@ -255,6 +276,10 @@ class TensorProbe:
         self.when = when
         self.synchronize = synchronize
         self.device: torch.device | None = None if device is None else _as_device(device)
+        self.history_depth = max(
+            (a.history for a in actions if isinstance(a, RecordAction) and a.enabled),
+            default=0,
+        )
         self._runtime: _native.ProbeRuntime | None = None
         self._sites: list[_Site] = []
         self._captured: dict[tuple[str, int], _Site] = {}
@@ -382,6 +407,8 @@ class TensorProbe:
             runtime.copy_into_slots(
                 [(site.slot, value.data_ptr()) for site, value in chunk], stream
             )
+        if self.history_depth:
+            self._copy_into_rings(runtime, [site for site, _ in self._batch], stream)
         # Actions read the slots: after the copies, in stream order.
         for site, _ in self._batch:
             self._launch_actions(runtime, site, stream)
@@ -430,11 +457,24 @@ class TensorProbe:
         if site.slot is None:
             site.slot = runtime.add_slot(site.nbytes)
         runtime.copy_into_slot(site.slot, value.data_ptr(), site.nbytes, stream)
+        if capturing and self.history_depth:
+            self._copy_into_rings(runtime, [site], stream)
         if site.actions:
             for action in site.actions:
                 runtime.relaunch_action(action, stream)
         else:
             self._launch_actions(runtime, site, stream)
+
+    def _copy_into_rings(
+        self, runtime: _native.ProbeRuntime, sites: list[_Site], stream: int
+    ) -> None:
+        """Records the copies of the sites' slots into their history rings (before any
+        check of the same replay, so a replay that fails a check is in the rings)."""
+        for site in sites:
+            if site.ring is None:
+                assert site.slot is not None
+                site.ring = runtime.add_ring(site.slot, self.history_depth)
+        runtime.copy_slots_into_rings([(site.ring, site.slot) for site in sites], stream)
 
     def _launch_actions(self, runtime: _native.ProbeRuntime, site: _Site, stream: int) -> None:
         for action in self.actions:
@@ -547,6 +587,79 @@ class TensorProbe:
         )
         self._snapshots += 1
         return snapshot
+
+    # ------------------------------------------------------------ history
+    def _history_runtime(self, what: str) -> _native.ProbeRuntime | None:
+        self._check_open()
+        if not self.history_depth:
+            raise RecorderStateError(
+                f"probe {self.name!r}: {what} needs a history; create the probe with "
+                "RecordAction(history=N)"
+            )
+        if self._runtime is None or self._mode != "capture":
+            return None
+        return self._runtime
+
+    def history(self, *, synchronize: SyncArg = None) -> tuple[TensorProbeSnapshot, ...]:
+        """The replays the history rings hold, oldest first: one snapshot per replay (its
+        ``replay_index`` is the replay's), with every captured observation that replay
+        wrote. Empty before the first replay. ``synchronize`` as for ``snapshot()``."""
+        runtime = self._history_runtime("history()")
+        if runtime is None:
+            return ()
+        self._wait(synchronize, "history()")
+        by_replay: dict[int, list[TensorObservation]] = {}
+        for site in sorted(self._captured.values(), key=lambda s: s.order):
+            if site.ring is None:
+                continue
+            values, replays = runtime.read_ring(site.ring)
+            for index, replay in enumerate(replays):
+                if replay == 0:
+                    continue  # never written
+                chunk = values[index * site.nbytes : (index + 1) * site.nbytes]
+                value = tensor_from_bytes(chunk, site.dtype, site.shape)
+                by_replay.setdefault(replay, []).append(_observation(site, value))
+        snapshots = []
+        for replay in sorted(by_replay):
+            observations = sorted(by_replay[replay], key=lambda o: o.order)
+            snapshots.append(
+                TensorProbeSnapshot(
+                    probe_name=self.name,
+                    snapshot_index=self._snapshots,
+                    replay_index=replay,
+                    timestamp=_dt.datetime.now(_dt.timezone.utc),
+                    observations=tuple(observations),
+                )
+            )
+            self._snapshots += 1
+        return tuple(snapshots)
+
+    @property
+    def history_frozen_at(self) -> int | None:
+        """The replay the history froze at (a failed check, or ``freeze_history()``), or
+        None while it records. Without synchronising, a freeze in flight may not show."""
+        runtime = self._history_runtime("history_frozen_at")
+        return None if runtime is None else runtime.history_frozen_at
+
+    def freeze_history(self, *, synchronize: SyncArg = None) -> int:
+        """Freezes the history at the last replay (after synchronising as for
+        ``snapshot()``); returns that replay. An earlier freeze stands."""
+        runtime = self._history_runtime("freeze_history()")
+        if runtime is None:
+            raise RecorderStateError(
+                f"probe {self.name!r}: freeze_history() before the probe was captured"
+            )
+        self._wait(synchronize, "freeze_history()")
+        runtime.freeze_history(runtime.replay_count())
+        frozen = runtime.history_frozen_at
+        assert frozen is not None
+        return frozen
+
+    def rearm_history(self) -> None:
+        """Lets a frozen history record again (from the next replay on)."""
+        runtime = self._history_runtime("rearm_history()")
+        if runtime is not None:
+            runtime.rearm_history()
 
     @property
     def replay_index(self) -> int:

@@ -60,6 +60,9 @@ pub struct CheckLog {
     pub evaluations: AtomicU64,
     pub failures: AtomicU64,
     pub first: Mutex<Option<CheckFailure>>,
+    /// Host address of the probe's history freeze word (0: none): a failure freezes the
+    /// history rings at its replay (the flight recorder's failed-check trigger).
+    pub freeze: AtomicU64,
 }
 
 pub(crate) enum ActionKind {
@@ -238,6 +241,13 @@ fn check_value(spec: &CheckSpec, log: &CheckLog, replay: u64, value: &[u8]) {
         return;
     };
     log.failures.fetch_add(1, Ordering::Relaxed);
+    let word = log.freeze.load(Ordering::Relaxed);
+    if word != 0 {
+        // SAFETY: the address of the runtime's 8-byte pinned freeze word, owned by the same
+        // resources that keep this action alive; the host writes it only atomically.
+        let word = unsafe { AtomicU64::from_ptr(word as *mut u64) };
+        word.fetch_min(replay, Ordering::SeqCst);
+    }
     // try_lock: a reader holding the lock must never stall the driver thread. A failure
     // missed this way is still counted, and it cannot be the first one (a first failure is
     // already recorded whenever the lock is contended by a reader).

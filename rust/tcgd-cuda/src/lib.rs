@@ -23,7 +23,9 @@ pub use host_actions::{CheckFailure, CheckSpec, PrintSpec};
 pub use memory::{live_device_bytes, live_pinned_bytes};
 pub use nvrtc::add_search_dir as add_nvrtc_search_dir;
 pub use runtime::{release_deferred, ProbeRuntime};
-pub use summary::{summarizable_on_device, DeviceRecord, Trigger, MAX_SITES_PER_LAUNCH};
+pub use summary::{
+    summarizable_on_device, DeviceRecord, HistoryContents, Trigger, MAX_SITES_PER_LAUNCH,
+};
 
 /// The id of the capture `stream` is recording into, or None when it is not capturing.
 pub fn capture_id(stream: usize) -> Result<Option<u64>> {

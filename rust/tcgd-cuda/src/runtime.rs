@@ -11,6 +11,7 @@
 //! under way.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUcontext, CUstream};
@@ -22,6 +23,10 @@ use crate::host_actions::{
 };
 use crate::kernels::enqueue_counter_increment;
 use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
+use crate::summary::{
+    enqueue_history_copies, CopyInput, HistoryContents, HistoryRing, SessionWords,
+    MAX_SITES_PER_LAUNCH,
+};
 
 struct Resources {
     ctx: usize,
@@ -34,6 +39,13 @@ struct Resources {
     /// Whatever else a captured launch refers to on every replay (summary scratch, rings),
     /// kept for as long as the graph can replay.
     kept: Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>,
+    /// The history rings of `RecordAction(history=N)`, one per captured site.
+    rings: Mutex<Vec<HistoryRing>>,
+    /// The replay the rings froze at (u64 max: armed). Host memory the copy kernel reads
+    /// (pinned memory is device-addressable at the same address under unified
+    /// addressing), so a failing check - a host function - freezes the rings without any
+    /// CUDA call: the next replay's copies see it.
+    freeze: PinnedBuffer,
 }
 
 // SAFETY: the raw handles inside (context, device addresses, pinned pointers) are valid
@@ -98,6 +110,13 @@ impl ProbeRuntime {
         let stream = PrivateStream::new()?;
         let counter = DeviceBuffer::alloc(8)?;
         counter.zero(&stream)?;
+        let freeze = PinnedBuffer::alloc(8)?;
+        // SAFETY: our fresh 8-byte pinned buffer; no copy or kernel refers to it yet.
+        unsafe { (freeze.ptr as *mut u64).write(u64::MAX) };
+        let checks = CheckLog::default();
+        checks
+            .freeze
+            .store(freeze.ptr as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(ProbeRuntime {
             device,
             ctx,
@@ -108,9 +127,11 @@ impl ProbeRuntime {
                 slots: Mutex::new(Vec::new()),
                 actions: Mutex::new(Vec::new()),
                 kept: Mutex::new(Vec::new()),
+                rings: Mutex::new(Vec::new()),
+                freeze,
             })),
             bound: None,
-            checks: Arc::new(CheckLog::default()),
+            checks: Arc::new(checks),
         })
     }
 
@@ -287,6 +308,94 @@ impl ProbeRuntime {
         )
     }
 
+    /// A history ring of `depth` values of `slot`'s size; returns its index. Every ring of a
+    /// probe has the same depth.
+    pub fn add_ring(&self, slot: usize, depth: u64) -> Result<usize> {
+        let resources = self.resources()?;
+        let (_, nbytes) = self.slot(slot)?;
+        let ring = HistoryRing::new(nbytes, depth, &resources.stream)?;
+        let mut rings = resources.rings.lock().map_err(|_| CudaError::Poisoned)?;
+        rings.push(ring);
+        Ok(rings.len() - 1)
+    }
+
+    /// Enqueues (or records) launches copying each `(ring, slot)` slot's value into slot
+    /// `replay % depth` of its ring, tagged with the replay, unless the rings are frozen at
+    /// an earlier replay.
+    pub fn copy_slots_into_rings(&self, copies: &[(usize, usize)], stream: usize) -> Result<()> {
+        let resources = self.resources()?;
+        let words = SessionWords {
+            point: resources.counter.ptr,
+            frozen_at: resources.freeze.ptr as u64,
+        };
+        let slots = resources.slots.lock().map_err(|_| CudaError::Poisoned)?;
+        let rings = resources.rings.lock().map_err(|_| CudaError::Poisoned)?;
+        let mut inputs = Vec::with_capacity(copies.len());
+        for &(ring, slot) in copies {
+            let ring = rings
+                .get(ring)
+                .ok_or_else(|| CudaError::Invalid(format!("no history ring {ring}")))?;
+            let src = slots.get(slot).ok_or(CudaError::NoSuchSlot { slot })?;
+            if src.nbytes != ring.nbytes {
+                return Err(CudaError::Invalid(format!(
+                    "slot {slot} holds {} bytes, its ring {}",
+                    src.nbytes, ring.nbytes
+                )));
+            }
+            if ring.nbytes > 0 {
+                inputs.push(CopyInput { src: src.ptr, ring });
+            }
+        }
+        for chunk in inputs.chunks(MAX_SITES_PER_LAUNCH) {
+            enqueue_history_copies(
+                self.ctx,
+                self.device,
+                chunk,
+                resources.counter.ptr,
+                words,
+                as_stream(stream),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A ring's values and (replay, replay) tags (the caller synchronises with the replays
+    /// first).
+    pub fn read_ring(&self, ring: usize) -> Result<HistoryContents> {
+        let resources = self.resources()?;
+        let rings = resources.rings.lock().map_err(|_| CudaError::Poisoned)?;
+        rings
+            .get(ring)
+            .ok_or_else(|| CudaError::Invalid(format!("no history ring {ring}")))?
+            .read(&resources.stream)
+    }
+
+    fn freeze_word(&self) -> Result<&AtomicU64> {
+        let resources = self.resources()?;
+        // SAFETY: the 8-byte aligned pinned word lives as long as `resources`; the host
+        // writes it only atomically, the device only reads it.
+        Ok(unsafe { AtomicU64::from_ptr(resources.freeze.ptr as *mut u64) })
+    }
+
+    /// The replay the history rings froze at, if frozen (a failed check, or
+    /// `freeze_history`).
+    pub fn history_frozen_at(&self) -> Result<Option<u64>> {
+        let at = self.freeze_word()?.load(Ordering::SeqCst);
+        Ok((at != u64::MAX).then_some(at))
+    }
+
+    /// Freezes the rings at replay `at` (an earlier freeze stands).
+    pub fn freeze_history(&self, at: u64) -> Result<()> {
+        self.freeze_word()?.fetch_min(at, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Lets the rings record again.
+    pub fn rearm_history(&self) -> Result<()> {
+        self.freeze_word()?.store(u64::MAX, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Records the host action's copies and launch on `stream`.
     fn launch(&self, resources: &Resources, action: &HostAction, stream: usize) -> Result<()> {
         let (src, nbytes) = self.slot(action.slot)?;
@@ -379,7 +488,6 @@ impl ProbeRuntime {
 
     /// (checks evaluated, checks failed, first failure).
     pub fn check_status(&self) -> (u64, u64, Option<CheckFailure>) {
-        use std::sync::atomic::Ordering;
         let first = self.checks.first.lock().ok().and_then(|f| f.clone());
         (
             self.checks.evaluations.load(Ordering::Relaxed),

@@ -92,6 +92,63 @@ impl ProbeRuntime {
         })
     }
 
+    /// A history ring of `depth` values of `slot`'s size; returns its index.
+    fn add_ring(&self, py: Python<'_>, slot: usize, depth: u64) -> PyResult<usize> {
+        guard(py, || {
+            self.lock()?
+                .add_ring(slot, depth)
+                .map_err(BindingError::from)
+        })
+    }
+
+    /// Copy launches (16 values each) of each `(ring, slot)` slot into its ring.
+    fn copy_slots_into_rings(
+        &self,
+        py: Python<'_>,
+        copies: Vec<(usize, usize)>,
+        stream: usize,
+    ) -> PyResult<()> {
+        guard(py, || {
+            self.lock()?
+                .copy_slots_into_rings(&copies, stream)
+                .map_err(BindingError::from)
+        })
+    }
+
+    /// (values of every ring slot, concatenated; the replay each slot holds, 0: none).
+    fn read_ring<'py>(
+        &self,
+        py: Python<'py>,
+        ring: usize,
+    ) -> PyResult<(Bound<'py, PyBytes>, Vec<u64>)> {
+        guard(py, || {
+            let contents = self.lock()?.read_ring(ring)?;
+            let replays = contents.tags.iter().map(|&(replay, _)| replay).collect();
+            Ok((PyBytes::new(py, &contents.values), replays))
+        })
+    }
+
+    #[getter]
+    fn history_frozen_at(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        guard(py, || {
+            self.lock()?.history_frozen_at().map_err(BindingError::from)
+        })
+    }
+
+    fn freeze_history(&self, py: Python<'_>, replay: u64) -> PyResult<()> {
+        guard(py, || {
+            self.lock()?
+                .freeze_history(replay)
+                .map_err(BindingError::from)
+        })
+    }
+
+    fn rearm_history(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            self.lock()?.rearm_history().map_err(BindingError::from)
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (slot, stream, probe, name, invocation, dtype, shape, max_items, every, summary))]
     fn enqueue_print(
