@@ -37,7 +37,9 @@ struct SiteFacts {
     site: Site,
 }
 
-type Facts = Arc<Mutex<Vec<SiteFacts>>>;
+/// The registered sites' facts; each point takes the current list by reference count
+/// (registration, at capture time, copies it only while a point still holds it).
+type Facts = Arc<Mutex<Arc<Vec<SiteFacts>>>>;
 
 /// One probed value as Python hands it over: a mapping with every key present.
 #[derive(FromPyObject)]
@@ -108,7 +110,7 @@ fn point_metadata(point: &HarvestedPoint, graphs: &[String]) -> String {
 /// Builds the commit job of one harvested point (runs on the writer thread).
 fn commit_job(
     mut point: HarvestedPoint,
-    facts: Vec<SiteFacts>,
+    facts: Arc<Vec<SiteFacts>>,
     graphs: &[String],
 ) -> (String, CommitJob) {
     let label = point.label.clone();
@@ -189,10 +191,7 @@ fn sink(
     graphs: Arc<Mutex<Vec<String>>>,
 ) -> tcgd_cuda::Sink {
     Box::new(move |point: HarvestedPoint| {
-        let facts = facts
-            .lock()
-            .map_err(|_| "site facts poisoned".to_owned())?
-            .clone();
+        let facts = Arc::clone(&*facts.lock().map_err(|_| "site facts poisoned".to_owned())?);
         let graphs = graphs
             .lock()
             .map_err(|_| "graph names poisoned".to_owned())?
@@ -336,7 +335,7 @@ impl DeviceRecorder {
             if indices.first().is_some_and(|&i| i != facts.len()) {
                 return Err(BindingError::Internal("site registry out of step".into()));
             }
-            facts.extend(new_facts);
+            Arc::make_mut(&mut facts).extend(new_facts);
             Ok(indices)
         })
     }

@@ -38,6 +38,9 @@ use crate::reader::{list_runs, RunRow};
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
 use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
 
+/// Bytes of values in one point from which they are digested on the thread pool.
+const PARALLEL_DIGEST_BYTES: usize = 1 << 20;
+
 /// How long points wait for their group commit by default.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// A group is committed early once its rows hold this many bytes (tensor payloads
@@ -356,10 +359,26 @@ impl RunWriter {
         self.check_new_point(point)?;
         check_point(point, observations)?;
 
-        let digested: Vec<Digested> = observations
-            .par_iter()
-            .map(digest_observation)
-            .collect::<Result<_>>()?;
+        // Digests and summaries of bytes in parallel; a point of summaries (or of a few
+        // small values) is cheaper on this thread than a hand-off to the pool and back.
+        let bytes: usize = observations
+            .iter()
+            .map(|o| match o.value {
+                Value::Bytes(b) => b.len(),
+                Value::Summary(_) => 0,
+            })
+            .sum();
+        let digested: Vec<Digested> = if bytes >= PARALLEL_DIGEST_BYTES {
+            observations
+                .par_iter()
+                .map(digest_observation)
+                .collect::<Result<_>>()?
+        } else {
+            observations
+                .iter()
+                .map(digest_observation)
+                .collect::<Result<_>>()?
+        };
 
         let point_index = self.manifest.point_count;
         let timestamp = point.timestamp_us.unwrap_or_else(now_micros);

@@ -1,0 +1,137 @@
+"""Where the time of a probed compiled call goes: device kernels against host time.
+
+The Llama of `graph_trees_llama.py` (the P4 workload), compiled three ways (no probes;
+`backend="tcgd"` with summaries of the 28 projections; the same with `history = 8`), each
+run for many calls back to back. Per variant it prints the wall time per call in steady
+state, the per-call host time between consecutive calls (p50 / p90), the device kernel
+time per call from `torch.profiler` over 20 calls with its largest kernels, and for the
+tcgd variants the time spent in the device recorder's point close and the points
+harvested. A device that is busier than the wall time says the device is the limit;
+host time near the wall time says the host (or the harvester behind it) is.
+
+    python3 benches/graph_trees_llama_profile.py [--calls 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import itertools
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch._inductor.config as inductor_config
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+import graph_trees_llama as llama
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+class TimedRecorder:
+    """Stands in for a session's device recorder and times its point closes."""
+
+    def __init__(self, inner: object):
+        self.inner = inner
+        self.spent: list[float] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def close_point(self, *args: object) -> object:
+        started = time.perf_counter()
+        result = self.inner.close_point(*args)
+        self.spent.append(time.perf_counter() - started)
+        return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1500)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("this profile needs CUDA (Graph Trees)")
+    import torch_cudagraph_debug.compile as tcgd_compile
+
+    inductor_config.fx_graph_cache = False
+    model = llama.make_model(llama.CUDA_SIZES, "cuda", torch.bfloat16)
+    ids = torch.randint(0, llama.CUDA_SIZES["vocab"], (4, 128), device="cuda")
+    selection = {
+        "ops": ["aten.mm", "aten.addmm"],
+        "graphs": ["inference"],
+        "modules": ["*layers.*"],
+    }
+    root = Path(tempfile.mkdtemp(prefix="tcgd-profile-"))
+    variants: list[tuple[str, dict[str, object] | None]] = [
+        ("compiled, no probes", None),
+        ("tcgd summary", {"payload": "summary"}),
+        ("tcgd summary history=8", {"payload": "summary", "history": 8}),
+    ]
+    with torch.no_grad():
+        for index, (label, run) in enumerate(variants):
+            if run is None:
+                compiled = torch.compile(model, mode="reduce-overhead")
+            else:
+                options = {
+                    "probes": {"version": 1, "run": run, "select": [selection]},
+                    "run_dir": str(root / f"v{index}"),
+                    "payload": "summary",
+                    "overwrite": True,
+                    "mode": "reduce-overhead",
+                }
+                compiled = torch.compile(model, backend="tcgd", options=options)
+            for _ in range(20):
+                compiled(input_ids=ids, use_cache=False)
+            torch.cuda.synchronize()
+            session = tcgd_compile.session_of(compiled) if run is not None else None
+            recorder = None
+            if session is not None:
+                recorder = TimedRecorder(session._device)
+                session._device = recorder  # type: ignore[assignment]
+            stamps = [time.perf_counter()]
+            for _ in range(args.calls):
+                compiled(input_ids=ids, use_cache=False)
+                stamps.append(time.perf_counter())
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - stamps[0]) / args.calls * 1e6
+            gaps = [(b - a) * 1e6 for a, b in itertools.pairwise(stamps)]
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(20):
+                    compiled(input_ids=ids, use_cache=False)
+                torch.cuda.synchronize()
+            kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+            for event in prof.events():
+                if event.device_type == torch.autograd.DeviceType.CUDA:
+                    kernels[event.name][0] += 1
+                    kernels[event.name][1] += event.device_time_total
+            device = sum(k[1] for k in kernels.values()) / 20
+            print(
+                f"{label}: wall {wall:.1f} us/call over {args.calls} calls; host per call "
+                f"p50 {percentile(gaps, 0.5):.0f} p90 {percentile(gaps, 0.9):.0f} us; "
+                f"device kernels {device:.1f} us/call"
+            )
+            for name, (count, us) in sorted(kernels.items(), key=lambda k: -k[1][1])[:5]:
+                print(f"    {us / 20:7.1f} us/call  x{count / 20:4.1f}  {name[:80]}")
+            if session is not None and recorder is not None:
+                spent = [s * 1e6 for s in recorder.spent]
+                started = time.perf_counter()
+                session.flush()
+                flush_ms = 1e3 * (time.perf_counter() - started)
+                print(
+                    f"    point close p50 {percentile(spent, 0.5):.0f} p90 "
+                    f"{percentile(spent, 0.9):.0f} us; flush {flush_ms:.1f} ms; "
+                    f"(harvested, dumps) {session.device_counts}"
+                )
+                session._device = recorder.inner  # type: ignore[assignment]
+            torch._dynamo.reset()
+
+
+if __name__ == "__main__":
+    main()

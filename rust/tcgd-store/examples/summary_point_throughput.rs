@@ -1,0 +1,103 @@
+//! How many summary-only points per second the commit queue takes: the host-side cost
+//! of recording a compiled model's summaries at every call (28 sites per point, like the
+//! Llama benchmark's projections).
+//!
+//! `cargo run --release -p tcgd-store --example summary_point_throughput [points] [sites]`
+
+use std::time::Instant;
+
+use tcgd_store::{
+    CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
+    RunWriter, Site, Value,
+};
+use tcgd_tensor::{DType, TensorSummary};
+
+fn site(i: usize) -> Site {
+    Site {
+        site_id: Some(format!("inference:mm_{i}")),
+        graph_kind: Some("inference".into()),
+        node_name: Some(format!("mm_{i}")),
+        aten_op: Some("aten.mm.default".into()),
+        module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
+        source_location: Some("transformers/models/llama/modeling_llama.py:262 in forward".into()),
+        compile_id: Some("0/0".into()),
+        materialized_by_probe: Some(false),
+    }
+}
+
+fn job(label: String, sites: usize) -> CommitJob {
+    Box::new(move |writer: &mut RunWriter| {
+        let inputs: Vec<ObservationInput<'_>> = (0..sites)
+            .map(|i| ObservationInput {
+                order: i as i64,
+                name: format!("inference:mm_{i}"),
+                invocation_index: 0,
+                site: site(i),
+                dtype: DType::BFloat16,
+                shape: vec![4, 128, 512],
+                stride: vec![65536, 512, 1],
+                source_device: "cuda:0".into(),
+                payload: PayloadKind::Summary,
+                value: Value::Summary(TensorSummary {
+                    numel: 4 * 128 * 512,
+                    finite: 4 * 128 * 512,
+                    min: Some(-3.0),
+                    max: Some(3.0),
+                    mean: Some(0.01),
+                    std: Some(1.0),
+                    l2: 512.0,
+                    nan: 0,
+                    pos_inf: 0,
+                    neg_inf: 0,
+                    zero: 0,
+                }),
+            })
+            .collect();
+        let point = PointInput {
+            label,
+            metadata: "{\"graph_replays\":{\"inference#0\":1}}".into(),
+            replay_index: Some(1),
+            timestamp_us: None,
+        };
+        writer.commit_point(&point, &inputs).map(|_| ())
+    })
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let points: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
+    let sites: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(28);
+    let tmp = std::env::temp_dir().join(format!("tcgd-throughput-{}", std::process::id()));
+    let header = RunHeader {
+        run_id: "throughput".into(),
+        name: "throughput".into(),
+        kind: RunKind::Tensor,
+        execution: "compiled".into(),
+        rank: None,
+        group_id: None,
+        world_size: None,
+        provenance: serde_json::json!({}),
+        run_metadata: serde_json::json!({}),
+    };
+    let writer = RunWriter::create(&tmp, header, "bench").expect("run");
+    let mut queue = CommitQueue::start(writer, 64).expect("queue");
+    let started = Instant::now();
+    for p in 0..points {
+        let label = format!("call{p}");
+        queue
+            .submit(&label, job(label.clone(), sites))
+            .expect("submit");
+    }
+    let submitted = started.elapsed();
+    queue.flush().expect("flush");
+    let total = started.elapsed();
+    queue.close(true).expect("close");
+    println!(
+        "{points} points x {sites} summary sites: {:.1} us per point ({:.1} us submitted), \
+         {:.0} points/s",
+        total.as_secs_f64() * 1e6 / points as f64,
+        submitted.as_secs_f64() * 1e6 / points as f64,
+        points as f64 / total.as_secs_f64()
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
