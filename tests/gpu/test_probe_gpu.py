@@ -11,6 +11,7 @@ import torch
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import (
     NonContiguousTensorError,
+    NoObservationsError,
     ProbeClosedError,
     RecorderStateError,
     SecondCaptureError,
@@ -283,7 +284,8 @@ def test_eager_always_mode_resamples_in_place_and_rejects_eager_after_capture():
     probe.close()
     silent = TensorProbe("silent")  # when="capture": eager calls are no-ops
     assert silent(x, name="v") is x
-    assert silent.snapshot().observations == ()
+    with pytest.raises(NoObservationsError):
+        silent.snapshot()
     silent.close()
 
 
