@@ -161,6 +161,17 @@ def test_check_action_binds_mapping_entries_by_observation_key():
     assert check.expected_for("h", 0, order=0) is None  # left out: not checked
 
 
+def test_check_action_validates_its_expected_values_when_built():
+    with pytest.raises(InvalidInputError, match="mapping keys"):
+        CheckAction({"h": torch.zeros(1)})
+    with pytest.raises(InvalidInputError, match="mapping keys"):
+        CheckAction({("h", "0"): torch.zeros(1)})
+    meta = torch.zeros(1, device="meta")  # any non-CPU device
+    for expected in (meta, [torch.zeros(1), meta], {("h", 0): meta}):
+        with pytest.raises(InvalidInputError, match="CPU tensors"):
+            CheckAction(expected)
+
+
 def test_a_single_expected_value_applies_to_capture_order_zero_only():
     check = CheckAction(torch.tensor([1.0, 2.0]))
     assert check.expected_for("x", 0, order=0).tolist() == [1.0, 2.0]
@@ -240,6 +251,19 @@ def test_snapshot_before_anything_was_recorded_is_a_tensor_debug_error():
     probe(torch.ones(2), name="x")
     with pytest.raises(TensorDebugError, match="no slot holds a value"):
         probe.snapshot()
+    probe.close()
+
+
+def test_capture_only_calls_outside_a_capture_are_not_even_validated(tmp_path):
+    probe = TensorProbe("warmup", [RecordAction()])  # when="capture"
+    not_contiguous = torch.ones(2, 3).t()
+    quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+    for value in (not_contiguous, quantized, [1.0]):
+        assert probe(value, name="x") is value
+    assert probe._sites == [] and probe.device is None
+    rec = TensorRecorder(execution="cuda_graph", bundle_dir=tmp_path / "run")
+    assert rec.observe(quantized, name="q") is quantized  # warmup: a no-op
+    rec.close()
     probe.close()
 
 

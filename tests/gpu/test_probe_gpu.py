@@ -247,7 +247,8 @@ def test_nothing_leaks_once_probe_and_graph_are_gone():
 
 def test_misuse_is_a_typed_error():
     x = torch.ones(4, device="cuda")
-    probe = TensorProbe("errors")
+    # Eager calls validate only with when="always" (with "capture" they do nothing at all).
+    probe = TensorProbe("errors", when="always")
     with pytest.raises(WrongDeviceError, match="CPU tensor in a CUDA probe"):
         probe(x, name="a")
         probe(torch.ones(4), name="b")

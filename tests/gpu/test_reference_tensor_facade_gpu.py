@@ -9,8 +9,10 @@ import pytest
 import torch
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
+    NonContiguousTensorError,
     RecorderStateError,
     SynchronizeDuringCaptureError,
+    WrongDeviceError,
 )
 from torch_cudagraph_debug.tensor_debug import (
     CheckAction,
@@ -109,6 +111,18 @@ def test_a_mapping_binds_expected_values_by_key_not_capture_order():
     probe.close()
 
 
+def test_expected_values_must_have_the_observed_shape_and_dtype():
+    expected = torch.zeros(2, dtype=torch.float64)
+    probe = TensorProbe("typed", [RecordAction(), CheckAction(expected)], when="always")
+    with pytest.raises(InvalidInputError, match=r"torch\.float64\[2\], the observed value"):
+        probe(torch.zeros(2, device="cuda"), name="v")
+    with pytest.raises(InvalidInputError, match="observed shape"):
+        probe(torch.zeros(3, device="cuda", dtype=torch.float64), name="v")
+    probe(torch.zeros(2, device="cuda", dtype=torch.float64), name="v")
+    assert probe.check_status().ok
+    probe.close()
+
+
 def test_synchronize_targets_must_match_the_probe_device():
     x = torch.ones(2, device="cuda")
     probe = TensorProbe("sync", [RecordAction()])
@@ -180,6 +194,35 @@ def test_watch_grad_in_eager_always_mode_observes_cuda_gradients_until_close():
     w.grad = None
     (w * scale).sum().backward()  # the closed probe's hook is gone
     assert w.grad.tolist() == [3.0, 4.0]
+
+
+def test_an_eager_probe_is_bound_to_the_stream_of_its_first_call():
+    x = torch.ones(2, device="cuda")
+    probe = TensorProbe("eager", [RecordAction()], when="always")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side), pytest.raises(NonContiguousTensorError):
+        probe(torch.ones(2, 3, device="cuda").t(), name="t")  # refused: binds no stream
+    probe(x, name="v")  # the first successful call binds the current stream
+    with torch.cuda.stream(side), pytest.raises(RecorderStateError, match="one stream"):
+        probe(x * 2, name="v")
+    snapshot = probe.snapshot()
+    assert snapshot.tensor("v").tolist() == [1.0, 1.0]
+    assert snapshot.eager_overwrites == (("v", 0),)  # the refused call re-sampled nothing
+    probe.close()
+
+
+def test_capture_only_probe_rejects_a_cpu_tensor_once_its_device_captures():
+    x = torch.ones(2, device="cuda")
+    probe = TensorProbe("captured", [RecordAction()])
+    assert probe(torch.ones(2), name="v") is not None  # outside capture: nothing happens
+
+    def body():
+        probe(x + 1, name="v")
+        probe(torch.ones(2), name="cpu")
+
+    with pytest.raises(WrongDeviceError, match="during a CUDA graph capture"):
+        capture(body)
+    probe.close(synchronize=False)
 
 
 def test_cuda_graph_recorder_without_captured_observations_refuses_a_point(tmp_path):

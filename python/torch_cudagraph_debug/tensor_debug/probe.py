@@ -153,6 +153,32 @@ class CheckAction:
                 raise InvalidInputError(f"CheckAction.{name} must be a number >= 0, got {value!r}")
         _check_bool("CheckAction", "equal_nan", self.equal_nan)
         _check_bool("CheckAction", "enabled", self.enabled)
+        expected = self.expected
+        if isinstance(expected, Mapping):
+            for key in expected:
+                if (
+                    not isinstance(key, tuple)
+                    or len(key) != 2
+                    or not isinstance(key[0], str)
+                    or not isinstance(key[1], int)
+                    or isinstance(key[1], bool)
+                ):
+                    raise InvalidInputError(
+                        "CheckAction.expected mapping keys must be "
+                        f"TensorObservationKey(name, invocation_index), got {key!r}"
+                    )
+            values = list(expected.values())
+        elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+            values = list(expected)
+        else:
+            values = [expected]
+        # Caught here rather than at the capture, where an error aborts the capture.
+        for value in values:
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                raise InvalidInputError(
+                    f"CheckAction expected values must be CPU tensors or arrays, got one on "
+                    f"{value.device}; pass value.cpu()"
+                )
 
     def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor | None:
         """The expected value of one observation; ``None`` when a mapping leaves it out
@@ -358,6 +384,19 @@ def _in_capture(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
+def _device_capturing(device: torch.device | None) -> bool:
+    """Whether the current stream of ``device`` (``None``: the current CUDA device) is
+    capturing. Never initialises CUDA: a process that has not, captures nothing."""
+    if device is not None and device.type != "cuda":
+        return False
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    if device is None or device.index in (None, torch.cuda.current_device()):
+        return torch.cuda.is_current_stream_capturing()
+    with torch.cuda.device(device):
+        return torch.cuda.is_current_stream_capturing()
+
+
 def _release_freed_memory() -> None:
     """Frees probe memory that closed probes and destroyed graphs gave up. Freeing device
     memory during a capture would invalidate it, so this waits for a moment without one."""
@@ -436,6 +475,8 @@ class TensorProbe:
         # block's end; holding the values keeps their memory from being reused before.
         self._batch: list[tuple[_Site, torch.Tensor]] | None = None
         self._eager: dict[str, _Site] = {}
+        # The one CUDA stream eager calls may come from: the first successful one's.
+        self._eager_stream: torch.cuda.Stream | None = None
         self._mode: Literal["eager", "capture"] | None = None
         self._snapshots = 0
         self._closed = False
@@ -449,6 +490,16 @@ class TensorProbe:
             raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
         if not self._active:
             return tensor
+        if self.when == "capture":
+            # Outside a capture of the probe's device a call does nothing at all, not even
+            # validation: warmup may run on other devices or dtypes.
+            if not _device_capturing(self.device):
+                return tensor
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "cuda":
+                raise WrongDeviceError(
+                    f"{self.name}({name!r}): a {tensor.device.type} tensor during a CUDA graph "
+                    "capture; a captured probe observes CUDA tensors of the capturing device"
+                )
         check_recordable(tensor, f"{self.name}({name!r})")
         self._bind_device(tensor, name)
         capturing = _in_capture(tensor.device)
@@ -571,6 +622,15 @@ class TensorProbe:
                 f"{self.name}({name!r}): eager calls re-sample one slot per name; it holds "
                 f"{site.dtype}{list(site.shape)}, this value is {value.dtype}{list(source.shape)}"
             )
+        stream = None
+        if source.device.type == "cuda":
+            stream = torch.cuda.current_stream(source.device)
+            if self._eager_stream is not None and stream != self._eager_stream:
+                raise RecorderStateError(
+                    f"{self.name}({name!r}): eager calls of this probe come from stream "
+                    f"{self._eager_stream}; this one is on {stream}. An eager probe is bound to "
+                    "one stream: use one probe per stream"
+                )
         fresh = site is None
         if fresh:
             site = self._new_site(source, value, name, 0)
@@ -581,6 +641,8 @@ class TensorProbe:
             if fresh:
                 self._sites.pop()
             raise
+        if stream is not None:
+            self._eager_stream = stream
         if fresh:
             self._eager[name] = site
             self._mode = self._mode or "eager"
@@ -649,12 +711,13 @@ class TensorProbe:
                 expected = action.expected_for(site.name, site.invocation_index, site.order)
                 if expected is None:
                     continue
-                if tuple(expected.shape) != site.shape:
+                if (tuple(expected.shape), expected.dtype) != (site.shape, site.dtype):
                     raise InvalidInputError(
                         f"CheckAction expected value for ({site.name!r}, {site.invocation_index}) "
-                        f"has shape {list(expected.shape)}, the observed value "
-                        f"{list(site.shape)}; give one value of the observed shape per "
-                        "capture-order call, or a mapping keyed by (name, invocation_index)"
+                        f"is {expected.dtype}{list(expected.shape)}, the observed value "
+                        f"{site.dtype}{list(site.shape)}; give one value of the observed shape "
+                        "and dtype per capture-order call, or a mapping keyed by "
+                        "(name, invocation_index)"
                     )
                 site.check = (action, expected)
                 site.actions.append(
