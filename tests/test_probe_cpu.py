@@ -140,7 +140,7 @@ def test_cuda_graph_recorder_on_cpu_records_nothing_outside_capture(tmp_path):
 
 @pytest.mark.parametrize("history", [-1, 1025, 2.0, True])
 def test_record_action_history_is_validated(history):
-    with pytest.raises(InvalidInputError, match="RecordAction.history"):
+    with pytest.raises(InvalidInputError, match=r"RecordAction\.history"):
         RecordAction(history=history)
 
 

@@ -233,6 +233,20 @@ def test_cuda_graph_recorder_without_captured_observations_refuses_a_point(tmp_p
     rec.close()
 
 
+def test_cuda_graph_record_point_is_refused_during_capture(tmp_path):
+    x = torch.ones(2, device="cuda")
+    rec = TensorRecorder(execution="cuda_graph", bundle_dir=tmp_path / "run")
+
+    def body():
+        rec.observe(x + 1, name="y")
+        with rec.record_point("inside"):
+            pass
+
+    with pytest.raises(RecorderStateError, match="during a CUDA graph capture"):
+        capture(body)
+    rec.close(synchronize=False)
+
+
 def test_exported_steps_are_real_replay_indices():
     class Writer:
         def __init__(self):

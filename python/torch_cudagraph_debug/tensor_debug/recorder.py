@@ -343,6 +343,11 @@ class TensorRecorder(RunRecorder[TensorRun]):
             raise InvalidInputError(f"point label {label!r} is already used in this run")
         meta = dict(metadata or {})
         _json("metadata", meta)
+        if self._probe is not None and _capturing_now():
+            raise RecorderStateError(
+                f"record_point({label!r}) during a CUDA graph capture; end the capture "
+                "first, then replay the graph inside record_point()"
+            )
         if self._probe is not None and not self._probe._captured:
             raise RecorderStateError(
                 f"record_point({label!r}): the recorder has captured no observations; call "
