@@ -10,6 +10,7 @@ from torch_cudagraph_debug.errors import (
     CudaUnavailableError,
     InvalidInputError,
     NonContiguousTensorError,
+    NoObservationsError,
     ProbeClosedError,
     RecorderStateError,
     UnsupportedDtypeError,
@@ -48,7 +49,9 @@ def test_capture_mode_eager_calls_are_no_ops():
     probe = TensorProbe("silent")
     x = torch.ones(2)
     assert probe(x) is x
-    assert probe.snapshot().observations == ()
+    # Nothing was observed, so there is no snapshot to take.
+    with pytest.raises(NoObservationsError, match="when='always'"):
+        probe.snapshot()
 
 
 def test_failed_calls_use_no_index_and_misuse_is_typed():
@@ -137,7 +140,7 @@ def test_cuda_graph_recorder_on_cpu_records_nothing_outside_capture(tmp_path):
 
 @pytest.mark.parametrize("history", [-1, 1025, 2.0, True])
 def test_record_action_history_is_validated(history):
-    with pytest.raises(InvalidInputError, match="RecordAction.history"):
+    with pytest.raises(InvalidInputError, match=r"RecordAction\.history"):
         RecordAction(history=history)
 
 

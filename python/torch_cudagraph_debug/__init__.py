@@ -8,6 +8,33 @@
 from __future__ import annotations
 
 from torch_cudagraph_debug import errors
-from torch_cudagraph_debug._native import FORMAT_VERSION, __version__
+from torch_cudagraph_debug._json_types import FrozenJSONValue, JSONScalar, JSONValue
 
-__all__ = ["FORMAT_VERSION", "__version__", "errors"]
+try:
+    from torch_cudagraph_debug._native import FORMAT_VERSION, __version__
+except ImportError as _error:
+    # Every part of the package runs on the compiled core; say so in the package's own
+    # terms instead of a bare loader error.
+    raise errors.NativeExtensionUnavailableError(
+        "the compiled core torch_cudagraph_debug._native cannot be loaded "
+        f"({_error}); install a wheel built for this platform and Python, or build the "
+        "package from source (maturin develop)"
+    ) from _error
+
+# After the core: its import checks the errors module's classes first, and names them
+# when one is missing.
+from torch_cudagraph_debug.errors import (
+    CudaGraphDebugError,
+    NativeExtensionUnavailableError,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CudaGraphDebugError",
+    "FrozenJSONValue",
+    "JSONScalar",
+    "JSONValue",
+    "NativeExtensionUnavailableError",
+    "__version__",
+    "errors",
+]

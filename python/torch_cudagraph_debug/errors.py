@@ -4,6 +4,12 @@ Every error the package raises derives from :class:`TcgdError`, and also from th
 exception a user would already catch for that kind of problem (``ValueError`` for bad
 arguments, ``TypeError`` for a dtype, ``FileNotFoundError`` for a missing run, ...). The
 native core raises these same classes.
+
+The reference design's names fit into this hierarchy as bases, so an ``except`` written
+for them catches what the reference says it catches: ``CudaGraphDebugError`` is
+``TcgdError``; ``TensorDebugError`` is the base of the tensor domain's errors, with
+``TensorCheckError``, ``TensorComparisonError``, ``TensorBundleError``,
+``TensorOwnershipError`` and ``TensorPayloadUnavailableError`` under it.
 """
 
 from __future__ import annotations
@@ -11,6 +17,36 @@ from __future__ import annotations
 
 class TcgdError(Exception):
     """Base class of every error raised by torch-cudagraph-debug."""
+
+
+#: The reference design's name for the package-wide base class.
+CudaGraphDebugError = TcgdError
+
+
+class NativeExtensionUnavailableError(TcgdError, ImportError):
+    """The compiled core (``torch_cudagraph_debug._native``) cannot be loaded: a wheel
+    built for another platform or Python, or a source checkout that was never built. The
+    message carries the loader's own error."""
+
+
+class TensorDebugError(TcgdError):
+    """Base class of the tensor domain's errors (probes, recorders, tensor runs and their
+    comparison)."""
+
+
+class TensorBundleError(TensorDebugError):
+    """A tensor run on disk that is malformed, of an unsupported format, or unreadable.
+    The storage errors that describe such a run (``CorruptRunError``,
+    ``UnsupportedFormatError``, ``StorageIOError``, ``RunNotFoundError``) derive from
+    it."""
+
+
+class TensorPayloadUnavailableError(TensorDebugError, LookupError):
+    """Values asked of an observation that holds none (it was recorded as a summary)."""
+
+
+class TensorComparisonError(TensorDebugError, AssertionError):
+    """An offline comparison asserted to match that did not (``assert_ok()``)."""
 
 
 class TcgdInternalError(TcgdError, RuntimeError):
@@ -30,7 +66,7 @@ class UnsupportedDtypeError(TcgdError, TypeError):
     """A tensor dtype that cannot be recorded (quantized, packed sub-byte or bit types)."""
 
 
-class NonContiguousTensorError(InvalidInputError):
+class NonContiguousTensorError(InvalidInputError, TensorDebugError):
     """A non-contiguous tensor was observed with ``non_contiguous="error"``."""
 
 
@@ -42,16 +78,33 @@ class WrongDeviceError(InvalidInputError):
     """A tensor on another device than the probe or recorder is bound to."""
 
 
-class ProbeClosedError(RecorderStateError):
+class ProbeClosedError(RecorderStateError, TensorDebugError):
     """A probe used after ``close()``."""
 
 
-class SecondCaptureError(RecorderStateError):
+class SecondCaptureError(RecorderStateError, TensorDebugError):
     """A probe used in a second capture; a probe binds to one captured graph."""
 
 
-class SynchronizeDuringCaptureError(RecorderStateError):
+class SynchronizeDuringCaptureError(RecorderStateError, TensorDebugError):
     """A snapshot or synchronising call while a CUDA graph capture is under way."""
+
+
+class TensorOwnershipError(InvalidInputError, TensorDebugError):
+    """A point or snapshot given to a run or probe that did not produce it (a point of
+    another run to ``TensorRun.point``, a snapshot of another probe to
+    ``TensorProbe.compare``)."""
+
+
+class GradientNotTrackedError(InvalidInputError, TensorDebugError, RuntimeError):
+    """``watch_grad(..., strict=True)`` on a tensor that does not require grad: no
+    gradient will ever reach it. It is also a ``RuntimeError``, as the reference design
+    documents."""
+
+
+class NoObservationsError(RecorderStateError, TensorDebugError):
+    """A probe query with nothing to return: no ``RecordAction`` is enabled, or no slot
+    has been filled yet (the probe was never called where it does work)."""
 
 
 class CaptureInvalidatedError(TcgdError, RuntimeError):
@@ -66,8 +119,13 @@ class CudaDriverError(TcgdError, RuntimeError):
     """A CUDA driver call failed; the message names the call and the error."""
 
 
-class CheckFailedError(TcgdError, AssertionError):
+class CheckFailedError(TensorDebugError, AssertionError):
     """A ``CheckAction`` saw a value outside its tolerance (``assert_check_ok``)."""
+
+
+class TensorCheckError(CheckFailedError):
+    """The reference design's name for what ``assert_check_ok()`` raises: the sticky
+    check state of a probe holds a mismatch."""
 
 
 class ConfigError(TcgdError, ValueError):
@@ -78,11 +136,11 @@ class StorageError(TcgdError, OSError):
     """A problem with a job root (the runs stored in a directory) on disk."""
 
 
-class StorageIOError(StorageError):
+class StorageIOError(StorageError, TensorBundleError):
     """The operating system refused a read or write; the message names the file."""
 
 
-class RunNotFoundError(StorageError, FileNotFoundError):
+class RunNotFoundError(StorageError, TensorBundleError, FileNotFoundError):
     """The path is not a job root (it has no ``runs`` table), or it holds no run matching
     the name and rank asked for; the message lists the runs it holds."""
 
@@ -92,7 +150,7 @@ class RunExistsError(StorageError, FileExistsError):
     or that another recorder is writing now."""
 
 
-class CorruptRunError(StorageError):
+class CorruptRunError(StorageError, TensorBundleError):
     """A damaged, truncated, missing or malformed file of a run; the message names it."""
 
 
@@ -104,7 +162,7 @@ class PayloadMissingError(CorruptRunError):
     """An observation refers to payload bytes that the run does not hold."""
 
 
-class UnsupportedFormatError(StorageError):
+class UnsupportedFormatError(StorageError, TensorBundleError):
     """A table written by a newer version of the package (upgrade to read it), or a run of
     storage version 1 (a directory with a ``run.json``), which this version does not read."""
 
@@ -124,11 +182,11 @@ class PointNotFoundError(TcgdError, KeyError, IndexError):
         return Exception.__str__(self)
 
 
-class PayloadUnavailableError(TcgdError, LookupError):
+class PayloadUnavailableError(TensorPayloadUnavailableError):
     """The observation was recorded as a summary only; its values were never stored."""
 
 
-class ComparisonFailedError(TcgdError, AssertionError):
+class ComparisonFailedError(TensorComparisonError):
     """``assert_ok()`` on a comparison that did not match (mismatch or inconclusive)."""
 
 
@@ -168,11 +226,15 @@ __all__ = [
     "CorruptRunError",
     "CrossRunError",
     "CudaDriverError",
+    "CudaGraphDebugError",
     "CudaUnavailableError",
     "DigestMismatchError",
     "FeatureUnavailableError",
+    "GradientNotTrackedError",
     "InvalidInputError",
     "MissingDependencyError",
+    "NativeExtensionUnavailableError",
+    "NoObservationsError",
     "NonContiguousTensorError",
     "PayloadMissingError",
     "PayloadUnavailableError",
@@ -190,6 +252,12 @@ __all__ = [
     "SynchronizeDuringCaptureError",
     "TcgdError",
     "TcgdInternalError",
+    "TensorBundleError",
+    "TensorCheckError",
+    "TensorComparisonError",
+    "TensorDebugError",
+    "TensorOwnershipError",
+    "TensorPayloadUnavailableError",
     "UnsafePathError",
     "UnsafePickleError",
     "UnsupportedDtypeError",

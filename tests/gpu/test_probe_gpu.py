@@ -11,6 +11,7 @@ import torch
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import (
     NonContiguousTensorError,
+    NoObservationsError,
     ProbeClosedError,
     RecorderStateError,
     SecondCaptureError,
@@ -246,7 +247,8 @@ def test_nothing_leaks_once_probe_and_graph_are_gone():
 
 def test_misuse_is_a_typed_error():
     x = torch.ones(4, device="cuda")
-    probe = TensorProbe("errors")
+    # Eager calls validate only with when="always" (with "capture" they do nothing at all).
+    probe = TensorProbe("errors", when="always")
     with pytest.raises(WrongDeviceError, match="CPU tensor in a CUDA probe"):
         probe(x, name="a")
         probe(torch.ones(4), name="b")
@@ -283,7 +285,8 @@ def test_eager_always_mode_resamples_in_place_and_rejects_eager_after_capture():
     probe.close()
     silent = TensorProbe("silent")  # when="capture": eager calls are no-ops
     assert silent(x, name="v") is x
-    assert silent.snapshot().observations == ()
+    with pytest.raises(NoObservationsError):
+        silent.snapshot()
     silent.close()
 
 

@@ -6,6 +6,14 @@ Names and semantics follow the reference design's public API (see ``docs/tensor-
 from __future__ import annotations
 
 from torch_cudagraph_debug._native import AnomalySite, FirstAnomaly
+from torch_cudagraph_debug.errors import (
+    TensorBundleError,
+    TensorCheckError,
+    TensorComparisonError,
+    TensorDebugError,
+    TensorOwnershipError,
+    TensorPayloadUnavailableError,
+)
 from torch_cudagraph_debug.tensor_debug.compare import (
     ComparisonCounts,
     ComparisonIssue,
@@ -37,6 +45,9 @@ from torch_cudagraph_debug.tensor_debug.probe import (
     CheckStatus,
     PrintAction,
     RecordAction,
+    TensorCheckStatus,
+    TensorExpected,
+    TensorExpectedValue,
     TensorProbe,
     TensorProbeSnapshot,
 )
@@ -44,12 +55,16 @@ from torch_cudagraph_debug.tensor_debug.recorder import TensorRecorder
 from torch_cudagraph_debug.tensor_debug.run import (
     AnomalyKind,
     TensorObservation,
+    TensorObservationKey,
     TensorPoint,
     TensorRun,
     TensorSite,
     TensorSummary,
 )
-from torch_cudagraph_debug.tensor_debug.tensorboard import export_to_tensorboard
+from torch_cudagraph_debug.tensor_debug.tensorboard import (
+    export_snapshots_to_tensorboard,
+    export_to_tensorboard,
+)
 
 __all__ = [
     "AnomalyKind",
@@ -71,10 +86,20 @@ __all__ = [
     "RecordAction",
     "SeriesDivergence",
     "SeriesPointRef",
+    "TensorBundleError",
+    "TensorCheckError",
+    "TensorCheckStatus",
     "TensorComparison",
+    "TensorComparisonError",
     "TensorComparisonOptions",
     "TensorComparisonResult",
+    "TensorDebugError",
+    "TensorExpected",
+    "TensorExpectedValue",
     "TensorObservation",
+    "TensorObservationKey",
+    "TensorOwnershipError",
+    "TensorPayloadUnavailableError",
     "TensorPoint",
     "TensorPointSeriesComparison",
     "TensorProbe",
@@ -92,5 +117,6 @@ __all__ = [
     "compare_run_groups",
     "compare_runs",
     "compare_snapshots",
+    "export_snapshots_to_tensorboard",
     "export_to_tensorboard",
 ]

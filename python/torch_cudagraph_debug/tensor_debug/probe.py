@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import math
+import time
+import types
+import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import torch
+import torch.utils.hooks
 
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._torch_bridge import (
@@ -25,24 +28,31 @@ from torch_cudagraph_debug._torch_bridge import (
     tensor_from_bytes,
 )
 from torch_cudagraph_debug.errors import (
-    CheckFailedError,
+    GradientNotTrackedError,
     InvalidInputError,
     NonContiguousTensorError,
+    NoObservationsError,
     ProbeClosedError,
     RecorderStateError,
     SynchronizeDuringCaptureError,
+    TensorCheckError,
+    TensorOwnershipError,
     WrongDeviceError,
 )
 from torch_cudagraph_debug.tensor_debug.run import (
     ObservationSet,
     TensorObservation,
+    TensorObservationKey,
     TensorSummary,
 )
+
+if TYPE_CHECKING:
+    import numpy
 
 When = Literal["capture", "always"]
 # Ring depth limit: the rings take depth x the observed bytes of device memory.
 MAX_HISTORY = 1024
-SyncArg = bool | torch.cuda.Stream | torch.device | str | int | None
+SyncArg = bool | torch.cuda.Stream | torch.device | None
 
 
 # --------------------------------------------------------------------------- actions
@@ -105,16 +115,26 @@ class PrintAction:
         _check_bool("PrintAction", "enabled", self.enabled)
 
 
-ExpectedValues = Any  # a tensor / ndarray, a sequence of them, or a mapping keyed by (name, inv)
+#: One expected value of a ``CheckAction``: a CPU tensor or a NumPy array.
+TensorExpectedValue: TypeAlias = "torch.Tensor | numpy.ndarray"
+#: What ``CheckAction.expected`` takes: one value (for capture order 0), values in capture
+#: order, or values keyed by ``TensorObservationKey(name, invocation_index)``.
+TensorExpected: TypeAlias = (
+    "TensorExpectedValue | Sequence[TensorExpectedValue] "
+    "| Mapping[TensorObservationKey, TensorExpectedValue]"
+)
+ExpectedValues = TensorExpected
 
 
 @dataclass(frozen=True)
 class CheckAction:
     """Check observed values against expected ones on every replay, on the host.
 
-    ``expected``: one CPU tensor (or array) for every observation, a sequence of them in
-    capture order, or a mapping keyed by ``(name, invocation_index)`` (observations it
-    leaves out are not checked).
+    ``expected``: a sequence of CPU tensors (or arrays) in capture order, or a mapping
+    keyed by ``TensorObservationKey(name, invocation_index)`` (observations it leaves out
+    are not checked). A single tensor is a sequence of one: it is the expected value of
+    capture order 0 only, never broadcast to later calls. Each value must have the
+    observed value's shape.
     Finite values pass when ``|a - e| <= atol + rtol * |e|``; infinities must match exactly;
     NaN passes only with ``equal_nan``; integers compare exactly over their whole range.
     The first failure is kept (replay, name, element, both values): ``check_status()``.
@@ -133,6 +153,32 @@ class CheckAction:
                 raise InvalidInputError(f"CheckAction.{name} must be a number >= 0, got {value!r}")
         _check_bool("CheckAction", "equal_nan", self.equal_nan)
         _check_bool("CheckAction", "enabled", self.enabled)
+        expected = self.expected
+        if isinstance(expected, Mapping):
+            for key in expected:
+                if (
+                    not isinstance(key, tuple)
+                    or len(key) != 2
+                    or not isinstance(key[0], str)
+                    or not isinstance(key[1], int)
+                    or isinstance(key[1], bool)
+                ):
+                    raise InvalidInputError(
+                        "CheckAction.expected mapping keys must be "
+                        f"TensorObservationKey(name, invocation_index), got {key!r}"
+                    )
+            values = list(expected.values())
+        elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+            values = list(expected)
+        else:
+            values = [expected]
+        # Caught here rather than at the capture, where an error aborts the capture.
+        for value in values:
+            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
+                raise InvalidInputError(
+                    f"CheckAction expected values must be CPU tensors or arrays, got one on "
+                    f"{value.device}; pass value.cpu()"
+                )
 
     def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor | None:
         """The expected value of one observation; ``None`` when a mapping leaves it out
@@ -142,7 +188,9 @@ class CheckAction:
             if (name, invocation) not in expected:
                 return None
             expected = expected[(name, invocation)]
-        elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
+        else:
+            if not isinstance(expected, Sequence) or isinstance(expected, torch.Tensor):
+                expected = (expected,)
             if order >= len(expected):
                 raise InvalidInputError(
                     f"CheckAction lists {len(expected)} expected values in capture order; "
@@ -171,29 +219,144 @@ class CheckFailure:
 
 
 @dataclass(frozen=True)
-class CheckStatus:
-    evaluations: int
-    failures: int
-    first_failure: CheckFailure | None
+class TensorCheckStatus:
+    """The sticky state of a probe's checks. ``ok`` until the first mismatch; then
+    ``replay_index``, ``order`` (global capture order), ``name`` and
+    ``invocation_index`` say where it was and ``message`` describes it. A status without
+    a mismatch has ``replay_index=0``, ``order=-1``, ``name=None`` and
+    ``invocation_index=-1``. Beyond the reference design: ``evaluations`` and
+    ``failures`` count every check so far, and ``first_failure`` has the element and
+    both values."""
+
+    ok: bool
+    message: str
+    replay_index: int
+    order: int
+    name: str | None
+    invocation_index: int
+    evaluations: int = 0
+    failures: int = 0
+    first_failure: CheckFailure | None = None
 
     @property
-    def ok(self) -> bool:
-        return self.failures == 0
+    def key(self) -> TensorObservationKey | None:
+        """The mismatching observation's key; ``None`` while ``ok``."""
+        if self.name is None:
+            return None
+        return TensorObservationKey(self.name, self.invocation_index)
+
+
+#: The earlier name of ``TensorCheckStatus``.
+CheckStatus = TensorCheckStatus
+
+
+class EpochTime(float):
+    """Seconds since the epoch, as a ``float``. ``isoformat()`` and ``timestamp()`` are
+    there too, so code written for a ``datetime`` keeps working."""
+
+    def timestamp(self) -> float:
+        return float(self)
+
+    def isoformat(self) -> str:
+        return self.datetime().isoformat()
+
+    def datetime(self) -> _dt.datetime:
+        return _dt.datetime.fromtimestamp(float(self), _dt.timezone.utc)
 
 
 @dataclass(frozen=True)
 class TensorProbeSnapshot(ObservationSet):
-    """Every observation of a probe as of one moment (after a replay, or eagerly)."""
+    """Every observation of a probe as of one moment (after a replay, or eagerly).
 
+    ``probe_id`` is the probe's ownership token (``TensorProbe.compare`` checks it);
+    ``eager_overwrites`` holds ``(name, count)`` for an eager snapshot: how many times
+    each name's one slot was re-sampled in place (empty for a captured probe)."""
+
+    probe_id: str
     probe_name: str
     snapshot_index: int
     replay_index: int
-    timestamp: _dt.datetime
+    timestamp: float
     observations: tuple[TensorObservation, ...]
-    overwrite_counts: dict[tuple[str, int], int] = field(default_factory=dict)
+    eager_overwrites: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.timestamp, EpochTime):
+            object.__setattr__(self, "timestamp", EpochTime(self.timestamp))
+        pairs = tuple((name, count) for name, count in self.eager_overwrites)
+        object.__setattr__(self, "eager_overwrites", pairs)
+        if not pairs:
+            return
+        if self.replay_index != 0:
+            raise InvalidInputError(
+                "eager_overwrites belong to an eager snapshot (replay_index 0); this one "
+                f"is of replay {self.replay_index}"
+            )
+        names = [name for name, _ in pairs]
+        if len(set(names)) != len(names):
+            raise InvalidInputError(f"eager_overwrites names a name twice: {names}")
+        for name, count in pairs:
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise InvalidInputError(
+                    f"eager_overwrites[{name!r}] must be an integer >= 0, got {count!r}"
+                )
+            invocations = [o.invocation_index for o in self.observations if o.name == name]
+            if invocations != [0]:
+                raise InvalidInputError(
+                    f"eager_overwrites names {name!r}, which must have exactly one "
+                    f"observation, of invocation 0, in the snapshot; it has {invocations}"
+                )
 
     def _describe(self) -> str:
         return f"snapshot {self.snapshot_index} of probe {self.probe_name!r}"
+
+    @property
+    def eager_overwrite_counts(self) -> Mapping[str, int]:
+        """``eager_overwrites`` as a read-only mapping from name to count."""
+        return types.MappingProxyType(dict(self.eager_overwrites))
+
+    @property
+    def overwrite_counts(self) -> dict[tuple[str, int], int]:
+        """The earlier form of ``eager_overwrites``, keyed by ``(name, 0)``."""
+        return {(name, 0): count for name, count in self.eager_overwrites}
+
+    def observation(self, name: str | None = None, invocation_index: int = 0) -> TensorObservation:
+        """The observation ``(name, invocation_index)``; ``name`` defaults to the probe's."""
+        return super().observation(self.probe_name if name is None else name, invocation_index)
+
+    def tensor(self, name: str | None = None, invocation_index: int = 0) -> torch.Tensor:
+        """A CPU copy of the observation's value; ``name`` defaults to the probe's."""
+        return self.observation(name, invocation_index).tensor()
+
+    def descriptor(self) -> dict[str, Any]:
+        """The snapshot's identity and every observation's metadata and summary (no
+        values), as JSON-ready data."""
+        return {
+            "probe_id": self.probe_id,
+            "probe_name": self.probe_name,
+            "snapshot_index": self.snapshot_index,
+            "replay_index": self.replay_index,
+            "timestamp": float(self.timestamp),
+            "eager_overwrites": [list(pair) for pair in self.eager_overwrites],
+            "observations": [_descriptor(o) for o in self.observations],
+        }
+
+
+def _descriptor(observation: TensorObservation) -> dict[str, Any]:
+    summary = observation.summary
+    return {
+        "order": observation.order,
+        "name": observation.name,
+        "invocation_index": observation.invocation_index,
+        "shape": list(observation.shape),
+        "stride": list(observation.stride),
+        "dtype": dtype_name(observation.dtype),
+        "source_device": observation.source_device,
+        "payload": observation.payload,
+        "nbytes": observation.nbytes,
+        "digest": observation.digest,
+        "summary": {f: getattr(summary, f) for f in summary.__dataclass_fields__},
+    }
 
 
 # --------------------------------------------------------------------------- the probe
@@ -219,6 +382,19 @@ class _Site:
 
 def _in_capture(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _device_capturing(device: torch.device | None) -> bool:
+    """Whether the current stream of ``device`` (``None``: the current CUDA device) is
+    capturing. Never initialises CUDA: a process that has not, captures nothing."""
+    if device is not None and device.type != "cuda":
+        return False
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    if device is None or device.index in (None, torch.cuda.current_device()):
+        return torch.cuda.is_current_stream_capturing()
+    with torch.cuda.device(device):
+        return torch.cuda.is_current_stream_capturing()
 
 
 def _release_freed_memory() -> None:
@@ -259,6 +435,11 @@ class TensorProbe:
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"probe name must be a non-empty string, got {name!r}")
         actions = tuple(actions)
+        if not actions:
+            raise InvalidInputError(
+                f"probe {name!r} has no actions; give at least one of RecordAction, "
+                "PrintAction or CheckAction"
+            )
         for action in actions:
             if not isinstance(action, RecordAction | PrintAction | CheckAction):
                 raise InvalidInputError(
@@ -274,12 +455,18 @@ class TensorProbe:
         self.actions = actions
         self.non_contiguous = non_contiguous
         self.when = when
-        self.synchronize = synchronize
+        self.synchronize = _check_sync_target(synchronize, allow_none=False)
+        # With every action disabled the probe does nothing at all: no native runtime, no
+        # CUDA, no counter (so a disabled probe can stay in production code).
+        self._active = any(action.enabled for action in actions)
         self.device: torch.device | None = None if device is None else _as_device(device)
         self.history_depth = max(
             (a.history for a in actions if isinstance(a, RecordAction) and a.enabled),
             default=0,
         )
+        # The ownership token of this probe's snapshots (`compare` checks it).
+        self.probe_id = uuid.uuid4().hex
+        self._grad_hooks: list[torch.utils.hooks.RemovableHandle] = []
         self._runtime: _native.ProbeRuntime | None = None
         self._sites: list[_Site] = []
         self._captured: dict[tuple[str, int], _Site] = {}
@@ -288,6 +475,8 @@ class TensorProbe:
         # block's end; holding the values keeps their memory from being reused before.
         self._batch: list[tuple[_Site, torch.Tensor]] | None = None
         self._eager: dict[str, _Site] = {}
+        # The one CUDA stream eager calls may come from: the first successful one's.
+        self._eager_stream: torch.cuda.Stream | None = None
         self._mode: Literal["eager", "capture"] | None = None
         self._snapshots = 0
         self._closed = False
@@ -299,6 +488,18 @@ class TensorProbe:
         name = self.name if name is None else name
         if not isinstance(name, str) or not name:
             raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
+        if not self._active:
+            return tensor
+        if self.when == "capture":
+            # Outside a capture of the probe's device a call does nothing at all, not even
+            # validation: warmup may run on other devices or dtypes.
+            if not _device_capturing(self.device):
+                return tensor
+            if isinstance(tensor, torch.Tensor) and tensor.device.type != "cuda":
+                raise WrongDeviceError(
+                    f"{self.name}({name!r}): a {tensor.device.type} tensor during a CUDA graph "
+                    "capture; a captured probe observes CUDA tensors of the capturing device"
+                )
         check_recordable(tensor, f"{self.name}({name!r})")
         self._bind_device(tensor, name)
         capturing = _in_capture(tensor.device)
@@ -421,6 +622,15 @@ class TensorProbe:
                 f"{self.name}({name!r}): eager calls re-sample one slot per name; it holds "
                 f"{site.dtype}{list(site.shape)}, this value is {value.dtype}{list(source.shape)}"
             )
+        stream = None
+        if source.device.type == "cuda":
+            stream = torch.cuda.current_stream(source.device)
+            if self._eager_stream is not None and stream != self._eager_stream:
+                raise RecorderStateError(
+                    f"{self.name}({name!r}): eager calls of this probe come from stream "
+                    f"{self._eager_stream}; this one is on {stream}. An eager probe is bound to "
+                    "one stream: use one probe per stream"
+                )
         fresh = site is None
         if fresh:
             site = self._new_site(source, value, name, 0)
@@ -431,6 +641,8 @@ class TensorProbe:
             if fresh:
                 self._sites.pop()
             raise
+        if stream is not None:
+            self._eager_stream = stream
         if fresh:
             self._eager[name] = site
             self._mode = self._mode or "eager"
@@ -499,11 +711,13 @@ class TensorProbe:
                 expected = action.expected_for(site.name, site.invocation_index, site.order)
                 if expected is None:
                     continue
-                if expected.numel() != math.prod(site.shape):
+                if (tuple(expected.shape), expected.dtype) != (site.shape, site.dtype):
                     raise InvalidInputError(
                         f"CheckAction expected value for ({site.name!r}, {site.invocation_index}) "
-                        f"has {expected.numel()} elements, the observed value "
-                        f"{math.prod(site.shape)}"
+                        f"is {expected.dtype}{list(expected.shape)}, the observed value "
+                        f"{site.dtype}{list(site.shape)}; give one value of the observed shape "
+                        "and dtype per capture-order call, or a mapping keyed by "
+                        "(name, invocation_index)"
                     )
                 site.check = (action, expected)
                 site.actions.append(
@@ -535,7 +749,7 @@ class TensorProbe:
 
     # ------------------------------------------------------------ reading
     def _wait(self, synchronize: SyncArg, what: str) -> None:
-        sync = self.synchronize if synchronize is None else synchronize
+        sync = self.synchronize if synchronize is None else _check_sync_target(synchronize)
         device = self.device
         if device is None or device.type != "cuda":
             return
@@ -547,17 +761,32 @@ class TensorProbe:
         if sync is False:
             return
         if isinstance(sync, torch.cuda.Stream):
+            if sync.device != device:
+                raise InvalidInputError(
+                    f"{what}: synchronize= is a stream of {sync.device}, the probe is on "
+                    f"{device}; pass a stream of the probe's device"
+                )
             sync.synchronize()
         elif sync is True:
             torch.cuda.synchronize(device)
         else:
-            torch.cuda.synchronize(_as_device(sync))
+            target = _as_device(sync)
+            if target != device:
+                raise InvalidInputError(
+                    f"{what}: synchronize={sync} is not the probe's device {device}"
+                )
+            torch.cuda.synchronize(target)
 
     def snapshot(self, *, synchronize: SyncArg = None) -> TensorProbeSnapshot:
         """Reads every observation's latest value. ``synchronize``: ``True`` waits for the
         device, a ``torch.cuda.Stream`` for that stream, a device for that device, ``False``
         for nothing; ``None`` uses the constructor's choice."""
         self._check_open()
+        if not any(isinstance(a, RecordAction) and a.enabled for a in self.actions):
+            raise NoObservationsError(
+                f"snapshot() of probe {self.name!r}: no RecordAction is enabled, so no value "
+                "is kept; add RecordAction() to the probe's actions"
+            )
         self._wait(synchronize, "snapshot()")
         _release_freed_memory()
         replay = 0
@@ -575,15 +804,25 @@ class TensorProbe:
             else:
                 continue
             observations.append(_observation(site, value))
+        if not observations:
+            raise NoObservationsError(
+                f"snapshot() of probe {self.name!r}: no slot holds a value yet. With "
+                "when='capture' only calls inside a CUDA graph capture observe; pass "
+                "when='always' to observe eager calls too"
+            )
+        eager = self._mode != "capture"
         snapshot = TensorProbeSnapshot(
+            probe_id=self.probe_id,
             probe_name=self.name,
             snapshot_index=self._snapshots,
             replay_index=replay,
-            timestamp=_dt.datetime.now(_dt.timezone.utc),
+            timestamp=time.time(),
             observations=tuple(observations),
-            overwrite_counts={
-                (s.name, s.invocation_index): s.overwrites for s in self._eager.values()
-            },
+            eager_overwrites=tuple(
+                (s.name, s.overwrites)
+                for s in sorted(self._eager.values(), key=lambda s: s.order)
+                if eager
+            ),
         )
         self._snapshots += 1
         return snapshot
@@ -624,10 +863,11 @@ class TensorProbe:
             observations = sorted(by_replay[replay], key=lambda o: o.order)
             snapshots.append(
                 TensorProbeSnapshot(
+                    probe_id=self.probe_id,
                     probe_name=self.name,
                     snapshot_index=self._snapshots,
                     replay_index=replay,
-                    timestamp=_dt.datetime.now(_dt.timezone.utc),
+                    timestamp=time.time(),
                     observations=tuple(observations),
                 )
             )
@@ -662,39 +902,64 @@ class TensorProbe:
             runtime.rearm_history()
 
     @property
-    def replay_index(self) -> int:
-        """Replays of the captured graph so far (0 before the first; reads the device)."""
+    def replay_index(self) -> torch.Tensor | None:
+        """Replays of the captured graph so far (0 before the first), as a new 0-dim
+        ``int64`` tensor on the probe's device: changing it changes nothing. The count is
+        read from the device when the property is read. ``None`` for a probe whose
+        actions are all disabled."""
         self._check_open()
-        if self._runtime is None or self._mode != "capture":
-            return 0
-        self._wait(False, "replay_index")
-        return self._runtime.replay_count()
+        if not self._active:
+            return None
+        count = 0
+        if self._runtime is not None and self._mode == "capture":
+            self._wait(False, "replay_index")
+            count = self._runtime.replay_count()
+        device = self.device if self.device is not None else torch.device("cpu")
+        return torch.tensor(count, dtype=torch.int64, device=device)
 
     # ------------------------------------------------------------ checks
-    def check_status(self) -> CheckStatus:
-        """Evaluations and failures of every CheckAction so far (as of the last completed
-        replay: synchronise first to include a replay in flight)."""
+    def check_status(self, *, synchronize: SyncArg = None) -> TensorCheckStatus:
+        """The sticky state of every CheckAction so far. ``synchronize`` (as for
+        ``snapshot``) first waits for the replay in flight; with ``False`` the state is as
+        of the last replay whose checks ran."""
         self._check_open()
+        sync = self.synchronize if synchronize is None else _check_sync_target(synchronize)
+        if sync is not False:
+            self._wait(sync, "check_status()")
         if self._runtime is None:
-            return CheckStatus(0, 0, None)
+            return TensorCheckStatus(True, "ok: no check has run", 0, -1, None, -1)
         evaluations, failures, first = self._runtime.check_status()
-        failure = None
-        if first is not None:
-            replay, name, inv, element, actual, expected = first
-            site = self._captured.get((name, inv)) or self._eager.get(name)
-            shape = site.shape if site is not None else ()
-            failure = CheckFailure(replay, name, inv, _coordinate(element, shape), actual, expected)
-        return CheckStatus(evaluations, failures, failure)
-
-    def assert_check_ok(self) -> None:
-        status = self.check_status()
-        if status.first_failure is not None:
-            f = status.first_failure
-            raise CheckFailedError(
-                f"probe {self.name!r}: {status.failures} of {status.evaluations} checks failed; "
-                f"first at replay {f.replay_index}, ({f.name!r}, {f.invocation_index}) "
-                f"element {f.element}: got {f.actual}, expected {f.expected}"
+        if first is None:
+            return TensorCheckStatus(
+                True, f"ok: {evaluations} checks passed", 0, -1, None, -1, evaluations, failures
             )
+        replay, name, inv, element, actual, expected = first
+        site = self._captured.get((name, inv)) or self._eager.get(name)
+        shape = site.shape if site is not None else ()
+        failure = CheckFailure(replay, name, inv, _coordinate(element, shape), actual, expected)
+        message = (
+            f"probe {self.name!r}: {failures} of {evaluations} checks failed; first at replay "
+            f"{replay}, ({name!r}, {inv}) element {failure.element}: got {actual}, "
+            f"expected {expected}"
+        )
+        return TensorCheckStatus(
+            ok=False,
+            message=message,
+            replay_index=replay,
+            order=site.order if site is not None else -1,
+            name=name,
+            invocation_index=inv,
+            evaluations=evaluations,
+            failures=failures,
+            first_failure=failure,
+        )
+
+    def assert_check_ok(self, *, synchronize: SyncArg = None) -> None:
+        """Raises ``TensorCheckError`` (an ``AssertionError``) with the status's message
+        when a check has failed; waits as ``check_status`` does, once."""
+        status = self.check_status(synchronize=synchronize)
+        if not status.ok:
+            raise TensorCheckError(status.message)
 
     # ------------------------------------------------------------ comparing
     def compare(
@@ -704,35 +969,56 @@ class TensorProbe:
         *,
         options: Any = None,
     ) -> Any:
-        """Compares two snapshots of this probe (typically an earlier one as ``ref`` and a
-        later one as ``cand``); returns a ``TensorComparison`` (see ``compare_snapshots``)."""
+        """Compares two snapshots of this probe, the earlier one (by ``snapshot_index``;
+        two of one replay are fine) as ``ref``; returns what ``compare_snapshots`` does.
+        A snapshot of another probe raises ``TensorOwnershipError``."""
         from torch_cudagraph_debug.tensor_debug.compare import compare_snapshots
 
         for what, snap in (("ref", ref), ("cand", cand)):
-            if isinstance(snap, TensorProbeSnapshot) and snap.probe_name != self.name:
+            if not isinstance(snap, TensorProbeSnapshot):
                 raise InvalidInputError(
-                    f"{what} is a snapshot of probe {snap.probe_name!r}, not of {self.name!r}; "
-                    "use compare_snapshots() to compare snapshots of different probes"
+                    f"{what} must be a TensorProbeSnapshot, got {type(snap).__name__}"
                 )
+            if snap.probe_id != self.probe_id:
+                raise TensorOwnershipError(
+                    f"{what} is a snapshot of another probe: probe {snap.probe_name!r} (id "
+                    f"{snap.probe_id}), not {self.name!r}; use compare_snapshots() to "
+                    "compare snapshots of different probes"
+                )
+        if ref.snapshot_index > cand.snapshot_index:
+            raise InvalidInputError(
+                f"ref is snapshot {ref.snapshot_index}, taken after cand (snapshot "
+                f"{cand.snapshot_index}); pass the earlier snapshot as ref"
+            )
         return compare_snapshots(ref, cand, options=options)
 
     # ------------------------------------------------------------ gradients
-    def watch_grad(self, tensor: torch.Tensor, *, name: str, strict: bool = False) -> torch.Tensor:
-        """Probes the gradient of ``tensor`` when backward reaches it (the backward must be
-        captured too when ``when="capture"``)."""
+    def watch_grad(
+        self, tensor: torch.Tensor, *, name: str | None = None, strict: bool = False
+    ) -> torch.utils.hooks.RemovableHandle | None:
+        """Probes the gradient of ``tensor`` (under ``name``, default the probe's) each
+        time backward reaches it, so repeated hooks of one name take invocation indices in
+        backward order; the gradient itself is left as it is. The ``when`` policy holds:
+        with ``when="capture"`` the backward must be captured too. Returns the hook's
+        handle; ``close()`` removes every hook still registered. A tensor that does not
+        require grad gets no hook: a warning and ``None``, or with ``strict=True`` a
+        ``GradientNotTrackedError`` (a ``RuntimeError``)."""
         self._check_open()
+        label = self.name if name is None else name
         if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
-            message = f"watch_grad({name!r}): the tensor does not require grad"
+            message = f"watch_grad({label!r}): the tensor does not require grad"
             if strict:
-                raise InvalidInputError(message)
+                raise GradientNotTrackedError(message)
             warnings.warn(message + "; nothing will be observed", stacklevel=2)
-            return tensor
+            return None
 
-        def observe_gradient(grad: torch.Tensor) -> None:
-            self(grad, name=name)
+        def observe_gradient(grad: torch.Tensor) -> torch.Tensor:
+            self(grad, name=label)
+            return grad
 
-        tensor.register_hook(observe_gradient)
-        return tensor
+        handle = tensor.register_hook(observe_gradient)
+        self._grad_hooks.append(handle)
+        return handle
 
     # ------------------------------------------------------------ lifecycle
     def _check_open(self) -> None:
@@ -751,6 +1037,11 @@ class TensorProbe:
         if self._closed:
             return
         self._wait(synchronize, "close()")
+        # A backward after close must not reach a closed probe. Removing a handle twice
+        # is harmless, so handles the caller already removed are fine.
+        for handle in self._grad_hooks:
+            handle.remove()
+        self._grad_hooks.clear()
         if self._runtime is not None:
             self._runtime.close()
         self._closed = True
@@ -768,6 +1059,21 @@ class TensorProbe:
             f"TensorProbe({self.name!r}, when={self.when!r}, device={self.device}, "
             f"observations={len(self._sites)}, closed={self._closed})"
         )
+
+
+def _check_sync_target(sync: object, *, allow_none: bool = True) -> SyncArg:
+    """A ``synchronize=`` argument as the reference design accepts it: a bool, a
+    ``torch.cuda.Stream`` or a CUDA ``torch.device`` (``None``: inherit)."""
+    if sync is None and allow_none:
+        return None
+    if isinstance(sync, bool | torch.cuda.Stream):
+        return sync
+    if isinstance(sync, torch.device) and sync.type == "cuda":
+        return sync
+    raise InvalidInputError(
+        f"synchronize must be True, False, a torch.cuda.Stream or a CUDA torch.device, got "
+        f"{sync!r}; strings, device indices and CPU devices are not accepted"
+    )
 
 
 def _as_device(device: torch.device | str | int) -> torch.device:

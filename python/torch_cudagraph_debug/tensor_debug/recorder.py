@@ -19,11 +19,12 @@ from torch_cudagraph_debug._environment import detect_rank, provenance
 from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
+    GradientNotTrackedError,
     InvalidInputError,
     NonContiguousTensorError,
     RecorderStateError,
 )
-from torch_cudagraph_debug.tensor_debug.probe import TensorProbe
+from torch_cudagraph_debug.tensor_debug.probe import SyncArg, TensorProbe, _check_sync_target
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 Execution = Literal["eager", "cuda_graph"]
@@ -118,7 +119,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         payload: Payload = "full",
         non_contiguous: NonContiguous = "error",
         strict_scope: bool = False,
-        synchronize: bool = True,
+        synchronize: bool | torch.cuda.Stream | torch.device = True,
         rank: int | None = None,
         group_id: str | None = None,
         world_size: int | None = None,
@@ -137,7 +138,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self.name = name
         self.device = None if device is None else torch.device(device)
         self.strict_scope = bool(strict_scope)
-        self.synchronize = synchronize
+        self.synchronize = _check_sync_target(synchronize, allow_none=False)
+        self._grad_hooks: list[torch.utils.hooks.RemovableHandle] = []
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
         metadata = dict(run_metadata or {})
@@ -156,6 +158,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
             overwrite=overwrite,
             commit_interval=commit_interval,
             compact=compact,
+            default_payload=self.payload,
         )
         self._point: _OpenPoint | None = None
         self._copy_stream: torch.cuda.Stream | None = None
@@ -279,22 +282,40 @@ class TensorRecorder(RunRecorder[TensorRun]):
         point.copy_done.append(done)
         return host
 
-    def watch_grad(self, tensor: torch.Tensor, *, name: str, strict: bool = False) -> torch.Tensor:
-        """Records the gradient of ``tensor`` under ``name`` when backward reaches it (inside
-        a point, like any observation)."""
+    def watch_grad(
+        self,
+        tensor: torch.Tensor,
+        *,
+        name: str,
+        payload: Payload | None = None,
+        strict: bool = False,
+    ) -> torch.utils.hooks.RemovableHandle | None:
+        """Records the gradient of ``tensor`` under ``name`` (with ``payload`` as for
+        ``observe``) each time backward reaches it, under the same rules as ``observe``
+        (inside a point for eager execution, inside the capture for ``cuda_graph``); the
+        gradient itself is left as it is. Returns the hook's handle; ``close()`` and
+        ``finish()`` remove every hook still registered. A tensor that does not require
+        grad gets no hook: a warning and ``None``, or with ``strict=True`` a
+        ``GradientNotTrackedError`` (a ``RuntimeError``)."""
         self._check_open("watch_grad")
+        if not isinstance(name, str) or not name:
+            raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
+        if payload is not None:
+            _choice("payload", payload, ("full", "summary"))
         if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
             message = f"watch_grad({name!r}): the tensor does not require grad"
             if strict:
-                raise InvalidInputError(message)
+                raise GradientNotTrackedError(message)
             warnings.warn(message + "; nothing will be recorded", stacklevel=2)
-            return tensor
+            return None
 
-        def hook(grad: torch.Tensor) -> None:
-            self.observe(grad, name=name)
+        def hook(grad: torch.Tensor) -> torch.Tensor:
+            self.observe(grad, name=name, payload=payload)
+            return grad
 
-        tensor.register_hook(hook)
-        return tensor
+        handle = tensor.register_hook(hook)
+        self._grad_hooks.append(handle)
+        return handle
 
     # ----------------------------------------------------------------- points
     @contextlib.contextmanager
@@ -303,7 +324,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         label: str,
         *,
         metadata: dict[str, Any] | None = None,
-        synchronize: bool | None = None,
+        synchronize: SyncArg = None,
     ) -> Iterator[None]:
         """Opens a point; observations inside it are committed together when the block
         exits: the point is checked there, then written on the recorder's writer thread
@@ -322,8 +343,21 @@ class TensorRecorder(RunRecorder[TensorRun]):
             raise InvalidInputError(f"point label {label!r} is already used in this run")
         meta = dict(metadata or {})
         _json("metadata", meta)
+        if self._probe is not None and _capturing_now():
+            raise RecorderStateError(
+                f"record_point({label!r}) during a CUDA graph capture; end the capture "
+                "first, then replay the graph inside record_point()"
+            )
+        if self._probe is not None and not self._probe._captured:
+            raise RecorderStateError(
+                f"record_point({label!r}): the recorder has captured no observations; call "
+                "observe() inside torch.cuda.graph(...) first, then replay the graph inside "
+                "record_point()"
+            )
         self._point = _OpenPoint(
-            label, meta, self.synchronize if synchronize is None else synchronize
+            label,
+            meta,
+            self.synchronize if synchronize is None else _check_sync_target(synchronize),
         )
         try:
             yield
@@ -339,8 +373,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         # `synchronize` says; it only decides whether the whole device is waited for too.
         for done in point.copy_done:
             done.synchronize()
-        if point.synchronize and torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        _synchronize(point.synchronize)
         self._writer.commit_point(
             point.label,
             json.dumps(point.metadata),
@@ -390,7 +423,22 @@ class TensorRecorder(RunRecorder[TensorRun]):
                 f"finish() inside record_point({self._point.label!r}); leave the point first"
             )
 
+    def close(self, *, synchronize: SyncArg = None) -> None:
+        """Waits as ``synchronize`` says (default: the recorder's ``synchronize``), then
+        releases the recorder: its gradient hooks are removed and, for ``cuda_graph``
+        execution, its probe is closed. A run that was not finished stays
+        ``complete=False``. Idempotent."""
+        if self._closed:
+            return
+        target = self.synchronize if synchronize is None else _check_sync_target(synchronize)
+        if not _capturing_now():
+            _synchronize(target)
+        super().close()
+
     def _release(self) -> None:
+        for handle in self._grad_hooks:
+            handle.remove()
+        self._grad_hooks.clear()
         if self._probe is not None:
             # Graphs that captured the probe keep its slots alive on their own.
             self._probe.close(synchronize=False)
@@ -409,6 +457,7 @@ def open_run_writer(
     overwrite: bool = False,
     commit_interval: float | None = None,
     compact: bool = True,
+    default_payload: str | None = None,
 ) -> _native.RunWriter:
     """Creates a tensor run in the job root ``root`` (a fresh temporary directory when
     None; every rank and every run of a job may share one root).
@@ -419,7 +468,8 @@ def open_run_writer(
     removed first (other runs of the root are kept). A writer whose recording fails as a
     whole calls ``discard()`` so that no run is left behind. Points are committed in
     groups every ``commit_interval`` seconds, and at ``flush()`` and ``finish()``;
-    ``finish()`` rewrites the run's files into one per table unless ``compact=False``."""
+    ``finish()`` rewrites the run's files into one per table unless ``compact=False``.
+    ``default_payload`` is kept in the run's provenance (``TensorRun.default_payload``)."""
     if root is None:
         root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
     path = os.fspath(root)
@@ -431,12 +481,34 @@ def open_run_writer(
         "rank": rank,
         "group_id": group_id,
         "world_size": world_size,
-        "provenance": provenance(devices),
+        "provenance": {
+            **provenance(devices),
+            **({} if default_payload is None else {"default_payload": default_payload}),
+        },
         "run_metadata": run_metadata,
     }
     return _native.RunWriter(
         path, json.dumps(header), _PRODUCER, overwrite, commit_interval, compact
     )
+
+
+def _capturing_now() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _synchronize(target: SyncArg) -> None:
+    """Waits for a ``synchronize=`` target: a stream, a device, or (``True``) the current
+    device; nothing on a process that never used CUDA."""
+    if target is None or target is False:
+        return
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return
+    if isinstance(target, torch.cuda.Stream):
+        target.synchronize()
+    elif isinstance(target, torch.device):
+        torch.cuda.synchronize(target)
+    else:
+        torch.cuda.synchronize()
 
 
 def _capturing(tensor: torch.Tensor) -> bool:

@@ -5,11 +5,13 @@ built from the tables the native reader returns."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import pyarrow as pa
 import torch
@@ -22,10 +24,26 @@ from torch_cudagraph_debug._torch_bridge import (
     host_bytes,
     tensor_from_bytes,
 )
-from torch_cudagraph_debug.errors import InvalidInputError, PayloadUnavailableError
+from torch_cudagraph_debug.errors import (
+    InvalidInputError,
+    PayloadUnavailableError,
+    TensorOwnershipError,
+)
+
+if TYPE_CHECKING:
+    from torch_cudagraph_debug.tensor_debug.compare import TensorComparison
 
 #: What ``TensorRun.first_anomaly`` looks for.
 AnomalyKind = Literal["nan", "inf", "nonfinite", "abs_max"]
+
+
+class TensorObservationKey(NamedTuple):
+    """The stable identity of an observation across runs and snapshots: its name and its
+    invocation index (0, 1, ... per name). A tuple, so ``("x", 0)`` and
+    ``TensorObservationKey("x", 0)`` are the same key in every lookup."""
+
+    name: str
+    invocation_index: int
 
 
 @dataclass(frozen=True)
@@ -96,8 +114,8 @@ class TensorObservation:
     _load: Callable[[], torch.Tensor] | None = field(default=None, repr=False, compare=False)
 
     @property
-    def key(self) -> tuple[str, int]:
-        return (self.name, self.invocation_index)
+    def key(self) -> TensorObservationKey:
+        return TensorObservationKey(self.name, self.invocation_index)
 
     def tensor(self) -> torch.Tensor:
         """The recorded value as a contiguous CPU tensor; its bytes are checked against the
@@ -120,7 +138,7 @@ class ObservationSet:
         raise NotImplementedError
 
     @property
-    def by_key(self) -> dict[tuple[str, int], TensorObservation]:
+    def by_key(self) -> dict[TensorObservationKey, TensorObservation]:
         return {o.key: o for o in self.observations}
 
     def observation(self, name: str, invocation_index: int = 0) -> TensorObservation:
@@ -144,6 +162,8 @@ class TensorPoint(ObservationSet):
     metadata: dict[str, Any]
     replay_index: int | None
     observations: tuple[TensorObservation, ...]
+    # The run the point was read from (its run id), for ownership checks.
+    _run_id: str | None = field(default=None, repr=False, compare=False)
 
     def _describe(self) -> str:
         return f"point {self.label!r}"
@@ -153,8 +173,9 @@ class TensorRun(Run[TensorPoint]):
     """A recorded run, loaded from its directory. ``run["label"]`` or ``run[i]`` gives a
     point; ``to_arrow()`` / ``to_pandas()`` give every observation as one table."""
 
-    def __init__(self, reader: _native.RunReader):
+    def __init__(self, reader: _native.RunReader, *, cache_tensors: bool = False):
         self._reader = reader
+        self._cache_tensors = bool(cache_tensors)
         manifest = json.loads(reader.manifest_json())
         if manifest["kind"] != "tensor":
             raise InvalidInputError(
@@ -172,6 +193,7 @@ class TensorRun(Run[TensorPoint]):
         name: str | None = None,
         rank: int | None = None,
         on_damage: OnDamage = "raise",
+        cache_tensors: bool = False,
     ) -> TensorRun:
         """Opens a tensor run of the job root ``path``: the one there, or the one named
         ``name`` (of rank ``rank``) when the root holds several (eager and compiled, or
@@ -183,8 +205,15 @@ class TensorRun(Run[TensorPoint]):
         digest is checked, the points with a damaged part are left out, and ``damage``
         lists what was left out (observations whose payload was stored in a damaged part
         keep their summaries; their ``tensor()`` raises). A damaged table log is an error
-        either way."""
-        return cls(_native.RunReader(os.fspath(path), on_damage, name, rank, "tensor"))
+        either way.
+
+        ``cache_tensors=False`` (default): every ``tensor()`` call reads and checks the
+        payload again, so a large run costs no memory until asked. ``True``: the first
+        read of each observation is kept and later calls return a copy of it."""
+        if not isinstance(cache_tensors, bool):
+            raise InvalidInputError(f"cache_tensors must be a bool, got {cache_tensors!r}")
+        reader = _native.RunReader(os.fspath(path), on_damage, name, rank, "tensor")
+        return cls(reader, cache_tensors=cache_tensors)
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
         by_point: dict[int, list[TensorObservation]] = {}
@@ -229,6 +258,7 @@ class TensorRun(Run[TensorPoint]):
                     metadata=json.loads(row["metadata"]),
                     replay_index=row["replay_index"],
                     observations=tuple(observations),
+                    _run_id=self.run_id,
                 )
             )
         return tuple(points)
@@ -238,7 +268,56 @@ class TensorRun(Run[TensorPoint]):
             return None
         reader, digest = self._reader, row["digest"]
         dtype, shape = dtype_from_name(row["dtype"]), tuple(row["shape"])
-        return lambda: tensor_from_bytes(reader.payload(digest), dtype, shape)
+
+        def load() -> torch.Tensor:
+            return tensor_from_bytes(reader.payload(digest), dtype, shape)
+
+        if not self._cache_tensors:
+            return load
+        cached = functools.cache(load)
+        # A copy each time: a caller writing into the tensor must not change the cache.
+        return lambda: cached().clone()
+
+    # ------------------------------------------------------------ reference fields
+    @property
+    def bundle_dir(self) -> Path:
+        """The job root the run was loaded from (``path``, as a ``Path``)."""
+        return Path(self.path)
+
+    @property
+    def default_payload(self) -> str:
+        """The payload the recorder used when ``observe`` gave none: ``"full"`` or
+        ``"summary"`` (``"full"`` for runs recorded before it was stored)."""
+        return str(self.provenance.get("default_payload", "full"))
+
+    def point(self, ref: str | int | TensorPoint) -> TensorPoint:  # type: ignore[override]
+        """The point with this label or position, or this very point when given one of
+        this run's points; a point of another run raises ``TensorOwnershipError``."""
+        if isinstance(ref, TensorPoint):
+            # Points are found by label: a run loaded with on_damage="skip" may lack some
+            # positions.
+            own = self._by_label.get(ref.label)
+            if ref._run_id != self.run_id or own is None or own.index != ref.index:
+                raise TensorOwnershipError(
+                    f"point {ref.label!r} belongs to another run (run id {ref._run_id}), "
+                    f"not to run {self.name!r} (run id {self.run_id}); look it up in its "
+                    "own run, or compare the two with compare_points()"
+                )
+            return own
+        return self[ref]
+
+    def compare(
+        self,
+        reference: str | int | TensorPoint,
+        candidate: str | int | TensorPoint,
+        *,
+        options: Any = None,
+    ) -> TensorComparison:
+        """Compares two points of this run (by label, position, or the points
+        themselves); the result of ``compare_points``."""
+        from torch_cudagraph_debug.tensor_debug.compare import compare_points
+
+        return compare_points(self.point(reference), self.point(candidate), options=options)
 
     def first_anomaly(
         self,

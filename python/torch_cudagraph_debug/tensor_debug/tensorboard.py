@@ -1,11 +1,17 @@
 """TensorBoard export of recorded values: summary statistics as scalars, and (on request)
-value histograms, one step per point or snapshot."""
+value histograms, one step per point or snapshot.
+
+Two entry points share one writer loop: ``export_to_tensorboard`` (a run, a point or
+snapshots, into a log directory it opens) and the reference design's
+``export_snapshots_to_tensorboard`` (snapshots, into a writer the caller owns)."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +24,24 @@ Source = TensorRun | TensorPoint | TensorProbeSnapshot | Iterable[TensorProbeSna
 
 # Summary fields written as scalars; None values (no finite element) are skipped.
 SCALAR_FIELDS = ("mean", "std", "min", "max", "l2", "nan", "posinf", "neginf", "zero", "finite")
+# What export_snapshots_to_tensorboard writes: (tag suffix, summary field).
+SNAPSHOT_SCALARS = (
+    ("numel", "numel"),
+    ("mean", "mean"),
+    ("std", "std"),
+    ("min", "min"),
+    ("max", "max"),
+    ("l2_norm", "l2"),
+)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One step's worth of values: a point or a snapshot."""
+
+    step: int
+    wall_time: float | None
+    observations: tuple[TensorObservation, ...]
 
 
 def _writer(log_dir: str) -> Any:
@@ -40,12 +64,12 @@ def _histogram_values(observation: TensorObservation) -> torch.Tensor | None:
     return value if value.numel() else None
 
 
-def _steps(source: Source) -> list[tuple[int, float | None, tuple[TensorObservation, ...]]]:
-    """(step, wall time, observations) per point or snapshot."""
+def _steps(source: Source) -> list[_Entry]:
+    """One entry per point or snapshot."""
     if isinstance(source, TensorRun):
-        return [(p.index, p.timestamp.timestamp(), p.observations) for p in source.points]
+        return [_Entry(p.index, p.timestamp.timestamp(), p.observations) for p in source.points]
     if isinstance(source, TensorPoint):
-        return [(source.index, source.timestamp.timestamp(), source.observations)]
+        return [_Entry(source.index, source.timestamp.timestamp(), source.observations)]
     if isinstance(source, TensorProbeSnapshot):
         source = [source]
     if isinstance(source, Iterable) and not isinstance(source, str | bytes):
@@ -57,7 +81,7 @@ def _steps(source: Source) -> list[tuple[int, float | None, tuple[TensorObservat
                     f"got a sequence holding {type(snapshot).__name__}"
                 )
             steps.append(
-                (snapshot.replay_index, snapshot.timestamp.timestamp(), snapshot.observations)
+                _Entry(snapshot.replay_index, float(snapshot.timestamp), snapshot.observations)
             )
         return steps
     raise InvalidInputError(
@@ -88,28 +112,137 @@ def export_to_tensorboard(
     steps = _steps(source)
     path = os.fspath(log_dir)
     writer = _writer(path)
-    skipped: set[str] = set()
     try:
-        for step, wall_time, observations in steps:
-            for o in observations:
-                tag = f"{tag_prefix}{o.name}[{o.invocation_index}]"
-                for field in SCALAR_FIELDS:
-                    value = getattr(o.summary, field)
-                    if value is not None:
-                        writer.add_scalar(f"{tag}/{field}", float(value), step, walltime=wall_time)
-                if not histograms:
-                    continue
-                if o.payload != "full":
-                    skipped.add(tag)
-                    continue
-                values = _histogram_values(o)
-                if values is not None:
-                    writer.add_histogram(tag, values, step, walltime=wall_time)
+        skipped = _write(
+            writer,
+            steps,
+            tag=lambda o, _: f"{tag_prefix}{o.name}[{o.invocation_index}]",
+            scalars=tuple((field, field) for field in SCALAR_FIELDS),
+            histograms=histograms,
+        )
         writer.flush()
     finally:
         writer.close()
+    _warn_skipped(skipped)
+    return path
+
+
+def _write(
+    writer: Any,
+    entries: list[_Entry],
+    *,
+    tag: Callable[[TensorObservation, Counter[str]], str],
+    scalars: tuple[tuple[str, str], ...],
+    histograms: bool,
+) -> set[str]:
+    """Writes every entry's observations: scalars ``{tag}/{suffix}`` for each
+    ``(suffix, summary field)`` whose value is not None, and with ``histograms`` the
+    finite values under ``{tag}``. ``tag`` gets the observation and how many
+    observations of each name the entry has. Returns the tags of summary-only
+    observations that got no histogram."""
+    skipped: set[str] = set()
+    for entry in entries:
+        per_name = Counter(o.name for o in entry.observations)
+        for o in entry.observations:
+            base = tag(o, per_name)
+            for suffix, field in scalars:
+                value = getattr(o.summary, field)
+                if value is not None:
+                    writer.add_scalar(
+                        f"{base}/{suffix}", float(value), entry.step, walltime=entry.wall_time
+                    )
+            if not histograms:
+                continue
+            if o.payload != "full":
+                skipped.add(base)
+                continue
+            values = _histogram_values(o)
+            if values is not None:
+                writer.add_histogram(base, values, entry.step, walltime=entry.wall_time)
+    return skipped
+
+
+def _warn_skipped(skipped: set[str]) -> None:
     if skipped:
         warnings.warn(
-            f"no histogram for summary-only observations: {sorted(skipped)}", stacklevel=2
+            f"no histogram for summary-only observations: {sorted(skipped)}", stacklevel=3
         )
-    return path
+
+
+def export_snapshots_to_tensorboard(
+    writer: Any,
+    snapshots: Iterable[TensorProbeSnapshot] | TensorProbeSnapshot,
+    *,
+    tag_prefix: str = "",
+    step: int | Callable[[TensorProbeSnapshot], int] | None = None,
+    write_scalars: bool = True,
+    write_histograms: bool = False,
+) -> None:
+    """Writes probe snapshots through ``writer``, any object with TensorBoard's
+    ``add_scalar`` / ``add_histogram`` (a ``SummaryWriter``, say). Nothing is imported,
+    flushed or closed here: the writer, and waiting for the replay before taking the
+    snapshot, are the caller's.
+
+    Every observation of every snapshot is written under ``{tag_prefix}{name}``; a name
+    observed more than once in a snapshot gets ``/invocation_{i}`` appended for each of
+    its invocations. Scalars (``write_scalars``): ``numel``, ``mean``, ``std``, ``min``,
+    ``max`` and ``l2_norm`` (statistics of the finite values; one with no finite value
+    is left out), tag ``{base}/{scalar}``. Histograms (``write_histograms``): the finite
+    values, tag ``{base}``. The step is ``snapshot.replay_index`` unless ``step`` is an
+    integer (every snapshot at that step) or a function of the snapshot; the wall time
+    is the snapshot's ``timestamp``."""
+    if isinstance(snapshots, TensorProbeSnapshot):
+        snapshots = [snapshots]
+    if isinstance(snapshots, str | bytes) or not isinstance(snapshots, Iterable):
+        raise InvalidInputError(
+            "export_snapshots_to_tensorboard takes an iterable of TensorProbeSnapshot, got "
+            f"{type(snapshots).__name__}"
+        )
+    if not isinstance(tag_prefix, str):
+        raise InvalidInputError(f"tag_prefix must be a string, got {tag_prefix!r}")
+    for what, flag in (("write_scalars", write_scalars), ("write_histograms", write_histograms)):
+        if not isinstance(flag, bool):
+            raise InvalidInputError(f"{what} must be a bool, got {flag!r}")
+    fixed_step = isinstance(step, int) and not isinstance(step, bool)
+    if step is not None and not callable(step) and not fixed_step:
+        raise InvalidInputError(
+            f"step must be None, an integer or a function of the snapshot, got {step!r}"
+        )
+    entries = []
+    for snapshot in snapshots:
+        if not isinstance(snapshot, TensorProbeSnapshot):
+            raise InvalidInputError(
+                "export_snapshots_to_tensorboard takes TensorProbeSnapshot objects, got "
+                f"{type(snapshot).__name__}"
+            )
+        at = _snapshot_step(snapshot, step)
+        entries.append(_Entry(at, float(snapshot.timestamp), snapshot.observations))
+
+    def tag(o: TensorObservation, per_name: Counter[str]) -> str:
+        base = f"{tag_prefix}{o.name}"
+        return f"{base}/invocation_{o.invocation_index}" if per_name[o.name] > 1 else base
+
+    skipped = _write(
+        writer,
+        entries,
+        tag=tag,
+        scalars=SNAPSHOT_SCALARS if write_scalars else (),
+        histograms=write_histograms,
+    )
+    _warn_skipped(skipped)
+
+
+def _snapshot_step(
+    snapshot: TensorProbeSnapshot, step: int | Callable[[TensorProbeSnapshot], int] | None
+) -> int:
+    if step is None:
+        return snapshot.replay_index
+    if not callable(step):
+        return step
+    at = step(snapshot)
+    if isinstance(at, bool) or not isinstance(at, int):
+        raise InvalidInputError(
+            f"the step function returned {at!r} for snapshot {snapshot.snapshot_index}; it "
+            "must return an integer"
+        )
+    return at
