@@ -72,14 +72,16 @@ def test_multirank_example_writes_one_run_per_rank(tmp_path):
 
 
 def test_fx_passes_ship_inside_the_package():
+    source = REPO / "python" / "torch_cudagraph_debug" / "fx_passes"
     installed = Path(torch_cudagraph_debug.__file__).parent / "fx_passes"
-    sources = sorted(p.relative_to(REPO / "fx_passes") for p in (REPO / "fx_passes").rglob("*.py"))
-    assert sources, "fx_passes/ has no sources"
+    sources = sorted(p.relative_to(source) for p in source.rglob("*.py"))
+    assert Path("probe_insertion.py") in sources
     for rel in sources:
         shipped = installed / rel
         assert shipped.is_file(), f"fx_passes/{rel} is not in the installed package"
-        assert shipped.read_text() == (REPO / "fx_passes" / rel).read_text()
-    assert importlib.import_module("torch_cudagraph_debug.fx_passes").__file__
+        assert shipped.read_text() == (source / rel).read_text()
+    module = importlib.import_module("torch_cudagraph_debug.fx_passes.probe_insertion")
+    assert callable(module.ProbeInsertionPass)
 
 
 def test_flight_recorder_example_finds_the_injected_nan(tmp_path):

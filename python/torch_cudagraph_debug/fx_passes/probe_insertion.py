@@ -1,1 +1,347 @@
-../../../fx_passes/probe_insertion.py
+"""The post-grad pass that places probe ops: facts of every candidate node go to the
+native selection (config rules), and the selected nodes get ``tcgd::probe_group`` calls,
+each right after the last of a group of values that are alive together there, carrying
+the sites' identities as a string constant.
+
+Matching (which nodes) is the native config's job; this module only reads facts off the
+graph and rewrites it, in the style of Inductor's own small passes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import operator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._probe_op import (
+    NEEDS_MUTABLE_TOKEN,
+    PROBE_OPS,
+    probe_group_op,
+    probe_group_token_op,
+)
+from torch_cudagraph_debug._torch_bridge import dtype_name
+
+# Set by the tcgd backend around each graph's compilation (it knows whether Inductor is
+# compiling a forward, backward or inference graph); None under a plain torch.compile.
+GRAPH_KIND: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tcgd_graph_kind", default=None
+)
+
+# Ops whose outputs Inductor materialises in memory anyway (extern kernels, fallbacks):
+# probing them does not change what the compiled graph computes.
+_MATERIALIZED_OPS = (
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.convolution",
+    "aten._scaled_dot_product",
+    "aten._flash_attention",
+    "aten._efficient_attention",
+    "aten._scaled_mm",
+    "aten._int_mm",
+)
+
+
+@dataclass
+class GraphDecisions:
+    """Everything the pass decided for one compiled graph (what ``explain`` shows)."""
+
+    graph_kind: str
+    compile_id: str | None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def selected(self) -> list[dict[str, Any]]:
+        return [d for d in self.decisions if d["selected"]]
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        return [d for d in self.decisions if not d["selected"]]
+
+
+def graph_kind_of(graph: torch.fx.Graph) -> str:
+    """The kind of graph being compiled: from the backend when it told us, else from the
+    graph itself (backward graphs take tangents; a graph compiled with grad disabled is
+    an inference graph)."""
+    kind = GRAPH_KIND.get()
+    if kind is not None:
+        return kind
+    placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
+    if any(name.startswith("tangents") for name in placeholders):
+        return "backward"
+    return "forward" if torch.is_grad_enabled() else "inference"
+
+
+@contextlib.contextmanager
+def graph_kind(kind: str) -> Iterator[None]:
+    token = GRAPH_KIND.set(kind)
+    try:
+        yield
+    finally:
+        GRAPH_KIND.reset(token)
+
+
+def _compile_id() -> str | None:
+    with contextlib.suppress(Exception):
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        return None if compile_id is None else str(compile_id)
+    return None
+
+
+def _tensor_of(node: torch.fx.Node) -> torch.Tensor | None:
+    val = node.meta.get("val")
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    target = node.target
+    if target is operator.getitem and node.args and isinstance(node.args[0], torch.fx.Node):
+        return f"{_op_name(node.args[0])}[{node.args[1]}]"
+    return (
+        str(target)
+        if isinstance(target, torch._ops.OpOverload)
+        else getattr(target, "__name__", str(target))
+    )
+
+
+def _module_path(node: torch.fx.Node) -> str | None:
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
+    if not stack:
+        return None
+    innermost = list(stack.values())[-1]
+    return innermost[0] if isinstance(innermost, tuple | list) else str(innermost)
+
+
+def _numel(t: torch.Tensor) -> int | None:
+    try:
+        return int(t.numel())
+    except Exception:  # symbolic sizes: unknown until run time
+        return None
+
+
+def node_facts(node: torch.fx.Node, kind: str) -> dict[str, Any]:
+    """What the selection needs to know about one node."""
+    t = _tensor_of(node)
+    return {
+        "graph_kind": kind,
+        "node_name": node.name,
+        "op": _op_name(node),
+        "module_path": _module_path(node),
+        "stack_trace": node.meta.get("stack_trace"),
+        "dtype": dtype_name(t.dtype) if t is not None else None,
+        "numel": _numel(t) if t is not None else None,
+        "is_tensor": t is not None and t.layout is torch.strided,
+    }
+
+
+def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [n for n in graph.nodes if n.op == "call_function" and n.target not in PROBE_OPS]
+
+
+# Values one probe op takes at most (one summary launch on the device).
+GROUP_LIMIT = 16
+# Bytes of values a probe group may keep alive past their last use (see group_sites).
+GROUP_EXTENSION = 16 << 20
+
+
+# Ops whose output shares its input's memory although their schemas do not say so
+# (linear on 3-d inputs ends in `_unsafe_view`, a reshape of a contiguous value is a view).
+_ALIASING_OPS = ("aten._unsafe_view", "aten.reshape", "aten.alias")
+
+
+def _aliases_input(node: torch.fx.Node) -> bool:
+    target = node.target
+    return (
+        target is operator.getitem
+        or getattr(target, "is_view", False)
+        or _op_name(node).startswith(_ALIASING_OPS)
+    )
+
+
+def _last_use(node: torch.fx.Node, position: dict[torch.fx.Node, int]) -> int:
+    """Position of the last node that reads `node`'s memory, through views of it."""
+    last = position[node]
+    stack, seen = [node], {node}
+    while stack:
+        for user in stack.pop().users:
+            if user in seen or user.target in PROBE_OPS:
+                continue
+            seen.add(user)
+            last = max(last, position.get(user, last))
+            if _aliases_input(user):
+                stack.append(user)
+    return last
+
+
+def _nbytes(node: torch.fx.Node) -> int | None:
+    t = _tensor_of(node)
+    numel = _numel(t) if t is not None else None
+    return None if numel is None else numel * t.element_size()
+
+
+def group_sites(
+    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int = GROUP_EXTENSION
+) -> list[list[torch.fx.Node]]:
+    """Groups selected nodes (graph order) so one probe op after a group's last node takes
+    them all. A value whose last use comes before that point is kept alive until it (the
+    probe op reads it): at most `extension_budget` bytes of such values per group, so the
+    graph's memory grows by a bounded amount, never its results."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    last_use = {n: _last_use(n, position) for n in selected}
+    groups: list[list[torch.fx.Node]] = []
+    for node in selected:
+        current = groups[-1] if groups else None
+        if current is not None and len(current) < GROUP_LIMIT:
+            same_device = _tensor_of(current[0]).device == _tensor_of(node).device
+            extended = [m for m in current if last_use[m] <= position[node]]
+            sizes = [_nbytes(m) for m in extended]
+            if same_device and None not in sizes and sum(sizes) <= extension_budget:
+                current.append(node)
+                continue
+        groups.append([node])
+    return groups
+
+
+def _token_for(graph: torch.fx.Graph, like: torch.Tensor) -> torch.fx.Node:
+    """A one-element constant of the graph module that the token variant of the probe op
+    "mutates" (it never writes it), one per device, read through a get_attr node."""
+    module = graph.owning_module
+    device = like.device
+    name = f"_tcgd_probe_token_{device.type}_{device.index or 0}"
+    if not hasattr(module, name):
+        # A real tensor even when a fake mode is active around the pass (torch 2.6 runs
+        # the differential reference's post-grad passes so): the graph runs with it.
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():
+            token = torch.zeros(1, device=device)
+        module.register_buffer(name, token, persistent=False)
+    existing = next((n for n in graph.nodes if n.op == "get_attr" and n.target == name), None)
+    if existing is not None:
+        return existing
+    with graph.inserting_before(next(iter(graph.nodes))):
+        node = graph.get_attr(name)
+    # Passes after ours propagate fake tensors: the token's value must be one too.
+    fake_mode = getattr(like, "fake_mode", None)
+    real = getattr(module, name)
+    node.meta["val"] = fake_mode.from_tensor(real) if fake_mode is not None else real
+    return node
+
+
+def _materialized_anyway(node: torch.fx.Node) -> bool:
+    """Whether Inductor keeps this value in memory without a probe: an extern kernel's
+    output or input, or a value the graph returns. Otherwise a probe forces it out of a fused
+    kernel, which can change the rounding of what follows (the observer effect)."""
+    if _op_name(node).startswith(_MATERIALIZED_OPS):
+        return True
+    return any(
+        user.op == "output"
+        or (user.op == "call_function" and _op_name(user).startswith(_MATERIALIZED_OPS))
+        for user in node.users
+    )
+
+
+def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -> dict[str, Any]:
+    module = decision.get("module_path") or ""
+    return {
+        "site_id": f"{kind}/{module or '-'}/{node.name}",
+        "graph_kind": kind,
+        "node_name": node.name,
+        "aten_op": decision["op"],
+        "module_path": module or None,
+        "source_location": decision.get("source_location"),
+        "compile_id": _compile_id(),
+        "materialized_by_probe": not _materialized_anyway(node),
+        "actions": decision.get("actions", ["record"]),
+    }
+
+
+class ProbeInsertionPass(CustomGraphPass):
+    """Inserts ``tcgd::probe_group`` calls covering every node the config selects.
+
+    ``uuid()`` covers the config text, the package version and this pass's source, so the
+    FX graph cache serves a graph only to the same probes (and recompiles when they
+    change)."""
+
+    def __init__(
+        self,
+        config: _native.ProbeConfig,
+        probe_key: str,
+        on_graph: Callable[[GraphDecisions], None] | None = None,
+    ):
+        self.config = config
+        self.probe_key = probe_key
+        self.on_graph = on_graph
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProbeInsertionPass:
+        # Inductor deep-copies its config when it snapshots it; the pass is a handle to
+        # the session that records, and a copy must still report to it.
+        return self
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        kind = graph_kind_of(graph)
+        candidates = _candidates(graph)
+        facts = [node_facts(n, kind) for n in candidates]
+        decisions = json.loads(self.config.select(json.dumps(facts)))
+        record = GraphDecisions(kind, _compile_id())
+        sites: dict[torch.fx.Node, dict[str, Any]] = {}
+        for node, decision in zip(candidates, decisions, strict=True):
+            if decision["selected"]:
+                site = site_description(node, decision, kind)
+                decision["site"] = site
+                sites[node] = site
+            record.decisions.append(decision)
+        for group in group_sites(graph, list(sites)):
+            text = json.dumps([sites[n] for n in group], sort_keys=True)
+            args = (list(group), self.probe_key, text)
+            with graph.inserting_after(group[-1]):
+                if NEEDS_MUTABLE_TOKEN:
+                    token = _token_for(graph, _tensor_of(group[0]))
+                    probe = graph.call_function(probe_group_token_op, (token, *args))
+                else:
+                    probe = graph.call_function(probe_group_op, args)
+            probe.meta["val"] = None
+        if self.on_graph is not None:
+            self.on_graph(record)
+
+    def uuid(self) -> bytes:
+        sources = tuple(sorted(str(p) for p in Path(__file__).parent.glob("*.py")))
+        return b"|".join(
+            [
+                self.config.digest.encode(),
+                self.probe_key.encode(),
+                _native.__version__.encode(),
+                get_hash_for_files(sources),
+            ]
+        )
+
+
+class ChainedPass(CustomGraphPass):
+    """Runs a pass the user already installed, then ours: never replace theirs."""
+
+    def __init__(self, first: Callable[[torch.fx.Graph], None], second: ProbeInsertionPass):
+        self.first = first
+        self.second = second
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ChainedPass:
+        return self  # see ProbeInsertionPass.__deepcopy__
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        self.first(graph)
+        self.second(graph)
+
+    def uuid(self) -> Any:
+        first = self.first.uuid() if isinstance(self.first, CustomGraphPass) else None
+        if first is None:
+            return None  # an uncacheable user pass keeps the graph uncacheable
+        return repr((first, self.second.uuid())).encode()
