@@ -14,6 +14,13 @@ from torch_cudagraph_debug.errors import (
     TensorOwnershipError,
     TensorPayloadUnavailableError,
 )
+from torch_cudagraph_debug.tensor_debug.actions import (
+    CheckAction,
+    PrintAction,
+    RecordAction,
+    TensorExpected,
+    TensorExpectedValue,
+)
 from torch_cudagraph_debug.tensor_debug.compare import (
     ComparisonCounts,
     ComparisonIssue,
@@ -39,18 +46,7 @@ from torch_cudagraph_debug.tensor_debug.compare import (
     compare_snapshots,
 )
 from torch_cudagraph_debug.tensor_debug.group import TensorRunGroup, TensorRunGroupMember
-from torch_cudagraph_debug.tensor_debug.probe import (
-    CheckAction,
-    CheckFailure,
-    CheckStatus,
-    PrintAction,
-    RecordAction,
-    TensorCheckStatus,
-    TensorExpected,
-    TensorExpectedValue,
-    TensorProbe,
-    TensorProbeSnapshot,
-)
+from torch_cudagraph_debug.tensor_debug.probe import TensorProbe
 from torch_cudagraph_debug.tensor_debug.recorder import TensorRecorder
 from torch_cudagraph_debug.tensor_debug.run import (
     AnomalyKind,
@@ -60,6 +56,12 @@ from torch_cudagraph_debug.tensor_debug.run import (
     TensorRun,
     TensorSite,
     TensorSummary,
+)
+from torch_cudagraph_debug.tensor_debug.snapshot import (
+    CheckFailure,
+    CheckStatus,
+    TensorCheckStatus,
+    TensorProbeSnapshot,
 )
 from torch_cudagraph_debug.tensor_debug.tensorboard import (
     export_snapshots_to_tensorboard,

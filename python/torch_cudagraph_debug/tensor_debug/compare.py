@@ -17,7 +17,6 @@ from typing import Any, Literal
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import dtype_name, host_bytes
 from torch_cudagraph_debug.errors import ComparisonFailedError, InvalidInputError
-from torch_cudagraph_debug.tensor_debug.probe import TensorProbeSnapshot
 from torch_cudagraph_debug.tensor_debug.run import (
     TensorObservation,
     TensorPoint,
@@ -25,6 +24,7 @@ from torch_cudagraph_debug.tensor_debug.run import (
     TensorSite,
     TensorSummary,
 )
+from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 Status = Literal["match", "mismatch", "inconclusive"]
 ProgressCallback = Callable[[int, int, str], None]

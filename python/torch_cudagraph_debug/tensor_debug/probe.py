@@ -8,14 +8,12 @@ native runtime; this module keeps identity, validation and the user-facing objec
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import time
-import types
 import uuid
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.utils.hooks
@@ -39,324 +37,28 @@ from torch_cudagraph_debug.errors import (
     TensorOwnershipError,
     WrongDeviceError,
 )
+from torch_cudagraph_debug.tensor_debug.actions import (
+    Action,
+    CheckAction,
+    PrintAction,
+    RecordAction,
+)
+from torch_cudagraph_debug.tensor_debug.compare import compare_snapshots
 from torch_cudagraph_debug.tensor_debug.run import (
-    ObservationSet,
     TensorObservation,
-    TensorObservationKey,
     TensorSummary,
+)
+from torch_cudagraph_debug.tensor_debug.snapshot import (
+    CheckFailure,
+    TensorCheckStatus,
+    TensorProbeSnapshot,
 )
 
 if TYPE_CHECKING:
-    import numpy
+    pass
 
 When = Literal["capture", "always"]
-# Ring depth limit: the rings take depth x the observed bytes of device memory.
-MAX_HISTORY = 1024
 SyncArg = bool | torch.cuda.Stream | torch.device | None
-
-
-# --------------------------------------------------------------------------- actions
-def _check_bool(owner: str, name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{owner}.{name} must be a bool, got {value!r}")
-
-
-def _check_count(owner: str, name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInputError(f"{owner}.{name} must be an integer >= 1, got {value!r}")
-
-
-@dataclass(frozen=True)
-class RecordAction:
-    """Keep the latest value of every observation (read it with ``snapshot()``).
-
-    ``history=N`` (captured observations only) also keeps the values of the last N replays
-    on the device, in a ring per observation tagged with the replay index, read with
-    ``TensorProbe.history()``. A failing ``CheckAction`` of the same probe (or
-    ``TensorProbe.freeze_history()``) freezes the rings at that replay: they then hold the
-    N replays up to and including it, however many replays follow (a flight recorder).
-    Each replay costs one extra device copy launch per 16 observations.
-    """
-
-    enabled: bool = True
-    history: int = 0
-
-    def __post_init__(self) -> None:
-        _check_bool("RecordAction", "enabled", self.enabled)
-        if (
-            not isinstance(self.history, int)
-            or isinstance(self.history, bool)
-            or not 0 <= self.history <= MAX_HISTORY
-        ):
-            raise InvalidInputError(
-                f"RecordAction.history must be an integer from 0 to {MAX_HISTORY}, "
-                f"got {self.history!r}"
-            )
-
-
-@dataclass(frozen=True)
-class PrintAction:
-    """Print observed values from a host function during replay.
-
-    Each printing replay costs a device-to-host copy of the value and a host round trip
-    that the stream waits for: use it at a few sites, not everywhere. Output goes to the
-    process's standard output (file descriptor 1), not through ``sys.stdout``.
-    """
-
-    max_items: int = 16
-    every: int = 1
-    summary: bool = True
-    enabled: bool = True
-
-    def __post_init__(self) -> None:
-        _check_count("PrintAction", "max_items", self.max_items)
-        _check_count("PrintAction", "every", self.every)
-        _check_bool("PrintAction", "summary", self.summary)
-        _check_bool("PrintAction", "enabled", self.enabled)
-
-
-#: One expected value of a ``CheckAction``: a CPU tensor or a NumPy array.
-TensorExpectedValue: TypeAlias = "torch.Tensor | numpy.ndarray"
-#: What ``CheckAction.expected`` takes: one value (for capture order 0), values in capture
-#: order, or values keyed by ``TensorObservationKey(name, invocation_index)``.
-TensorExpected: TypeAlias = (
-    "TensorExpectedValue | Sequence[TensorExpectedValue] "
-    "| Mapping[TensorObservationKey, TensorExpectedValue]"
-)
-ExpectedValues = TensorExpected
-
-
-@dataclass(frozen=True)
-class CheckAction:
-    """Check observed values against expected ones on every replay, on the host.
-
-    ``expected``: a sequence of CPU tensors (or arrays) in capture order, or a mapping
-    keyed by ``TensorObservationKey(name, invocation_index)`` (observations it leaves out
-    are not checked). A single tensor is a sequence of one: it is the expected value of
-    capture order 0 only, never broadcast to later calls. Each value must have the
-    observed value's shape.
-    Finite values pass when ``|a - e| <= atol + rtol * |e|``; infinities must match exactly;
-    NaN passes only with ``equal_nan``; integers compare exactly over their whole range.
-    The first failure is kept (replay, name, element, both values): ``check_status()``.
-    """
-
-    expected: ExpectedValues
-    rtol: float = 1e-5
-    atol: float = 1e-8
-    equal_nan: bool = False
-    enabled: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("rtol", "atol"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise InvalidInputError(f"CheckAction.{name} must be a number >= 0, got {value!r}")
-        _check_bool("CheckAction", "equal_nan", self.equal_nan)
-        _check_bool("CheckAction", "enabled", self.enabled)
-        expected = self.expected
-        if isinstance(expected, Mapping):
-            for key in expected:
-                if (
-                    not isinstance(key, tuple)
-                    or len(key) != 2
-                    or not isinstance(key[0], str)
-                    or not isinstance(key[1], int)
-                    or isinstance(key[1], bool)
-                ):
-                    raise InvalidInputError(
-                        "CheckAction.expected mapping keys must be "
-                        f"TensorObservationKey(name, invocation_index), got {key!r}"
-                    )
-            values = list(expected.values())
-        elif isinstance(expected, Sequence) and not isinstance(expected, torch.Tensor):
-            values = list(expected)
-        else:
-            values = [expected]
-        # Caught here rather than at the capture, where an error aborts the capture.
-        for value in values:
-            if isinstance(value, torch.Tensor) and value.device.type != "cpu":
-                raise InvalidInputError(
-                    f"CheckAction expected values must be CPU tensors or arrays, got one on "
-                    f"{value.device}; pass value.cpu()"
-                )
-
-    def expected_for(self, name: str, invocation: int, order: int) -> torch.Tensor | None:
-        """The expected value of one observation; ``None`` when a mapping leaves it out
-        (that observation is not checked)."""
-        expected = self.expected
-        if isinstance(expected, Mapping):
-            if (name, invocation) not in expected:
-                return None
-            expected = expected[(name, invocation)]
-        else:
-            if not isinstance(expected, Sequence) or isinstance(expected, torch.Tensor):
-                expected = (expected,)
-            if order >= len(expected):
-                raise InvalidInputError(
-                    f"CheckAction lists {len(expected)} expected values in capture order; "
-                    f"observation {order} ({name!r}) has none. Use a mapping keyed by "
-                    "(name, invocation_index) to check only some observations"
-                )
-            expected = expected[order]
-        value = torch.as_tensor(expected)
-        if value.device.type != "cpu":
-            raise InvalidInputError("CheckAction expected values must be CPU tensors or arrays")
-        return value.contiguous()
-
-
-Action = RecordAction | PrintAction | CheckAction
-
-
-# --------------------------------------------------------------------------- results
-@dataclass(frozen=True)
-class CheckFailure:
-    replay_index: int
-    name: str
-    invocation_index: int
-    element: tuple[int, ...]
-    actual: str
-    expected: str
-
-
-@dataclass(frozen=True)
-class TensorCheckStatus:
-    """The sticky state of a probe's checks. ``ok`` until the first mismatch; then
-    ``replay_index``, ``order`` (global capture order), ``name`` and
-    ``invocation_index`` say where it was and ``message`` describes it. A status without
-    a mismatch has ``replay_index=0``, ``order=-1``, ``name=None`` and
-    ``invocation_index=-1``. Beyond the reference design: ``evaluations`` and
-    ``failures`` count every check so far, and ``first_failure`` has the element and
-    both values."""
-
-    ok: bool
-    message: str
-    replay_index: int
-    order: int
-    name: str | None
-    invocation_index: int
-    evaluations: int = 0
-    failures: int = 0
-    first_failure: CheckFailure | None = None
-
-    @property
-    def key(self) -> TensorObservationKey | None:
-        """The mismatching observation's key; ``None`` while ``ok``."""
-        if self.name is None:
-            return None
-        return TensorObservationKey(self.name, self.invocation_index)
-
-
-#: The earlier name of ``TensorCheckStatus``.
-CheckStatus = TensorCheckStatus
-
-
-class EpochTime(float):
-    """Seconds since the epoch, as a ``float``. ``isoformat()`` and ``timestamp()`` are
-    there too, so code written for a ``datetime`` keeps working."""
-
-    def timestamp(self) -> float:
-        return float(self)
-
-    def isoformat(self) -> str:
-        return self.datetime().isoformat()
-
-    def datetime(self) -> _dt.datetime:
-        return _dt.datetime.fromtimestamp(float(self), _dt.timezone.utc)
-
-
-@dataclass(frozen=True)
-class TensorProbeSnapshot(ObservationSet):
-    """Every observation of a probe as of one moment (after a replay, or eagerly).
-
-    ``probe_id`` is the probe's ownership token (``TensorProbe.compare`` checks it);
-    ``eager_overwrites`` holds ``(name, count)`` for an eager snapshot: how many times
-    each name's one slot was re-sampled in place (empty for a captured probe)."""
-
-    probe_id: str
-    probe_name: str
-    snapshot_index: int
-    replay_index: int
-    timestamp: float
-    observations: tuple[TensorObservation, ...]
-    eager_overwrites: tuple[tuple[str, int], ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.timestamp, EpochTime):
-            object.__setattr__(self, "timestamp", EpochTime(self.timestamp))
-        pairs = tuple((name, count) for name, count in self.eager_overwrites)
-        object.__setattr__(self, "eager_overwrites", pairs)
-        if not pairs:
-            return
-        if self.replay_index != 0:
-            raise InvalidInputError(
-                "eager_overwrites belong to an eager snapshot (replay_index 0); this one "
-                f"is of replay {self.replay_index}"
-            )
-        names = [name for name, _ in pairs]
-        if len(set(names)) != len(names):
-            raise InvalidInputError(f"eager_overwrites names a name twice: {names}")
-        for name, count in pairs:
-            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                raise InvalidInputError(
-                    f"eager_overwrites[{name!r}] must be an integer >= 0, got {count!r}"
-                )
-            invocations = [o.invocation_index for o in self.observations if o.name == name]
-            if invocations != [0]:
-                raise InvalidInputError(
-                    f"eager_overwrites names {name!r}, which must have exactly one "
-                    f"observation, of invocation 0, in the snapshot; it has {invocations}"
-                )
-
-    def _describe(self) -> str:
-        return f"snapshot {self.snapshot_index} of probe {self.probe_name!r}"
-
-    @property
-    def eager_overwrite_counts(self) -> Mapping[str, int]:
-        """``eager_overwrites`` as a read-only mapping from name to count."""
-        return types.MappingProxyType(dict(self.eager_overwrites))
-
-    @property
-    def overwrite_counts(self) -> dict[tuple[str, int], int]:
-        """The earlier form of ``eager_overwrites``, keyed by ``(name, 0)``."""
-        return {(name, 0): count for name, count in self.eager_overwrites}
-
-    def observation(self, name: str | None = None, invocation_index: int = 0) -> TensorObservation:
-        """The observation ``(name, invocation_index)``; ``name`` defaults to the probe's."""
-        return super().observation(self.probe_name if name is None else name, invocation_index)
-
-    def tensor(self, name: str | None = None, invocation_index: int = 0) -> torch.Tensor:
-        """A CPU copy of the observation's value; ``name`` defaults to the probe's."""
-        return self.observation(name, invocation_index).tensor()
-
-    def descriptor(self) -> dict[str, Any]:
-        """The snapshot's identity and every observation's metadata and summary (no
-        values), as JSON-ready data."""
-        return {
-            "probe_id": self.probe_id,
-            "probe_name": self.probe_name,
-            "snapshot_index": self.snapshot_index,
-            "replay_index": self.replay_index,
-            "timestamp": float(self.timestamp),
-            "eager_overwrites": [list(pair) for pair in self.eager_overwrites],
-            "observations": [_descriptor(o) for o in self.observations],
-        }
-
-
-def _descriptor(observation: TensorObservation) -> dict[str, Any]:
-    summary = observation.summary
-    return {
-        "order": observation.order,
-        "name": observation.name,
-        "invocation_index": observation.invocation_index,
-        "shape": list(observation.shape),
-        "stride": list(observation.stride),
-        "dtype": dtype_name(observation.dtype),
-        "source_device": observation.source_device,
-        "payload": observation.payload,
-        "nbytes": observation.nbytes,
-        "digest": observation.digest,
-        "summary": {f: getattr(summary, f) for f in summary.__dataclass_fields__},
-    }
 
 
 # --------------------------------------------------------------------------- the probe
@@ -972,7 +674,6 @@ class TensorProbe:
         """Compares two snapshots of this probe, the earlier one (by ``snapshot_index``;
         two of one replay are fine) as ``ref``; returns what ``compare_snapshots`` does.
         A snapshot of another probe raises ``TensorOwnershipError``."""
-        from torch_cudagraph_debug.tensor_debug.compare import compare_snapshots
 
         for what, snap in (("ref", ref), ("cand", cand)):
             if not isinstance(snap, TensorProbeSnapshot):

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from torch_cudagraph_debug.errors import InvalidInputError, MissingDependencyError
-from torch_cudagraph_debug.tensor_debug.probe import TensorProbeSnapshot
 from torch_cudagraph_debug.tensor_debug.run import TensorObservation, TensorPoint, TensorRun
+from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 Source = TensorRun | TensorPoint | TensorProbeSnapshot | Iterable[TensorProbeSnapshot]
 
