@@ -3,7 +3,8 @@
 
 ``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes (see
 ``docs/cli.md``): 0 match (or report produced), 1 mismatch, 3 inconclusive, 2 error, 130
-interrupted, 141 standard output closed early.
+interrupted, 141 standard output closed early; ``tcgd-tensor`` keeps the reference design's
+statuses, where inconclusive is 1 like a mismatch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
+from torch_cudagraph_debug.cli._exit import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OUTPUT_CLOSED,
+    REFERENCE_EXIT_FOR_STATUS,
+)
 
 DEBUG_VARIABLE = "TCGD_DEBUG"
 
@@ -25,6 +31,15 @@ _DESCRIPTION = (
 )
 _EPILOG = (
     "exit codes: 0 match (or report printed), 1 mismatch, 3 inconclusive, 2 error, "
+    f"130 interrupted, 141 output closed early. Errors are one line on stderr; set "
+    f"{DEBUG_VARIABLE}=1 to see the traceback of an unexpected one."
+)
+
+
+# `tcgd-tensor` answers with the reference design's statuses: inconclusive is 1, like a
+# mismatch (`tcgd tensor` says 3).
+_TENSOR_EPILOG = (
+    "exit codes: 0 match (or report printed), 1 mismatch or inconclusive, 2 error, "
     f"130 interrupted, 141 output closed early. Errors are one line on stderr; set "
     f"{DEBUG_VARIABLE}=1 to see the traceback of an unexpected one."
 )
@@ -165,11 +180,12 @@ def _tensor_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="tcgd-tensor",
-        description="Summarise tensor runs and compare their points (alias of tcgd tensor).",
-        epilog=_EPILOG,
+        description="Summarise tensor runs and compare their points (tcgd tensor, with the "
+        "reference design's exit codes).",
+        epilog=_TENSOR_EPILOG,
     )
     _add_version(parser)
-    tensor.add_commands(parser)
+    tensor.add_commands(parser, exit_codes=REFERENCE_EXIT_FOR_STATUS)
     return parser
 
 

@@ -1,5 +1,5 @@
 """The exit codes of every command (``tcgd``, ``tcgd-tensor``, ``tcgd-memory``), defined once
-here so that no command can drift from the table in ``docs/cli.md``."""
+here so that no command can drift from the tables in ``docs/cli.md``."""
 
 from __future__ import annotations
 
@@ -14,3 +14,11 @@ EXIT_OUTPUT_CLOSED = 141
 
 # A comparison's status (`Comparison.status`) as the exit code of the command that ran it.
 EXIT_FOR_STATUS = {"match": EXIT_OK, "mismatch": EXIT_MISMATCH, "inconclusive": EXIT_INCONCLUSIVE}
+# `tcgd-tensor` keeps the reference design's three statuses, which scripts written for it
+# test: an inconclusive comparison proved nothing, so it fails like a mismatch. `tcgd tensor`
+# tells the two apart (3).
+REFERENCE_EXIT_FOR_STATUS = {
+    "match": EXIT_OK,
+    "mismatch": EXIT_MISMATCH,
+    "inconclusive": EXIT_MISMATCH,
+}

@@ -1,12 +1,20 @@
-"""`tcgd tensor ...` commands, and the top-level `tcgd query`.
+"""`tcgd tensor ...` commands (also `tcgd-tensor ...`), and the top-level `tcgd query`.
 
-Comparisons print the native text report (or, with ``--json``, the complete JSON report)
-and exit 0 on match, 1 on mismatch, 3 when inconclusive; errors exit 2 (see ``docs/cli.md``).
+Comparisons print the native text report (or, with ``--json``, the complete JSON report).
+Under `tcgd tensor` they exit 0 on match, 1 on mismatch, 3 when inconclusive; under
+`tcgd-tensor`, 0 on match and 1 on mismatch or inconclusive, as the reference design's
+command does. Errors exit 2 either way (see ``docs/cli.md``).
+
+Both spellings of the reference design's commands are accepted: `compare-points REF [CAND]
+--reference-point L --candidate-point L` as well as `compare-points ROOT REF_POINT
+CAND_POINT`, `--output` as well as `--report`, `--promote-dtypes` as well as
+`--dtype-policy promote`, and so on; each alias sets the same option as its twin.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -15,7 +23,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from torch_cudagraph_debug.cli._exit import EXIT_ERROR, EXIT_FOR_STATUS, EXIT_MISMATCH, EXIT_OK
+from torch_cudagraph_debug.cli._exit import (
+    EXIT_ERROR,
+    EXIT_FOR_STATUS,
+    EXIT_MISMATCH,
+    EXIT_OK,
+)
 
 
 # ------------------------------------------------------------------------ shared options
@@ -26,14 +39,37 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
     group.add_argument("--equal-nan", action="store_true", help="NaN matches NaN")
     group.add_argument("--dtype-policy", choices=("strict", "promote"), default="strict")
+    group.add_argument(
+        "--promote-dtypes",
+        dest="dtype_policy",
+        action="store_const",
+        const="promote",
+        help="compare the values of different dtypes (same as --dtype-policy promote)",
+    )
     group.add_argument("--layout-policy", choices=("strict", "ignore"), default="strict")
+    group.add_argument(
+        "--ignore-layout",
+        dest="layout_policy",
+        action="store_const",
+        const="ignore",
+        help="do not compare strides (same as --layout-policy ignore)",
+    )
     output = parser.add_argument_group("output")
     output.add_argument(
         "--limit", type=int, default=20, help="rows per table in the text report (20)"
     )
+    output.add_argument(
+        "--only-changed",
+        action="store_true",
+        help="leave rows that match out of the printed text report",
+    )
     output.add_argument("--json", action="store_true", help="print the complete JSON report")
     output.add_argument(
-        "--report", metavar="DIR", help="also write report.txt/.json/.html and CSV tables"
+        "--output",
+        "--report",
+        dest="report",
+        metavar="DIR",
+        help="also write report.txt/.json/.html and CSV tables into DIR",
     )
     output.add_argument(
         "--overwrite", action="store_true", help="replace the report files in a non-empty DIR"
@@ -48,6 +84,14 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
 def _mapping_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("point pairing")
     pairing = group.add_mutually_exclusive_group()
+    pairing.add_argument(
+        "--point-map",
+        action="append",
+        metavar="REF=CAND",
+        help="pair point REF of the reference with point CAND of the candidate; the other "
+        "points still pair by label, and points left without a partner are reported; "
+        "repeat for more pairs",
+    )
     pairing.add_argument(
         "--map",
         action="append",
@@ -135,20 +179,90 @@ def _point_key(text: str) -> str | int:
     return text
 
 
-def _mapping(args: argparse.Namespace) -> Any:
+def _pairs(items: Sequence[str], flag: str) -> list[tuple[str | int, str | int]]:
     from torch_cudagraph_debug.errors import InvalidInputError
 
-    if args.by_index:
-        return "index"
-    if not args.map:
-        return None
     pairs = []
-    for item in args.map:
+    for item in items:
         ref, sep, cand = item.partition("=")
         if not sep or not ref or not cand:
-            raise InvalidInputError(f"--map takes REF=CAND, got {item!r}")
+            raise InvalidInputError(f"{flag} takes REF=CAND, got {item!r}")
         pairs.append((_point_key(ref), _point_key(cand)))
     return pairs
+
+
+# What `--point-map` needs of each side: its point labels in order, and whether it finished.
+Labels = tuple[tuple[str, ...], bool]
+
+
+def _mapping(
+    args: argparse.Namespace, sides: Callable[[], tuple[Labels, Labels]] | None = None
+) -> tuple[Any, dict[str, list[str]]]:
+    """The `point_mapping` the comparison takes, and (for `--point-map`) the labels of
+    each side that were left without a partner."""
+    if args.by_index:
+        return "index", {}
+    if args.map:
+        return _pairs(args.map, "--map"), {}
+    if getattr(args, "point_map", None) and sides is not None:
+        (ref_labels, _), (cand_labels, _) = sides()
+        return _label_pairs(_pairs(args.point_map, "--point-map"), ref_labels, cand_labels)
+    return None, {}
+
+
+def _label_of(key: str | int, labels: Sequence[str], side: str) -> str:
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    if isinstance(key, int):
+        if -len(labels) <= key < len(labels):
+            return labels[key]
+    elif key in labels:
+        return key
+    shown = f"#{key}" if isinstance(key, int) else repr(key)
+    raise InvalidInputError(
+        f"--point-map: the {side} run has no point {shown}; its labels are {list(labels)}"
+    )
+
+
+def _label_pairs(
+    explicit: Sequence[tuple[str | int, str | int]],
+    ref_labels: Sequence[str],
+    cand_labels: Sequence[str],
+) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """`--point-map` as the reference design means it: the given pairs, then every other
+    label present on both sides paired with itself, in reference order. The comparison API
+    compares exactly the pairs it is given, so the labels covered by neither are returned
+    for the caller to report (they would otherwise go unnoticed)."""
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    mapped: dict[str, str] = {}
+    for ref, cand in explicit:
+        ref_label = _label_of(ref, ref_labels, "reference")
+        cand_label = _label_of(cand, cand_labels, "candidate")
+        if ref_label in mapped:
+            raise InvalidInputError(f"--point-map pairs reference point {ref_label!r} twice")
+        if cand_label in mapped.values():
+            raise InvalidInputError(f"--point-map pairs candidate point {cand_label!r} twice")
+        mapped[ref_label] = cand_label
+    targets = set(mapped.values())
+    cand_set = set(cand_labels)
+    pairs: list[tuple[str, str]] = []
+    ref_only: list[str] = []
+    for label in ref_labels:
+        if label in mapped:
+            pairs.append((label, mapped[label]))
+        elif label in cand_set and label not in targets:
+            pairs.append((label, label))
+        else:
+            ref_only.append(label)
+    paired = {cand for _, cand in pairs}
+    cand_only = [label for label in cand_labels if label not in paired]
+    unpaired = {
+        side: labels
+        for side, labels in (("reference", ref_only), ("candidate", cand_only))
+        if labels
+    }
+    return pairs, unpaired
 
 
 def _point(run: Any, key: str) -> Any:
@@ -193,14 +307,99 @@ def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | Non
     return show
 
 
-def _finish(result: Any, args: argparse.Namespace) -> int:
+def _exit_code(args: argparse.Namespace, status: str) -> int:
+    """`tcgd-tensor` sets `exit_codes` to the reference design's statuses; `tcgd tensor`
+    keeps its own (inconclusive is 3)."""
+    codes: dict[str, int] = getattr(args, "exit_codes", EXIT_FOR_STATUS)
+    return codes[status]
+
+
+# Severity of a comparison's status, for combining it with what `--point-map` left unpaired.
+_SEVERITY = {"match": 0, "inconclusive": 1, "mismatch": 2}
+
+
+def _unpaired_status(
+    unpaired: dict[str, list[str]], sides: Callable[[], tuple[Labels, Labels]] | None
+) -> str | None:
+    """What points without a partner make of a comparison: a mismatch, or inconclusive when
+    only the run that lacks them stopped early (they may be its crash tail)."""
+    if not unpaired or sides is None:
+        return None
+    (_, ref_complete), (_, cand_complete) = sides()
+    lacking_complete = {"reference": cand_complete, "candidate": ref_complete}
+    if all(not lacking_complete[side] for side in unpaired):
+        return "inconclusive"
+    return "mismatch"
+
+
+def _finish(
+    result: Any,
+    args: argparse.Namespace,
+    unpaired: dict[str, list[str]] | None = None,
+    sides: Callable[[], tuple[Labels, Labels]] | None = None,
+) -> int:
     if args.report:
         result.write(args.report, overwrite=args.overwrite)
     if args.json:
         print(result.to_json())
     else:
-        print(result.to_text(args.limit), end="")
-    return EXIT_FOR_STATUS[result.status]
+        text = result.to_text(args.limit)
+        print(_without_matching_rows(text) if args.only_changed else text, end="")
+    status = result.status
+    extra = _unpaired_status(unpaired or {}, sides)
+    if extra is not None and unpaired:
+        if _SEVERITY[extra] > _SEVERITY[status]:
+            status = extra
+        found = "; ".join(f"{side} only: {labels}" for side, labels in unpaired.items())
+        # The comparison compared the pairs it was given; these points are part of the
+        # verdict all the same, so they are named where the report is read.
+        print(
+            f"tcgd: warning: --point-map left points without a partner ({found}): not "
+            f"compared, so the result is {status}",
+            file=sys.stderr,
+        )
+        if not args.json:
+            print(f"\npoints without a partner (--point-map; not compared): {found}")
+            print(f"status with them: {status.upper() if status != 'match' else status}")
+    return _exit_code(args, status)
+
+
+_STATUS_COLUMN = re.compile(r"(?<=\s)status(?=\s|$)")
+
+
+def _without_matching_rows(text: str) -> str:
+    """The text report without the rows whose status is `match` (`--only-changed`).
+
+    Every table of the report is a title line ending in `:`, a header line and aligned
+    rows up to a blank line; the header gives the column of the status. The comparison
+    results render every row, so the rows are filtered here; the header's counts stay
+    those of the whole comparison, and a line says how many rows were left out."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        header = lines[i] if i < len(lines) else ""
+        column = _STATUS_COLUMN.search(header)
+        if not (line.endswith(":") and not line.startswith(" ") and column):
+            continue
+        out.append(header)
+        i += 1
+        left_out = 0
+        while i < len(lines) and lines[i].strip():
+            row = lines[i]
+            i += 1
+            cells = row[column.start() :].split(None, 1)
+            if cells and cells[0] == "match":
+                left_out += 1
+            else:
+                out.append(row)
+        if left_out:
+            rows = "row" if left_out == 1 else "rows"
+            out.append(f"  ({left_out} matching {rows} left out: --only-changed)")
+    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------ commands
@@ -224,6 +423,7 @@ def _summary(args: argparse.Namespace) -> int:
                         "created_at": str(run.created_at),
                         "finished_at": None if run.finished_at is None else str(run.finished_at),
                         "points": len(run.points),
+                        "default_payload": run.default_payload,
                     },
                     "points": [
                         {
@@ -231,6 +431,9 @@ def _summary(args: argparse.Namespace) -> int:
                             "label": p.label,
                             "replay_index": p.replay_index,
                             "metadata": p.metadata,
+                            "observation_count": len(p.observations),
+                            "full_payloads": _payloads(p, "full"),
+                            "summary_payloads": _payloads(p, "summary"),
                             "observations": [
                                 {
                                     "order": o.order,
@@ -256,10 +459,17 @@ def _summary(args: argparse.Namespace) -> int:
     state = "complete" if run.complete else "INCOMPLETE"
     print(f"run '{run.name}' ({run.execution}, rank {run.rank} of {run.world_size}, {state})")
     print(f"  path: {run.path}")
-    print(f"  id:   {run.run_id}; created {run.created_at}; {len(run.points)} points")
+    print(f"  id:   {run.run_id}; created {run.created_at}")
+    print(f"  {len(run.points)} points; default payload {run.default_payload}")
     for p in points:
-        replay = "" if p.replay_index is None else f", replay {p.replay_index}"
-        print(f"\npoint #{p.index} '{p.label}'{replay}: {len(p.observations)} observations")
+        # A point is identified as the reference design's summary identifies it: by its
+        # replay index when it has one, else by the kind of execution that recorded it.
+        at = run.execution if p.replay_index is None else f"replay {p.replay_index}"
+        n = len(p.observations)
+        print(
+            f"\npoint #{p.index} '{p.label}' ({at}): {n} observation{'s' if n != 1 else ''} "
+            f"({_payloads(p, 'full')} full, {_payloads(p, 'summary')} summary)"
+        )
         rows = [
             ("observation", "dtype", "shape", "payload", "mean", "std", "min", "max", "nan", "inf")
         ]
@@ -285,28 +495,93 @@ def _summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _payloads(point: Any, kind: str) -> int:
+    """How many of the point's observations stored this payload kind."""
+    return sum(1 for o in point.observations if o.payload == kind)
+
+
 def _g(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _table(rows: Sequence[Sequence[str]]) -> None:
+def _table_lines(rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    for line in _table_lines(rows):
+        print(line)
+
+
+def _point_roots(args: argparse.Namespace) -> tuple[str, str, str | None, str | None]:
+    """The reference root, reference point, candidate root (None: the reference's) and
+    candidate point, from either spelling of `compare-points` / `compare-point-series`:
+    the reference design's `REF [CAND] --reference-point L [--candidate-point L]`, or
+    `ROOT REF_POINT [CAND_POINT | SERIES_ROOT]`."""
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    series = args.series
+    command = "compare-point-series" if series else "compare-points"
+    ops = list(args.operands)
+    cand_point = getattr(args, "candidate_point", None)
+    if args.reference_point is not None or cand_point is not None:
+        if args.reference_point is None or (cand_point is None and not series):
+            raise InvalidInputError(
+                f"{command} needs --reference-point LABEL"
+                + ("" if series else " and --candidate-point LABEL")
+            )
+        if len(ops) > 2:
+            raise InvalidInputError(
+                f"{command} with --reference-point takes REFERENCE [CANDIDATE], got "
+                f"{len(ops)} paths: {ops}"
+            )
+        ref_root, ref_point = ops[0], args.reference_point
+        cand_root = ops[1] if len(ops) == 2 else None
+    else:
+        wanted = (2, 3) if series else (3,)
+        if len(ops) not in wanted:
+            spelled = (
+                "REFERENCE [CANDIDATE] --reference-point LABEL, or ROOT REF_POINT [SERIES_ROOT]"
+                if series
+                else "REFERENCE [CANDIDATE] --reference-point LABEL --candidate-point LABEL, "
+                "or ROOT REF_POINT CAND_POINT"
+            )
+            raise InvalidInputError(f"{command} takes {spelled}; got {ops}")
+        ref_root, ref_point = ops[0], ops[1]
+        cand_root = None
+        if series:
+            cand_root = ops[2] if len(ops) == 3 else None
+        else:
+            cand_point = ops[2]
+    # `--candidate-run ROOT2` is this CLI's older spelling of the second path.
+    extra = getattr(args, "candidate_run", None)
+    if extra is not None:
+        if cand_root is not None and cand_root != extra:
+            raise InvalidInputError(
+                f"the candidate is given twice: {cand_root!r} and --candidate-run {extra!r}"
+            )
+        cand_root = extra
+    return ref_root, ref_point, cand_root, cand_point
 
 
 def _compare_points(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.tensor_debug import compare_points
 
-    ref_run = _load_run(args.run, *_chosen(args))
+    ref_root, ref_point, cand_root, cand_point = _point_roots(args)
+    assert cand_point is not None
+    ref_run = _load_run(ref_root, *_chosen(args))
     cand = _chosen(args, "candidate")
-    if args.candidate_run is None and cand == _chosen(args):
+    if cand_root is None and cand == _chosen(args):
         cand_run = ref_run
     else:
-        cand_run = _load_run(args.candidate_run or args.run, *cand)
+        cand_run = _load_run(cand_root or ref_root, *cand)
     result = compare_points(
-        _point(ref_run, args.ref_point),
-        _point(cand_run, args.cand_point),
+        _point(ref_run, ref_point),
+        _point(cand_run, cand_point),
         options=_options(args),
         progress=_progress(args),
     )
@@ -316,27 +591,41 @@ def _compare_points(args: argparse.Namespace) -> int:
 def _compare_runs(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.tensor_debug import compare_runs
 
+    ref, cand = _chosen(args), _chosen(args, "candidate")
+
+    # Loaded only for --point-map, and once: the labels and the verdict both need it.
+    @functools.cache
+    def sides() -> tuple[Labels, Labels]:
+        ref_run = _load_run(args.reference, *ref)
+        cand_run = _load_run(args.candidate, *cand)
+        return (tuple(ref_run.labels), ref_run.complete), (
+            tuple(cand_run.labels),
+            cand_run.complete,
+        )
+
+    mapping, unpaired = _mapping(args, sides)
     result = compare_runs(
-        _run_arg(args.reference, *_chosen(args)),
-        _run_arg(args.candidate, *_chosen(args, "candidate")),
-        point_mapping=_mapping(args),
+        _run_arg(args.reference, *ref),
+        _run_arg(args.candidate, *cand),
+        point_mapping=mapping,
         options=_options(args),
         progress=_progress(args),
     )
-    return _finish(result, args)
+    return _finish(result, args, unpaired, sides)
 
 
 def _compare_point_series(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.tensor_debug import compare_point_series
 
-    ref_run = _load_run(args.run, *_chosen(args))
+    ref_root, ref_point, series_root, _ = _point_roots(args)
+    ref_run = _load_run(ref_root, *_chosen(args))
     cand = _chosen(args, "candidate")
-    if args.series_run is None and cand == _chosen(args):
+    if series_root is None and cand == _chosen(args):
         series: Any = ref_run
     else:
-        series = _run_arg(args.series_run or args.run, *cand)
+        series = _run_arg(series_root or ref_root, *cand)
     result = compare_point_series(
-        _point(ref_run, args.ref_point),
+        _point(ref_run, ref_point),
         series,
         options=_options(args),
         progress=_progress(args),
@@ -344,49 +633,127 @@ def _compare_point_series(args: argparse.Namespace) -> int:
     return _finish(result, args)
 
 
-def _group_summary(args: argparse.Namespace) -> int:
+def _load_group(root: str, name: str | None) -> Any:
     import warnings
 
     from torch_cudagraph_debug.tensor_debug import TensorRunGroup
 
     with warnings.catch_warnings():
-        # The summary prints the warnings itself.
+        # The summary and the comparison report the group's warnings themselves.
         warnings.simplefilter("ignore")
-        group = TensorRunGroup.load(args.root, name=args.name)
+        return TensorRunGroup.load(root, name=name)
+
+
+# The files `group-summary --output` writes; with --overwrite only these are replaced.
+_GROUP_SUMMARY_FILES = ("summary.txt", "summary.json", "rank_points.csv")
+
+
+def _rank_points(group: Any) -> list[dict[str, Any]]:
+    """One row per rank and point: what the reference design's rank-point summary holds."""
+    rows = []
+    for member in group.members:
+        for point in group.run(member.rank).points:
+            rows.append(
+                {
+                    "rank": member.rank,
+                    "point_index": point.index,
+                    "point_label": point.label,
+                    "replay_index": point.replay_index,
+                    "observation_count": len(point.observations),
+                    "full_payloads": _payloads(point, "full"),
+                    "summary_payloads": _payloads(point, "summary"),
+                }
+            )
+    return rows
+
+
+def _csv_cell(value: Any) -> str:
+    """A CSV cell; text a spreadsheet would run as a formula starts with `'`, as in the
+    comparison reports' CSV (docs/comparison.md)."""
+    if value is None:
+        return ""
+    text = str(value)
+    if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + text
+    return text
+
+
+def _rank_points_csv(rows: list[dict[str, Any]]) -> str:
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    columns = list(rows[0]) if rows else ["rank", "point_index", "point_label"]
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_cell(row[c]) for c in columns])
+    return out.getvalue()
+
+
+def _group_summary_text(group: Any, root: str) -> str:
+    state = "complete" if group.complete else "INCOMPLETE"
+    lines = [
+        f"run group '{group.name}' at {root}: {len(group.members)} of "
+        f"{group.world_size} ranks, {len(group.labels)} points, {state}"
+    ]
+    rows = [("rank", "points", "complete", "path")]
+    rows += [(str(m.rank), str(len(m.labels)), str(m.complete), m.path) for m in group.members]
+    lines += _table_lines(rows)
+    lines += [f"warning: {w}" for w in group.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _group_summary(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug import _native
+
+    group = _load_group(args.root, args.name)
     summary = group.summary()
+    text = _group_summary_text(group, args.root)
+    if args.output:
+        rows = _rank_points(group)
+        files = [
+            ("summary.txt", text),
+            ("summary.json", json.dumps({**summary, "rank_points": rows}, indent=2) + "\n"),
+            ("rank_points.csv", _rank_points_csv(rows)),
+        ]
+        _native.write_report_files(
+            args.output, files, list(_GROUP_SUMMARY_FILES), bool(args.overwrite)
+        )
     if args.json:
         print(json.dumps(summary))
         return EXIT_OK
-    state = "complete" if group.complete else "INCOMPLETE"
-    print(
-        f"run group '{group.name}' at {args.root}: {len(group.members)} of "
-        f"{group.world_size} ranks, {len(group.labels)} points, {state}"
-    )
-    rows = [("rank", "points", "complete", "path")]
-    rows += [(str(m.rank), str(len(m.labels)), str(m.complete), m.path) for m in group.members]
-    _table(rows)
-    for w in group.warnings:
-        print(f"warning: {w}")
+    print(text, end="")
     return EXIT_OK
 
 
 def _compare_run_groups(args: argparse.Namespace) -> int:
     import warnings
 
-    from torch_cudagraph_debug.tensor_debug import TensorRunGroup, compare_run_groups
+    from torch_cudagraph_debug.tensor_debug import compare_run_groups
 
     cand_name = args.candidate_name if args.candidate_name is not None else args.name
+    ref_group = _load_group(args.reference, args.name)
+    cand_group = _load_group(args.candidate, cand_name)
+
+    def sides() -> tuple[Labels, Labels]:
+        return (tuple(ref_group.labels), ref_group.complete), (
+            tuple(cand_group.labels),
+            cand_group.complete,
+        )
+
+    mapping, unpaired = _mapping(args, sides)
     with warnings.catch_warnings():
         # Group warnings are part of the report.
         warnings.simplefilter("ignore")
         result = compare_run_groups(
-            TensorRunGroup.load(args.reference, name=args.name),
-            TensorRunGroup.load(args.candidate, name=cand_name),
-            point_mapping=_mapping(args),
+            ref_group,
+            cand_group,
+            point_mapping=mapping,
             options=_options(args),
             progress=_progress(args),
         )
-    return _finish(result, args)
+    return _finish(result, args, unpaired, sides)
 
 
 # The CLI spells the kinds with dashes, as its flags are spelled; the API with underscores.
@@ -455,13 +822,24 @@ def _first_anomaly(args: argparse.Namespace) -> int:
     return EXIT_MISMATCH
 
 
-def add_commands(parser: argparse.ArgumentParser) -> None:
-    """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
+def add_commands(
+    parser: argparse.ArgumentParser, *, exit_codes: dict[str, int] | None = None
+) -> None:
+    """Adds this domain's subcommands; each sets `handler(args) -> exit code`.
+    `exit_codes` maps a comparison's status to the exit code (`tcgd tensor`'s by default;
+    `tcgd-tensor` passes the reference design's)."""
     from torch_cudagraph_debug.cli import commands as subcommands
 
     commands = subcommands(parser, help="what to summarise or compare")
 
-    p = commands.add_parser("summary", help="a run's points and observation summaries")
+    p = commands.add_parser(
+        "summary",
+        help="a run's points and observation summaries",
+        description="Print a run's execution and completion state, its point count and "
+        "default payload, then per point its observation count (full and summary-only "
+        "payloads), its replay index (or the execution that recorded it) and a table of "
+        "its observations.",
+    )
     p.add_argument("run", metavar="root", help="job root holding the run")
     _run_options(p)
     p.add_argument("--point", help="only this point (label, or #index)")
@@ -469,18 +847,33 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print everything as JSON")
     p.set_defaults(handler=_summary)
 
-    p = commands.add_parser("compare-points", help="compare two points, of one run or two")
-    p.add_argument("run", metavar="root", help="job root of the reference point's run")
-    p.add_argument("ref_point", help="reference point (label, or #index)")
-    p.add_argument("cand_point", help="candidate point (label, or #index)")
+    p = commands.add_parser(
+        "compare-points",
+        help="compare two points, of one run or two",
+        usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL --candidate-point LABEL"
+        " [options]\n       %(prog)s ROOT REF_POINT CAND_POINT [--candidate-run ROOT2] "
+        "[options]",
+        description="Compare two points. REFERENCE and CANDIDATE are job roots (CANDIDATE "
+        "left out: the reference's run); the points are named by --reference-point and "
+        "--candidate-point. The second form names the points as arguments.",
+    )
+    p.add_argument(
+        "operands",
+        nargs="+",
+        metavar="PATH_OR_POINT",
+        help="REFERENCE [CANDIDATE] with --reference-point/--candidate-point, or ROOT "
+        "REF_POINT CAND_POINT",
+    )
+    p.add_argument("--reference-point", metavar="LABEL", help="reference point (label, or #index)")
+    p.add_argument("--candidate-point", metavar="LABEL", help="candidate point (label, or #index)")
     p.add_argument(
         "--candidate-run",
         metavar="ROOT",
-        help="job root of the candidate point's run (default: ROOT)",
+        help="job root of the candidate point's run (default: the reference's)",
     )
     _run_options(p, candidate="candidate point's run")
     _comparison_options(p)
-    p.set_defaults(handler=_compare_points)
+    p.set_defaults(handler=_compare_points, series=False)
 
     p = commands.add_parser("compare-runs", help="compare two runs point by point")
     p.add_argument("reference", help="job root of the reference run")
@@ -493,23 +886,35 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p = commands.add_parser(
         "compare-point-series",
         help="compare one point against every point of a run: the first diverging replay",
+        usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL [options]\n"
+        "       %(prog)s ROOT REF_POINT [SERIES_ROOT] [options]",
+        description="Compare the point --reference-point of REFERENCE with every point of "
+        "CANDIDATE's run, in order (CANDIDATE left out: the reference's run). The second "
+        "form names the point as an argument.",
     )
-    p.add_argument("run", metavar="root", help="job root of the reference point's run")
-    p.add_argument("ref_point", help="reference point (label, or #index)")
     p.add_argument(
-        "series_run",
-        nargs="?",
-        metavar="series_root",
-        help="job root of the run whose points are compared (default: ROOT)",
+        "operands",
+        nargs="+",
+        metavar="PATH_OR_POINT",
+        help="REFERENCE [CANDIDATE] with --reference-point, or ROOT REF_POINT [SERIES_ROOT]",
     )
+    p.add_argument("--reference-point", metavar="LABEL", help="reference point (label, or #index)")
     _run_options(p, candidate="series run")
     _comparison_options(p)
-    p.set_defaults(handler=_compare_point_series)
+    p.set_defaults(handler=_compare_point_series, series=True)
 
     p = commands.add_parser("group-summary", help="the runs of a multi-rank job, one per rank")
     p.add_argument("root", help="job root holding one run per rank")
     p.add_argument("--name", help="the runs of this name, when the root holds several names")
     p.add_argument("--json", action="store_true", help="print the group as JSON")
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        help="also write summary.txt, summary.json and rank_points.csv into DIR",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the summary files in a non-empty DIR"
+    )
     p.set_defaults(handler=_group_summary)
 
     p = commands.add_parser("compare-run-groups", help="compare two multi-rank jobs rank by rank")
@@ -549,6 +954,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     p.set_defaults(handler=_first_anomaly)
+
+    # Every subcommand carries the table: defaults set on the parent parser would be
+    # overwritten by the namespace a subparser fills.
+    codes = dict(EXIT_FOR_STATUS if exit_codes is None else exit_codes)
+    for sub in commands.choices.values():
+        sub.set_defaults(exit_codes=codes)
 
 
 # ---------------------------------------------------------------------------- query
