@@ -649,7 +649,8 @@ _GROUP_SUMMARY_FILES = ("summary.txt", "summary.json", "rank_points.csv")
 
 
 def _rank_points(group: Any) -> list[dict[str, Any]]:
-    """One row per rank and point: what the reference design's rank-point summary holds."""
+    """One row per rank and point: what the reference design's rank-point summary holds,
+    and the run it comes from."""
     rows = []
     for member in group.members:
         for point in group.run(member.rank).points:
@@ -657,11 +658,13 @@ def _rank_points(group: Any) -> list[dict[str, Any]]:
                 {
                     "rank": member.rank,
                     "point_index": point.index,
-                    "point_label": point.label,
+                    "label": point.label,
                     "replay_index": point.replay_index,
                     "observation_count": len(point.observations),
-                    "full_payloads": _payloads(point, "full"),
-                    "summary_payloads": _payloads(point, "summary"),
+                    "full_payload_count": _payloads(point, "full"),
+                    "summary_payload_count": _payloads(point, "summary"),
+                    "run_id": member.run_id,
+                    "complete": member.complete,
                 }
             )
     return rows
@@ -672,6 +675,8 @@ def _csv_cell(value: Any) -> str:
     comparison reports' CSV (docs/comparison.md)."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = str(value)
     if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + text
@@ -684,7 +689,7 @@ def _rank_points_csv(rows: list[dict[str, Any]]) -> str:
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
-    columns = list(rows[0]) if rows else ["rank", "point_index", "point_label"]
+    columns = list(rows[0]) if rows else ["rank", "point_index", "label"]
     writer.writerow(columns)
     for row in rows:
         writer.writerow([_csv_cell(row[c]) for c in columns])
