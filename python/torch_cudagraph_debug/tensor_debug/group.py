@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._native import TensorRankPointSummary, TensorRunGroupSummary
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
+
+__all__ = [
+    "TensorRankPointSummary",
+    "TensorRunGroup",
+    "TensorRunGroupMember",
+    "TensorRunGroupSummary",
+]
 
 
 @dataclass(frozen=True)
@@ -121,28 +129,13 @@ class TensorRunGroup:
     def __iter__(self) -> Iterator[TensorRun]:
         return (self.run(m.rank) for m in self.members)
 
-    def summary(self) -> dict:
-        """Name, world size, members and warnings, as plain data (what
-        ``tcgd tensor group-summary --json`` prints)."""
-        return {
-            "name": self.name,
-            "root": self.root,
-            "world_size": self.world_size,
-            "complete": self.complete,
-            "missing_ranks": list(self.missing_ranks),
-            "warnings": list(self.warnings),
-            "members": [
-                {
-                    "rank": m.rank,
-                    "path": m.path,
-                    "run_id": m.run_id,
-                    "complete": m.complete,
-                    "points": len(m.labels),
-                    "labels": list(m.labels),
-                }
-                for m in self.members
-            ],
-        }
+    def summary(self) -> TensorRunGroupSummary:
+        """The group at a glance: a ``TensorRunGroupSummary`` with this group, one
+        ``TensorRankPointSummary`` per rank and point (observation count, full and
+        summary-only payloads) and the warnings; ``to_text()``, ``to_dict()``, ``to_html()``
+        and ``write(directory)`` (summary.txt/.json/.html and ``rank_points.csv``)."""
+        root, name, runs = self._native_args()
+        return _native.run_group_summary(self, root=root, name=name, runs=runs)
 
     def __repr__(self) -> str:
         return (

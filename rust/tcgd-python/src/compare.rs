@@ -7,15 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
 use tcgd_compare::{
-    CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
-    PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
-    SiteView, Subject, SummaryView,
+    CompareError, Comparison, ComparisonKind, ObservationMeta, ObservationSet, PayloadBuf,
+    PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup, SiteView,
+    Subject, SummaryView,
 };
 use tcgd_store::{PayloadKind, RunKind, RunSelector};
 
 use crate::errors::{guard, BindResult, BindingError};
+use crate::results::{self, PyOptions};
 use crate::store::RunAddress;
 use crate::{parse_dtype, to_summary, SummaryArgs};
 
@@ -239,20 +239,16 @@ impl Progress for PyProgress {
     }
 }
 
-fn options(json: &str) -> BindResult<CompareOptions> {
-    Ok(CompareOptions::from_json(json)?)
-}
-
-/// Runs a comparison with the GIL released; a Python error raised by a loader or the
-/// progress callback is re-raised unchanged.
+/// Runs a comparison with the GIL released and returns its result class; a Python error
+/// raised by a loader or the progress callback is re-raised unchanged.
 fn run(
     py: Python<'_>,
     error: &Arc<Mutex<Option<PyErr>>>,
     work: impl FnOnce() -> tcgd_compare::Result<Comparison> + Send,
-) -> BindResult<PyComparison> {
+) -> BindResult<Py<PyAny>> {
     let result = py.detach(work);
     match result {
-        Ok(inner) => Ok(PyComparison { inner }),
+        Ok(c) => results::result(py, c).map_err(BindingError::Python),
         Err(e) => {
             let kept = error.lock().ok().and_then(|mut slot| slot.take());
             Err(kept.map_or_else(|| BindingError::from(e), BindingError::Python))
@@ -320,83 +316,19 @@ fn group(py: Python<'_>, (root, name, runs): GroupArgs) -> BindResult<RunGroup> 
     })?)
 }
 
-// -------------------------------------------------------------------------- results
-
-/// A finished comparison, held natively; reports are rendered on request.
-#[pyclass(module = "torch_cudagraph_debug._native", name = "Comparison", frozen)]
-pub struct PyComparison {
-    inner: Comparison,
-}
-
-#[pymethods]
-impl PyComparison {
-    #[getter]
-    fn status(&self) -> &'static str {
-        self.inner.status.as_str()
-    }
-
-    /// The complete comparison as JSON text (the content of report.json).
-    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        guard(py, || {
-            tcgd_compare::report::to_json(&self.inner).map_err(BindingError::from)
-        })
-    }
-
-    #[pyo3(signature = (limit=None))]
-    fn to_text(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
-        guard(py, || Ok(tcgd_compare::report::to_text(&self.inner, limit)))
-    }
-
-    #[pyo3(signature = (limit=None))]
-    fn to_html(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
-        guard(py, || Ok(tcgd_compare::report::to_html(&self.inner, limit)))
-    }
-
-    /// `(file name, CSV text)` for each table that applies.
-    fn csv_tables(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, String)>> {
-        guard(py, || Ok(tcgd_compare::report::csv_tables(&self.inner)))
-    }
-
-    /// Writes report.txt, report.json, report.html and the CSV tables into `directory`.
-    #[pyo3(signature = (directory, overwrite=false, limit=None))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        directory: PathBuf,
-        overwrite: bool,
-        limit: Option<usize>,
-    ) -> PyResult<Vec<PathBuf>> {
-        guard(py, || {
-            py.detach(|| tcgd_compare::report::write(&self.inner, &directory, overwrite, limit))
-                .map_err(BindingError::from)
-        })
-    }
-
-    /// `(rank, point position, observation position)` of the `n` worst observation
-    /// comparisons, worst first.
-    #[pyo3(signature = (n=None))]
-    fn worst(&self, n: Option<usize>) -> Vec<(Option<i64>, usize, usize)> {
-        self.inner
-            .worst(n)
-            .into_iter()
-            .map(|(rank, p, o)| (rank, p.position, o.position))
-            .collect()
-    }
-}
-
 // ------------------------------------------------------------------------ functions
 
 /// Compares two observation sets (`kind` is "snapshots" or "points").
 #[pyfunction]
-#[pyo3(signature = (kind, reference, candidate, options_json, progress_callback=None))]
+#[pyo3(signature = (kind, reference, candidate, options=None, progress_callback=None))]
 fn compare_sets(
     py: Python<'_>,
     kind: &str,
     reference: SetArgs,
     candidate: SetArgs,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
         let kind = match kind {
             "snapshots" => ComparisonKind::Snapshots,
@@ -407,7 +339,7 @@ fn compare_sets(
                 )))
             }
         };
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let error = Arc::new(Mutex::new(None));
         let reference = build_set(reference, &error)?;
         let candidate = build_set(candidate, &error)?;
@@ -426,17 +358,17 @@ fn compare_sets(
 
 /// Compares two runs point by point; the engine reads the payloads itself.
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
 fn compare_runs(
     py: Python<'_>,
     reference: RunAddress,
     candidate: RunAddress,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let mapping = mapping(point_mapping)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
@@ -452,16 +384,16 @@ fn compare_runs(
 
 /// Compares one point (from Python) against every point of a run.
 #[pyfunction]
-#[pyo3(signature = (reference, run, options_json, progress_callback=None))]
+#[pyo3(signature = (reference, run, options=None, progress_callback=None))]
 fn compare_point_series(
     py: Python<'_>,
     reference: SetArgs,
     run: RunAddress,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let error = Arc::new(Mutex::new(None));
         let reference = build_set(reference, &error)?;
         let progress = progress(progress_callback, &error);
@@ -480,17 +412,17 @@ fn compare_point_series(
 /// Compares two run groups rank by rank; each side is `(root, paths)`: a job directory,
 /// or (root `None`) the runs themselves.
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
 fn compare_run_groups(
     py: Python<'_>,
     reference: GroupArgs,
     candidate: GroupArgs,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let mapping = mapping(point_mapping)?;
         let reference = group(py, reference)?;
         let candidate = group(py, candidate)?;
@@ -519,102 +451,29 @@ fn run_group(
     })
 }
 
-/// An invalid option: `InvalidInputError` with `option` and `reason` attributes.
-fn invalid_option(option: &str, reason: String) -> BindingError {
-    BindingError::InvalidOption {
-        option: option.to_owned(),
-        reason,
-    }
-}
-
-/// A value as Python's `repr` shows it, for messages.
-fn shown(value: &Bound<'_, PyAny>) -> String {
-    value
-        .repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| "an unprintable value".to_owned())
-}
-
-fn number_option(option: &str, value: &Bound<'_, PyAny>) -> BindResult<f64> {
-    let refused = || invalid_option(option, format!("must be a number, got {}", shown(value)));
-    if value.cast::<PyBool>().is_ok() {
-        return Err(refused());
-    }
-    value.extract::<f64>().map_err(|_| refused())
-}
-
-/// Checks comparison options once, when `TensorComparisonOptions` is made, and returns
-/// them as the JSON the comparison functions take. Every rule is
-/// [`CompareOptions::from_names`]'s; this only converts Python values.
+/// The summary of a run group (`group` is the Python object it describes), loaded as
+/// `run_group` loads it.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn compare_options(
+#[pyo3(signature = (group, root=None, name=None, runs=Vec::new()))]
+fn run_group_summary(
     py: Python<'_>,
-    mode: &Bound<'_, PyAny>,
-    rtol: &Bound<'_, PyAny>,
-    atol: &Bound<'_, PyAny>,
-    equal_nan: &Bound<'_, PyAny>,
-    dtype_policy: &Bound<'_, PyAny>,
-    layout_policy: &Bound<'_, PyAny>,
-    limit: &Bound<'_, PyAny>,
-) -> PyResult<String> {
+    group: Py<PyAny>,
+    root: Option<PathBuf>,
+    name: Option<String>,
+    runs: Vec<RunAddress>,
+) -> PyResult<results::PyGroupSummary> {
     guard(py, || {
-        let name = |option: &str, value: &Bound<'_, PyAny>| {
-            value.extract::<String>().map_err(|_| {
-                invalid_option(option, format!("must be a string, got {}", shown(value)))
-            })
-        };
-        let equal_nan = equal_nan
-            .cast::<PyBool>()
-            .map(|b| b.is_true())
-            .map_err(|_| {
-                invalid_option(
-                    "equal_nan",
-                    format!("must be a bool, got {}", shown(equal_nan)),
-                )
-            })?;
-        let limit = match limit.cast::<PyBool>() {
-            Ok(_) => None,
-            Err(_) => limit.extract::<usize>().ok(),
-        }
-        .ok_or_else(|| {
-            invalid_option(
-                "limit",
-                format!("must be an integer >= 0, got {}", shown(limit)),
-            )
-        })?;
-        let options = CompareOptions::from_names(
-            &name("mode", mode)?,
-            number_option("rtol", rtol)?,
-            number_option("atol", atol)?,
-            equal_nan,
-            &name("dtype_policy", dtype_policy)?,
-            &name("layout_policy", layout_policy)?,
-            limit,
-        )
-        .map_err(|e| match e {
-            CompareError::InvalidOption { option, reason } => invalid_option(&option, reason),
-            other => other.into(),
-        })?;
-        serde_json::to_string(&options)
-            .map_err(|e| BindingError::Internal(format!("cannot encode the options: {e}")))
+        let loaded = self::group(py, (root, name, runs))?;
+        Ok(results::PyGroupSummary::new(group, loaded))
     })
 }
 
-/// The default comparison options as JSON (the single source of the defaults).
-#[pyfunction]
-fn default_compare_options() -> String {
-    serde_json::to_string(&CompareOptions::default()).unwrap_or_default()
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyComparison>()?;
     m.add_function(wrap_pyfunction!(compare_sets, m)?)?;
     m.add_function(wrap_pyfunction!(compare_runs, m)?)?;
     m.add_function(wrap_pyfunction!(compare_point_series, m)?)?;
     m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
     m.add_function(wrap_pyfunction!(run_group, m)?)?;
-    m.add_function(wrap_pyfunction!(default_compare_options, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_options, m)?)?;
+    m.add_function(wrap_pyfunction!(run_group_summary, m)?)?;
     Ok(())
 }
