@@ -521,6 +521,10 @@ def test_run_group_summary_lists_every_rank_point(tmp_path):
         (1, 1, "s1", replay, 1, 1, 0),
     ]
     assert type(summary.rank_points[0]) is TensorRankPointSummary
+    member = group.members[1]
+    assert type(member) is tensor_debug.TensorRunGroupMember
+    assert (member.rank, member.labels, member.complete) == (1, ("s0", "s1"), True)
+    assert member.points == summary.rank_points[2:]
     d = summary.to_dict()
     assert d["missing_ranks"] == [2] and len(d["rank_points"]) == 4
     assert d["rank_points"][0] == {

@@ -37,6 +37,7 @@ __all__ = [
     "PointInfo",
     "ProbeConfig",
     "ProbeRuntime",
+    "RunGroupInfo",
     "RunReader",
     "RunWriter",
     "SeriesDivergence",
@@ -49,6 +50,7 @@ __all__ = [
     "TensorRankRunComparison",
     "TensorRunComparison",
     "TensorRunGroupComparison",
+    "TensorRunGroupMember",
     "TensorRunGroupSummary",
     "TensorSnapshotComparison",
     "TensorValueSummary",
@@ -77,7 +79,6 @@ __all__ = [
     "release_deferred",
     "render_memory_summaries",
     "run_group",
-    "run_group_summary",
     "summarize",
     "supported_dtypes",
     "write_report_files",
@@ -1249,6 +1250,44 @@ class TensorRankPointSummary:
     def __eq__(self, other: object, /) -> bool: ...
 
 @final
+class TensorRunGroupMember:
+    @property
+    def rank(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def world_size(self) -> int | None: ...
+    @property
+    def labels(self) -> tuple[str, ...]: ...
+    @property
+    def points(self) -> tuple[TensorRankPointSummary, ...]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+
+@final
+class RunGroupInfo:
+    @property
+    def name(self) -> str: ...
+    @property
+    def root(self) -> str | None: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def members(self) -> tuple[TensorRunGroupMember, ...]: ...
+    @property
+    def missing_ranks(self) -> tuple[int, ...]: ...
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+    def summary(self, group: object) -> TensorRunGroupSummary: ...
+
+@final
 class TensorRunGroupSummary:
     @property
     def group(self) -> object: ...
@@ -1356,20 +1395,14 @@ def compare_point_series(
     progress_callback: _Progress = None,
 ) -> TensorPointSeriesComparison: ...
 def compare_run_groups(
-    reference: _GroupArgs,
-    candidate: _GroupArgs,
+    reference: RunGroupInfo | _GroupArgs,
+    candidate: RunGroupInfo | _GroupArgs,
     options: TensorComparisonOptions | None = None,
     point_mapping: _Mapping = None,
     progress_callback: _Progress = None,
 ) -> TensorRunGroupComparison: ...
 def run_group(
     root: _StrPath | None = None, name: str | None = None, runs: list[_RunAddress] = ...
-) -> str: ...
-def run_group_summary(
-    group: object,
-    root: _StrPath | None = None,
-    name: str | None = None,
-    runs: list[_RunAddress] = ...,
-) -> TensorRunGroupSummary: ...
+) -> RunGroupInfo: ...
 def list_runs(root: _StrPath) -> pa.RecordBatch: ...
 def compact_root(root: _StrPath) -> dict[str, int | list[str]]: ...

@@ -321,9 +321,10 @@ def compare_run_groups(
     directories). A rank missing on either side makes the comparison inconclusive."""
     from torch_cudagraph_debug.tensor_debug.group import TensorRunGroup
 
-    def side(group: Any, what: str) -> tuple[str | None, str | None, list[Any]]:
+    def side(group: Any, what: str) -> _native.RunGroupInfo | tuple[str, None, list[Any]]:
         if isinstance(group, TensorRunGroup):
-            return group._native_args()
+            # Compared as loaded, not loaded again.
+            return group._native_group()
         if isinstance(group, str | os.PathLike):
             return os.fspath(group), None, []
         raise InvalidInputError(

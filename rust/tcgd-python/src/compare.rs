@@ -316,6 +316,15 @@ fn group(py: Python<'_>, (root, name, runs): GroupArgs) -> BindResult<RunGroup> 
     })?)
 }
 
+/// A side of a group comparison: a group already loaded (`RunGroupInfo`, shared as it
+/// is), or the `GroupArgs` to load one.
+fn group_of(py: Python<'_>, side: &Bound<'_, PyAny>) -> BindResult<Arc<RunGroup>> {
+    if let Ok(info) = side.cast::<results::PyGroupInfo>() {
+        return Ok(info.get().shared());
+    }
+    Ok(Arc::new(group(py, side.extract::<GroupArgs>()?)?))
+}
+
 // ------------------------------------------------------------------------ functions
 
 /// Compares two observation sets (`kind` is "snapshots" or "points").
@@ -415,8 +424,8 @@ fn compare_point_series(
 #[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
 fn compare_run_groups(
     py: Python<'_>,
-    reference: GroupArgs,
-    candidate: GroupArgs,
+    reference: &Bound<'_, PyAny>,
+    candidate: &Bound<'_, PyAny>,
     options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
@@ -424,8 +433,8 @@ fn compare_run_groups(
     guard(py, || {
         let options = PyOptions::of(options)?;
         let mapping = mapping(point_mapping)?;
-        let reference = group(py, reference)?;
-        let candidate = group(py, candidate)?;
+        let reference = group_of(py, reference)?;
+        let candidate = group_of(py, candidate)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
@@ -434,8 +443,8 @@ fn compare_run_groups(
     })
 }
 
-/// A run group as JSON: name, world size, members (rank, path, labels, ...), missing
-/// ranks and warnings. With `root`, its tensor runs named `name`; without, `runs`.
+/// A run group, loaded and checked: with `root`, its tensor runs named `name`; without,
+/// `runs`.
 #[pyfunction]
 #[pyo3(signature = (root=None, name=None, runs=Vec::new()))]
 fn run_group(
@@ -443,28 +452,9 @@ fn run_group(
     root: Option<PathBuf>,
     name: Option<String>,
     runs: Vec<RunAddress>,
-) -> PyResult<String> {
+) -> PyResult<results::PyGroupInfo> {
     guard(py, || {
-        let group = group(py, (root, name, runs))?;
-        serde_json::to_string(&group)
-            .map_err(|e| BindingError::Internal(format!("cannot encode the group: {e}")))
-    })
-}
-
-/// The summary of a run group (`group` is the Python object it describes), loaded as
-/// `run_group` loads it.
-#[pyfunction]
-#[pyo3(signature = (group, root=None, name=None, runs=Vec::new()))]
-fn run_group_summary(
-    py: Python<'_>,
-    group: Py<PyAny>,
-    root: Option<PathBuf>,
-    name: Option<String>,
-    runs: Vec<RunAddress>,
-) -> PyResult<results::PyGroupSummary> {
-    guard(py, || {
-        let loaded = self::group(py, (root, name, runs))?;
-        Ok(results::PyGroupSummary::new(group, loaded))
+        Ok(results::PyGroupInfo::new(group(py, (root, name, runs))?))
     })
 }
 
@@ -474,6 +464,5 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compare_point_series, m)?)?;
     m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
     m.add_function(wrap_pyfunction!(run_group, m)?)?;
-    m.add_function(wrap_pyfunction!(run_group_summary, m)?)?;
     Ok(())
 }

@@ -11,9 +11,9 @@ use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyList, PyTuple};
 use serde::Serialize;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
-    Issue, Kind, MemberPoint, Metrics, ObservationComparison, ObservationSide, PointComparison,
-    PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteView, Status, Subject,
-    SummaryView,
+    GroupMember, Issue, Kind, MemberPoint, Metrics, ObservationComparison, ObservationSide,
+    PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteView, Status,
+    Subject, SummaryView,
 };
 
 use crate::errors::{guard, BindResult, BindingError};
@@ -1937,6 +1937,152 @@ impl PyRankPoint {
     }
 }
 
+/// One rank's run in a group: where it is stored, whether it finished, and its points.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "TensorRunGroupMember",
+    frozen
+)]
+pub struct PyGroupMember {
+    inner: GroupMember,
+}
+
+#[pymethods]
+impl PyGroupMember {
+    #[getter]
+    fn rank(&self) -> i64 {
+        self.inner.rank
+    }
+    /// The job root holding the run; `name` picks it there.
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.path.display().to_string()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn run_id(&self) -> String {
+        self.inner.run_id.clone()
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn world_size(&self) -> Option<i64> {
+        self.inner.world_size
+    }
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.labels.iter())
+    }
+    /// One `TensorRankPointSummary` per point, in order.
+    #[getter]
+    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let rank = self.inner.rank;
+        tuple(
+            py,
+            self.inner
+                .points
+                .iter()
+                .map(|p| PyRankPoint {
+                    rank,
+                    point: p.clone(),
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyGroupMember>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "TensorRunGroupMember(rank={}, path={}, name={}, complete={}, points={})",
+            self.inner.rank,
+            quoted(&self.inner.path.display().to_string()),
+            quoted(&self.inner.name),
+            if self.inner.complete { "True" } else { "False" },
+            self.inner.points.len()
+        )
+    }
+}
+
+/// A run group as loaded natively: what `TensorRunGroup` holds, and what comparisons and
+/// summaries of it use without loading it again.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "RunGroupInfo",
+    frozen
+)]
+pub struct PyGroupInfo {
+    inner: Arc<RunGroup>,
+}
+
+impl PyGroupInfo {
+    pub(crate) fn new(group: RunGroup) -> PyGroupInfo {
+        PyGroupInfo {
+            inner: Arc::new(group),
+        }
+    }
+
+    pub(crate) fn shared(&self) -> Arc<RunGroup> {
+        Arc::clone(&self.inner)
+    }
+}
+
+#[pymethods]
+impl PyGroupInfo {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn root(&self) -> Option<String> {
+        self.inner.root.as_ref().map(|r| r.display().to_string())
+    }
+    /// The largest world size any member declares (at least the member count).
+    #[getter]
+    fn world_size(&self) -> i64 {
+        self.inner.world_size
+    }
+    /// By rank, ascending.
+    #[getter]
+    fn members<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(
+            py,
+            self.inner
+                .members
+                .iter()
+                .map(|m| PyGroupMember { inner: m.clone() })
+                .collect::<Vec<_>>(),
+        )
+    }
+    #[getter]
+    fn missing_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.missing_ranks.iter().copied())
+    }
+    /// Every rank below the world size has a run and every run finished.
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.warnings.iter())
+    }
+    /// The summary of this group; `group` is the Python object it describes.
+    fn summary(&self, group: Py<PyAny>) -> PyGroupSummary {
+        PyGroupSummary {
+            group,
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
 /// A run group at a glance: the group, one row per rank and point, and the group's
 /// warnings; rendered like a comparison (`summary.txt`, `.json`, `.html` and
 /// `rank_points.csv`).
@@ -1951,13 +2097,6 @@ pub struct PyGroupSummary {
 }
 
 impl PyGroupSummary {
-    pub(crate) fn new(group: Py<PyAny>, inner: RunGroup) -> PyGroupSummary {
-        PyGroupSummary {
-            group,
-            inner: Arc::new(inner),
-        }
-    }
-
     fn limit(limit: Option<usize>) -> usize {
         limit.unwrap_or(CompareOptions::default().limit)
     }
@@ -2149,6 +2288,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGroupComparison>()?;
     m.add_class::<PyRankPoint>()?;
     m.add_class::<PyGroupSummary>()?;
+    m.add_class::<PyGroupMember>()?;
+    m.add_class::<PyGroupInfo>()?;
     m.add_function(wrap_pyfunction!(comparison_literals, m)?)?;
     Ok(())
 }
