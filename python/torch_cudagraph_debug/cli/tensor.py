@@ -31,6 +31,11 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--limit", type=int, default=20, help="rows per table in the text report (20)"
     )
+    output.add_argument(
+        "--only-changed",
+        action="store_true",
+        help="leave matching rows out of the text and HTML reports (JSON and CSV stay complete)",
+    )
     output.add_argument("--json", action="store_true", help="print the complete JSON report")
     output.add_argument(
         "--report", metavar="DIR", help="also write report.txt/.json/.html and CSV tables"
@@ -194,12 +199,18 @@ def _progress(args: argparse.Namespace) -> Callable[[int, int, str], None] | Non
 
 
 def _finish(result: Any, args: argparse.Namespace) -> int:
+    include_unchanged = not args.only_changed
     if args.report:
-        result.write(args.report, overwrite=args.overwrite)
+        result.write(
+            args.report,
+            overwrite=args.overwrite,
+            include_unchanged=include_unchanged,
+            limit=args.limit,
+        )
     if args.json:
         print(result.to_json())
     else:
-        print(result.to_text(args.limit), end="")
+        print(result.to_text(include_unchanged=include_unchanged, limit=args.limit), end="")
     return EXIT_FOR_STATUS[result.status]
 
 
@@ -354,8 +365,10 @@ def _group_summary(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         group = TensorRunGroup.load(args.root, name=args.name)
     summary = group.summary()
+    if args.output:
+        summary.write(args.output, overwrite=args.overwrite)
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary.to_dict()))
         return EXIT_OK
     state = "complete" if group.complete else "INCOMPLETE"
     print(
@@ -510,6 +523,14 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("root", help="job root holding one run per rank")
     p.add_argument("--name", help="the runs of this name, when the root holds several names")
     p.add_argument("--json", action="store_true", help="print the group as JSON")
+    p.add_argument(
+        "--output",
+        metavar="DIR",
+        help="also write summary.txt/.json/.html and rank_points.csv into DIR",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the summary files in a non-empty DIR"
+    )
     p.set_defaults(handler=_group_summary)
 
     p = commands.add_parser("compare-run-groups", help="compare two multi-rank jobs rank by rank")
