@@ -103,9 +103,19 @@ def test_stub_enumerations_are_the_values_the_native_module_takes():
         ("layout_policy", "_LayoutPolicy"),
     ]:
         for value in _literal(alias):
-            native.compare_options(**{**options, option: value})
+            assert (
+                getattr(native.TensorComparisonOptions(**{**options, option: value}), option)
+                == value
+            )
         with pytest.raises(torch_cudagraph_debug.errors.InvalidInputError):
-            native.compare_options(**{**options, option: "neither"})
+            native.TensorComparisonOptions(**{**options, option: "neither"})
+    # The comparison enumerations the engine defines are the stub's.
+    literals = native.comparison_literals()
+    assert set(literals["ComparisonMode"]) == _literal("_Mode")
+    assert set(literals["ComparisonStatus"]) == _literal("_Status")
+    assert set(literals["DTypePolicy"]) == _literal("_DtypePolicy")
+    assert set(literals["LayoutPolicy"]) == _literal("_LayoutPolicy")
+    assert set(literals["ObservationComparisonKind"]) == _literal("_Kind")
 
 
 def test_stubs_ship_inside_the_package_marked_typed():

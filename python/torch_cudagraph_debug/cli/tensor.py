@@ -61,7 +61,7 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--only-changed",
         action="store_true",
-        help="leave rows that match out of the printed text report",
+        help="leave matching rows out of the text and HTML reports (JSON and CSV stay complete)",
     )
     output.add_argument("--json", action="store_true", help="print the complete JSON report")
     output.add_argument(
@@ -338,13 +338,18 @@ def _finish(
     unpaired: dict[str, list[str]] | None = None,
     sides: Callable[[], tuple[Labels, Labels]] | None = None,
 ) -> int:
+    include_unchanged = not args.only_changed
     if args.report:
-        result.write(args.report, overwrite=args.overwrite)
+        result.write(
+            args.report,
+            overwrite=args.overwrite,
+            include_unchanged=include_unchanged,
+            limit=args.limit,
+        )
     if args.json:
         print(result.to_json())
     else:
-        text = result.to_text(args.limit)
-        print(_without_matching_rows(text) if args.only_changed else text, end="")
+        print(result.to_text(include_unchanged=include_unchanged, limit=args.limit), end="")
     status = result.status
     extra = _unpaired_status(unpaired or {}, sides)
     if extra is not None and unpaired:
@@ -362,44 +367,6 @@ def _finish(
             print(f"\npoints without a partner (--point-map; not compared): {found}")
             print(f"status with them: {status.upper() if status != 'match' else status}")
     return _exit_code(args, status)
-
-
-_STATUS_COLUMN = re.compile(r"(?<=\s)status(?=\s|$)")
-
-
-def _without_matching_rows(text: str) -> str:
-    """The text report without the rows whose status is `match` (`--only-changed`).
-
-    Every table of the report is a title line ending in `:`, a header line and aligned
-    rows up to a blank line; the header gives the column of the status. The comparison
-    results render every row, so the rows are filtered here; the header's counts stay
-    those of the whole comparison, and a line says how many rows were left out."""
-    lines = text.split("\n")
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        i += 1
-        header = lines[i] if i < len(lines) else ""
-        column = _STATUS_COLUMN.search(header)
-        if not (line.endswith(":") and not line.startswith(" ") and column):
-            continue
-        out.append(header)
-        i += 1
-        left_out = 0
-        while i < len(lines) and lines[i].strip():
-            row = lines[i]
-            i += 1
-            cells = row[column.start() :].split(None, 1)
-            if cells and cells[0] == "match":
-                left_out += 1
-            else:
-                out.append(row)
-        if left_out:
-            rows = "row" if left_out == 1 else "rows"
-            out.append(f"  ({left_out} matching {rows} left out: --only-changed)")
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------ commands
@@ -644,58 +611,6 @@ def _load_group(root: str, name: str | None) -> Any:
         return TensorRunGroup.load(root, name=name)
 
 
-# The files `group-summary --output` writes; with --overwrite only these are replaced.
-_GROUP_SUMMARY_FILES = ("summary.txt", "summary.json", "rank_points.csv")
-
-
-def _rank_points(group: Any) -> list[dict[str, Any]]:
-    """One row per rank and point: what the reference design's rank-point summary holds,
-    and the run it comes from."""
-    rows = []
-    for member in group.members:
-        for point in group.run(member.rank).points:
-            rows.append(
-                {
-                    "rank": member.rank,
-                    "point_index": point.index,
-                    "label": point.label,
-                    "replay_index": point.replay_index,
-                    "observation_count": len(point.observations),
-                    "full_payload_count": _payloads(point, "full"),
-                    "summary_payload_count": _payloads(point, "summary"),
-                    "run_id": member.run_id,
-                    "complete": member.complete,
-                }
-            )
-    return rows
-
-
-def _csv_cell(value: Any) -> str:
-    """A CSV cell; text a spreadsheet would run as a formula starts with `'`, as in the
-    comparison reports' CSV (docs/comparison.md)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value)
-    if isinstance(value, str) and text[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + text
-    return text
-
-
-def _rank_points_csv(rows: list[dict[str, Any]]) -> str:
-    import csv
-    import io
-
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    columns = list(rows[0]) if rows else ["rank", "point_index", "label"]
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_cell(row[c]) for c in columns])
-    return out.getvalue()
-
-
 def _group_summary_text(group: Any, root: str) -> str:
     state = "complete" if group.complete else "INCOMPLETE"
     lines = [
@@ -710,23 +625,13 @@ def _group_summary_text(group: Any, root: str) -> str:
 
 
 def _group_summary(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug import _native
-
     group = _load_group(args.root, args.name)
     summary = group.summary()
     text = _group_summary_text(group, args.root)
     if args.output:
-        rows = _rank_points(group)
-        files = [
-            ("summary.txt", text),
-            ("summary.json", json.dumps({**summary, "rank_points": rows}, indent=2) + "\n"),
-            ("rank_points.csv", _rank_points_csv(rows)),
-        ]
-        _native.write_report_files(
-            args.output, files, list(_GROUP_SUMMARY_FILES), bool(args.overwrite)
-        )
+        summary.write(args.output, overwrite=args.overwrite)
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summary.to_dict()))
         return EXIT_OK
     print(text, end="")
     return EXIT_OK
@@ -915,7 +820,7 @@ def add_commands(
     p.add_argument(
         "--output",
         metavar="DIR",
-        help="also write summary.txt, summary.json and rank_points.csv into DIR",
+        help="also write summary.txt/.json/.html and rank_points.csv into DIR",
     )
     p.add_argument(
         "--overwrite", action="store_true", help="replace the summary files in a non-empty DIR"

@@ -5,28 +5,26 @@ class holds the result and loads each rank's run on request."""
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._native import (
+    TensorRankPointSummary,
+    TensorRunGroupMember,
+    TensorRunGroupSummary,
+)
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
-
-@dataclass(frozen=True)
-class TensorRunGroupMember:
-    rank: int
-    #: The job root holding the run; ``name`` picks it there.
-    path: str
-    name: str
-    run_id: str
-    complete: bool
-    world_size: int | None
-    labels: tuple[str, ...]
+__all__ = [
+    "TensorRankPointSummary",
+    "TensorRunGroup",
+    "TensorRunGroupMember",
+    "TensorRunGroupSummary",
+]
 
 
 class TensorRunGroup:
@@ -37,28 +35,23 @@ class TensorRunGroup:
     with :func:`warnings.warn`); ranks that disagree on the name or the labels are an
     error."""
 
-    def __init__(self, info: dict, root: str | None, name: str | None, runs: list[Any]):
+    def __init__(
+        self, info: _native.RunGroupInfo, root: str | None, name: str | None, runs: list[Any]
+    ):
+        # The native group is kept as loaded: comparisons and the summary use it as it is.
+        self._info = info
         self._root = root
         self._name = name
         self._addresses = runs
-        self.name: str = info["name"]
-        self.root: str | None = info["root"]
-        self.world_size: int = info["world_size"]
-        self.members: tuple[TensorRunGroupMember, ...] = tuple(
-            TensorRunGroupMember(
-                rank=m["rank"],
-                path=m["path"],
-                name=m["name"],
-                run_id=m["run_id"],
-                complete=m["complete"],
-                world_size=m["world_size"],
-                labels=tuple(m["labels"]),
-            )
-            for m in info["members"]
-        )
-        self.missing_ranks: tuple[int, ...] = tuple(info["missing_ranks"])
-        self._complete: bool = info["complete"]
-        self.warnings: tuple[str, ...] = tuple(info["warnings"])
+        self.name: str = info.name
+        self.root: str | None = info.root
+        self.world_size: int = info.world_size
+        #: By rank, ascending: rank, path (the job root), name, run id, complete, world
+        #: size, labels and points.
+        self.members: tuple[TensorRunGroupMember, ...] = info.members
+        self.missing_ranks: tuple[int, ...] = info.missing_ranks
+        self._complete: bool = info.complete
+        self.warnings: tuple[str, ...] = info.warnings
         self._runs: dict[int, TensorRun] = {}
         for message in self.warnings:
             warnings.warn(f"run group '{self.name}': {message}", stacklevel=3)
@@ -68,7 +61,7 @@ class TensorRunGroup:
         """The tensor runs named ``name`` in the job root ``root``, one per rank. ``name``
         may be left out when the root's tensor runs share one name."""
         path = os.fspath(root)
-        return cls(json.loads(_native.run_group(root=path, name=name)), path, name, [])
+        return cls(_native.run_group(root=path, name=name), path, name, [])
 
     @classmethod
     def from_runs(cls, runs: Iterable[TensorRun | str | os.PathLike[str]]) -> TensorRunGroup:
@@ -83,10 +76,10 @@ class TensorRunGroup:
                 raise InvalidInputError(
                     f"from_runs takes TensorRun objects or job roots, got {type(run).__name__}"
                 )
-        return cls(json.loads(_native.run_group(runs=addresses)), None, None, addresses)
+        return cls(_native.run_group(runs=addresses), None, None, addresses)
 
-    def _native_args(self) -> tuple[str | None, str | None, list[Any]]:
-        return self._root, self._name, list(self._addresses)
+    def _native_group(self) -> _native.RunGroupInfo:
+        return self._info
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -121,28 +114,12 @@ class TensorRunGroup:
     def __iter__(self) -> Iterator[TensorRun]:
         return (self.run(m.rank) for m in self.members)
 
-    def summary(self) -> dict:
-        """Name, world size, members and warnings, as plain data (what
-        ``tcgd tensor group-summary --json`` prints)."""
-        return {
-            "name": self.name,
-            "root": self.root,
-            "world_size": self.world_size,
-            "complete": self.complete,
-            "missing_ranks": list(self.missing_ranks),
-            "warnings": list(self.warnings),
-            "members": [
-                {
-                    "rank": m.rank,
-                    "path": m.path,
-                    "run_id": m.run_id,
-                    "complete": m.complete,
-                    "points": len(m.labels),
-                    "labels": list(m.labels),
-                }
-                for m in self.members
-            ],
-        }
+    def summary(self) -> TensorRunGroupSummary:
+        """The group at a glance: a ``TensorRunGroupSummary`` with this group, one
+        ``TensorRankPointSummary`` per rank and point (observation count, full and
+        summary-only payloads) and the warnings; ``to_text()``, ``to_dict()``, ``to_html()``
+        and ``write(directory)`` (summary.txt/.json/.html and ``rank_points.csv``)."""
+        return self._info.summary(self)
 
     def __repr__(self) -> str:
         return (

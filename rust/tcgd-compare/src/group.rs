@@ -20,6 +20,21 @@ pub struct GroupMember {
     pub complete: bool,
     pub world_size: Option<i64>,
     pub labels: Vec<String>,
+    /// Per point, in order: what was recorded there.
+    pub points: Vec<MemberPoint>,
+}
+
+/// One point of one rank: how many observations it holds and with which payload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemberPoint {
+    pub index: i64,
+    pub label: String,
+    pub replay_index: Option<i64>,
+    pub observations: i64,
+    /// Observations whose bytes were stored.
+    pub full: u64,
+    /// Observations stored as a summary only.
+    pub summary: u64,
 }
 
 /// The runs of one job, by rank, with what is wrong with the set as a whole.
@@ -140,11 +155,13 @@ impl RunGroup {
                 Some(_) => {}
             }
             let points = reader.table(Table::Points)?;
-            let labels = points
+            let labels: Vec<String> = points
                 .column_by_name("label")
                 .and_then(|c| c.as_string_opt::<i32>())
                 .map(|a| a.iter().map(|s| s.unwrap_or_default().to_owned()).collect())
                 .unwrap_or_default();
+            let member_points =
+                member_points(&points, &reader.table(Table::Observations)?, &labels);
             let member = GroupMember {
                 rank,
                 path: path.clone(),
@@ -153,6 +170,7 @@ impl RunGroup {
                 complete: manifest.complete,
                 world_size: manifest.header.world_size,
                 labels,
+                points: member_points,
             };
             if let Some(other) = by_rank.insert(rank, member) {
                 return Err(CompareError::InvalidInput(format!(
@@ -242,6 +260,62 @@ impl RunGroup {
     pub fn member(&self, rank: i64) -> Option<&GroupMember> {
         self.members.iter().find(|m| m.rank == rank)
     }
+}
+
+/// Each point's facts from a run's points and observations tables (columns the store
+/// always writes; a point with no row in either reads as empty).
+fn member_points(
+    points: &arrow::record_batch::RecordBatch,
+    observations: &arrow::record_batch::RecordBatch,
+    labels: &[String],
+) -> Vec<MemberPoint> {
+    use arrow::array::Array;
+    use arrow::datatypes::Int64Type;
+    let int = |batch: &arrow::record_batch::RecordBatch, name: &str| {
+        batch
+            .column_by_name(name)
+            .and_then(|c| c.as_primitive_opt::<Int64Type>())
+            .cloned()
+    };
+    let index = int(points, "point_index");
+    let replay = int(points, "replay_index");
+    let count = int(points, "observation_count");
+    let mut payloads: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    if let (Some(at), Some(payload)) = (
+        int(observations, "point_index"),
+        observations
+            .column_by_name("payload")
+            .and_then(|c| c.as_string_opt::<i32>()),
+    ) {
+        for (at, payload) in at.iter().zip(payload.iter()) {
+            let entry = payloads.entry(at.unwrap_or(-1)).or_default();
+            match payload {
+                Some("full") => entry.0 += 1,
+                _ => entry.1 += 1,
+            }
+        }
+    }
+    labels
+        .iter()
+        .enumerate()
+        .map(|(row, label)| {
+            let index = index.as_ref().map_or(row as i64, |a| a.value(row));
+            let (full, summary) = payloads.get(&index).copied().unwrap_or_default();
+            MemberPoint {
+                index,
+                label: label.clone(),
+                replay_index: replay
+                    .as_ref()
+                    .filter(|a| a.is_valid(row))
+                    .map(|a| a.value(row)),
+                observations: count
+                    .as_ref()
+                    .map_or((full + summary) as i64, |a| a.value(row)),
+                full,
+                summary,
+            }
+        })
+        .collect()
 }
 
 impl GroupMember {

@@ -31,7 +31,7 @@ pub use compare::{
 };
 pub use engine::{ObservationSet, PayloadBuf, PayloadSource, Progress, Silent};
 pub use error::{CompareError, Result};
-pub use group::{GroupMember, RunGroup};
+pub use group::{GroupMember, MemberPoint, RunGroup};
 pub use model::{
     Comparison, ComparisonKind, Counts, Divergence, FirstMismatch, Issue, Kind, Metrics,
     ObservationComparison, ObservationMeta, ObservationSide, PointComparison, PointRef,

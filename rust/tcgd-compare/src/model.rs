@@ -220,6 +220,9 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, by precedence.
+    pub const ALL: [Status; 3] = [Status::Match, Status::Inconclusive, Status::Mismatch];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Match => "match",
@@ -257,6 +260,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order a pair is decided.
+    pub const ALL: [Kind; 6] = [
+        Kind::ReferenceOnly,
+        Kind::CandidateOnly,
+        Kind::Metadata,
+        Kind::Digest,
+        Kind::Values,
+        Kind::Summary,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::ReferenceOnly => "reference_only",
@@ -616,6 +629,17 @@ pub enum ComparisonKind {
 }
 
 impl ComparisonKind {
+    /// The name the JSON report writes under `kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComparisonKind::Snapshots => "snapshots",
+            ComparisonKind::Points => "points",
+            ComparisonKind::Runs => "runs",
+            ComparisonKind::PointSeries => "point_series",
+            ComparisonKind::RunGroups => "run_groups",
+        }
+    }
+
     pub fn title(self) -> &'static str {
         match self {
             ComparisonKind::Snapshots => "snapshot comparison",

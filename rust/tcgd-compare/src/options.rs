@@ -14,6 +14,19 @@ pub enum Mode {
     Exact,
 }
 
+impl Mode {
+    /// Every mode, in the order messages list them.
+    pub const ALL: [Mode; 2] = [Mode::Allclose, Mode::Exact];
+
+    /// The name users write.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Allclose => "allclose",
+            Mode::Exact => "exact",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DtypePolicy {
@@ -23,6 +36,17 @@ pub enum DtypePolicy {
     Promote,
 }
 
+impl DtypePolicy {
+    pub const ALL: [DtypePolicy; 2] = [DtypePolicy::Strict, DtypePolicy::Promote];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DtypePolicy::Strict => "strict",
+            DtypePolicy::Promote => "promote",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LayoutPolicy {
@@ -30,6 +54,17 @@ pub enum LayoutPolicy {
     Strict,
     /// Strides are reported but not compared (payloads are always row-major).
     Ignore,
+}
+
+impl LayoutPolicy {
+    pub const ALL: [LayoutPolicy; 2] = [LayoutPolicy::Strict, LayoutPolicy::Ignore];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LayoutPolicy::Strict => "strict",
+            LayoutPolicy::Ignore => "ignore",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,12 +119,16 @@ impl CompareOptions {
         limit: usize,
     ) -> Result<CompareOptions, CompareError> {
         let options = CompareOptions {
-            mode: choice("mode", mode, &["allclose", "exact"])?,
+            mode: choice("mode", mode, &Mode::ALL, |m| m.as_str())?,
             rtol,
             atol,
             equal_nan,
-            dtype_policy: choice("dtype_policy", dtype_policy, &["strict", "promote"])?,
-            layout_policy: choice("layout_policy", layout_policy, &["strict", "ignore"])?,
+            dtype_policy: choice("dtype_policy", dtype_policy, &DtypePolicy::ALL, |d| {
+                d.as_str()
+            })?,
+            layout_policy: choice("layout_policy", layout_policy, &LayoutPolicy::ALL, |l| {
+                l.as_str()
+            })?,
             limit,
         };
         options.validate()?;
@@ -123,32 +162,29 @@ impl CompareOptions {
         format!(
             "{mode} equal_nan={} dtype_policy={} layout_policy={}",
             self.equal_nan,
-            match self.dtype_policy {
-                DtypePolicy::Strict => "strict",
-                DtypePolicy::Promote => "promote",
-            },
-            match self.layout_policy {
-                LayoutPolicy::Strict => "strict",
-                LayoutPolicy::Ignore => "ignore",
-            }
+            self.dtype_policy.as_str(),
+            self.layout_policy.as_str()
         )
     }
 }
 
-/// One of the names of an option's enum; the error lists the others.
-fn choice<T: serde::de::DeserializeOwned>(
+/// The variant of an option's enum that `value` names; the error lists the names.
+fn choice<T: Copy>(
     option: &str,
     value: &str,
-    allowed: &[&str],
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
 ) -> Result<T, CompareError> {
-    let invalid = || CompareError::InvalidOption {
-        option: option.into(),
-        reason: format!("must be one of {}, got {value:?}", allowed.join(", ")),
-    };
-    if !allowed.contains(&value) {
-        return Err(invalid());
-    }
-    serde_json::from_value(serde_json::Value::String(value.to_owned())).map_err(|_| invalid())
+    all.iter()
+        .copied()
+        .find(|v| name(*v) == value)
+        .ok_or_else(|| CompareError::InvalidOption {
+            option: option.into(),
+            reason: format!(
+                "must be one of {}, got {value:?}",
+                all.iter().map(|v| name(*v)).collect::<Vec<_>>().join(", ")
+            ),
+        })
 }
 
 #[cfg(test)]

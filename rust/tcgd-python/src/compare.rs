@@ -7,15 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
 use tcgd_compare::{
-    CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
-    PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
-    SiteView, Subject, SummaryView,
+    CompareError, Comparison, ComparisonKind, ObservationMeta, ObservationSet, PayloadBuf,
+    PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup, SiteView,
+    Subject, SummaryView,
 };
 use tcgd_store::{PayloadKind, RunKind, RunSelector};
 
 use crate::errors::{guard, BindResult, BindingError};
+use crate::results::{self, PyOptions};
 use crate::store::RunAddress;
 use crate::{parse_dtype, to_summary, SummaryArgs};
 
@@ -239,20 +239,16 @@ impl Progress for PyProgress {
     }
 }
 
-fn options(json: &str) -> BindResult<CompareOptions> {
-    Ok(CompareOptions::from_json(json)?)
-}
-
-/// Runs a comparison with the GIL released; a Python error raised by a loader or the
-/// progress callback is re-raised unchanged.
+/// Runs a comparison with the GIL released and returns its result class; a Python error
+/// raised by a loader or the progress callback is re-raised unchanged.
 fn run(
     py: Python<'_>,
     error: &Arc<Mutex<Option<PyErr>>>,
     work: impl FnOnce() -> tcgd_compare::Result<Comparison> + Send,
-) -> BindResult<PyComparison> {
+) -> BindResult<Py<PyAny>> {
     let result = py.detach(work);
     match result {
-        Ok(inner) => Ok(PyComparison { inner }),
+        Ok(c) => results::result(py, c).map_err(BindingError::Python),
         Err(e) => {
             let kept = error.lock().ok().and_then(|mut slot| slot.take());
             Err(kept.map_or_else(|| BindingError::from(e), BindingError::Python))
@@ -320,83 +316,28 @@ fn group(py: Python<'_>, (root, name, runs): GroupArgs) -> BindResult<RunGroup> 
     })?)
 }
 
-// -------------------------------------------------------------------------- results
-
-/// A finished comparison, held natively; reports are rendered on request.
-#[pyclass(module = "torch_cudagraph_debug._native", name = "Comparison", frozen)]
-pub struct PyComparison {
-    inner: Comparison,
-}
-
-#[pymethods]
-impl PyComparison {
-    #[getter]
-    fn status(&self) -> &'static str {
-        self.inner.status.as_str()
+/// A side of a group comparison: a group already loaded (`RunGroupInfo`, shared as it
+/// is), or the `GroupArgs` to load one.
+fn group_of(py: Python<'_>, side: &Bound<'_, PyAny>) -> BindResult<Arc<RunGroup>> {
+    if let Ok(info) = side.cast::<results::PyGroupInfo>() {
+        return Ok(info.get().shared());
     }
-
-    /// The complete comparison as JSON text (the content of report.json).
-    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        guard(py, || {
-            tcgd_compare::report::to_json(&self.inner).map_err(BindingError::from)
-        })
-    }
-
-    #[pyo3(signature = (limit=None))]
-    fn to_text(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
-        guard(py, || Ok(tcgd_compare::report::to_text(&self.inner, limit)))
-    }
-
-    #[pyo3(signature = (limit=None))]
-    fn to_html(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<String> {
-        guard(py, || Ok(tcgd_compare::report::to_html(&self.inner, limit)))
-    }
-
-    /// `(file name, CSV text)` for each table that applies.
-    fn csv_tables(&self, py: Python<'_>) -> PyResult<Vec<(&'static str, String)>> {
-        guard(py, || Ok(tcgd_compare::report::csv_tables(&self.inner)))
-    }
-
-    /// Writes report.txt, report.json, report.html and the CSV tables into `directory`.
-    #[pyo3(signature = (directory, overwrite=false, limit=None))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        directory: PathBuf,
-        overwrite: bool,
-        limit: Option<usize>,
-    ) -> PyResult<Vec<PathBuf>> {
-        guard(py, || {
-            py.detach(|| tcgd_compare::report::write(&self.inner, &directory, overwrite, limit))
-                .map_err(BindingError::from)
-        })
-    }
-
-    /// `(rank, point position, observation position)` of the `n` worst observation
-    /// comparisons, worst first.
-    #[pyo3(signature = (n=None))]
-    fn worst(&self, n: Option<usize>) -> Vec<(Option<i64>, usize, usize)> {
-        self.inner
-            .worst(n)
-            .into_iter()
-            .map(|(rank, p, o)| (rank, p.position, o.position))
-            .collect()
-    }
+    Ok(Arc::new(group(py, side.extract::<GroupArgs>()?)?))
 }
 
 // ------------------------------------------------------------------------ functions
 
 /// Compares two observation sets (`kind` is "snapshots" or "points").
 #[pyfunction]
-#[pyo3(signature = (kind, reference, candidate, options_json, progress_callback=None))]
+#[pyo3(signature = (kind, reference, candidate, options=None, progress_callback=None))]
 fn compare_sets(
     py: Python<'_>,
     kind: &str,
     reference: SetArgs,
     candidate: SetArgs,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
         let kind = match kind {
             "snapshots" => ComparisonKind::Snapshots,
@@ -407,7 +348,7 @@ fn compare_sets(
                 )))
             }
         };
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let error = Arc::new(Mutex::new(None));
         let reference = build_set(reference, &error)?;
         let candidate = build_set(candidate, &error)?;
@@ -426,17 +367,17 @@ fn compare_sets(
 
 /// Compares two runs point by point; the engine reads the payloads itself.
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
 fn compare_runs(
     py: Python<'_>,
     reference: RunAddress,
     candidate: RunAddress,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let mapping = mapping(point_mapping)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
@@ -452,16 +393,16 @@ fn compare_runs(
 
 /// Compares one point (from Python) against every point of a run.
 #[pyfunction]
-#[pyo3(signature = (reference, run, options_json, progress_callback=None))]
+#[pyo3(signature = (reference, run, options=None, progress_callback=None))]
 fn compare_point_series(
     py: Python<'_>,
     reference: SetArgs,
     run: RunAddress,
-    options_json: &str,
+    options: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let error = Arc::new(Mutex::new(None));
         let reference = build_set(reference, &error)?;
         let progress = progress(progress_callback, &error);
@@ -480,20 +421,20 @@ fn compare_point_series(
 /// Compares two run groups rank by rank; each side is `(root, paths)`: a job directory,
 /// or (root `None`) the runs themselves.
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options_json, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
 fn compare_run_groups(
     py: Python<'_>,
-    reference: GroupArgs,
-    candidate: GroupArgs,
-    options_json: &str,
+    reference: &Bound<'_, PyAny>,
+    candidate: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
-) -> PyResult<PyComparison> {
+) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = options(options_json)?;
+        let options = PyOptions::of(options)?;
         let mapping = mapping(point_mapping)?;
-        let reference = group(py, reference)?;
-        let candidate = group(py, candidate)?;
+        let reference = group_of(py, reference)?;
+        let candidate = group_of(py, candidate)?;
         let error = Arc::new(Mutex::new(None));
         let progress = progress(progress_callback, &error);
         run(py, &error, || {
@@ -502,8 +443,8 @@ fn compare_run_groups(
     })
 }
 
-/// A run group as JSON: name, world size, members (rank, path, labels, ...), missing
-/// ranks and warnings. With `root`, its tensor runs named `name`; without, `runs`.
+/// A run group, loaded and checked: with `root`, its tensor runs named `name`; without,
+/// `runs`.
 #[pyfunction]
 #[pyo3(signature = (root=None, name=None, runs=Vec::new()))]
 fn run_group(
@@ -511,110 +452,17 @@ fn run_group(
     root: Option<PathBuf>,
     name: Option<String>,
     runs: Vec<RunAddress>,
-) -> PyResult<String> {
+) -> PyResult<results::PyGroupInfo> {
     guard(py, || {
-        let group = group(py, (root, name, runs))?;
-        serde_json::to_string(&group)
-            .map_err(|e| BindingError::Internal(format!("cannot encode the group: {e}")))
+        Ok(results::PyGroupInfo::new(group(py, (root, name, runs))?))
     })
-}
-
-/// An invalid option: `InvalidInputError` with `option` and `reason` attributes.
-fn invalid_option(option: &str, reason: String) -> BindingError {
-    BindingError::InvalidOption {
-        option: option.to_owned(),
-        reason,
-    }
-}
-
-/// A value as Python's `repr` shows it, for messages.
-fn shown(value: &Bound<'_, PyAny>) -> String {
-    value
-        .repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| "an unprintable value".to_owned())
-}
-
-fn number_option(option: &str, value: &Bound<'_, PyAny>) -> BindResult<f64> {
-    let refused = || invalid_option(option, format!("must be a number, got {}", shown(value)));
-    if value.cast::<PyBool>().is_ok() {
-        return Err(refused());
-    }
-    value.extract::<f64>().map_err(|_| refused())
-}
-
-/// Checks comparison options once, when `TensorComparisonOptions` is made, and returns
-/// them as the JSON the comparison functions take. Every rule is
-/// [`CompareOptions::from_names`]'s; this only converts Python values.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn compare_options(
-    py: Python<'_>,
-    mode: &Bound<'_, PyAny>,
-    rtol: &Bound<'_, PyAny>,
-    atol: &Bound<'_, PyAny>,
-    equal_nan: &Bound<'_, PyAny>,
-    dtype_policy: &Bound<'_, PyAny>,
-    layout_policy: &Bound<'_, PyAny>,
-    limit: &Bound<'_, PyAny>,
-) -> PyResult<String> {
-    guard(py, || {
-        let name = |option: &str, value: &Bound<'_, PyAny>| {
-            value.extract::<String>().map_err(|_| {
-                invalid_option(option, format!("must be a string, got {}", shown(value)))
-            })
-        };
-        let equal_nan = equal_nan
-            .cast::<PyBool>()
-            .map(|b| b.is_true())
-            .map_err(|_| {
-                invalid_option(
-                    "equal_nan",
-                    format!("must be a bool, got {}", shown(equal_nan)),
-                )
-            })?;
-        let limit = match limit.cast::<PyBool>() {
-            Ok(_) => None,
-            Err(_) => limit.extract::<usize>().ok(),
-        }
-        .ok_or_else(|| {
-            invalid_option(
-                "limit",
-                format!("must be an integer >= 0, got {}", shown(limit)),
-            )
-        })?;
-        let options = CompareOptions::from_names(
-            &name("mode", mode)?,
-            number_option("rtol", rtol)?,
-            number_option("atol", atol)?,
-            equal_nan,
-            &name("dtype_policy", dtype_policy)?,
-            &name("layout_policy", layout_policy)?,
-            limit,
-        )
-        .map_err(|e| match e {
-            CompareError::InvalidOption { option, reason } => invalid_option(&option, reason),
-            other => other.into(),
-        })?;
-        serde_json::to_string(&options)
-            .map_err(|e| BindingError::Internal(format!("cannot encode the options: {e}")))
-    })
-}
-
-/// The default comparison options as JSON (the single source of the defaults).
-#[pyfunction]
-fn default_compare_options() -> String {
-    serde_json::to_string(&CompareOptions::default()).unwrap_or_default()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyComparison>()?;
     m.add_function(wrap_pyfunction!(compare_sets, m)?)?;
     m.add_function(wrap_pyfunction!(compare_runs, m)?)?;
     m.add_function(wrap_pyfunction!(compare_point_series, m)?)?;
     m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
     m.add_function(wrap_pyfunction!(run_group, m)?)?;
-    m.add_function(wrap_pyfunction!(default_compare_options, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_options, m)?)?;
     Ok(())
 }

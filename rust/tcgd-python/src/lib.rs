@@ -10,6 +10,7 @@ mod errors;
 mod memory;
 mod probe;
 mod recording;
+mod results;
 mod store;
 
 use pyo3::prelude::*;
@@ -162,6 +163,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(probe::capture_id, m)?)?;
     config::register(m)?;
     compare::register(m)?;
+    results::register(m)?;
     anomaly::register(m)?;
     memory::register(m)?;
     Ok(())

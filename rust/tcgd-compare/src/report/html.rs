@@ -23,7 +23,7 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-const STYLE: &str = "\
+pub(crate) const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem;color:#1b1b1b;max-width:1200px}
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
 table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
@@ -52,15 +52,15 @@ fn status_cell(s: Status) -> String {
     )
 }
 
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     format!("<td>{}</td>", escape(text))
 }
 
-fn num(text: &str) -> String {
+pub(crate) fn num(text: &str) -> String {
     format!("<td class=\"num\">{}</td>", escape(text))
 }
 
-fn head(columns: &[&str]) -> String {
+pub(crate) fn head(columns: &[&str]) -> String {
     let mut s = String::from("<thead><tr>");
     for c in columns {
         let _ = write!(s, "<th>{}</th>", escape(c));
@@ -69,7 +69,7 @@ fn head(columns: &[&str]) -> String {
     s
 }
 
-fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
+pub(crate) fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
     if total > shown {
         let _ = write!(
             out,
@@ -80,7 +80,12 @@ fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
     }
 }
 
-pub fn render(c: &Comparison, limit: usize) -> String {
+/// `include_unchanged`: whether matching ranks, points and observations get rows
+/// (`None`: [`rows::keeps_matches`]'s default). The header counts every row either way.
+pub fn render(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -> String {
+    let shown_rank = |r: &&crate::model::RankComparison| {
+        include_unchanged != Some(false) || r.status != crate::model::Status::Match
+    };
     let mut out = String::new();
     let title = format!("tcgd {}: {}", c.kind.title(), c.status.shout());
     let _ = write!(
@@ -140,7 +145,8 @@ pub fn render(c: &Comparison, limit: usize) -> String {
             "detail",
         ]));
         out.push_str("<tbody>");
-        for r in c.ranks.iter().take(limit) {
+        let ranks: Vec<_> = c.ranks.iter().filter(shown_rank).collect();
+        for r in ranks.iter().take(limit) {
             out.push_str("<tr>");
             out.push_str(&num(&r.rank.to_string()));
             out.push_str(&status_cell(r.status));
@@ -161,11 +167,14 @@ pub fn render(c: &Comparison, limit: usize) -> String {
             out.push_str("</tr>");
         }
         out.push_str("</tbody></table>\n");
-        more(&mut out, c.ranks.len().min(limit), c.ranks.len(), limit);
+        more(&mut out, ranks.len().min(limit), ranks.len(), limit);
     }
 
     if !rows::single_point(c) {
-        let points = rows::point_rows(c);
+        let mut points = rows::point_rows(c);
+        if include_unchanged == Some(false) {
+            points.retain(|(_, p)| p.status != crate::model::Status::Match);
+        }
         let grouped = c.kind == ComparisonKind::RunGroups;
         let _ = write!(
             out,
@@ -249,8 +258,8 @@ pub fn render(c: &Comparison, limit: usize) -> String {
         );
     }
 
-    let (obs_rows, total) = rows::observation_rows(c);
-    if rows::single_point(c) {
+    let (obs_rows, total) = rows::observation_rows(c, include_unchanged);
+    if rows::keeps_matches(c, include_unchanged) {
         let _ = write!(out, "<h2>Observations ({total}, execution order)</h2>");
     } else {
         let _ = write!(

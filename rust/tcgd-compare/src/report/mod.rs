@@ -2,6 +2,7 @@
 //! tables; and writing them into a directory.
 
 pub mod csv;
+pub mod group;
 pub mod html;
 mod rows;
 pub mod text;
@@ -29,11 +30,30 @@ pub fn to_json(c: &Comparison) -> Result<String> {
 }
 
 pub fn to_text(c: &Comparison, limit: Option<usize>) -> String {
-    text::render(c, limit.unwrap_or(c.options.limit))
+    to_text_with(c, limit, None)
+}
+
+/// The text report; `include_unchanged` says whether matching rows are listed (`None`:
+/// for a single point pair only).
+pub fn to_text_with(
+    c: &Comparison,
+    limit: Option<usize>,
+    include_unchanged: Option<bool>,
+) -> String {
+    text::render(c, limit.unwrap_or(c.options.limit), include_unchanged)
 }
 
 pub fn to_html(c: &Comparison, limit: Option<usize>) -> String {
-    html::render(c, limit.unwrap_or(c.options.limit))
+    to_html_with(c, limit, None)
+}
+
+/// The HTML report, with rows chosen as [`to_text_with`] chooses them.
+pub fn to_html_with(
+    c: &Comparison,
+    limit: Option<usize>,
+    include_unchanged: Option<bool>,
+) -> String {
+    html::render(c, limit.unwrap_or(c.options.limit), include_unchanged)
 }
 
 /// The CSV tables that apply to this comparison, by file name.
@@ -60,10 +80,22 @@ pub fn write(
     overwrite: bool,
     limit: Option<usize>,
 ) -> Result<Vec<PathBuf>> {
+    write_with(c, dir, overwrite, limit, None)
+}
+
+/// [`write`], with the text and HTML rows chosen as [`to_text_with`] chooses them (JSON
+/// and CSV stay complete).
+pub fn write_with(
+    c: &Comparison,
+    dir: &Path,
+    overwrite: bool,
+    limit: Option<usize>,
+    include_unchanged: Option<bool>,
+) -> Result<Vec<PathBuf>> {
     let mut files = vec![
-        ("report.txt", to_text(c, limit)),
+        ("report.txt", to_text_with(c, limit, include_unchanged)),
         ("report.json", to_json(c)?),
-        ("report.html", to_html(c, limit)),
+        ("report.html", to_html_with(c, limit, include_unchanged)),
     ];
     files.extend(csv_tables(c));
     Ok(tcgd_report::write_report(

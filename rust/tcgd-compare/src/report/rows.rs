@@ -87,13 +87,21 @@ pub fn single_point(c: &Comparison) -> bool {
     matches!(c.kind, ComparisonKind::Snapshots | ComparisonKind::Points)
 }
 
-/// The observation rows a report lists: every observation for a single point pair, the
-/// ones that did not match otherwise. Returns the rows and how many observations there are
-/// in all.
-pub fn observation_rows(c: &Comparison) -> (Vec<ObservationRow<'_>>, usize) {
+/// Whether a report lists matching rows: as asked, else every row for a single point pair
+/// and only the rows that did not match otherwise.
+pub fn keeps_matches(c: &Comparison, include_unchanged: Option<bool>) -> bool {
+    include_unchanged.unwrap_or_else(|| single_point(c))
+}
+
+/// The observation rows a report lists (see [`keeps_matches`]). Returns the rows and how
+/// many observations there are in all.
+pub fn observation_rows(
+    c: &Comparison,
+    include_unchanged: Option<bool>,
+) -> (Vec<ObservationRow<'_>>, usize) {
     let all = c.observations();
     let total = all.len();
-    let keep_matches = single_point(c);
+    let keep_matches = keeps_matches(c, include_unchanged);
     let rows = all
         .into_iter()
         .filter(|(_, _, o)| keep_matches || o.status != Status::Match)

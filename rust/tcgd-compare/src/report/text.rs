@@ -6,14 +6,14 @@ use crate::model::{Comparison, ComparisonKind};
 use crate::report::rows::{self, ObservationRow};
 
 /// A table with aligned columns; `right` marks numeric columns.
-struct Table {
+pub(crate) struct Table {
     headers: Vec<&'static str>,
     right: Vec<bool>,
-    rows: Vec<Vec<String>>,
+    pub(crate) rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    fn new(columns: &[(&'static str, bool)]) -> Table {
+    pub(crate) fn new(columns: &[(&'static str, bool)]) -> Table {
         Table {
             headers: columns.iter().map(|c| c.0).collect(),
             right: columns.iter().map(|c| c.1).collect(),
@@ -21,7 +21,7 @@ impl Table {
         }
     }
 
-    fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -57,7 +57,7 @@ impl Table {
     }
 }
 
-fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
+pub(crate) fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
     if total > shown {
         let _ = writeln!(
             out,
@@ -67,7 +67,12 @@ fn more(out: &mut String, shown: usize, total: usize, limit: usize) {
     }
 }
 
-pub fn render(c: &Comparison, limit: usize) -> String {
+/// `include_unchanged`: whether matching ranks, points and observations get rows
+/// (`None`: [`rows::keeps_matches`]'s default). The header counts every row either way.
+pub fn render(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -> String {
+    let shown_rank = |r: &&crate::model::RankComparison| {
+        include_unchanged != Some(false) || r.status != crate::model::Status::Match
+    };
     let mut out = String::new();
     let _ = writeln!(out, "torch-cudagraph-debug {}", c.kind.title());
     let header = rows::header(c);
@@ -93,7 +98,8 @@ pub fn render(c: &Comparison, limit: usize) -> String {
             ("inconclusive", true),
             ("detail", false),
         ]);
-        for r in c.ranks.iter().take(limit) {
+        let ranks: Vec<_> = c.ranks.iter().filter(shown_rank).collect();
+        for r in ranks.iter().take(limit) {
             let (points, observations, mismatch, inconclusive) = match &r.comparison {
                 Some(inner) => (
                     inner.point_counts.total.to_string(),
@@ -114,11 +120,14 @@ pub fn render(c: &Comparison, limit: usize) -> String {
             ]);
         }
         t.render(&mut out);
-        more(&mut out, c.ranks.len().min(limit), c.ranks.len(), limit);
+        more(&mut out, ranks.len().min(limit), ranks.len(), limit);
     }
 
     if !rows::single_point(c) {
-        let points = rows::point_rows(c);
+        let mut points = rows::point_rows(c);
+        if include_unchanged == Some(false) {
+            points.retain(|(_, p)| p.status != crate::model::Status::Match);
+        }
         let grouped = c.kind == ComparisonKind::RunGroups;
         let _ = writeln!(out, "\npoints ({}):", points.len());
         let mut columns = Vec::new();
@@ -189,8 +198,8 @@ pub fn render(c: &Comparison, limit: usize) -> String {
         );
     }
 
-    let (obs_rows, total) = rows::observation_rows(c);
-    if rows::single_point(c) {
+    let (obs_rows, total) = rows::observation_rows(c, include_unchanged);
+    if rows::keeps_matches(c, include_unchanged) {
         let _ = writeln!(out, "\nobservations ({total}, execution order):");
     } else {
         let _ = writeln!(

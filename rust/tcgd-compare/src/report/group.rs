@@ -1,0 +1,282 @@
+//! The summary of a run group: its ranks and, for every rank and point, how many
+//! observations were recorded there and with which payload. Text, HTML, JSON and
+//! `rank_points.csv`, written by the same rules as comparison reports.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{CompareError, Result};
+use crate::group::{GroupMember, MemberPoint, RunGroup};
+use crate::report::html::{self, cell, escape, head, num};
+use crate::report::text::{self, Table};
+
+/// Every file a group summary directory can hold; `write` replaces only these.
+pub const SUMMARY_FILES: [&str; 4] = [
+    "summary.txt",
+    "summary.json",
+    "summary.html",
+    "rank_points.csv",
+];
+
+/// Every `(rank, point)` row, ranks ascending, points in order.
+pub fn rank_points(g: &RunGroup) -> Vec<(&GroupMember, &MemberPoint)> {
+    g.members
+        .iter()
+        .flat_map(|m| m.points.iter().map(move |p| (m, p)))
+        .collect()
+}
+
+/// `'job': 2 of 3 ranks, world size 3, INCOMPLETE`, and where it is.
+fn headline(g: &RunGroup) -> String {
+    let mut s = format!(
+        "'{}': {} of {} rank{}, {}",
+        g.name,
+        g.members.len(),
+        g.world_size,
+        if g.world_size == 1 { "" } else { "s" },
+        if g.complete { "complete" } else { "INCOMPLETE" }
+    );
+    if let Some(root) = &g.root {
+        s.push_str(&format!(" at {}", root.display()));
+    }
+    s
+}
+
+fn missing(g: &RunGroup) -> String {
+    if g.missing_ranks.is_empty() {
+        "none".to_owned()
+    } else {
+        g.missing_ranks
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn replay(p: &MemberPoint) -> String {
+    p.replay_index
+        .map_or_else(|| "eager".to_owned(), |r| r.to_string())
+}
+
+/// The summary as JSON data: the group as loaded (members with their points, missing
+/// ranks, warnings) plus `rank_points`, one object per rank and point.
+pub fn to_value(g: &RunGroup) -> Result<serde_json::Value> {
+    let encode = |e: serde_json::Error| {
+        CompareError::InvalidInput(format!("cannot encode the summary: {e}"))
+    };
+    let mut value = serde_json::to_value(g).map_err(encode)?;
+    let rows: Vec<serde_json::Value> = rank_points(g)
+        .into_iter()
+        .map(|(m, p)| {
+            serde_json::json!({
+                "rank": m.rank,
+                "point_index": p.index,
+                "label": p.label,
+                "replay_index": p.replay_index,
+                "observation_count": p.observations,
+                "full_payload_count": p.full,
+                "summary_payload_count": p.summary,
+            })
+        })
+        .collect();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("rank_points".into(), serde_json::Value::Array(rows));
+    }
+    Ok(value)
+}
+
+pub fn to_json(g: &RunGroup) -> Result<String> {
+    serde_json::to_string_pretty(&to_value(g)?)
+        .map_err(|e| CompareError::InvalidInput(format!("cannot encode the summary: {e}")))
+}
+
+pub fn to_text(g: &RunGroup, limit: usize) -> String {
+    let mut out = String::from("torch-cudagraph-debug run group summary\n");
+    let _ = writeln!(out, "group:         {}", headline(g));
+    let _ = writeln!(out, "missing ranks: {}", missing(g));
+    if !g.warnings.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for w in &g.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    let _ = writeln!(out, "\nranks ({}):", g.members.len());
+    let mut t = Table::new(&[
+        ("rank", true),
+        ("points", true),
+        ("complete", false),
+        ("run", false),
+        ("path", false),
+    ]);
+    for m in g.members.iter().take(limit) {
+        t.rows.push(vec![
+            m.rank.to_string(),
+            m.points.len().to_string(),
+            m.complete.to_string(),
+            m.run_id.clone(),
+            m.path.display().to_string(),
+        ]);
+    }
+    t.render(&mut out);
+    text::more(&mut out, g.members.len().min(limit), g.members.len(), limit);
+
+    let rows = rank_points(g);
+    let _ = writeln!(out, "\nrank points ({}):", rows.len());
+    let mut t = Table::new(&[
+        ("rank", true),
+        ("point", true),
+        ("label", false),
+        ("replay", true),
+        ("observations", true),
+        ("full", true),
+        ("summary", true),
+    ]);
+    for (m, p) in rows.iter().take(limit) {
+        t.rows.push(vec![
+            m.rank.to_string(),
+            p.index.to_string(),
+            p.label.clone(),
+            replay(p),
+            p.observations.to_string(),
+            p.full.to_string(),
+            p.summary.to_string(),
+        ]);
+    }
+    t.render(&mut out);
+    text::more(&mut out, rows.len().min(limit), rows.len(), limit);
+    out
+}
+
+pub fn to_html(g: &RunGroup, limit: usize) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+         style-src 'unsafe-inline'\">\n<title>{}</title>\n<style>\n{}</style>\n</head>\n\
+         <body>\n<h1>torch-cudagraph-debug run group summary</h1>\n",
+        escape(&format!("tcgd run group summary: {}", g.name)),
+        html::STYLE
+    );
+    let _ = writeln!(
+        out,
+        "<table class=\"facts\"><tr><th>group</th>{}</tr><tr><th>missing ranks</th>{}</tr>\
+         </table>",
+        cell(&headline(g)),
+        cell(&missing(g))
+    );
+    if !g.warnings.is_empty() {
+        out.push_str("<h2>Warnings</h2><ul>");
+        for w in &g.warnings {
+            let _ = write!(out, "<li>{}</li>", escape(w));
+        }
+        out.push_str("</ul>\n");
+    }
+    let _ = write!(
+        out,
+        "<h2>Ranks ({})</h2><table id=\"ranks\">{}<tbody>",
+        g.members.len(),
+        head(&["rank", "points", "complete", "run", "path"])
+    );
+    for m in g.members.iter().take(limit) {
+        let _ = write!(
+            out,
+            "<tr>{}{}{}{}{}</tr>",
+            num(&m.rank.to_string()),
+            num(&m.points.len().to_string()),
+            cell(&m.complete.to_string()),
+            cell(&m.run_id),
+            cell(&m.path.display().to_string())
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    html::more(&mut out, g.members.len().min(limit), g.members.len(), limit);
+    let rows = rank_points(g);
+    let _ = write!(
+        out,
+        "<h2>Rank points ({})</h2><table id=\"rank-points\">{}<tbody>",
+        rows.len(),
+        head(&[
+            "rank",
+            "point",
+            "label",
+            "replay",
+            "observations",
+            "full",
+            "summary"
+        ])
+    );
+    for (m, p) in rows.iter().take(limit) {
+        let _ = write!(
+            out,
+            "<tr>{}{}{}{}{}{}{}</tr>",
+            num(&m.rank.to_string()),
+            num(&p.index.to_string()),
+            cell(&p.label),
+            num(&replay(p)),
+            num(&p.observations.to_string()),
+            num(&p.full.to_string()),
+            num(&p.summary.to_string())
+        );
+    }
+    out.push_str("</tbody></table>\n");
+    html::more(&mut out, rows.len().min(limit), rows.len(), limit);
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+/// `rank_points.csv`: one row per rank and point, every row.
+pub fn rank_points_csv(g: &RunGroup) -> String {
+    let mut out = String::new();
+    let header: Vec<String> = [
+        "rank",
+        "point_index",
+        "label",
+        "replay_index",
+        "observation_count",
+        "full_payload_count",
+        "summary_payload_count",
+        "run_id",
+        "complete",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    tcgd_report::csv::line(&mut out, &header, "\r\n");
+    for (m, p) in rank_points(g) {
+        tcgd_report::csv::line(
+            &mut out,
+            &[
+                m.rank.to_string(),
+                p.index.to_string(),
+                p.label.clone(),
+                p.replay_index.map(|r| r.to_string()).unwrap_or_default(),
+                p.observations.to_string(),
+                p.full.to_string(),
+                p.summary.to_string(),
+                m.run_id.clone(),
+                m.complete.to_string(),
+            ],
+            "\r\n",
+        );
+    }
+    out
+}
+
+/// Writes the summary files into `dir` by the rules of every report directory: one that
+/// already holds anything needs `overwrite`, which replaces only [`SUMMARY_FILES`].
+pub fn write(g: &RunGroup, dir: &Path, overwrite: bool, limit: usize) -> Result<Vec<PathBuf>> {
+    let files = vec![
+        ("summary.txt", to_text(g, limit)),
+        ("summary.json", to_json(g)?),
+        ("summary.html", to_html(g, limit)),
+        ("rank_points.csv", rank_points_csv(g)),
+    ];
+    Ok(tcgd_report::write_report(
+        dir,
+        &files,
+        &SUMMARY_FILES,
+        overwrite,
+    )?)
+}

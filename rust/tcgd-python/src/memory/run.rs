@@ -1,0 +1,254 @@
+//! Memory runs: the writer a `MemoryRecorder` commits points through, and the reader.
+
+use super::*;
+
+#[pyclass(module = "torch_cudagraph_debug._native")]
+pub struct MemoryRunWriter {
+    inner: Mutex<RustWriter>,
+}
+
+#[pymethods]
+impl MemoryRunWriter {
+    /// Claims a run (name and rank) in a job root; `overwrite` replaces a run already there.
+    #[new]
+    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        header_json: &str,
+        producer: &str,
+        overwrite: bool,
+        commit_interval: Option<f64>,
+        compact: bool,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let header: RunHeader = serde_json::from_str(header_json)
+                .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
+            let policy = crate::store::commit_policy(commit_interval)?;
+            let writer = py.detach(|| {
+                RustWriter::create_with_policy(&path, header, producer, overwrite, policy, compact)
+            })?;
+            Ok(MemoryRunWriter {
+                inner: Mutex::new(writer),
+            })
+        })
+    }
+
+    /// Records one point from a live snapshot dict: reads the state and the new history
+    /// in place, then commits durably with the GIL released.
+    #[pyo3(signature = (snapshot, *, label, metadata_json, marker, devices, device_memory, source, synchronized, during_capture, torch_version))]
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        py: Python<'_>,
+        snapshot: &Bound<'_, PyAny>,
+        label: String,
+        metadata_json: String,
+        marker: Option<String>,
+        devices: Option<Vec<i64>>,
+        device_memory: DeviceArgs,
+        source: String,
+        synchronized: bool,
+        during_capture: bool,
+        torch_version: Option<String>,
+    ) -> PyResult<MemoryState> {
+        guard(py, || {
+            let mut writer = try_lock(&self.inner, "recorder")?;
+            let tree = PyTree::new(py);
+            let opts = IngestOptions {
+                devices,
+                marker,
+                torch_version: torch_version.clone(),
+            };
+            let pending = writer.ingest(&tree, snapshot, &opts)?;
+            let meta = PointMeta {
+                label,
+                metadata: metadata_json,
+                timestamp_us: None,
+                source,
+                source_path: None,
+                synchronized,
+                during_capture,
+                torch_version,
+            };
+            let memory = self::device_memory(device_memory);
+            let w: &mut RustWriter = &mut writer;
+            let state = py.detach(|| w.commit(pending, meta, memory))?;
+            Ok(MemoryState { inner: state })
+        })
+    }
+
+    /// Imports a `_dump_snapshot` pickle as the next point (read without executing code).
+    #[pyo3(signature = (path, *, label, metadata_json, device_memory))]
+    fn import_pickle(
+        &self,
+        py: Python<'_>,
+        path: PathBuf,
+        label: String,
+        metadata_json: String,
+        device_memory: DeviceArgs,
+    ) -> PyResult<MemoryState> {
+        guard(py, || {
+            let mut writer = try_lock(&self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            let memory = self::device_memory(device_memory);
+            let state = py.detach(|| -> Result<Arc<RustState>, MemoryError> {
+                let snap = tcgd_memory::run::read_pickle_file(&path)?;
+                let pending = w.ingest(&snap, &snap.root(), &IngestOptions::default())?;
+                w.commit(
+                    pending,
+                    PointMeta {
+                        label,
+                        metadata: metadata_json,
+                        timestamp_us: None,
+                        source: "import".to_owned(),
+                        source_path: Some(path.display().to_string()),
+                        synchronized: false,
+                        during_capture: false,
+                        torch_version: None,
+                    },
+                    memory,
+                )
+            })?;
+            Ok(MemoryState { inner: state })
+        })
+    }
+
+    fn has_label(&self, label: &str) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "recorder")?.has_label(label))
+    }
+
+    #[getter]
+    fn point_count(&self) -> PyResult<u64> {
+        Ok(try_lock(&self.inner, "recorder")?.point_count())
+    }
+
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(try_lock(&self.inner, "recorder")?.is_closed())
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(try_lock(&self.inner, "recorder")?.dir().to_path_buf())
+    }
+
+    #[getter]
+    fn run_id(&self) -> PyResult<String> {
+        Ok(try_lock(&self.inner, "recorder")?.header().run_id.clone())
+    }
+
+    /// Waits until every recorded point is durable on disk.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut writer = try_lock(&self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            py.detach(|| w.flush()).map_err(BindingError::from)
+        })
+    }
+
+    /// Ends the run, complete or not: commits what is queued first. Idempotent.
+    fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
+        guard(py, || {
+            let mut writer = try_lock(&self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            py.detach(|| w.close(complete)).map_err(BindingError::from)
+        })
+    }
+
+    /// Removes the run instead of ending it: for an import that failed as a whole.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            let mut writer = try_lock(&self.inner, "recorder")?;
+            let w: &mut RustWriter = &mut writer;
+            py.detach(|| w.discard()).map_err(BindingError::from)
+        })
+    }
+}
+
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct MemoryRunReader {
+    inner: RustReader,
+}
+
+#[pymethods]
+impl MemoryRunReader {
+    /// Opens a memory run; `on_damage` is `"raise"` or `"skip"` (`tcgd_store::OnDamage`).
+    #[new]
+    #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        on_damage: &str,
+        name: Option<String>,
+        rank: Option<i64>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let mode = crate::store::on_damage(on_damage)?;
+            let selector = tcgd_store::RunSelector {
+                name,
+                rank,
+                kind: Some(tcgd_store::RunKind::Memory),
+            };
+            let inner = py.detach(|| RustReader::open_selected(&path, &selector, mode))?;
+            Ok(MemoryRunReader { inner })
+        })
+    }
+
+    /// What opening with `on_damage="skip"` left out (`Damage` fields as dicts).
+    fn damage<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        crate::store::damage_list(py, self.inner.store().damage())
+    }
+
+    fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
+        guard(py, || {
+            let bytes = self.inner.manifest().to_json()?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        })
+    }
+
+    /// Every point's state, in commit order.
+    fn states(&self) -> Vec<MemoryState> {
+        self.inner
+            .states()
+            .iter()
+            .map(|s| MemoryState { inner: s.clone() })
+            .collect()
+    }
+
+    /// Every committed row of one of the run's tables as a `pyarrow.RecordBatch`.
+    fn table<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        guard(py, || {
+            let table = Table::from_dir_name(name)
+                .filter(|t| Table::MEMORY.contains(t))
+                .ok_or_else(|| BindingError::InvalidInput(format!("no memory table '{name}'")))?;
+            let batch = py.detach(|| self.inner.store().table(table))?;
+            Ok(batch.to_pyarrow(py)?)
+        })
+    }
+
+    /// A point's state with the snapshot dict rebuilt (traces: the point's window).
+    fn raw_snapshot<'py>(&self, py: Python<'py>, point_index: i64) -> PyResult<Bound<'py, PyDict>> {
+        guard(py, || {
+            let state = self
+                .inner
+                .states()
+                .iter()
+                .find(|s| s.identity.index == point_index)
+                .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))?
+                .clone();
+            let events = py.detach(|| self.inner.events(point_index))?;
+            Ok(raw_snapshot(py, &state, &events)?)
+        })
+    }
+
+    /// Checks every file digest; returns (path, problem) pairs.
+    fn validate(&self, py: Python<'_>) -> PyResult<Vec<(PathBuf, String)>> {
+        guard(py, || {
+            let issues = py.detach(|| self.inner.store().validate())?;
+            Ok(issues.into_iter().map(|i| (i.path, i.problem)).collect())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------- analyses

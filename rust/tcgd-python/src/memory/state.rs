@@ -1,0 +1,468 @@
+//! Allocator states: read from the snapshot dict in place (or a pickle), ingested point by
+//! point, and their Python views.
+
+use super::*;
+
+/// One analysed snapshot or point (immutable).
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct MemoryState {
+    pub(super) inner: Arc<RustState>,
+}
+
+pub(super) fn identity_dict<'py>(
+    py: Python<'py>,
+    id: &StateIdentity,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("origin", &id.origin)?;
+    d.set_item("name", &id.name)?;
+    d.set_item("label", &id.label)?;
+    d.set_item("index", id.index)?;
+    d.set_item("source", &id.source)?;
+    d.set_item("source_path", &id.source_path)?;
+    d.set_item("marker", &id.marker)?;
+    d.set_item("boundary_recorded", id.boundary_recorded)?;
+    d.set_item("synchronized", id.synchronized)?;
+    d.set_item("during_capture", id.during_capture)?;
+    d.set_item("torch_version", &id.torch_version)?;
+    Ok(d)
+}
+
+pub(super) fn stats_dict<'py>(
+    py: Python<'py>,
+    s: &tcgd_memory::MemoryStats,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, value) in s.columns() {
+        d.set_item(name, value)?;
+    }
+    Ok(d)
+}
+
+pub(super) fn frames_list<'py>(
+    py: Python<'py>,
+    stacks: &StackTable,
+    stack: Option<u32>,
+) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    let Some(frames) = stack.and_then(|s| stacks.stack(s)) else {
+        return Ok(list);
+    };
+    for &f in frames {
+        if let Some(frame) = stacks.frame(f) {
+            let d = PyDict::new(py);
+            d.set_item("filename", &frame.filename)?;
+            d.set_item("line", frame.line)?;
+            d.set_item("name", &frame.name)?;
+            list.append(d)?;
+        }
+    }
+    Ok(list)
+}
+
+pub(super) fn pool_tuple(pool: PoolId) -> (i64, i64) {
+    pool
+}
+
+/// Rebuilds a dict shaped like `torch.cuda.memory._snapshot()`'s from a state: its
+/// segments and blocks, and as `device_traces` the history window the state stored.
+pub(super) fn raw_snapshot<'py>(
+    py: Python<'py>,
+    state: &RustState,
+    events: &[Event],
+) -> PyResult<Bound<'py, PyDict>> {
+    let stacks = &state.stacks;
+    let segments = PyList::empty(py);
+    let mut blocks_of: Vec<Vec<usize>> = vec![Vec::new(); state.segments.len()];
+    for (i, b) in state.blocks.iter().enumerate() {
+        if let Some(list) = blocks_of.get_mut(b.segment as usize) {
+            list.push(i);
+        }
+    }
+    for (i, s) in state.segments.iter().enumerate() {
+        let d = PyDict::new(py);
+        d.set_item("device", s.device)?;
+        d.set_item("address", s.address)?;
+        d.set_item("total_size", s.total_size)?;
+        let blocks = PyList::empty(py);
+        let (mut allocated, mut active, mut requested) = (0i64, 0i64, 0i64);
+        for &bi in &blocks_of[i] {
+            let b = &state.blocks[bi];
+            if b.state == tcgd_memory::model::BlockState::ActiveAllocated {
+                allocated += b.size;
+            }
+            if b.state.is_active() {
+                active += b.size;
+                requested += b.requested_size;
+            }
+            let bd = PyDict::new(py);
+            bd.set_item("address", b.address)?;
+            bd.set_item("size", b.size)?;
+            bd.set_item("requested_size", b.requested_size)?;
+            bd.set_item(
+                "state",
+                match b.state {
+                    // The name torch's _snapshot() itself uses.
+                    tcgd_memory::model::BlockState::ActiveAwaitingFree => "active_pending_free",
+                    other => other.as_str(),
+                },
+            )?;
+            bd.set_item("frames", frames_list(py, stacks, b.stack)?)?;
+            blocks.append(bd)?;
+        }
+        d.set_item("allocated_size", s.allocated_size.unwrap_or(allocated))?;
+        d.set_item("active_size", s.active_size.unwrap_or(active))?;
+        d.set_item("requested_size", s.requested_size.unwrap_or(requested))?;
+        d.set_item("stream", s.stream)?;
+        d.set_item("segment_type", &s.segment_type)?;
+        d.set_item("segment_pool_id", pool_tuple(s.pool))?;
+        d.set_item("is_expandable", s.is_expandable)?;
+        d.set_item("frames", frames_list(py, stacks, s.stack)?)?;
+        d.set_item("blocks", blocks)?;
+        segments.append(d)?;
+    }
+    let device_count = state
+        .devices
+        .iter()
+        .copied()
+        .chain(events.iter().map(|e| e.device))
+        .max()
+        .map_or(0, |d| usize::try_from(d + 1).unwrap_or(0));
+    let traces: Vec<Bound<'py, PyList>> = (0..device_count).map(|_| PyList::empty(py)).collect();
+    for e in events {
+        let Some(list) = usize::try_from(e.device).ok().and_then(|d| traces.get(d)) else {
+            continue;
+        };
+        let d = PyDict::new(py);
+        d.set_item("action", &e.action)?;
+        if e.action == "oom" {
+            d.set_item("device_free", e.device_free)?;
+        } else {
+            d.set_item("addr", e.address)?;
+        }
+        d.set_item("size", e.size)?;
+        d.set_item("stream", e.stream)?;
+        d.set_item("time_us", e.time_us)?;
+        if let Some(m) = &e.user_metadata {
+            d.set_item("user_metadata", m)?;
+        }
+        if let Some(c) = &e.compile_context {
+            d.set_item("compile_context", c)?;
+        }
+        if let Some(p) = e.pool {
+            d.set_item("pool_id", pool_tuple(p))?;
+        }
+        if e.stack.is_some() {
+            d.set_item("frames", frames_list(py, stacks, e.stack)?)?;
+        }
+        list.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("segments", segments)?;
+    out.set_item("device_traces", PyList::new(py, traces)?)?;
+    Ok(out)
+}
+
+#[pymethods]
+impl MemoryState {
+    /// Who took the state and how: origin, name, label, index, source, marker, ...
+    fn identity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        identity_dict(py, &self.inner.identity)
+    }
+
+    #[getter]
+    fn devices(&self) -> Vec<i64> {
+        self.inner.devices.clone()
+    }
+
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings.clone()
+    }
+
+    /// `[(order, device, pool_id, stream, stats dict)]`, in report order.
+    fn observations<'py>(&self, py: Python<'py>) -> PyResult<Vec<ObservationRow<'py>>> {
+        self.inner
+            .observations
+            .iter()
+            .enumerate()
+            .map(|(i, (k, s))| Ok((i, k.device, k.pool, k.stream, stats_dict(py, s)?)))
+            .collect()
+    }
+
+    /// `[(device, pool_id, stats dict)]`: sums over streams, in report order.
+    fn pool_stats<'py>(&self, py: Python<'py>) -> PyResult<Vec<PoolRow<'py>>> {
+        self.inner
+            .pool_stats()
+            .iter()
+            .map(|((device, pool), s)| Ok((*device, *pool, stats_dict(py, s)?)))
+            .collect()
+    }
+
+    /// Sums per scope (`all`, `default`, `private`); `device=None` sums every device.
+    #[pyo3(signature = (device=None))]
+    fn scope_stats<'py>(
+        &self,
+        py: Python<'py>,
+        device: Option<i64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for scope in tcgd_memory::Scope::ALL {
+            d.set_item(
+                scope.as_str(),
+                stats_dict(py, &self.inner.scope_stats(device, scope))?,
+            )?;
+        }
+        Ok(d)
+    }
+
+    /// Device-wide readings and the history window, one dict per device.
+    fn device_memory<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let state = &self.inner;
+        state
+            .devices
+            .iter()
+            .map(|&device| {
+                let m = state.memory(device);
+                let d = PyDict::new(py);
+                d.set_item("device", device)?;
+                d.set_item("free_bytes", m.free_bytes)?;
+                d.set_item("total_bytes", m.total_bytes)?;
+                d.set_item("cuda_used", m.cuda_used())?;
+                d.set_item("allocator_reserved", state.device_stats(device).reserved)?;
+                d.set_item("residual", state.residual(device))?;
+                d.set_item("probe_device_bytes", m.probe_device_bytes)?;
+                d.set_item("probe_pinned_bytes", m.probe_pinned_bytes)?;
+                let window = state.windows.iter().find(|w| w.device == device);
+                d.set_item(
+                    "history_status",
+                    window.map_or("disabled", |w| w.status.as_str()),
+                )?;
+                d.set_item("ring_entries", window.map_or(0, |w| w.ring_entries))?;
+                d.set_item("window_events", window.map_or(0, |w| w.events))?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// One memory table of this state (`memory_stats`, `memory_segments`,
+    /// `memory_blocks`, `memory_events`, `memory_devices`, ...) as a `pyarrow.RecordBatch`.
+    fn table<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        guard(py, || {
+            let table = Table::from_dir_name(name)
+                .filter(|t| Table::MEMORY.contains(t) && *t != Table::Points)
+                .ok_or_else(|| BindingError::InvalidInput(format!("no memory table '{name}'")))?;
+            let batches = py.detach(|| tcgd_memory::run::state_tables(&self.inner))?;
+            let batch = batches
+                .into_iter()
+                .find(|(t, _)| *t == table)
+                .map(|(_, b)| b)
+                .ok_or_else(|| BindingError::Internal(format!("table {name} missing")))?;
+            Ok(batch.to_pyarrow(py)?)
+        })
+    }
+
+    /// A dict shaped like `torch.cuda.memory._snapshot()`'s (traces: the stored window).
+    fn raw_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        guard(py, || {
+            Ok(raw_snapshot(py, &self.inner, &self.inner.events)?)
+        })
+    }
+
+    /// The state on its own as a report.
+    #[pyo3(signature = (format="text", include_unchanged=true, depth="stream"))]
+    fn report(
+        &self,
+        py: Python<'_>,
+        format: &str,
+        include_unchanged: bool,
+        depth: &str,
+    ) -> PyResult<String> {
+        guard(py, || {
+            let format = format_of(format)?;
+            let opts = report_options(include_unchanged, depth)?;
+            Ok(py.detach(|| {
+                tcgd_memory::report::render_comparison(
+                    &tcgd_memory::summary(&self.inner),
+                    format,
+                    opts,
+                )
+            }))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------- probe-side ingestion
+
+/// The history cursor and stack table of a MemoryProbe: snapshots of one probe share
+/// them, so each snapshot stores only history new since the previous one.
+#[pyclass(module = "torch_cudagraph_debug._native")]
+pub struct MemoryIngestor {
+    inner: Mutex<IngestorState>,
+}
+
+struct IngestorState {
+    origin: String,
+    name: String,
+    cursor: HistoryCursor,
+    stacks: Arc<StackTable>,
+    count: i64,
+}
+
+#[pymethods]
+impl MemoryIngestor {
+    #[new]
+    fn new(origin: String, name: String) -> Self {
+        MemoryIngestor {
+            inner: Mutex::new(IngestorState {
+                origin,
+                name,
+                cursor: HistoryCursor::new(),
+                stacks: Arc::new(StackTable::default()),
+                count: 0,
+            }),
+        }
+    }
+
+    /// Ingests a live snapshot dict.
+    #[pyo3(signature = (snapshot, *, label, marker, devices, device_memory, source, synchronized, during_capture, torch_version))]
+    #[allow(clippy::too_many_arguments)]
+    fn ingest(
+        &self,
+        py: Python<'_>,
+        snapshot: &Bound<'_, PyAny>,
+        label: Option<String>,
+        marker: Option<String>,
+        devices: Option<Vec<i64>>,
+        device_memory: DeviceArgs,
+        source: String,
+        synchronized: bool,
+        during_capture: bool,
+        torch_version: Option<String>,
+    ) -> PyResult<MemoryState> {
+        guard(py, || {
+            let mut state = try_lock(&self.inner, "probe")?;
+            let tree = PyTree::new(py);
+            let opts = IngestOptions {
+                devices,
+                marker: marker.clone(),
+                torch_version: torch_version.clone(),
+            };
+            let st = &mut *state;
+            let stacks = Arc::make_mut(&mut st.stacks);
+            let mark = stacks.mark();
+            let ingested = match tcgd_memory::ingest(&tree, snapshot, &opts, &st.cursor, stacks) {
+                Ok(i) => i,
+                Err(e) => {
+                    stacks.rollback(mark);
+                    return Err(e.into());
+                }
+            };
+            let index = st.count;
+            let identity = StateIdentity {
+                origin: st.origin.clone(),
+                name: st.name.clone(),
+                label: label.unwrap_or_else(|| format!("snapshot-{index}")),
+                index,
+                source,
+                source_path: None,
+                marker: marker.filter(|_| ingested.boundary_recorded),
+                boundary_recorded: ingested.boundary_recorded,
+                synchronized,
+                during_capture,
+                torch_version,
+            };
+            let cursor = ingested.next_cursor.clone();
+            let result = RustState::from_ingested(
+                identity,
+                ingested,
+                self::device_memory(device_memory),
+                st.stacks.clone(),
+            );
+            match result {
+                Ok(s) => {
+                    st.cursor = cursor;
+                    st.count += 1;
+                    Ok(MemoryState { inner: Arc::new(s) })
+                }
+                Err(e) => {
+                    Arc::make_mut(&mut st.stacks).rollback(mark);
+                    Err(e.into())
+                }
+            }
+        })
+    }
+}
+
+/// A standalone state from a `_dump_snapshot` pickle file (no run, fresh history).
+#[pyfunction]
+#[pyo3(signature = (path, *, origin, name, label, device_memory))]
+pub(super) fn memory_state_from_pickle(
+    py: Python<'_>,
+    path: PathBuf,
+    origin: String,
+    name: String,
+    label: String,
+    device_memory: DeviceArgs,
+) -> PyResult<MemoryState> {
+    guard(py, || {
+        let state = py.detach(|| -> Result<RustState, MemoryError> {
+            let snap = tcgd_memory::run::read_pickle_file(&path)?;
+            let mut stacks = StackTable::default();
+            let ingested = tcgd_memory::ingest(
+                &snap,
+                &snap.root(),
+                &IngestOptions::default(),
+                &HistoryCursor::new(),
+                &mut stacks,
+            )?;
+            let identity = StateIdentity {
+                origin,
+                name,
+                label,
+                index: 0,
+                source: "import".to_owned(),
+                source_path: Some(path.display().to_string()),
+                ..StateIdentity::default()
+            };
+            RustState::from_ingested(
+                identity,
+                ingested,
+                self::device_memory(device_memory),
+                Arc::new(stacks),
+            )
+        })?;
+        Ok(MemoryState {
+            inner: Arc::new(state),
+        })
+    })
+}
+
+/// Parses pickle bytes with the data-only reader; returns nothing, raises what a file
+/// with these bytes would raise (used by tests and `tcgd memory import` checks).
+#[pyfunction]
+pub(super) fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()> {
+    guard(py, || {
+        let owned = data.to_vec();
+        py.detach(|| -> Result<(), MemoryError> {
+            let tree =
+                tcgd_memory::pickle::parse(&owned).map_err(|source| MemoryError::Pickle {
+                    path: PathBuf::from("<bytes>"),
+                    source,
+                })?;
+            let snap = PickleSnapshot::new(tree);
+            let mut stacks = StackTable::default();
+            tcgd_memory::ingest(
+                &snap,
+                &snap.root(),
+                &IngestOptions::default(),
+                &HistoryCursor::new(),
+                &mut stacks,
+            )?;
+            Ok(())
+        })
+        .map_err(BindingError::from)
+    })
+}
+
+// ---------------------------------------------------------------------- runs

@@ -1,0 +1,120 @@
+//! The writer's file and time helpers: run paths, staged files, deletions, compaction
+//! bins, timestamps.
+
+use super::*;
+
+pub fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+pub fn rfc3339(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_micros())
+}
+
+/// Refuses a version 1 run directory (its `run.json` manifest) with an error saying what
+/// it is, before anything is written next to it.
+pub(crate) fn refuse_version_one(root: &Path) -> Result<()> {
+    if root.join(layout::VERSION_ONE_MANIFEST).is_file() {
+        return Err(StoreError::VersionOneRun {
+            path: root.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes `rows` under `_staging/` (fsynced) and moves the file into its table's rank
+/// directory under its final name; returns its logged path, name and size. Not in the
+/// log yet: the caller commits it.
+pub(crate) fn stage_file(
+    root: &Path,
+    table: Table,
+    rank: i64,
+    run_id: &str,
+    tag: &str,
+    rows: &RecordBatch,
+    (first, last): (u64, u64),
+) -> Result<(String, PartName, u64)> {
+    let staging = layout::staging_dir(root);
+    fs::create_dir_all(&staging).map_err(StoreError::io(&staging))?;
+    let staged = staging.join(format!("{run_id}-{}-{tag}.parquet", table.dir_name()));
+    let written = write_part(&staged, table, rows)?;
+    let name = PartName {
+        run_id: run_id.to_owned(),
+        first_point: first,
+        last_point: last,
+        digest_prefix: PartName::digest_prefix_of(&written.digest),
+    };
+    let rank_dir = layout::rank_dir(rank);
+    let dir = root.join(table.dir_name()).join(&rank_dir);
+    fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+    let target = dir.join(name.file_name());
+    fs::rename(&staged, &target).map_err(StoreError::io(&target))?;
+    sync_dir(&dir)?;
+    Ok((
+        format!("{rank_dir}/{}", name.file_name()),
+        name,
+        written.bytes,
+    ))
+}
+
+/// How messages and errors name a run of a root.
+pub fn run_path(root: &Path, name: &str, rank: i64) -> PathBuf {
+    PathBuf::from(format!("{} (run '{name}', rank {rank})", root.display()))
+}
+
+/// The run id a data file's logged path names.
+pub(crate) fn file_run_id(logged: &str) -> Option<String> {
+    let (_, file) = layout::split_logged_path(logged)?;
+    PartName::parse(file).map(|name| name.run_id)
+}
+
+/// Run ids become parts of file names: letters and digits only (a uuid's hex).
+pub(super) fn check_run_id(run_id: &str) -> Result<()> {
+    if run_id.is_empty() || run_id.len() > 64 || !run_id.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(StoreError::invalid(
+            "run_id",
+            format!("'{run_id}' must be 1 to 64 ASCII letters or digits"),
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes files a commit removed from the log. Failing to delete costs disk space and a
+/// file that plain globs still see, never a wrong answer through the log; `compact_root`
+/// deletes what is left.
+pub(crate) fn delete_files(table_dir: &Path, logged: &[String]) {
+    for path in logged {
+        if layout::split_logged_path(path).is_some() {
+            let _ = fs::remove_file(table_dir.join(path));
+        }
+    }
+}
+
+/// Consecutive files grouped so each group's total size stays near `target`: each group
+/// becomes one file when compacted.
+pub(crate) fn compaction_bins<T: Clone>(
+    files: &[T],
+    size_of: impl Fn(&T) -> u64,
+    target: u64,
+) -> Vec<Vec<T>> {
+    let mut bins: Vec<Vec<T>> = Vec::new();
+    let mut size = 0u64;
+    for file in files {
+        if bins.is_empty() || size + size_of(file) > target {
+            bins.push(Vec::new());
+            size = 0;
+        }
+        size += size_of(file);
+        bins.last_mut().expect("pushed above").push(file.clone());
+    }
+    bins
+}
