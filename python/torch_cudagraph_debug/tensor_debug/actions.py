@@ -86,7 +86,6 @@ TensorExpected: TypeAlias = (
     "TensorExpectedValue | Sequence[TensorExpectedValue] "
     "| Mapping[TensorObservationKey, TensorExpectedValue]"
 )
-ExpectedValues = TensorExpected
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ class CheckAction:
     The first failure is kept (replay, name, element, both values): ``check_status()``.
     """
 
-    expected: ExpectedValues
+    expected: TensorExpected
     rtol: float = 1e-5
     atol: float = 1e-8
     equal_nan: bool = False

@@ -87,7 +87,6 @@ LayoutPolicy = Literal["strict", "ignore"]
 ObservationComparisonKind = Literal[
     "reference_only", "candidate_only", "metadata", "digest", "values", "summary"
 ]
-Status = ComparisonStatus
 
 # Names this package used before it took the reference design's: the same classes.
 ObservationComparison = TensorObservationComparison
