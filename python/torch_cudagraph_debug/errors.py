@@ -9,7 +9,12 @@ The reference design's names fit into this hierarchy as bases, so an ``except`` 
 for them catches what the reference says it catches: ``CudaGraphDebugError`` is
 ``TcgdError``; ``TensorDebugError`` is the base of the tensor domain's errors, with
 ``TensorCheckError``, ``TensorComparisonError``, ``TensorBundleError``,
-``TensorOwnershipError`` and ``TensorPayloadUnavailableError`` under it.
+``TensorOwnershipError`` and ``TensorPayloadUnavailableError`` under it;
+``MemoryDebugError`` is the memory domain's, with ``MemoryBundleError``,
+``MemoryOwnershipError``, ``MemoryHistoryError`` (``MemoryHistoryDisabledError``,
+``MemoryHistoryBoundaryError``, ``MemoryHistoryTruncatedError``) and
+``MemoryReconciliationError`` under it. A run on disk is a "bundle" of either domain, so
+the storage errors derive from both bundle errors.
 """
 
 from __future__ import annotations
@@ -32,6 +37,43 @@ class NativeExtensionUnavailableError(TcgdError, ImportError):
 class TensorDebugError(TcgdError):
     """Base class of the tensor domain's errors (probes, recorders, tensor runs and their
     comparison)."""
+
+
+class MemoryDebugError(TcgdError):
+    """Base class of the memory domain's errors (memory probes, recorders, runs and their
+    analyses)."""
+
+
+class MemoryBundleError(MemoryDebugError):
+    """A memory run that is malformed, of an unsupported format, or unreadable."""
+
+
+class MemoryHistoryError(MemoryDebugError, LookupError):
+    """An analysis needs allocator history (``torch.cuda.memory._record_memory_history``)
+    for an interval, and the history there is missing or incomplete. The application owns
+    the history setting; this package never turns it on or off."""
+
+
+class MemoryHistoryDisabledError(MemoryHistoryError):
+    """No history on a device the analysis covers: recording was off, or the live blocks
+    carry no stack frames."""
+
+
+class MemoryHistoryBoundaryError(MemoryHistoryError):
+    """A point's boundary marker could not be recorded (no allocator metadata API), so the
+    history cannot be cut into that point's window."""
+
+
+class MemoryHistoryTruncatedError(MemoryHistoryError):
+    """The start marker of a window is not in the history: the ring overwrote it, or
+    recording began after the window started (the two cannot always be told apart)."""
+
+
+class MemoryReconciliationError(MemoryDebugError, RuntimeError):
+    """Complete history contradicts the allocator state, or boundaries are out of order:
+    overlapping collection, allocator activity between marker and snapshot, damaged
+    input, or a defect here. The message summarises the contradictions by reason and
+    device, with example addresses."""
 
 
 class TensorBundleError(TensorDebugError):
@@ -136,11 +178,11 @@ class StorageError(TcgdError, OSError):
     """A problem with a job root (the runs stored in a directory) on disk."""
 
 
-class StorageIOError(StorageError, TensorBundleError):
+class StorageIOError(StorageError, TensorBundleError, MemoryBundleError):
     """The operating system refused a read or write; the message names the file."""
 
 
-class RunNotFoundError(StorageError, TensorBundleError, FileNotFoundError):
+class RunNotFoundError(StorageError, TensorBundleError, MemoryBundleError, FileNotFoundError):
     """The path is not a job root (it has no ``runs`` table), or it holds no run matching
     the name and rank asked for; the message lists the runs it holds."""
 
@@ -150,7 +192,7 @@ class RunExistsError(StorageError, FileExistsError):
     or that another recorder is writing now."""
 
 
-class CorruptRunError(StorageError, TensorBundleError):
+class CorruptRunError(StorageError, TensorBundleError, MemoryBundleError):
     """A damaged, truncated, missing or malformed file of a run; the message names it."""
 
 
@@ -162,7 +204,7 @@ class PayloadMissingError(CorruptRunError):
     """An observation refers to payload bytes that the run does not hold."""
 
 
-class UnsupportedFormatError(StorageError, TensorBundleError):
+class UnsupportedFormatError(StorageError, TensorBundleError, MemoryBundleError):
     """A table written by a newer version of the package (upgrade to read it), or a run of
     storage version 1 (a directory with a ``run.json``), which this version does not read."""
 
@@ -199,7 +241,7 @@ class MissingDependencyError(TcgdError, ImportError):
     """An optional package a feature needs (tensorboard, duckdb) is not installed."""
 
 
-class SnapshotFormatError(TcgdError, ValueError):
+class SnapshotFormatError(MemoryDebugError, ValueError):
     """An allocator snapshot (a ``torch.cuda.memory._snapshot()`` dict or a
     ``_dump_snapshot`` pickle) that lacks a required field, has one of the wrong type, or
     contradicts itself; the message names the field and the torch version."""
@@ -209,9 +251,14 @@ class UnsafePickleError(SnapshotFormatError):
     """A pickle that would execute code when loaded; it is refused unread."""
 
 
-class CrossRunError(InvalidInputError):
+class CrossRunError(InvalidInputError, MemoryDebugError):
     """An analysis that only means something inside one run (events, lifetimes, phase
     ranges) was asked across independent runs."""
+
+
+class MemoryOwnershipError(InvalidInputError, MemoryDebugError):
+    """A memory point used with a run that did not record it (or a snapshot with a probe
+    that did not take it)."""
 
 
 class FeatureUnavailableError(TcgdError, NotImplementedError):
@@ -232,6 +279,14 @@ __all__ = [
     "FeatureUnavailableError",
     "GradientNotTrackedError",
     "InvalidInputError",
+    "MemoryBundleError",
+    "MemoryDebugError",
+    "MemoryHistoryBoundaryError",
+    "MemoryHistoryDisabledError",
+    "MemoryHistoryError",
+    "MemoryHistoryTruncatedError",
+    "MemoryOwnershipError",
+    "MemoryReconciliationError",
     "MissingDependencyError",
     "NativeExtensionUnavailableError",
     "NoObservationsError",

@@ -10,6 +10,16 @@ decomposed and compared. See ``docs/memory-debug.md``.
 
 from __future__ import annotations
 
+from torch_cudagraph_debug.errors import (
+    MemoryBundleError,
+    MemoryDebugError,
+    MemoryHistoryBoundaryError,
+    MemoryHistoryDisabledError,
+    MemoryHistoryError,
+    MemoryHistoryTruncatedError,
+    MemoryOwnershipError,
+    MemoryReconciliationError,
+)
 from torch_cudagraph_debug.memory_debug._model import (
     DEFAULT_POOL,
     DeviceMemory,
@@ -37,16 +47,24 @@ __all__ = [
     "DEFAULT_POOL",
     "DeviceMemory",
     "MemoryAttributionOptions",
+    "MemoryBundleError",
     "MemoryComparison",
+    "MemoryDebugError",
     "MemoryDebugWarning",
     "MemoryDisplayOptions",
+    "MemoryHistoryBoundaryError",
+    "MemoryHistoryDisabledError",
+    "MemoryHistoryError",
+    "MemoryHistoryTruncatedError",
     "MemoryObservation",
+    "MemoryOwnershipError",
     "MemoryPhaseComparison",
     "MemoryPhaseRange",
     "MemoryPoint",
     "MemoryPoolKey",
     "MemoryProbe",
     "MemoryProbeSnapshot",
+    "MemoryReconciliationError",
     "MemoryRecorder",
     "MemoryRun",
     "MemoryStateReport",

@@ -67,6 +67,28 @@ pub enum MemoryError {
     #[error("{0}")]
     CrossRun(String),
 
+    /// A point or snapshot used with a run or probe that did not record it.
+    #[error("{0}")]
+    Ownership(String),
+
+    /// An analysis needs allocator history where there is none (recording off, or live
+    /// blocks without frames).
+    #[error("{0}")]
+    HistoryDisabled(String),
+
+    /// A point's boundary marker could not be recorded, so its window cannot be cut.
+    #[error("{0}")]
+    HistoryBoundary(String),
+
+    /// A window's start marker is not in the history (overwritten, or recording began
+    /// late).
+    #[error("{0}")]
+    HistoryTruncated(String),
+
+    /// Complete history contradicts the allocator state, or boundaries are out of order.
+    #[error("{0}")]
+    Reconciliation(String),
+
     #[error(transparent)]
     Store(#[from] StoreError),
 }

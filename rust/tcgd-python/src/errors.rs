@@ -73,6 +73,11 @@ python_classes!(
     SnapshotFormatError,
     UnsafePickleError,
     CrossRunError,
+    MemoryOwnershipError,
+    MemoryHistoryDisabledError,
+    MemoryHistoryBoundaryError,
+    MemoryHistoryTruncatedError,
+    MemoryReconciliationError,
 );
 
 /// An error of the binding layer: the Python class it becomes, and its message. A
@@ -123,6 +128,16 @@ pub enum BindingError {
     UnsafePickle(String),
     /// `CrossRunError`
     CrossRun(String),
+    /// `MemoryOwnershipError`
+    MemoryOwnership(String),
+    /// `MemoryHistoryDisabledError`
+    HistoryDisabled(String),
+    /// `MemoryHistoryBoundaryError`
+    HistoryBoundary(String),
+    /// `MemoryHistoryTruncatedError`
+    HistoryTruncated(String),
+    /// `MemoryReconciliationError`
+    Reconciliation(String),
     /// `InvalidInputError` for a comparison option, with `option` (the option's name) and
     /// `reason` set on the exception so that the CLI can name its flag instead.
     InvalidOption { option: String, reason: String },
@@ -158,6 +173,11 @@ impl From<BindingError> for PyErr {
             BindingError::SnapshotFormat(m) => class::SnapshotFormatError::new_err(m),
             BindingError::UnsafePickle(m) => class::UnsafePickleError::new_err(m),
             BindingError::CrossRun(m) => class::CrossRunError::new_err(m),
+            BindingError::MemoryOwnership(m) => class::MemoryOwnershipError::new_err(m),
+            BindingError::HistoryDisabled(m) => class::MemoryHistoryDisabledError::new_err(m),
+            BindingError::HistoryBoundary(m) => class::MemoryHistoryBoundaryError::new_err(m),
+            BindingError::HistoryTruncated(m) => class::MemoryHistoryTruncatedError::new_err(m),
+            BindingError::Reconciliation(m) => class::MemoryReconciliationError::new_err(m),
             BindingError::InvalidOption { option, reason } => invalid_option(option, reason),
             BindingError::Python(e) => e,
         }
@@ -270,6 +290,11 @@ impl From<MemoryError> for BindingError {
             MemoryError::Io { .. } => BindingError::StorageIo(message),
             MemoryError::InvalidInput(_) => BindingError::InvalidInput(message),
             MemoryError::CrossRun(_) => BindingError::CrossRun(message),
+            MemoryError::Ownership(_) => BindingError::MemoryOwnership(message),
+            MemoryError::HistoryDisabled(_) => BindingError::HistoryDisabled(message),
+            MemoryError::HistoryBoundary(_) => BindingError::HistoryBoundary(message),
+            MemoryError::HistoryTruncated(_) => BindingError::HistoryTruncated(message),
+            MemoryError::Reconciliation(_) => BindingError::Reconciliation(message),
         }
     }
 }

@@ -1,0 +1,212 @@
+//! Reports in text, JSON, CSV and HTML. Every format renders the same pruned view of the
+//! tree (device -> CUDA used -> residual + allocator -> pools -> streams), so they agree
+//! row for row; each level's values sum to its parent's (with `include_unchanged=false`
+//! the pruned rows have zero change, so changes still sum).
+//!
+//! One file per report: [`comparison`] (the state tree of two snapshots or points),
+//! [`summary`] (the states of a run), [`phases`] (four-point equations), [`timeline`]
+//! (every point against its predecessor). This module holds what they share: options,
+//! byte formatting, CSV cells, the HTML shell and escaping.
+
+use std::fmt::Write as _;
+
+use crate::model::PoolId;
+
+mod comparison;
+mod phases;
+mod summary;
+mod timeline;
+
+pub use comparison::{
+    comparison_csv, comparison_html, comparison_json, comparison_text, render_comparison, view,
+};
+pub use phases::{phases_json, render_phases};
+pub use summary::render_summaries;
+pub use timeline::{render_timeline, timeline_json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    Device,
+    Pool,
+    Stream,
+}
+
+impl Depth {
+    pub fn parse(s: &str) -> Option<Depth> {
+        match s {
+            "device" => Some(Depth::Device),
+            "pool" => Some(Depth::Pool),
+            "stream" => Some(Depth::Stream),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportOptions {
+    pub include_unchanged: bool,
+    pub depth: Depth,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            include_unchanged: true,
+            depth: Depth::Stream,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+    Html,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Option<Format> {
+        match s {
+            "text" => Some(Format::Text),
+            "json" => Some(Format::Json),
+            "csv" => Some(Format::Csv),
+            "html" => Some(Format::Html),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------- formatting
+
+/// Binary units with two decimals; exact bytes below 1 KiB.
+pub fn format_bytes(value: i64) -> String {
+    let magnitude = value.unsigned_abs();
+    let sign = if value < 0 { "-" } else { "" };
+    if magnitude < 1024 {
+        return format!("{sign}{magnitude} B");
+    }
+    let units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut scaled = magnitude as f64 / 1024.0;
+    let mut unit = 0;
+    while scaled >= 1024.0 && unit + 1 < units.len() {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    format!("{sign}{scaled:.2} {}", units[unit])
+}
+
+/// A signed change: `+16.00 MiB`, `-1.00 KiB`, `+0 B`.
+fn format_change(change: i64) -> String {
+    if change >= 0 {
+        format!("+{}", format_bytes(change))
+    } else {
+        format_bytes(change)
+    }
+}
+
+fn format_count_change(change: i64) -> String {
+    format!("{change:+}")
+}
+
+fn opt_bytes(v: Option<i64>) -> String {
+    v.map_or_else(|| "n/a".to_owned(), format_bytes)
+}
+
+fn pool_name(pool: PoolId) -> String {
+    format!("pool[{},{}]", pool.0, pool.1)
+}
+
+fn stream_name(stream: i64) -> String {
+    format!("stream 0x{stream:x}")
+}
+
+// ---------------------------------------------------------------------- pruned view
+
+/// Cells go through the shared writer, which neutralises text a spreadsheet would run as
+/// a formula (a point label like `=HYPERLINK(...)`) and leaves numbers as numbers.
+fn csv_line(out: &mut String, fields: &[String]) {
+    tcgd_report::csv::line(out, fields, "\n");
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+fn opt_pool(p: Option<PoolId>) -> String {
+    p.map(|(a, b)| format!("{a},{b}")).unwrap_or_default()
+}
+
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px}\
+td.n{text-align:right;font-variant-numeric:tabular-nums}tr.device td{background:#eef}\
+tr.pool td{background:#f7f7f7}.warn{color:#a40}pre{background:#f5f5f5;padding:8px}";
+
+fn html_page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>{STYLE}</style></head>\n<body>\n{body}</body></html>\n",
+        escape_html(title)
+    )
+}
+
+fn html_table(
+    header: &[&str],
+    rows: &[Vec<String>],
+    class_of: impl Fn(&[String]) -> &'static str,
+) -> String {
+    let mut out = String::from("<table>\n<thead><tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", escape_html(h));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows {
+        let _ = write!(out, "<tr class=\"{}\">", class_of(row));
+        for cell in row {
+            let numeric = !cell.is_empty() && cell.parse::<i64>().is_ok();
+            let _ = write!(
+                out,
+                "<td{}>{}</td>",
+                if numeric { " class=\"n\"" } else { "" },
+                escape_html(cell)
+            );
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_format() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(16), "16 B");
+        assert_eq!(format_bytes(1024), "1.00 KiB");
+        assert_eq!(format_bytes(-3 * 1024 * 1024), "-3.00 MiB");
+        assert_eq!(format_change(2 << 20), "+2.00 MiB");
+        assert_eq!(format_change(0), "+0 B");
+        assert_eq!(
+            escape_html("<a href='x'>&"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;"
+        );
+    }
+}

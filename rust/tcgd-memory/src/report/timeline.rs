@@ -1,0 +1,179 @@
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::stats::MemoryStats;
+use crate::timeline::Timeline;
+
+use super::comparison::*;
+use super::*;
+
+pub(super) const TIMELINE_HEADER: [&str; 19] = [
+    "point_index",
+    "label",
+    "level",
+    "scope",
+    "device",
+    "pool",
+    "pool_kind",
+    "reserved",
+    "reserved_change",
+    "allocated",
+    "allocated_change",
+    "active",
+    "active_change",
+    "requested",
+    "requested_change",
+    "cuda_used",
+    "cuda_used_change",
+    "residual",
+    "residual_change",
+];
+
+pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<String>> {
+    t.rows
+        .iter()
+        .map(|r| {
+            let ch = |f: fn(&MemoryStats) -> i64| opt(r.change.as_ref().map(f));
+            vec![
+                r.point_index.to_string(),
+                r.label.clone(),
+                r.level.as_str().to_owned(),
+                r.scope.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                opt(r.device),
+                opt_pool(r.pool),
+                r.pool_kind
+                    .map(|k| k.as_str().to_owned())
+                    .unwrap_or_default(),
+                r.stats.reserved.to_string(),
+                ch(|s| s.reserved),
+                r.stats.allocated.to_string(),
+                ch(|s| s.allocated),
+                r.stats.active.to_string(),
+                ch(|s| s.active),
+                r.stats.requested.to_string(),
+                ch(|s| s.requested),
+                opt(r.cuda_used),
+                opt(r.cuda_used_change),
+                opt(r.residual),
+                opt(r.residual_change),
+            ]
+        })
+        .collect()
+}
+
+pub(super) fn timeline_text(t: &Timeline, include_unchanged: bool) -> String {
+    let mut out = String::new();
+    let name = t.points.first().map_or("", |p| p.name.as_str());
+    let _ = writeln!(out, "Memory timeline '{name}' ({} points)", t.points.len());
+    let mut current = None;
+    for r in &t.rows {
+        if current != Some(r.point_index) {
+            current = Some(r.point_index);
+            let _ = writeln!(out, "\n  [{}] {}", r.point_index, r.label);
+        }
+        let changed = r
+            .change
+            .is_some_and(|c| c.byte_metrics().iter().any(|(_, v)| *v != 0))
+            || r.cuda_used_change.is_some_and(|c| c != 0);
+        if !include_unchanged
+            && r.change.is_some()
+            && !changed
+            && r.level != crate::timeline::TimelineLevel::Scope
+        {
+            continue;
+        }
+        let value = |v: i64, c: Option<i64>| match c {
+            Some(c) => format!("{} ({})", format_bytes(v), format_change(c)),
+            None => format_bytes(v),
+        };
+        let stats = format!(
+            "reserved {}, allocated {}, active {}, requested {}",
+            value(r.stats.reserved, r.change.map(|c| c.reserved)),
+            value(r.stats.allocated, r.change.map(|c| c.allocated)),
+            value(r.stats.active, r.change.map(|c| c.active)),
+            value(r.stats.requested, r.change.map(|c| c.requested)),
+        );
+        let line = match r.level {
+            crate::timeline::TimelineLevel::Scope => {
+                format!("    {}: {stats}", r.scope.map_or("?", |s| s.as_str()))
+            }
+            crate::timeline::TimelineLevel::Device => {
+                let cuda = match r.cuda_used {
+                    Some(u) => format!(
+                        "CUDA used {}, residual {}, ",
+                        value(u, r.cuda_used_change),
+                        r.residual
+                            .map_or_else(|| "n/a".to_owned(), |x| value(x, r.residual_change))
+                    ),
+                    None => String::new(),
+                };
+                format!("    device[{}]: {cuda}{stats}", r.device.unwrap_or(-1))
+            }
+            crate::timeline::TimelineLevel::Pool => format!(
+                "      {} ({}): {stats}",
+                pool_name(r.pool.unwrap_or((0, 0))),
+                r.pool_kind.map_or("?", |k| k.as_str())
+            ),
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+pub fn timeline_json(t: &Timeline) -> Value {
+    let rows: Vec<Value> = t
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "point_index": r.point_index,
+                "label": r.label,
+                "level": r.level.as_str(),
+                "scope": r.scope.map(|s| s.as_str()),
+                "device": r.device,
+                "pool": pool_json(r.pool),
+                "pool_kind": r.pool_kind.map(|k| k.as_str()),
+                "stats": r.stats,
+                "change": r.change,
+                "cuda_used": r.cuda_used,
+                "cuda_used_change": r.cuda_used_change,
+                "residual": r.residual,
+                "residual_change": r.residual_change,
+            })
+        })
+        .collect();
+    json!({"kind": "memory_timeline", "points": t.points, "rows": rows})
+}
+
+pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> String {
+    match format {
+        Format::Text => timeline_text(t, options.include_unchanged),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&timeline_json(t)).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        Format::Csv => {
+            let mut out = String::new();
+            csv_line(&mut out, &TIMELINE_HEADER.map(str::to_owned));
+            for row in timeline_rows(t) {
+                csv_line(&mut out, &row);
+            }
+            out
+        }
+        Format::Html => {
+            let mut body = String::from("<h1>Memory timeline</h1>\n<pre>");
+            body.push_str(&escape_html(&timeline_text(t, options.include_unchanged)));
+            body.push_str("</pre>\n");
+            body.push_str(&html_table(&TIMELINE_HEADER, &timeline_rows(t), |row| {
+                if row[2] == "device" {
+                    "device"
+                } else {
+                    ""
+                }
+            }));
+            html_page("Memory timeline", &body)
+        }
+    }
+}
