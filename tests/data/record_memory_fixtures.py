@@ -13,6 +13,12 @@ because the allocator reads ``PYTORCH_CUDA_ALLOC_CONF`` once, when CUDA initiali
 - ``memory_fixtures.json``: per pickle, ``torch.cuda.mem_get_info`` taken right after it,
   the marker string set while it was taken, and the versions that produced it.
 
+- ``memory_history_<n>.pickle`` (n = 0..3) and ``memory_history.json``: four points of one
+  process with allocator history on, around a workload whose answers are known by
+  construction (``HISTORY_WORKLOAD`` below: bytes born and kept, a transient born and freed
+  between two points, a capture growing a private pool, bytes freed), so the history
+  analyses (stacks, events, lifetimes) are checked against real snapshots.
+
 ``--describe`` prints the keys and value types found at every level of a live snapshot,
 the first thing to look at when a new torch release changes the snapshot's shape.
 """
@@ -29,6 +35,20 @@ from typing import Any
 
 CAPTURE_BYTES = 16 * 1024 * 1024
 VARIANTS = {"default": "", "expandable": "expandable_segments:True"}
+MIB = 1024 * 1024
+# Between consecutive points of the history fixture, in bytes (sizes are multiples of 2 MiB,
+# which the allocator does not round, so every figure is exact):
+HISTORY_WORKLOAD = {
+    "labels": ["start", "allocated", "captured", "freed"],
+    # start -> allocated: four 2 MiB blocks born and kept; one 6 MiB block born and freed.
+    "kept_block_bytes": 2 * MIB,
+    "kept_blocks": 4,
+    "transient_bytes": 6 * MIB,
+    # allocated -> captured: a capture allocating 16 MiB in its private pool.
+    "capture_bytes": 16 * MIB,
+    # captured -> freed: two of the four kept blocks freed.
+    "freed_blocks": 2,
+}
 
 
 def _describe(snapshot: dict[str, Any]) -> dict[str, Any]:
@@ -117,14 +137,68 @@ def record_variant(variant: str, out: str, describe: bool) -> dict[str, Any]:
     return facts
 
 
+def record_history(out: str) -> dict[str, Any]:
+    """The four-point history fixture (default allocator, history on from the start)."""
+    import torch
+
+    w = HISTORY_WORKLOAD
+    torch.cuda.memory._record_memory_history(max_entries=100_000, stacks="python")
+    torch.ones(1, device="cuda")  # the CUDA context and a first segment exist before "start"
+    torch.cuda.synchronize()
+    taken = []
+
+    def point(label: str) -> None:
+        torch.cuda.synchronize()
+        taken.append((label, *_take(torch, f"tcgd-fixture:history:{label}")))
+
+    point("start")
+    kept = [
+        torch.empty(w["kept_block_bytes"], dtype=torch.uint8, device="cuda")
+        for _ in range(w["kept_blocks"])
+    ]
+    transient = torch.empty(w["transient_bytes"], dtype=torch.uint8, device="cuda")
+    del transient
+    point("allocated")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_state = torch.empty(w["capture_bytes"], dtype=torch.uint8, device="cuda")
+        graph_state.fill_(1)
+    graph.replay()
+    point("captured")
+    del kept[: w["freed_blocks"]]
+    point("freed")
+
+    facts: dict[str, Any] = {"workload": w, "points": []}
+    for n, (label, snapshot, info) in enumerate(taken):
+        name = f"memory_history_{n}.pickle"
+        with open(os.path.join(out, name), "wb") as f:
+            pickle.dump(snapshot, f)
+        facts["points"].append(
+            {
+                "file": name,
+                "label": label,
+                "marker": f"tcgd-fixture:history:{label}",
+                "mem_get_info": {"0": list(info)},
+            }
+        )
+    facts.update(
+        torch=torch.__version__, cuda=torch.version.cuda, device=torch.cuda.get_device_name(0)
+    )
+    del graph, graph_state, kept
+    return facts
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--describe", action="store_true")
-    parser.add_argument("--variant", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=[*sorted(VARIANTS), "history"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
+    if args.variant == "history":
+        print(json.dumps(record_history(args.out)))
+        return 0
     if args.variant is not None:
         # Child process: PYTORCH_CUDA_ALLOC_CONF was set before torch was imported.
         print(json.dumps(record_variant(args.variant, args.out, args.describe)))
@@ -149,6 +223,18 @@ def main() -> int:
         facts.update(json.loads(lines[-1]))
     with open(os.path.join(args.out, "memory_fixtures.json"), "w") as f:
         json.dump(facts, f, indent=1, sort_keys=True)
+        f.write("\n")
+    # The history fixture in a process of its own: history on from its first allocation.
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    command = [sys.executable, os.path.abspath(__file__), "--variant", "history", "--out", args.out]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    sys.stderr.write(done.stderr)
+    if done.returncode != 0:
+        print(done.stdout)
+        return done.returncode
+    with open(os.path.join(args.out, "memory_history.json"), "w") as f:
+        json.dump(json.loads(done.stdout.strip().splitlines()[-1]), f, indent=1, sort_keys=True)
         f.write("\n")
     print(f"wrote {len(facts)} snapshots to {args.out}")
     return 0
