@@ -86,7 +86,7 @@ def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubPars
 
 
 def _parser() -> argparse.ArgumentParser:
-    from torch_cudagraph_debug.cli import compile, memory, tensor
+    from torch_cudagraph_debug.cli import compile, memory, runs, tensor
 
     parser = _Parser(prog="tcgd", description=_DESCRIPTION, epilog=_EPILOG)
     _add_version(parser)
@@ -108,9 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     compile.add_explain_command(domains)
     compile.add_differential_command(domains)
-    tensor.add_query_command(domains)
-    tensor.add_validate_command(domains)
-    tensor.add_compact_command(domains)
+    runs.add_query_command(domains)
+    runs.add_validate_command(domains)
+    runs.add_compact_command(domains)
     return parser
 
 

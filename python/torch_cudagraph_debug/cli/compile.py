@@ -104,7 +104,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def add_differential_command(subparsers: argparse._SubParsersAction) -> None:
-    from torch_cudagraph_debug.cli.tensor import _comparison_options
+    from torch_cudagraph_debug.cli.tensor_options import _comparison_options
 
     parser = subparsers.add_parser(
         "differential",
@@ -159,7 +159,7 @@ def _factory(spec: str) -> tuple[Any, list[Any]]:
 
 
 def _differential(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug.cli.tensor import _finish, _options
+    from torch_cudagraph_debug.cli.tensor_options import _finish, _options
     from torch_cudagraph_debug.compile.differential import differential
     from torch_cudagraph_debug.compile.session import load_config
 
