@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch_cudagraph_debug
 import torch_cudagraph_debug._native as native
-from torch_cudagraph_debug.cli import _exit, compile, memory, tensor
+from torch_cudagraph_debug.cli import _exit, compile, memory, tensor, tensor_options
 
 PACKAGE = Path(torch_cudagraph_debug.__file__).parent
 STUB = PACKAGE / "_native.pyi"
@@ -152,7 +152,7 @@ def test_byte_sizes_formatted_once_by_the_native_core():
     assert native.format_bytes(-1024) == "-1.00 KiB"
     assert native.format_bytes(5 << 40) == "5.00 TiB"
     # The CLI's progress line uses the same text as the memory reports.
-    assert tensor._size(1536.9) == "1.50 KiB"
-    assert tensor._size(430.1 * 2**20) == native.format_bytes(int(430.1 * 2**20))
+    assert tensor_options._size(1536.9) == "1.50 KiB"
+    assert tensor_options._size(430.1 * 2**20) == native.format_bytes(int(430.1 * 2**20))
     for source in PACKAGE.rglob("*.py"):
         assert '"KiB"' not in source.read_text(), f"{source} formats bytes itself"

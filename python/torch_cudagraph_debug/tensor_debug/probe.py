@@ -12,8 +12,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import torch
 import torch.utils.hooks
@@ -44,9 +43,18 @@ from torch_cudagraph_debug.tensor_debug.actions import (
     RecordAction,
 )
 from torch_cudagraph_debug.tensor_debug.compare import compare_snapshots
-from torch_cudagraph_debug.tensor_debug.run import (
-    TensorObservation,
-    TensorSummary,
+from torch_cudagraph_debug.tensor_debug.history import ProbeHistory
+from torch_cudagraph_debug.tensor_debug.sites import (
+    SyncArg,
+    When,
+    _as_device,
+    _check_sync_target,
+    _coordinate,
+    _device_capturing,
+    _in_capture,
+    _observation,
+    _release_freed_memory,
+    _Site,
 )
 from torch_cudagraph_debug.tensor_debug.snapshot import (
     CheckFailure,
@@ -54,67 +62,8 @@ from torch_cudagraph_debug.tensor_debug.snapshot import (
     TensorProbeSnapshot,
 )
 
-if TYPE_CHECKING:
-    pass
 
-When = Literal["capture", "always"]
-SyncArg = bool | torch.cuda.Stream | torch.device | None
-
-
-# --------------------------------------------------------------------------- the probe
-@dataclass
-class _Site:
-    """One observation slot: fixed at capture (or at the first eager call of a name)."""
-
-    order: int
-    name: str
-    invocation_index: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    source_device: str
-    nbytes: int
-    slot: int | None = None  # native slot (CUDA)
-    ring: int | None = None  # native history ring (CUDA, RecordAction(history=N))
-    host: torch.Tensor | None = None  # host slot (CPU)
-    actions: list[int] = field(default_factory=list)  # native action ids, for eager relaunch
-    overwrites: int = 0
-    check: tuple[CheckAction, torch.Tensor] | None = None
-
-
-def _in_capture(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-def _device_capturing(device: torch.device | None) -> bool:
-    """Whether the current stream of ``device`` (``None``: the current CUDA device) is
-    capturing. Never initialises CUDA: a process that has not, captures nothing."""
-    if device is not None and device.type != "cuda":
-        return False
-    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return False
-    if device is None or device.index in (None, torch.cuda.current_device()):
-        return torch.cuda.is_current_stream_capturing()
-    with torch.cuda.device(device):
-        return torch.cuda.is_current_stream_capturing()
-
-
-def _release_freed_memory() -> None:
-    """Frees probe memory that closed probes and destroyed graphs gave up. Freeing device
-    memory during a capture would invalidate it, so this waits for a moment without one."""
-    if torch.cuda.is_available() and not torch.cuda.is_current_stream_capturing():
-        _native.release_deferred()
-
-
-def _coordinate(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    coord = []
-    for size in reversed(shape):
-        coord.append(flat % size if size else 0)
-        flat = flat // size if size else 0
-    return tuple(reversed(coord))
-
-
-class TensorProbe:
+class TensorProbe(ProbeHistory):
     """Observes tensors at the places it is called.
 
     ``probe(tensor, name=...)`` returns the same tensor. Inside ``torch.cuda.graph(...)``
@@ -529,80 +478,6 @@ class TensorProbe:
         self._snapshots += 1
         return snapshot
 
-    # ------------------------------------------------------------ history
-    def _history_runtime(self, what: str) -> _native.ProbeRuntime | None:
-        self._check_open()
-        if not self.history_depth:
-            raise RecorderStateError(
-                f"probe {self.name!r}: {what} needs a history; create the probe with "
-                "RecordAction(history=N)"
-            )
-        if self._runtime is None or self._mode != "capture":
-            return None
-        return self._runtime
-
-    def history(self, *, synchronize: SyncArg = None) -> tuple[TensorProbeSnapshot, ...]:
-        """The replays the history rings hold, oldest first: one snapshot per replay (its
-        ``replay_index`` is the replay's), with every captured observation that replay
-        wrote. Empty before the first replay. ``synchronize`` as for ``snapshot()``."""
-        runtime = self._history_runtime("history()")
-        if runtime is None:
-            return ()
-        self._wait(synchronize, "history()")
-        by_replay: dict[int, list[TensorObservation]] = {}
-        for site in sorted(self._captured.values(), key=lambda s: s.order):
-            if site.ring is None:
-                continue
-            values, replays = runtime.read_ring(site.ring)
-            for index, replay in enumerate(replays):
-                if replay == 0:
-                    continue  # never written
-                chunk = values[index * site.nbytes : (index + 1) * site.nbytes]
-                value = tensor_from_bytes(chunk, site.dtype, site.shape)
-                by_replay.setdefault(replay, []).append(_observation(site, value))
-        snapshots = []
-        for replay in sorted(by_replay):
-            observations = sorted(by_replay[replay], key=lambda o: o.order)
-            snapshots.append(
-                TensorProbeSnapshot(
-                    probe_id=self.probe_id,
-                    probe_name=self.name,
-                    snapshot_index=self._snapshots,
-                    replay_index=replay,
-                    timestamp=time.time(),
-                    observations=tuple(observations),
-                )
-            )
-            self._snapshots += 1
-        return tuple(snapshots)
-
-    @property
-    def history_frozen_at(self) -> int | None:
-        """The replay the history froze at (a failed check, or ``freeze_history()``), or
-        None while it records. Without synchronising, a freeze in flight may not show."""
-        runtime = self._history_runtime("history_frozen_at")
-        return None if runtime is None else runtime.history_frozen_at
-
-    def freeze_history(self, *, synchronize: SyncArg = None) -> int:
-        """Freezes the history at the last replay (after synchronising as for
-        ``snapshot()``); returns that replay. An earlier freeze stands."""
-        runtime = self._history_runtime("freeze_history()")
-        if runtime is None:
-            raise RecorderStateError(
-                f"probe {self.name!r}: freeze_history() before the probe was captured"
-            )
-        self._wait(synchronize, "freeze_history()")
-        runtime.freeze_history(runtime.replay_count())
-        frozen = runtime.history_frozen_at
-        assert frozen is not None
-        return frozen
-
-    def rearm_history(self) -> None:
-        """Lets a frozen history record again (from the next replay on)."""
-        runtime = self._history_runtime("rearm_history()")
-        if runtime is not None:
-            runtime.rearm_history()
-
     @property
     def replay_index(self) -> torch.Tensor | None:
         """Replays of the captured graph so far (0 before the first), as a new 0-dim
@@ -760,44 +635,3 @@ class TensorProbe:
             f"TensorProbe({self.name!r}, when={self.when!r}, device={self.device}, "
             f"observations={len(self._sites)}, closed={self._closed})"
         )
-
-
-def _check_sync_target(sync: object, *, allow_none: bool = True) -> SyncArg:
-    """A ``synchronize=`` argument as the reference design accepts it: a bool, a
-    ``torch.cuda.Stream`` or a CUDA ``torch.device`` (``None``: inherit)."""
-    if sync is None and allow_none:
-        return None
-    if isinstance(sync, bool | torch.cuda.Stream):
-        return sync
-    if isinstance(sync, torch.device) and sync.type == "cuda":
-        return sync
-    raise InvalidInputError(
-        f"synchronize must be True, False, a torch.cuda.Stream or a CUDA torch.device, got "
-        f"{sync!r}; strings, device indices and CPU devices are not accepted"
-    )
-
-
-def _as_device(device: torch.device | str | int) -> torch.device:
-    d = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
-    if d.type == "cuda" and d.index is None:
-        d = torch.device("cuda", torch.cuda.current_device())
-    return d
-
-
-def _observation(site: _Site, value: torch.Tensor) -> TensorObservation:
-    contiguous = value.contiguous()
-    return TensorObservation(
-        order=site.order,
-        name=site.name,
-        invocation_index=site.invocation_index,
-        shape=site.shape,
-        stride=site.stride,
-        dtype=site.dtype,
-        source_device=site.source_device,
-        nbytes=site.nbytes,
-        payload="full",
-        digest=_native.content_digest(host_bytes(contiguous)),
-        summary=TensorSummary.of(contiguous),
-        site=None,
-        _load=lambda: contiguous,
-    )
