@@ -1,0 +1,202 @@
+//! What a comparison reads: value summaries, observation sites and metadata, points and subjects.
+
+use serde::Serialize;
+use tcgd_store::PayloadKind;
+use tcgd_tensor::DType;
+
+use super::*;
+
+// ------------------------------------------------------------------------------ inputs
+
+/// Native summary of a value, as stored in runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SummaryView {
+    pub numel: u64,
+    pub finite: u64,
+    pub nan: u64,
+    pub posinf: u64,
+    pub neginf: u64,
+    pub zero: u64,
+    #[serde(serialize_with = "opt_float")]
+    pub min: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
+    pub max: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
+    pub mean: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
+    pub std: Option<f64>,
+    #[serde(serialize_with = "float")]
+    pub l2: f64,
+}
+
+impl From<tcgd_tensor::TensorSummary> for SummaryView {
+    fn from(s: tcgd_tensor::TensorSummary) -> SummaryView {
+        SummaryView {
+            numel: s.numel,
+            finite: s.finite,
+            nan: s.nan,
+            posinf: s.pos_inf,
+            neginf: s.neg_inf,
+            zero: s.zero,
+            min: s.min,
+            max: s.max,
+            mean: s.mean,
+            std: s.std,
+            l2: s.l2,
+        }
+    }
+}
+
+/// Where a value came from when a compile pass placed the probe.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SiteView {
+    pub site_id: Option<String>,
+    pub graph_kind: Option<String>,
+    pub node_name: Option<String>,
+    pub aten_op: Option<String>,
+    pub module_path: Option<String>,
+    pub source_location: Option<String>,
+    pub compile_id: Option<String>,
+}
+
+impl SiteView {
+    pub fn is_empty(&self) -> bool {
+        *self == SiteView::default()
+    }
+
+    /// `module.path (aten.op) at file.py:12`: the parts that are known.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.module_path {
+            parts.push(m.clone());
+        }
+        if let Some(op) = &self.aten_op {
+            parts.push(format!("({op})"));
+        }
+        if let Some(src) = &self.source_location {
+            parts.push(format!("at {src}"));
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
+}
+
+/// Everything about one recorded value except its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservationMeta {
+    pub order: i64,
+    pub name: String,
+    pub invocation_index: i64,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub stride: Vec<i64>,
+    pub source_device: String,
+    pub payload: PayloadKind,
+    pub digest: Option<String>,
+    pub summary: Option<SummaryView>,
+    pub site: Option<SiteView>,
+}
+
+impl ObservationMeta {
+    pub fn key(&self) -> (&str, i64) {
+        (&self.name, self.invocation_index)
+    }
+
+    /// Elements, or `None` for a shape with a negative size or one that overflows.
+    pub fn numel(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, &d| {
+            u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+        })
+    }
+
+    /// Whether the bytes can be read: a full payload with a digest to fetch them by.
+    pub fn has_payload(&self) -> bool {
+        self.payload == PayloadKind::Full && self.digest.is_some()
+    }
+
+    pub(crate) fn side(&self) -> ObservationSide {
+        ObservationSide {
+            order: self.order,
+            dtype: self.dtype.torch_name().to_owned(),
+            shape: self.shape.clone(),
+            stride: self.stride.clone(),
+            source_device: self.source_device.clone(),
+            payload: self.payload.as_str().to_owned(),
+            digest: self.digest.clone(),
+            summary: self.summary,
+            site: self.site.clone().filter(|s| !s.is_empty()),
+        }
+    }
+}
+
+/// Which point or snapshot a set of observations belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PointRef {
+    pub label: Option<String>,
+    pub index: Option<i64>,
+    pub replay_index: Option<i64>,
+    pub snapshot_index: Option<i64>,
+    pub timestamp: Option<String>,
+}
+
+impl PointRef {
+    /// `'step3'`, `snapshot 2`, or `#4`: what a person calls this point.
+    pub fn display(&self) -> String {
+        match (&self.label, self.snapshot_index, self.index) {
+            (Some(label), _, _) => format!("'{label}'"),
+            (None, Some(s), _) => format!("snapshot {s}"),
+            (None, None, Some(i)) => format!("#{i}"),
+            (None, None, None) => "(unnamed)".to_owned(),
+        }
+    }
+}
+
+/// What was compared on one side: a snapshot, a point, a run or a run group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Subject {
+    pub kind: String,
+    pub name: Option<String>,
+    pub path: Option<String>,
+    pub run_id: Option<String>,
+    pub rank: Option<i64>,
+    pub world_size: Option<i64>,
+    pub complete: Option<bool>,
+    pub points: Option<usize>,
+    pub detail: Option<String>,
+}
+
+impl Subject {
+    pub fn display(&self) -> String {
+        let mut s = self.kind.clone();
+        if let Some(name) = &self.name {
+            s.push_str(&format!(" '{name}'"));
+        }
+        let mut facts = Vec::new();
+        if let Some(detail) = &self.detail {
+            facts.push(detail.clone());
+        }
+        if let Some(rank) = self.rank {
+            match self.world_size {
+                Some(w) => facts.push(format!("rank {rank} of {w}")),
+                None => facts.push(format!("rank {rank}")),
+            }
+        }
+        if let Some(points) = self.points {
+            facts.push(format!(
+                "{points} point{}",
+                if points == 1 { "" } else { "s" }
+            ));
+        }
+        match self.complete {
+            Some(true) => facts.push("complete".into()),
+            Some(false) => facts.push("INCOMPLETE".into()),
+            None => {}
+        }
+        if !facts.is_empty() {
+            s.push_str(&format!(" ({})", facts.join(", ")));
+        }
+        if let Some(path) = &self.path {
+            s.push_str(&format!(" at {path}"));
+        }
+        s
+    }
+}
