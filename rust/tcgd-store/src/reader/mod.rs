@@ -3,38 +3,29 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use arrow::array::{Array, AsArray, BinaryViewArray, ByteView, RecordBatch};
-use arrow::buffer::Buffer;
+use arrow::array::{Array, AsArray, RecordBatch};
 
 use arrow::compute::concat_batches;
 use arrow::datatypes::Int64Type;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 
 use crate::delta::DeltaTable;
-use crate::digest::{content_digest, format_digest};
 use crate::error::{Result, StoreError};
 use crate::layout::{split_logged_path, PartName};
 use crate::manifest::{part_path, Manifest, PartEntry, RunHeader, RunKind};
-use crate::parts::{
-    differs_from_committed, read_part_checked, read_part_columns, read_payload_chunks,
-};
+use crate::parts::read_part_checked;
 use crate::pool::BufferPool;
-use crate::schema::{Table, PAYLOAD_DIGEST_COLUMN, RUNS};
+use crate::schema::{Table, RUNS};
 use crate::writer::{refuse_version_one, rfc3339, run_batch};
 
+mod damage;
+mod payloads;
 mod runs;
+pub use damage::*;
+use payloads::*;
 pub use runs::*;
-
-/// Where a payload's chunks are: the part and its row numbers there.
-#[derive(Debug, Clone)]
-struct PayloadLocation {
-    part: usize,
-    rows: Vec<usize>,
-}
 
 pub struct RunReader {
     dir: PathBuf,
@@ -74,119 +65,6 @@ fn moved_away(error: &StoreError) -> bool {
 /// Payload buffers a reader keeps for reuse once released: enough for the payloads a
 /// comparison holds at once (the pair being compared and the next pair being read).
 const KEEP_BUFFER_BYTES: usize = 256 << 20;
-
-/// One problem found by `validate()`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValidationIssue {
-    pub path: PathBuf,
-    pub problem: String,
-}
-
-/// What opening a run does with a damaged part (missing, truncated, or not the bytes that
-/// were committed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnDamage {
-    /// The first damaged part is an error naming it (`CorruptPart`).
-    #[default]
-    Raise,
-    /// Every part's file digest is checked; the points with a damaged part are left out
-    /// (in memory runs, also the points after a damaged part of the run-wide stack
-    /// tables, which may name its stacks) and listed in `damage()`. A damaged manifest is
-    /// still an error: without it nothing is known to be intact.
-    Skip,
-}
-
-impl OnDamage {
-    pub fn parse(value: &str) -> Result<OnDamage> {
-        match value {
-            "raise" => Ok(OnDamage::Raise),
-            "skip" => Ok(OnDamage::Skip),
-            other => Err(StoreError::invalid(
-                "on_damage",
-                format!("'{other}' is not one of \"raise\", \"skip\""),
-            )),
-        }
-    }
-}
-
-/// One thing `OnDamage::Skip` left out of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Damage {
-    /// The damaged file.
-    pub path: PathBuf,
-    /// Its table.
-    pub table: String,
-    /// The point left out, or whose observation lost its payload.
-    pub point_index: Option<u64>,
-    /// That point's label, when its `points` part is intact.
-    pub label: Option<String>,
-    pub problem: String,
-}
-
-impl Damage {
-    /// One line: the problem and the point it costs.
-    pub fn describe(&self) -> String {
-        match (self.point_index, &self.label) {
-            (Some(i), Some(label)) => format!("{} (point {i} '{label}')", self.problem),
-            (Some(i), None) => format!("{} (point {i})", self.problem),
-            _ => self.problem.clone(),
-        }
-    }
-}
-
-/// Why a listed part cannot be used.
-enum PartProblem {
-    /// Not a regular file: refused unread, whatever the mode.
-    Unsafe,
-    Damaged(String),
-    Io(std::io::Error),
-}
-
-/// Checks one listed part: present, a regular file, its committed size, and (with
-/// `digest`) its committed bytes.
-fn check_part(dir: &Path, part: &PartEntry, digest: bool) -> Result<(), PartProblem> {
-    let path = part_path(dir, part);
-    let meta = match fs::symlink_metadata(&path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(PartProblem::Damaged(
-                "the file is missing: the table's log lists it, the directory does not hold it"
-                    .into(),
-            ))
-        }
-        Err(e) => return Err(PartProblem::Io(e)),
-    };
-    if !meta.is_file() {
-        return Err(PartProblem::Unsafe);
-    }
-    if meta.len() != part.bytes {
-        return Err(PartProblem::Damaged(format!(
-            "{} bytes on disk, {} committed (truncated or overwritten)",
-            meta.len(),
-            part.bytes
-        )));
-    }
-    if digest {
-        match file_digest(&path) {
-            Ok(d) if PartName::digest_prefix_of(&d) == part.digest => {}
-            Ok(d) => {
-                return Err(PartProblem::Damaged(differs_from_committed(
-                    &d,
-                    &part.digest,
-                )))
-            }
-            Err(StoreError::Io { source, .. }) => return Err(PartProblem::Io(source)),
-            Err(e) => return Err(PartProblem::Damaged(e.to_string())),
-        }
-    }
-    Ok(())
-}
-
-/// Tables whose rows later points refer to (frames and stacks are stored once per run):
-/// a damaged part of theirs costs the later points too.
-fn shared_with_later_points(table: &str) -> bool {
-    table == Table::MemoryFrames.dir_name() || table == Table::MemoryStacks.dir_name()
-}
 
 impl RunReader {
     /// Opens the one run of the job root `root` (see `open_selected` to choose among
@@ -513,181 +391,6 @@ impl RunReader {
     pub fn runs_schema() -> arrow::datatypes::SchemaRef {
         RUNS.clone()
     }
-
-    fn payload_parts(&self) -> Vec<&PartEntry> {
-        self.manifest.parts_of(Table::Payloads).collect()
-    }
-
-    fn payload_index(&self) -> Result<&HashMap<String, PayloadLocation>> {
-        let index = self
-            .payload_index
-            .get_or_init(|| self.build_payload_index().map_err(|e| e.to_string()));
-        index.as_ref().map_err(|reason| StoreError::CorruptPart {
-            path: self.dir.join(Table::Payloads.dir_name()),
-            reason: reason.clone(),
-        })
-    }
-
-    fn build_payload_index(&self) -> Result<HashMap<String, PayloadLocation>> {
-        let mut index: HashMap<String, PayloadLocation> = HashMap::new();
-        for (part_no, part) in self.payload_parts().into_iter().enumerate() {
-            let path = part_path(&self.dir, part);
-            let mut row = 0usize;
-            for batch in read_part_columns(&path, Table::Payloads, &[PAYLOAD_DIGEST_COLUMN], None)?
-            {
-                let digests = batch.column(0).as_string::<i32>();
-                for digest in digests.iter() {
-                    let digest = digest.unwrap_or_default();
-                    index
-                        .entry(digest.to_owned())
-                        .or_insert_with(|| PayloadLocation {
-                            part: part_no,
-                            rows: Vec::new(),
-                        })
-                        .rows
-                        .push(row);
-                    row += 1;
-                }
-            }
-        }
-        Ok(index)
-    }
-
-    /// The bytes of one payload, checked against its digest. A one-chunk payload stays in
-    /// the buffer its page was read into; a larger one is joined into one buffer, hashed
-    /// piece by piece while the piece is still in cache.
-    pub fn payload(&self, digest: &str) -> Result<Buffer> {
-        let location = self.payload_index()?.get(digest).ok_or_else(|| {
-            match self
-                .damage
-                .iter()
-                .find(|d| self.unreadable_payloads.contains(digest) && d.table == "payloads")
-            {
-                Some(damaged) => StoreError::CorruptPart {
-                    path: damaged.path.clone(),
-                    reason: format!("payload {digest} was stored in this damaged part"),
-                },
-                None => StoreError::PayloadMissing {
-                    digest: digest.to_owned(),
-                    run: self.dir.clone(),
-                },
-            }
-        })?;
-        let parts = self.payload_parts();
-        let part = parts[location.part];
-        let path = part_path(&self.dir, part);
-        let selection = rows_to_selection(&location.rows, part.rows as usize);
-        let mut chunks: Vec<(i64, i64, i64, Buffer)> = Vec::new();
-        for batch in read_payload_chunks(&path, selection, &self.buffers)? {
-            let index = batch.column(0).as_primitive::<Int64Type>();
-            let count = batch.column(1).as_primitive::<Int64Type>();
-            let total = batch.column(2).as_primitive::<Int64Type>();
-            let data = batch.column(3).as_binary_view();
-            for i in 0..batch.num_rows() {
-                chunks.push((
-                    index.value(i),
-                    count.value(i),
-                    total.value(i),
-                    view_buffer(data, i),
-                ));
-            }
-        }
-        chunks.sort_by_key(|c| c.0);
-        let expected_chunks = chunks.first().map_or(0, |c| c.1);
-        let total = chunks.first().map_or(0, |c| c.2);
-        let sequence_ok = chunks.len() as i64 == expected_chunks
-            && chunks.iter().enumerate().all(|(i, c)| c.0 == i as i64);
-        if !sequence_ok {
-            return Err(StoreError::corrupt(&path)(format!(
-                "payload {digest} has {} of {expected_chunks} chunks",
-                chunks.len()
-            )));
-        }
-        let (bytes, actual) = if chunks.len() == 1 {
-            let only = chunks.swap_remove(0).3;
-            let actual = content_digest(&only);
-            (only, actual)
-        } else {
-            let mut hasher = blake3::Hasher::new();
-            let joined_len: usize = chunks.iter().map(|c| c.3.len()).sum();
-            let mut joined = self.buffers.take(joined_len);
-            let mut at = 0;
-            for (_, _, _, chunk) in &chunks {
-                for piece in chunk.chunks(HASH_PIECE_BYTES) {
-                    joined.as_mut_slice()[at..at + piece.len()].copy_from_slice(piece);
-                    hasher.update(piece);
-                    at += piece.len();
-                }
-            }
-            (
-                Buffer::from(joined.freeze()),
-                format_digest(&hasher.finalize()),
-            )
-        };
-        if actual != digest || bytes.len() as i64 != total {
-            return Err(StoreError::DigestMismatch {
-                digest: digest.to_owned(),
-                actual,
-                path,
-            });
-        }
-        Ok(bytes)
-    }
-
-    /// Checks everything: each part's file digest, each payload's digest, and that every
-    /// full observation's payload is present. Returns the problems found (empty: valid),
-    /// beginning with what `OnDamage::Skip` left out.
-    pub fn validate(&self) -> Result<Vec<ValidationIssue>> {
-        let mut issues: Vec<ValidationIssue> = self
-            .damage
-            .iter()
-            .map(|d| ValidationIssue {
-                path: d.path.clone(),
-                problem: d.describe(),
-            })
-            .collect();
-        if !self.digests_checked {
-            let mut damaged = Vec::new();
-            for part in &self.manifest.parts {
-                let path = part_path(&self.dir, part);
-                match file_digest(&path) {
-                    Ok(d) if PartName::digest_prefix_of(&d) == part.digest => {}
-                    Ok(d) => damaged.push(ValidationIssue {
-                        path,
-                        problem: differs_from_committed(&d, &part.digest),
-                    }),
-                    Err(e) => damaged.push(ValidationIssue {
-                        path,
-                        problem: e.to_string(),
-                    }),
-                }
-            }
-            if !damaged.is_empty() {
-                issues.extend(damaged);
-                return Ok(issues);
-            }
-        }
-        let observations = self.table(Table::Observations)?;
-        let payload_kind = named_strings(&observations, "payload")?;
-        let digests = named_strings(&observations, "digest")?;
-        let mut wanted: Vec<&str> = (0..observations.num_rows())
-            .filter(|&i| payload_kind.value(i) == "full" && !digests.is_null(i))
-            .map(|i| digests.value(i))
-            // Already listed with the damage that made them unreadable.
-            .filter(|d| !self.unreadable_payloads.contains(*d))
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        for digest in wanted {
-            if let Err(e) = self.payload(digest) {
-                issues.push(ValidationIssue {
-                    path: self.dir.join(Table::Payloads.dir_name()),
-                    problem: e.to_string(),
-                });
-            }
-        }
-        Ok(issues)
-    }
 }
 
 /// The labels of `points` read from their `points` parts, where those are intact.
@@ -724,51 +427,6 @@ fn labels_of(
         }
     }
     labels
-}
-
-/// Joined payloads are hashed in pieces this size, right after each is copied.
-const HASH_PIECE_BYTES: usize = 1 << 20;
-
-/// The bytes of value `i` of a view array, sharing the array's buffer.
-fn view_buffer(data: &BinaryViewArray, i: usize) -> Buffer {
-    let view = data.views()[i];
-    let len = view as u32 as usize;
-    if len <= 12 {
-        // Short values live inside the view itself.
-        return Buffer::from(data.value(i).to_vec());
-    }
-    let view = ByteView::from(view);
-    data.data_buffers()[view.buffer_index as usize].slice_with_length(view.offset as usize, len)
-}
-
-fn rows_to_selection(rows: &[usize], total: usize) -> RowSelection {
-    let mut selectors = Vec::new();
-    let mut at = 0usize;
-    for &row in rows {
-        if row > at {
-            selectors.push(RowSelector::skip(row - at));
-        }
-        selectors.push(RowSelector::select(1));
-        at = row + 1;
-    }
-    if total > at {
-        selectors.push(RowSelector::skip(total - at));
-    }
-    RowSelection::from(selectors)
-}
-
-fn file_digest(path: &Path) -> Result<String> {
-    let mut file = fs::File::open(path).map_err(StoreError::io(path))?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(StoreError::io(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(format!("blake3:{}", hasher.finalize().to_hex()))
 }
 
 fn named_strings<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a arrow::array::StringArray> {
