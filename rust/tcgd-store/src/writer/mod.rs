@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use tcgd_tensor::{summarize, TensorSummary};
 
 use crate::claim::DirClaim;
-use crate::delta::{DeltaTable, Operation, StagedFile};
+use crate::delta::{DeltaTable, Operation};
 use crate::digest::content_digest;
 use crate::durable::sync_dir;
 use crate::error::{Result, StoreError};
@@ -38,6 +38,7 @@ use crate::reader::{list_runs, RunRow};
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
 use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
 
+mod commit;
 mod files;
 mod rows;
 pub use files::*;
@@ -504,158 +505,6 @@ impl RunWriter {
             ));
         }
         Ok(())
-    }
-
-    /// The labels of the points waiting for their group commit, as a failure names them.
-    pub fn waiting_labels(&self) -> String {
-        self.group.labels.join("', '")
-    }
-
-    /// How long until the waiting group is due; `None` when no point waits.
-    pub fn commit_due_in(&self) -> Option<Duration> {
-        let started = self.group.started?;
-        Some(self.policy.interval.saturating_sub(started.elapsed()))
-    }
-
-    /// Commits the waiting group if it is old or large enough.
-    pub fn commit_if_due(&mut self) -> Result<()> {
-        let due = self.group.points > 0
-            && (self.group.bytes >= self.policy.max_bytes
-                || self.commit_due_in().is_some_and(|d| d.is_zero()));
-        if due {
-            self.commit_group()?;
-        }
-        Ok(())
-    }
-
-    /// Commits every point handed over: they are durable when this returns.
-    pub fn flush(&mut self) -> Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        if self.failed {
-            return Err(StoreError::RunFinished { path: self.path() });
-        }
-        self.commit_group()
-    }
-
-    /// Writes and commits the waiting group: one file per table, `points` last.
-    fn commit_group(&mut self) -> Result<()> {
-        if self.group.points == 0 {
-            return Ok(());
-        }
-        let group = std::mem::take(&mut self.group);
-        let result = self.write_group(&group);
-        if result.is_err() {
-            // Some tables may hold rows of this group's points, which readers leave out
-            // (no `points` rows); later points would come after a hole.
-            self.failed = true;
-        }
-        result
-    }
-
-    fn write_group(&mut self, group: &Group) -> Result<()> {
-        let first = group.first_point;
-        let last = first + group.points - 1;
-        let run_id = self.manifest.header.run_id.clone();
-        // Payloads first (observations refer to them), `points` last (a point exists once
-        // its row there is committed), the other tables between.
-        let mut files: Vec<(Table, RecordBatch)> = Vec::new();
-        let mut concat = |table: Table| -> Result<()> {
-            if let Some(batches) = group.tables.get(&table) {
-                let rows = arrow::compute::concat_batches(&table.schema(), batches)
-                    .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
-                files.push((table, rows));
-            }
-            Ok(())
-        };
-        concat(Table::Payloads)?;
-        for table in group
-            .tables
-            .keys()
-            .copied()
-            .filter(|t| *t != Table::Payloads)
-        {
-            concat(table)?;
-        }
-        if !group.observation_rows.is_empty() {
-            files.push((
-                Table::Observations,
-                observations_batch(&run_id, &group.observation_rows)?,
-            ));
-        }
-        files.push((Table::Points, points_batch(&run_id, &group.point_rows)?));
-        for (table, rows) in files {
-            self.commit_file(table, rows, first, last, Operation::Append, &[])?;
-        }
-        self.committed_points = last + 1;
-        Ok(())
-    }
-
-    /// Writes `rows` as one data file of this run, moves it into the table and commits
-    /// it (with `retire` removed in the same commit).
-    fn commit_file(
-        &mut self,
-        table: Table,
-        rows: RecordBatch,
-        first: u64,
-        last: u64,
-        operation: Operation,
-        retire: &[OwnFile],
-    ) -> Result<OwnFile> {
-        let staged = self.stage(table, &rows, first, last)?;
-        let removes: Vec<String> = retire.iter().map(|f| f.logged.clone()).collect();
-        let rank = self.rank();
-        let delta = self.table(table)?;
-        let committed = delta.commit(
-            &[StagedFile {
-                path: staged.logged.clone(),
-                rank,
-                size: staged.size,
-                rows,
-            }],
-            &removes,
-            operation,
-        );
-        if let Err(e) = committed {
-            // Not in the log: take it out of the table again so no glob sees it.
-            let _ = fs::remove_file(delta.dir().join(&staged.logged));
-            return Err(e);
-        }
-        let dir = delta.dir().to_path_buf();
-        delete_files(&dir, &removes);
-        let retired: HashSet<&str> = removes.iter().map(String::as_str).collect();
-        self.files
-            .retain(|f| !(f.table == table && retired.contains(f.logged.as_str())));
-        if table != Table::Runs {
-            self.files.push(staged.clone());
-        }
-        Ok(staged)
-    }
-
-    fn stage(
-        &mut self,
-        table: Table,
-        rows: &RecordBatch,
-        first: u64,
-        last: u64,
-    ) -> Result<OwnFile> {
-        self.staged_files += 1;
-        let (logged, name, size) = stage_file(
-            &self.root,
-            table,
-            self.rank(),
-            &self.manifest.header.run_id,
-            &self.staged_files.to_string(),
-            rows,
-            (first, last),
-        )?;
-        Ok(OwnFile {
-            table,
-            logged,
-            name,
-            size,
-        })
     }
 
     /// Commits the run's row: the first when the run starts, the final one when it ends
