@@ -12,12 +12,16 @@ use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUcontext, CUdevice_attribute, CUfunction, CUmodule, CUstream};
-use tcgd_tensor::{float8_table, DType, TensorSummary};
+use tcgd_tensor::{float8_table, DType};
 
 use crate::driver::{check, RelaxedCapture};
 use crate::error::{CudaError, Result};
-use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
+use crate::memory::{DeviceBuffer, PrivateStream};
 use crate::nvrtc::compile_ptx;
+
+mod tables;
+
+pub use tables::*;
 
 /// Sites one kernel launch takes at most (the batch travels as a kernel parameter).
 pub const MAX_SITES_PER_LAUNCH: usize = 16;
@@ -54,186 +58,6 @@ fn device_dtype(dtype: DType) -> Option<u32> {
 /// summarised on the host from a copied value).
 pub fn summarizable_on_device(dtype: DType) -> bool {
     device_dtype(dtype).is_some()
-}
-
-/// One summary as the kernel writes it (`Record` in kernels.cu).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DeviceRecord {
-    pub numel: u64,
-    pub nan: u64,
-    pub pos_inf: u64,
-    pub neg_inf: u64,
-    pub zero: u64,
-    pub finite: u64,
-    pub min: f64,
-    pub max: f64,
-    pub mean: f64,
-    pub m2: f64,
-    pub ssq: f64,
-    /// The session's point number when the replay ran.
-    pub point: u64,
-    /// Bit 0: this summary fired the trigger.
-    pub flags: u64,
-    /// The replay that wrote the record (the graph's own counter, from 1).
-    pub replay: u64,
-}
-
-impl DeviceRecord {
-    pub fn triggered(&self) -> bool {
-        self.flags & 1 != 0
-    }
-
-    /// The summary in the store's terms (population std, L2 over finite values).
-    pub fn to_summary(&self) -> TensorSummary {
-        let any = self.finite > 0;
-        TensorSummary {
-            numel: self.numel,
-            finite: self.finite,
-            nan: self.nan,
-            pos_inf: self.pos_inf,
-            neg_inf: self.neg_inf,
-            zero: self.zero,
-            min: any.then_some(self.min),
-            max: any.then_some(self.max),
-            mean: any.then_some(self.mean),
-            std: any.then(|| (self.m2 / self.finite as f64).max(0.0).sqrt()),
-            l2: self.ssq.max(0.0).sqrt(),
-        }
-    }
-}
-
-/// The session's summary records: `rows` points in flight times `columns` sites, on the
-/// device, mirrored in pinned host memory row by row as points close.
-pub struct RecordTable {
-    device: DeviceBuffer,
-    host: PinnedBuffer,
-    pub rows: u32,
-    pub columns: u32,
-}
-
-const RECORD_BYTES: usize = std::mem::size_of::<DeviceRecord>();
-
-impl RecordTable {
-    pub fn new(rows: u32, columns: u32, stream: &PrivateStream) -> Result<RecordTable> {
-        let bytes = rows as usize * columns as usize * RECORD_BYTES;
-        let device = DeviceBuffer::alloc(bytes)?;
-        // Zero: every record starts tagged with replay 0, "never written".
-        device.zero(stream)?;
-        Ok(RecordTable {
-            device,
-            host: PinnedBuffer::alloc(bytes)?,
-            rows,
-            columns,
-        })
-    }
-
-    fn row_offset(&self, point: u32) -> usize {
-        (point % self.rows) as usize * self.columns as usize * RECORD_BYTES
-    }
-
-    /// Enqueues on `stream` the copy of point `point`'s row (its first `used` columns)
-    /// to the host mirror.
-    pub fn enqueue_row_copy(&self, point: u32, used: u32, stream: CUstream) -> Result<()> {
-        if used == 0 {
-            return Ok(());
-        }
-        let offset = self.row_offset(point);
-        // SAFETY: both buffers hold `rows * columns` records; the row's first `used`
-        // columns lie inside them. The copy is ordered after the point's replays.
-        check("cuMemcpyDtoHAsync_v2", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                self.host.ptr.add(offset).cast(),
-                self.device.ptr + offset as u64,
-                used as usize * RECORD_BYTES,
-                stream,
-            )
-        })
-    }
-
-    /// The record of `column` in point `point`'s row of the host mirror.
-    ///
-    /// # Safety
-    /// The row's copy must have completed (the point's event), and no later copy of the
-    /// same row (a point `rows` later) may be in flight.
-    pub unsafe fn read(&self, point: u32, column: u32) -> DeviceRecord {
-        let offset = self.row_offset(point) + column as usize * RECORD_BYTES;
-        // SAFETY: in bounds (see above); records are plain old data, read unaligned-safe.
-        unsafe { std::ptr::read_unaligned(self.host.ptr.add(offset) as *const DeviceRecord) }
-    }
-}
-
-/// A history site's device ring: `depth` slots of the value, and (replay, point) per slot.
-pub struct HistoryRing {
-    values: DeviceBuffer,
-    tags: DeviceBuffer,
-    pub nbytes: usize,
-    pub depth: u64,
-}
-
-/// A history ring read back: the values by slot and what each slot holds.
-pub struct HistoryContents {
-    pub values: Vec<u8>,
-    /// (replay, point) per slot; replay 0 marks a slot never written.
-    pub tags: Vec<(u64, u64)>,
-}
-
-impl HistoryRing {
-    pub fn new(nbytes: usize, depth: u64, stream: &PrivateStream) -> Result<HistoryRing> {
-        let depth = depth.max(1);
-        let tags = DeviceBuffer::alloc(16 * depth as usize)?;
-        tags.zero(stream)?;
-        Ok(HistoryRing {
-            values: DeviceBuffer::alloc(nbytes * depth as usize)?,
-            tags,
-            nbytes,
-            depth,
-        })
-    }
-
-    /// Copies the ring to the host (the caller makes sure no replay writes it: frozen, or
-    /// synchronised).
-    pub fn read(&self, stream: &PrivateStream) -> Result<HistoryContents> {
-        let mut values = vec![0u8; self.nbytes * self.depth as usize];
-        stream.read(self.values.ptr, &mut values)?;
-        let mut raw = vec![0u8; 16 * self.depth as usize];
-        stream.read(self.tags.ptr, &mut raw)?;
-        let tags = raw
-            .chunks_exact(16)
-            .map(|c| {
-                let replay = u64::from_le_bytes(c[..8].try_into().expect("8 bytes"));
-                let point = u64::from_le_bytes(c[8..].try_into().expect("8 bytes"));
-                (replay, point)
-            })
-            .collect();
-        Ok(HistoryContents { values, tags })
-    }
-
-    /// The value a slot holds.
-    pub fn slot_value<'a>(&self, contents: &'a HistoryContents, slot: usize) -> &'a [u8] {
-        &contents.values[slot * self.nbytes..(slot + 1) * self.nbytes]
-    }
-}
-
-/// What triggers a flight-recorder dump, checked by the summary kernel.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Trigger {
-    pub nonfinite: bool,
-    pub abs_max: Option<f64>,
-}
-
-impl Trigger {
-    fn flags(&self) -> u32 {
-        (self.nonfinite as u32) | ((self.abs_max.is_some() as u32) << 1)
-    }
-}
-
-/// The device words every kernel of a session reads: the point number the host advances
-/// per call, and the point the history froze at.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionWords {
-    pub point: u64,
-    pub frozen_at: u64,
 }
 
 #[repr(C)]
@@ -344,7 +168,7 @@ fn kernel_source() -> String {
             entries.join(",")
         ));
     }
-    include_str!("kernels.cu").replace("// @FLOAT8_TABLES@", &tables)
+    include_str!("../kernels.cu").replace("// @FLOAT8_TABLES@", &tables)
 }
 
 fn attribute(device: i32, attribute: CUdevice_attribute) -> Result<i32> {
@@ -645,64 +469,4 @@ fn enqueue_copies(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn structs_match_the_kernel_layout() {
-        assert_eq!(std::mem::size_of::<DeviceRecord>(), 112);
-        assert_eq!(std::mem::size_of::<SummarySiteArg>(), 32);
-        assert_eq!(
-            std::mem::size_of::<SummaryBatchArg>(),
-            72 + 32 * MAX_SITES_PER_LAUNCH
-        );
-        assert_eq!(std::mem::size_of::<CopySiteArg>(), 40);
-        assert_eq!(
-            std::mem::size_of::<CopyBatchArg>(),
-            40 + 40 * MAX_SITES_PER_LAUNCH
-        );
-    }
-
-    #[test]
-    fn the_kernel_source_carries_exact_float8_tables() {
-        let source = kernel_source();
-        assert!(!source.contains("@FLOAT8_TABLES@"));
-        // e4m3fn 0x7e is 448.0 (the largest finite value).
-        assert!(source.contains(&format!("0x{:016x}ULL", 448.0f64.to_bits())));
-    }
-
-    #[test]
-    fn the_kernels_compile_for_hopper_when_nvrtc_is_here() {
-        crate::nvrtc::tests::register_venv_nvrtc();
-        let defines = [format!("MAX_SITES={MAX_SITES_PER_LAUNCH}")];
-        match compile_ptx(&kernel_source(), "tcgd_kernels.cu", 90, &defines) {
-            Ok(ptx) => {
-                let text = String::from_utf8_lossy(&ptx);
-                assert!(text.contains(".entry tcgd_summarize"));
-                assert!(text.contains(".entry tcgd_copy_ring"));
-            }
-            Err(CudaError::NoCompiler { .. }) => {}
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    #[test]
-    fn a_record_becomes_the_stores_summary() {
-        let record = DeviceRecord {
-            numel: 4,
-            nan: 1,
-            finite: 3,
-            min: 1.0,
-            max: 3.0,
-            mean: 2.0,
-            m2: 2.0,
-            ssq: 14.0,
-            ..DeviceRecord::default()
-        };
-        let s = record.to_summary();
-        assert_eq!(s.mean, Some(2.0));
-        assert!((s.std.unwrap() - (2.0f64 / 3.0).sqrt()).abs() < 1e-15);
-        assert!((s.l2 - 14f64.sqrt()).abs() < 1e-15);
-        assert_eq!(s.nan, 1);
-    }
-}
+mod tests;

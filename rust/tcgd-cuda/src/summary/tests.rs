@@ -1,0 +1,59 @@
+use super::*;
+
+#[test]
+fn structs_match_the_kernel_layout() {
+    assert_eq!(std::mem::size_of::<DeviceRecord>(), 112);
+    assert_eq!(std::mem::size_of::<SummarySiteArg>(), 32);
+    assert_eq!(
+        std::mem::size_of::<SummaryBatchArg>(),
+        72 + 32 * MAX_SITES_PER_LAUNCH
+    );
+    assert_eq!(std::mem::size_of::<CopySiteArg>(), 40);
+    assert_eq!(
+        std::mem::size_of::<CopyBatchArg>(),
+        40 + 40 * MAX_SITES_PER_LAUNCH
+    );
+}
+
+#[test]
+fn the_kernel_source_carries_exact_float8_tables() {
+    let source = kernel_source();
+    assert!(!source.contains("@FLOAT8_TABLES@"));
+    // e4m3fn 0x7e is 448.0 (the largest finite value).
+    assert!(source.contains(&format!("0x{:016x}ULL", 448.0f64.to_bits())));
+}
+
+#[test]
+fn the_kernels_compile_for_hopper_when_nvrtc_is_here() {
+    crate::nvrtc::tests::register_venv_nvrtc();
+    let defines = [format!("MAX_SITES={MAX_SITES_PER_LAUNCH}")];
+    match compile_ptx(&kernel_source(), "tcgd_kernels.cu", 90, &defines) {
+        Ok(ptx) => {
+            let text = String::from_utf8_lossy(&ptx);
+            assert!(text.contains(".entry tcgd_summarize"));
+            assert!(text.contains(".entry tcgd_copy_ring"));
+        }
+        Err(CudaError::NoCompiler { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_record_becomes_the_stores_summary() {
+    let record = DeviceRecord {
+        numel: 4,
+        nan: 1,
+        finite: 3,
+        min: 1.0,
+        max: 3.0,
+        mean: 2.0,
+        m2: 2.0,
+        ssq: 14.0,
+        ..DeviceRecord::default()
+    };
+    let s = record.to_summary();
+    assert_eq!(s.mean, Some(2.0));
+    assert!((s.std.unwrap() - (2.0f64 / 3.0).sqrt()).abs() < 1e-15);
+    assert!((s.l2 - 14f64.sqrt()).abs() < 1e-15);
+    assert_eq!(s.nan, 1);
+}
