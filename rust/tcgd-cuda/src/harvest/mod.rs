@@ -25,143 +25,20 @@ use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 use crate::runtime::ProbeRuntime;
 use crate::summary::{
     enqueue_history_copies, enqueue_slot_copies, enqueue_summaries, prepare,
-    summarizable_on_device, CopyInput, DeviceRecord, HistoryRing, RecordTable, SessionWords,
-    SummaryInput, Trigger, MAX_SITES_PER_LAUNCH,
+    summarizable_on_device, CopyInput, HistoryRing, RecordTable, SessionWords, SummaryInput,
+    Trigger, MAX_SITES_PER_LAUNCH,
 };
 
-/// A probed value as a launch needs it: device address, element count, dtype.
-#[derive(Debug, Clone, Copy)]
-pub struct SiteValue {
-    pub src: u64,
-    pub numel: u64,
-    pub dtype: DType,
-}
+mod output;
+mod state;
+
+pub use output::*;
+use state::*;
+
 use tcgd_tensor::DType;
 
 mod worker;
 use worker::{harvest_loop, HarvestContext};
-
-/// One value the harvester hands over.
-#[derive(Debug, Clone)]
-pub enum HarvestedData {
-    Summary(DeviceRecord),
-    /// The value's bytes; `full`: keep them (else only their host summary is kept).
-    Bytes {
-        bytes: Vec<u8>,
-        full: bool,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub struct HarvestedValue {
-    /// The index `register_site` returned.
-    pub site: usize,
-    pub replay: u64,
-    pub data: HarvestedData,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum PointKind {
-    /// A point the host closed (one call, or a named block).
-    Call,
-    /// Full values of one past point from the history rings, landed by a trigger.
-    Flight {
-        /// Label of the point whose summary fired (or the user's dump).
-        trigger_label: String,
-        /// Why: "nonfinite", "abs_max" or the user's reason.
-        reason: String,
-    },
-}
-
-/// Whatever the caller attached to a point when closing it (host-side observations),
-/// handed back with the harvested point.
-pub type Attachment = Box<dyn std::any::Any + Send>;
-
-pub struct HarvestedPoint {
-    pub number: u32,
-    pub label: String,
-    pub metadata: String,
-    pub kind: PointKind,
-    pub values: Vec<HarvestedValue>,
-    /// (capture, first replay, last replay) of every graph that replayed in the point.
-    pub replays: Vec<(usize, u64, u64)>,
-    pub attachment: Option<Attachment>,
-}
-
-/// Where harvested points go (the run writer); an error stops the recorder.
-pub type Sink = Box<dyn FnMut(HarvestedPoint) -> std::result::Result<(), String> + Send>;
-
-struct Site {
-    capture: usize,
-    /// The site's column in the record table, when the device summarises it.
-    summary: Option<u32>,
-    history: Option<Arc<HistoryRing>>,
-    sample: Option<Sample>,
-}
-
-/// A site whose value is brought to the host at some points: a device slot every replay
-/// refreshes, copied into pinned memory on the model's stream when a point closes.
-struct Sample {
-    slot: Arc<DeviceBuffer>,
-    nbytes: usize,
-    /// Every how many points (1: every point).
-    every: u32,
-    /// Keep the bytes (else only their host summary: dtypes the kernel cannot summarise).
-    full: bool,
-}
-
-struct Capture {
-    harvested: u64,
-    summary_sites: Vec<usize>,
-    /// The graph's replay counter (device), read with sampled values to tell whether the
-    /// graph replayed in the point.
-    counter: u64,
-    sampled_replay: u64,
-}
-
-/// Pinned copies a closed point carries: sampled values and the counters of their graphs.
-struct Staging {
-    values: Vec<(usize, PinnedBuffer)>,
-    counters: Vec<(usize, PinnedBuffer)>,
-}
-
-struct Pending {
-    number: u32,
-    label: String,
-    metadata: String,
-    event: usize,
-    dump: Option<String>,
-    attachment: Option<Attachment>,
-    staging: Option<Staging>,
-}
-
-struct State {
-    sites: Vec<Site>,
-    next_column: u32,
-    /// Pinned buffers of harvested samples, by size, for the next points: allocating (and
-    /// freeing) pinned memory per point would cost milliseconds and synchronise.
-    pinned: std::collections::HashMap<usize, Vec<PinnedBuffer>>,
-    captures: Vec<Capture>,
-    pending: VecDeque<Pending>,
-    /// Labels of recent points, for naming the points a history dump lands.
-    recent: VecDeque<(u32, String)>,
-    free_events: Vec<usize>,
-    /// Points handed to the sink so far.
-    delivered: u64,
-    dumps: u64,
-    failure: Option<String>,
-    /// A trigger landed the history and left it frozen: later triggers are ignored until
-    /// `rearm` (a run that turned NaN stays NaN; its first moments are what matter).
-    frozen: bool,
-    flushing: bool,
-    stop: bool,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
-    done: Condvar,
-}
 
 /// Settings of a session's device recording.
 #[derive(Debug, Clone, Copy)]
