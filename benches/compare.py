@@ -31,13 +31,12 @@ from pathlib import Path
 
 import torch
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import host_bytes
+from torch_cudagraph_debug._torch_bridge import host_bytes, summarize
 from torch_cudagraph_debug.tensor_debug import (
     TensorComparisonOptions,
     TensorObservation,
     TensorPoint,
     TensorRecorder,
-    TensorSummary,
     compare_points,
     compare_runs,
 )
@@ -67,7 +66,7 @@ def in_memory_point(tensors: list[torch.Tensor]) -> TensorPoint:
                 nbytes=t.numel() * t.element_size(),
                 payload="full",
                 digest=_native.content_digest(host_bytes(t)),
-                summary=TensorSummary.of(t),
+                summary=summarize(t),
                 site=None,
                 _load=lambda t=t: t,
             )

@@ -13,12 +13,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import host_bytes
+from torch_cudagraph_debug._torch_bridge import host_bytes, summarize
 from torch_cudagraph_debug.tensor_debug import (
     TensorComparisonOptions,
     TensorObservation,
     TensorPoint,
-    TensorSummary,
     compare_points,
 )
 
@@ -67,7 +66,7 @@ def observation(name: str, t: torch.Tensor) -> TensorObservation:
         nbytes=t.numel() * t.element_size(),
         payload="full",
         digest=_native.content_digest(host_bytes(t)),
-        summary=TensorSummary.of(t),
+        summary=summarize(t),
         site=None,
         _load=lambda: t,
     )

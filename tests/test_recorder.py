@@ -140,7 +140,7 @@ def test_summary_payload_keeps_statistics_but_no_values(tmp_path):
     point = rec.finish()["p"]
     s = point.observation("s")
     assert s.payload == "summary"
-    assert (s.summary.nan, s.summary.neginf, s.summary.finite) == (1, 1, 2)
+    assert (s.summary.nan_count, s.summary.neg_inf_count, s.summary.finite_count) == (1, 1, 2)
     assert (s.summary.min, s.summary.max, s.summary.mean) == (1.0, 3.0, 2.0)
     with pytest.raises(PayloadUnavailableError, match="payload='summary'"):
         s.tensor()

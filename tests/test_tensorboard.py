@@ -41,7 +41,7 @@ def test_scalars_are_the_summaries_of_every_point(tmp_path, run):
     tags = set(acc.Tags()["scalars"])
     assert {"x[0]/mean", "x[0]/std", "x[0]/max", "x[0]/nan", "ids[0]/mean"} <= tags
     assert acc.Tags()["histograms"] == []
-    for tag, field in (("x[0]/mean", "mean"), ("x[0]/max", "max"), ("x[0]/nan", "nan")):
+    for tag, field in (("x[0]/mean", "mean"), ("x[0]/max", "max"), ("x[0]/nan", "nan_count")):
         events = acc.Scalars(tag)
         assert [e.step for e in events] == [0, 1, 2]
         for event, point in zip(events, run.points, strict=True):

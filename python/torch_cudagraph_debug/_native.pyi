@@ -145,20 +145,7 @@ _LayoutPolicy = Literal["strict", "ignore"]
 
 # ---------------------------------------------------------------- tensors and runs
 
-class _Summary(TypedDict):
-    numel: int
-    finite: int
-    nan: int
-    posinf: int
-    neginf: int
-    zero: int
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
-    l2: float
-
-def summarize(dtype: str, data: _HostBytes) -> _Summary: ...
+def summarize(dtype: str, data: _HostBytes) -> TensorValueSummary: ...
 def content_digest(data: _HostBytes) -> str: ...
 def supported_dtypes() -> list[str]: ...
 def check_dtype(name: str) -> None: ...

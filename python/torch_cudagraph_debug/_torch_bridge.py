@@ -46,6 +46,13 @@ def host_bytes(tensor: torch.Tensor) -> tuple[int, int]:
     return (tensor.data_ptr(), tensor.numel() * tensor.element_size())
 
 
+def summarize(tensor: torch.Tensor) -> _native.TensorValueSummary:
+    """The native summary of a CPU tensor's values (the one summary type of the package:
+    probes, runs and comparisons all report it)."""
+    contiguous = tensor.contiguous()
+    return _native.summarize(dtype_name(contiguous.dtype), host_bytes(contiguous))
+
+
 def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
     """Rebuilds a contiguous CPU tensor from payload bytes (the bytes are copied once)."""
     if len(data) == 0:

@@ -18,10 +18,9 @@ import torch_cudagraph_debug.compile as tcgd_compile
 from torch import nn
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
+from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, summarize
 from torch_cudagraph_debug.tensor_debug import TensorRun
 from torch_cudagraph_debug.tensor_debug.recorder import SITE_COLUMNS, open_run_writer
-from torch_cudagraph_debug.tensor_debug.run import TensorSummary
 
 pytestmark = [
     pytest.mark.gpu,
@@ -68,12 +67,15 @@ def random_values(dtype: torch.dtype, numel: int, generator: torch.Generator) ->
     )
 
 
-def assert_summaries_match(device: TensorSummary, host: TensorSummary, what: str) -> None:
-    for field in ("numel", "finite", "nan", "posinf", "neginf", "zero"):
+def assert_summaries_match(
+    device: _native.TensorValueSummary, host: _native.TensorValueSummary, what: str
+) -> None:
+    counts = ("numel", "finite_count", "nan_count", "pos_inf_count", "neg_inf_count")
+    for field in (*counts, "zero_count"):
         assert getattr(device, field) == getattr(host, field), (what, field, device, host)
     for field in ("min", "max"):
         assert getattr(device, field) == getattr(host, field), (what, field, device, host)
-    for field in ("mean", "std", "l2"):
+    for field in ("mean", "std", "l2_norm"):
         d, h = getattr(device, field), getattr(host, field)
         if h is None:
             assert d is None, (what, field, device, host)
@@ -128,7 +130,7 @@ def record_hand_captured(
     for i in range(replays):
         refresh(i)
         torch.cuda.synchronize()
-        expected.append({name: TensorSummary.of(t.cpu()) for name, t in tensors.items()})
+        expected.append({name: summarize(t.cpu()) for name, t in tensors.items()})
         graph.replay()
         recorder.close_point(f"p{i}", "{}", torch.cuda.current_stream().cuda_stream)
     recorder.flush()
@@ -250,7 +252,7 @@ def test_summary_mode_under_graph_trees_never_synchronises_per_call(tmp_path, mo
                 # Inductor keeps addmm, or splits it into mm and a bias add it fuses on.
                 if observation.site.aten_op.startswith("aten.addmm"):
                     mm = mm + layer.bias
-                want = TensorSummary.of(mm.cpu())
+                want = summarize(mm.cpu())
                 got = observation.summary
                 assert got.numel == want.numel and got.nan == 0
                 # Inductor's addmm may round differently from eager: compare loosely here;
@@ -294,8 +296,8 @@ def test_the_flight_recorder_lands_the_calls_before_an_injected_nan(tmp_path):
     before = [o.tensor() for o in flight[-2].observations]
     assert all(torch.isfinite(v).all() for v in before)
     # The summaries say the same, and the query finds call 9 at layer 2's site.
-    assert run["call8"].observations[2].summary.nan == 0
-    assert run["call9"].observations[2].summary.nan == 32 * 64
+    assert run["call8"].observations[2].summary.nan_count == 0
+    assert run["call9"].observations[2].summary.nan_count == 32 * 64
     anomaly = run.first_anomaly("nan")
     assert anomaly is not None
     assert anomaly.label == "call9" and anomaly.name == sites[2]

@@ -84,7 +84,7 @@ def _summary(args: argparse.Namespace) -> int:
                                     "shape": list(o.shape),
                                     "payload": o.payload,
                                     "digest": o.digest,
-                                    "summary": vars(o.summary),
+                                    "summary": o.summary.to_dict(),
                                 }
                                 for o in p.observations
                             ],
@@ -126,8 +126,8 @@ def _summary(args: argparse.Namespace) -> int:
                     _g(s.std),
                     _g(s.min),
                     _g(s.max),
-                    str(s.nan),
-                    str(s.posinf + s.neginf),
+                    str(s.nan_count),
+                    str(s.pos_inf_count + s.neg_inf_count),
                 )
             )
         _table(rows)

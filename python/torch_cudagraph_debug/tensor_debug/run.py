@@ -8,7 +8,7 @@ import datetime as _dt
 import functools
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -20,8 +20,6 @@ from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._points import OnDamage, Run
 from torch_cudagraph_debug._torch_bridge import (
     dtype_from_name,
-    dtype_name,
-    host_bytes,
     tensor_from_bytes,
 )
 from torch_cudagraph_debug.errors import (
@@ -46,36 +44,10 @@ class TensorObservationKey(NamedTuple):
     invocation_index: int
 
 
-@dataclass(frozen=True)
-class TensorSummary:
-    """Native summary of a value (float64; NaN and ±inf counted, excluded from moments).
-
-    ``min``, ``max``, ``mean`` and ``std`` (population) are over finite values and are
-    ``None`` when there is none. Complex values are summarised by magnitude."""
-
-    numel: int
-    finite: int
-    nan: int
-    posinf: int
-    neginf: int
-    zero: int
-    min: float | None
-    max: float | None
-    mean: float | None
-    std: float | None
-    l2: float
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TensorSummary:
-        return cls(**{f: d[f] for f in cls.__dataclass_fields__})
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> TensorSummary:
-        """The native summary of a CPU tensor's values."""
-        contiguous = tensor.contiguous()
-        return cls.from_dict(
-            _native.summarize(dtype_name(contiguous.dtype), host_bytes(contiguous))
-        )
+# The value summary of an observation is the native ``TensorValueSummary`` (field names as
+# the reference design's: ``finite_count``, ``nan_count``, ``pos_inf_count``, ...);
+# ``TensorSummary`` is the name it had before, kept for imports.
+TensorSummary = _native.TensorValueSummary
 
 
 @dataclass(frozen=True)
@@ -108,7 +80,7 @@ class TensorObservation:
     nbytes: int
     payload: str
     digest: str | None
-    summary: TensorSummary
+    summary: _native.TensorValueSummary
     site: TensorSite | None
     # How to produce the value: from a run's payloads, or a snapshot's host copy.
     _load: Callable[[], torch.Tensor] | None = field(default=None, repr=False, compare=False)
@@ -230,18 +202,18 @@ class TensorRun(Run[TensorPoint]):
                 nbytes=row["nbytes"],
                 payload=row["payload"],
                 digest=row["digest"],
-                summary=TensorSummary(
+                summary=_native.TensorValueSummary(
                     numel=row["numel"],
-                    finite=row["finite_count"],
-                    nan=row["nan_count"],
-                    posinf=row["posinf_count"],
-                    neginf=row["neginf_count"],
-                    zero=row["zero_count"],
+                    finite_count=row["finite_count"],
+                    nan_count=row["nan_count"],
+                    pos_inf_count=row["posinf_count"],
+                    neg_inf_count=row["neginf_count"],
+                    zero_count=row["zero_count"],
                     min=row["min"],
                     max=row["max"],
                     mean=row["mean"],
                     std=row["std"],
-                    l2=row["l2"],
+                    l2_norm=row["l2"],
                 ),
                 site=TensorSite(**site_values) if any(site_values.values()) else None,
                 _load=self._payload_loader(row),

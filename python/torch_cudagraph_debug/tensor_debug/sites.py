@@ -11,9 +11,7 @@ import torch
 import torch.utils.hooks
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import (
-    host_bytes,
-)
+from torch_cudagraph_debug._torch_bridge import host_bytes, summarize
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
 )
@@ -22,7 +20,6 @@ from torch_cudagraph_debug.tensor_debug.actions import (
 )
 from torch_cudagraph_debug.tensor_debug.run import (
     TensorObservation,
-    TensorSummary,
 )
 
 When = Literal["capture", "always"]
@@ -116,7 +113,7 @@ def _observation(site: _Site, value: torch.Tensor) -> TensorObservation:
         nbytes=site.nbytes,
         payload="full",
         digest=_native.content_digest(host_bytes(contiguous)),
-        summary=TensorSummary.of(contiguous),
+        summary=summarize(contiguous),
         site=None,
         _load=lambda: contiguous,
     )

@@ -167,5 +167,5 @@ def _descriptor(observation: TensorObservation) -> dict[str, Any]:
         "payload": observation.payload,
         "nbytes": observation.nbytes,
         "digest": observation.digest,
-        "summary": {f: getattr(summary, f) for f in summary.__dataclass_fields__},
+        "summary": summary.to_dict(),
     }

@@ -22,8 +22,20 @@ from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 Source = TensorRun | TensorPoint | TensorProbeSnapshot | Iterable[TensorProbeSnapshot]
 
-# Summary fields written as scalars; None values (no finite element) are skipped.
-SCALAR_FIELDS = ("mean", "std", "min", "max", "l2", "nan", "posinf", "neginf", "zero", "finite")
+# What export_to_tensorboard writes as scalars: (tag suffix, summary field); None values (no
+# finite element) are skipped.
+SCALAR_FIELDS = (
+    ("mean", "mean"),
+    ("std", "std"),
+    ("min", "min"),
+    ("max", "max"),
+    ("l2", "l2_norm"),
+    ("nan", "nan_count"),
+    ("posinf", "pos_inf_count"),
+    ("neginf", "neg_inf_count"),
+    ("zero", "zero_count"),
+    ("finite", "finite_count"),
+)
 # What export_snapshots_to_tensorboard writes: (tag suffix, summary field).
 SNAPSHOT_SCALARS = (
     ("numel", "numel"),
@@ -31,7 +43,7 @@ SNAPSHOT_SCALARS = (
     ("std", "std"),
     ("min", "min"),
     ("max", "max"),
-    ("l2_norm", "l2"),
+    ("l2_norm", "l2_norm"),
 )
 
 
@@ -117,7 +129,7 @@ def export_to_tensorboard(
             writer,
             steps,
             tag=lambda o, _: f"{tag_prefix}{o.name}[{o.invocation_index}]",
-            scalars=tuple((field, field) for field in SCALAR_FIELDS),
+            scalars=SCALAR_FIELDS,
             histograms=histograms,
         )
         writer.flush()

@@ -14,7 +14,6 @@ mod results;
 mod store;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 use tcgd_tensor::{summarize as summarize_bytes, DType, TensorSummary};
 
 use errors::{guard, BindResult};
@@ -76,29 +75,10 @@ pub(crate) fn parse_dtype(name: &str) -> BindResult<DType> {
     Ok(DType::from_torch_name(name)?)
 }
 
-pub(crate) fn summary_to_dict<'py>(
-    py: Python<'py>,
-    s: &TensorSummary,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("numel", s.numel)?;
-    d.set_item("finite", s.finite)?;
-    d.set_item("nan", s.nan)?;
-    d.set_item("posinf", s.pos_inf)?;
-    d.set_item("neginf", s.neg_inf)?;
-    d.set_item("zero", s.zero)?;
-    d.set_item("min", s.min)?;
-    d.set_item("max", s.max)?;
-    d.set_item("mean", s.mean)?;
-    d.set_item("std", s.std)?;
-    d.set_item("l2", s.l2)?;
-    Ok(d)
-}
-
-/// Summary of a tensor's host bytes (contiguous, little-endian) as a dict; `data` is
-/// `(address, length)`.
+/// Summary of a tensor's host bytes (contiguous, little-endian), `data` being
+/// `(address, length)`: the same `TensorValueSummary` the comparisons report.
 #[pyfunction]
-fn summarize<'py>(py: Python<'py>, dtype: &str, data: HostBytes) -> PyResult<Bound<'py, PyDict>> {
+fn summarize(py: Python<'_>, dtype: &str, data: HostBytes) -> PyResult<results::PyValueSummary> {
     guard(py, || {
         let dtype = parse_dtype(dtype)?;
         // SAFETY: `data` comes from `_torch_bridge.host_bytes`, which keeps the tensor
@@ -107,7 +87,7 @@ fn summarize<'py>(py: Python<'py>, dtype: &str, data: HostBytes) -> PyResult<Bou
         let summary = py
             .detach(|| summarize_bytes(dtype, bytes))
             .map_err(tcgd_store::StoreError::from)?;
-        Ok(summary_to_dict(py, &summary)?)
+        Ok(results::PyValueSummary::from(summary))
     })
 }
 

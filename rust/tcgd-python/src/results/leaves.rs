@@ -18,6 +18,14 @@ pub struct PyValueSummary {
     pub(super) inner: SummaryView,
 }
 
+impl From<tcgd_tensor::TensorSummary> for PyValueSummary {
+    fn from(summary: tcgd_tensor::TensorSummary) -> PyValueSummary {
+        PyValueSummary {
+            inner: summary.into(),
+        }
+    }
+}
+
 #[pymethods]
 impl PyValueSummary {
     #[new]
