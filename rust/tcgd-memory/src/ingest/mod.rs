@@ -1,0 +1,382 @@
+//! From a snapshot (any [`SnapshotTree`]) to rows: segments, blocks, and the history
+//! entries new since the previous point.
+//!
+//! Field policy (documented in docs/memory-debug.md): a *required* field that is missing
+//! or has the wrong type is a [`MemoryError`] naming it; a missing *optional* field gets
+//! its default and one warning per field per snapshot; fields that torch omits by design
+//! (trace `frames` when no context is recorded, `pool_id` before it existed, ...) default
+//! silently. A present field of the wrong type is always an error.
+//!
+//! History windows: torch's ring (`device_traces`) is cumulative and ordered by time. A
+//! point stores only the entries after the previous point's boundary entry, found by
+//! binary search on `time_us` and confirmed by the boundary's marker (the `snapshot` entry
+//! carrying the metadata string set while the previous snapshot was taken) or by its
+//! fingerprint. Cost is logarithmic in the ring plus linear in the new entries.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::error::{MemoryError, Result, TorchVersion};
+use crate::model::{Block, Event, HistoryWindow, Segment, StackTable};
+use crate::tree::{Field, IntValue, SnapshotTree};
+
+mod history;
+mod segments;
+
+#[derive(Debug, Clone, Default)]
+pub struct IngestOptions {
+    /// Devices to keep; `None` keeps every device the snapshot mentions.
+    pub devices: Option<Vec<i64>>,
+    /// The metadata string that was set while the snapshot was taken, if any.
+    pub marker: Option<String>,
+    pub torch_version: Option<String>,
+}
+
+/// Where one device's history stood when a point was taken.
+#[derive(Debug, Clone, PartialEq)]
+struct Boundary {
+    /// The last entry the point saw; `None` when its ring was empty.
+    last: Option<EntryMark>,
+    /// The point's marker. Torch records a snapshot's own `snapshot` entry after it has
+    /// gathered the traces, so the marker shows up in the *next* snapshot, right after
+    /// `last`: finding it there proves the next window starts exactly here.
+    pending_marker: Option<String>,
+}
+
+/// What identifies one ring entry without its position (the ring drops old entries).
+#[derive(Debug, Clone, PartialEq)]
+struct EntryMark {
+    time_us: i64,
+    /// Entries with this `time_us` up to and including this one.
+    seen_at_time: usize,
+    fingerprint: Fingerprint,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Fingerprint {
+    action: String,
+    address: Option<i64>,
+    size: Option<i64>,
+    stream: Option<i64>,
+}
+
+/// Where the previous point left each device's history. A cursor only moves forward
+/// when its point was committed (see [`Ingested::next_cursor`]).
+#[derive(Debug, Clone, Default)]
+pub struct HistoryCursor {
+    started: bool,
+    boundaries: HashMap<i64, Boundary>,
+}
+
+impl HistoryCursor {
+    /// No point yet: the next window is the whole ring.
+    pub fn new() -> HistoryCursor {
+        HistoryCursor::default()
+    }
+}
+
+/// One ingested snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct Ingested {
+    pub segments: Vec<Segment>,
+    pub blocks: Vec<Block>,
+    pub events: Vec<Event>,
+    pub windows: Vec<HistoryWindow>,
+    pub warnings: Vec<String>,
+    /// Devices the state covers, ascending.
+    pub devices: Vec<i64>,
+    /// Whether a marker was set while the snapshot was taken (the marker API exists): the
+    /// next point can then cut its window exactly here; its window status says whether
+    /// it did.
+    pub boundary_recorded: bool,
+    /// The cursor to use for the next point once this one is kept.
+    pub next_cursor: HistoryCursor,
+}
+
+struct Ingester<'t, T: SnapshotTree> {
+    tree: &'t T,
+    torch: TorchVersion,
+    warned: HashSet<&'static str>,
+    warnings: Vec<String>,
+    stacks: &'t mut StackTable,
+    /// Frame dicts already decoded in this snapshot, by identity: torch shares one dict
+    /// per distinct frame across all entries.
+    frame_cache: HashMap<usize, u32>,
+    frame_ids: Vec<u32>,
+}
+
+/// Reads a snapshot. `stacks` receives the frames and stacks it refers to (ids stay valid
+/// in that table); `cursor` says where the previous point's history ended.
+pub fn ingest<T: SnapshotTree>(
+    tree: &T,
+    root: &T::Node,
+    options: &IngestOptions,
+    cursor: &HistoryCursor,
+    stacks: &mut StackTable,
+) -> Result<Ingested> {
+    let mut ing = Ingester {
+        tree,
+        torch: TorchVersion(options.torch_version.clone()),
+        warned: HashSet::new(),
+        warnings: Vec::new(),
+        stacks,
+        frame_cache: HashMap::new(),
+        frame_ids: Vec::new(),
+    };
+    let keep = |device: i64| options.devices.as_ref().is_none_or(|d| d.contains(&device));
+
+    let segments_node = ing.required(root, Field::Segments, &|| "segments".to_owned())?;
+    let segment_count = ing.seq_len(&segments_node, &|| "segments".to_owned())?;
+    let mut out = Ingested::default();
+    let mut devices = BTreeSet::new();
+    let mut uncovered = 0usize;
+    for i in 0..segment_count {
+        let node = ing.item(&segments_node, i, &|| format!("segments[{i}]"))?;
+        let path = |f: &str| format!("segments[{i}].{f}");
+        let device = ing.req_int(&node, Field::Device, &|| path("device"))?;
+        if !keep(device) {
+            continue;
+        }
+        devices.insert(device);
+        let segment_index = out.segments.len() as u32;
+        let segment = ing.segment(&node, device, &path)?;
+        let first_block = out.blocks.len();
+        let covered = ing.blocks(&node, &segment, segment_index, i, &mut out.blocks)?;
+        if covered != segment.total_size {
+            uncovered += 1;
+            // A gap somewhere makes every inferred address after it a guess: drop them.
+            for block in &mut out.blocks[first_block..] {
+                if block.address_inferred {
+                    block.address = None;
+                }
+            }
+        }
+        out.segments.push(segment);
+    }
+    if uncovered > 0 {
+        ing.warn_always(format!(
+            "{uncovered} segment(s) have blocks that do not add up to the segment's \
+             total_size; their block addresses cannot be inferred exactly"
+        ));
+    }
+
+    let mut next = cursor.clone();
+    next.started = true;
+    match ing.tree.get(root, Field::DeviceTraces) {
+        Err(()) => return Err(ing.wrong_type(root, "dict", "snapshot")),
+        Ok(None) => {
+            ing.warn_once(
+                "device_traces",
+                "the snapshot has no 'device_traces': no allocator history is available",
+            );
+        }
+        Ok(Some(traces)) => {
+            let device_count = ing.seq_len(&traces, &|| "device_traces".to_owned())?;
+            for device in 0..device_count {
+                let device_i64 = device as i64;
+                if !keep(device_i64) {
+                    continue;
+                }
+                let list = ing.item(&traces, device, &|| format!("device_traces[{device}]"))?;
+                ing.history(
+                    device_i64,
+                    &list,
+                    cursor,
+                    options.marker.as_deref(),
+                    &mut next,
+                    &mut out,
+                )?;
+                if out.windows.last().is_some_and(|w| w.ring_entries > 0) {
+                    devices.insert(device_i64);
+                }
+            }
+        }
+    }
+    if let Some(wanted) = &options.devices {
+        devices.extend(wanted.iter().copied());
+    }
+    out.devices = devices.into_iter().collect();
+    out.warnings = ing.warnings;
+    out.boundary_recorded = options.marker.is_some();
+    out.next_cursor = next;
+    Ok(out)
+}
+
+impl<T: SnapshotTree> Ingester<'_, T> {
+    // ------------------------------------------------------------------ field access
+
+    pub(super) fn wrong_type(
+        &self,
+        node: &T::Node,
+        expected: &'static str,
+        field: &str,
+    ) -> MemoryError {
+        MemoryError::WrongType {
+            field: field.to_owned(),
+            expected,
+            found: self.tree.type_name(node),
+            torch: self.torch.clone(),
+        }
+    }
+
+    pub(super) fn missing(&self, field: String) -> MemoryError {
+        MemoryError::MissingField {
+            field,
+            torch: self.torch.clone(),
+        }
+    }
+
+    pub(super) fn get(
+        &self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+    ) -> Result<Option<T::Node>> {
+        self.tree.get(node, field).map_err(|()| {
+            let whole = path();
+            let parent = whole
+                .rsplit_once('.')
+                .map_or_else(|| "snapshot".to_owned(), |(p, _)| p.to_owned());
+            self.wrong_type(node, "dict", &parent)
+        })
+    }
+
+    pub(super) fn required(
+        &self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+    ) -> Result<T::Node> {
+        self.get(node, field, path)?
+            .ok_or_else(|| self.missing(path()))
+    }
+
+    pub(super) fn seq_len(&self, node: &T::Node, path: &dyn Fn() -> String) -> Result<usize> {
+        self.tree
+            .seq_len(node)
+            .ok_or_else(|| self.wrong_type(node, "list", &path()))
+    }
+
+    pub(super) fn item(
+        &self,
+        node: &T::Node,
+        index: usize,
+        path: &dyn Fn() -> String,
+    ) -> Result<T::Node> {
+        self.tree
+            .seq_item(node, index)
+            .ok_or_else(|| self.missing(path()))
+    }
+
+    pub(super) fn as_int(&self, node: &T::Node, path: &dyn Fn() -> String) -> Result<i64> {
+        match self.tree.int(node) {
+            IntValue::Int(v) => Ok(v),
+            IntValue::OutOfRange => Err(MemoryError::Inconsistent {
+                field: path(),
+                reason: "integer outside the signed 64-bit range".into(),
+                torch: self.torch.clone(),
+            }),
+            IntValue::NotAnInt => Err(self.wrong_type(node, "int", &path())),
+        }
+    }
+
+    pub(super) fn req_int(
+        &self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+    ) -> Result<i64> {
+        let value = self.required(node, field, path)?;
+        self.as_int(&value, path)
+    }
+
+    /// An optional int: `warn` names the field for the once-per-snapshot warning, `None`
+    /// for fields that torch omits by design.
+    pub(super) fn opt_int(
+        &mut self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+        warn: Option<&'static str>,
+    ) -> Result<Option<i64>> {
+        match self.get(node, field, path)? {
+            Some(value) => self.as_int(&value, path).map(Some),
+            None => {
+                if let Some(what) = warn {
+                    self.warn_missing(what);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) fn opt_str(
+        &mut self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+        warn: Option<&'static str>,
+    ) -> Result<Option<String>> {
+        match self.get(node, field, path)? {
+            Some(value) => self
+                .tree
+                .with_str(&value, str::to_owned)
+                .map(Some)
+                .ok_or_else(|| self.wrong_type(&value, "str", &path())),
+            None => {
+                if let Some(what) = warn {
+                    self.warn_missing(what);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    pub(super) fn negative(&self, field: String, value: i64) -> MemoryError {
+        MemoryError::Inconsistent {
+            field,
+            reason: format!("negative size {value}"),
+            torch: self.torch.clone(),
+        }
+    }
+
+    pub(super) fn overflow(&self, field: String, what: String) -> MemoryError {
+        MemoryError::Overflow {
+            field,
+            what,
+            torch: self.torch.clone(),
+        }
+    }
+
+    pub(super) fn warn_missing(&mut self, what: &'static str) {
+        self.warn_once(
+            what,
+            &format!(
+                "snapshot field '{what}' is missing{}; its default was used (see the field \
+                 policy in docs/memory-debug.md)",
+                self.torch
+            ),
+        );
+    }
+
+    pub(super) fn warn_once(&mut self, key: &'static str, message: &str) {
+        if self.warned.insert(key) {
+            self.warnings.push(message.to_owned());
+        }
+    }
+
+    pub(super) fn warn_always(&mut self, message: String) {
+        self.warnings.push(message);
+    }
+
+    pub(super) fn req_str(
+        &self,
+        node: &T::Node,
+        field: Field,
+        path: &dyn Fn() -> String,
+    ) -> Result<String> {
+        let value = self.required(node, field, path)?;
+        self.tree
+            .with_str(&value, str::to_owned)
+            .ok_or_else(|| self.wrong_type(&value, "str", &path()))
+    }
+}
