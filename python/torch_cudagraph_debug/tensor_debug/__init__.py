@@ -53,7 +53,6 @@ from torch_cudagraph_debug.tensor_debug.compare import (
     TensorValueSummary,
     compare_point_series,
     compare_points,
-    compare_run_groups,
     compare_runs,
     compare_snapshots,
 )
@@ -62,6 +61,7 @@ from torch_cudagraph_debug.tensor_debug.group import (
     TensorRunGroup,
     TensorRunGroupMember,
     TensorRunGroupSummary,
+    compare_run_groups,
 )
 from torch_cudagraph_debug.tensor_debug.probe import TensorProbe
 from torch_cudagraph_debug.tensor_debug.recorder import TensorRecorder

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import torch
 
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.tensor_debug.run import TensorObservationKey
+from torch_cudagraph_debug.tensor_debug.observations import TensorObservationKey
 
 if TYPE_CHECKING:
     import numpy

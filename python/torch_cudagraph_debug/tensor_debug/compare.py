@@ -35,9 +35,10 @@ from torch_cudagraph_debug._native import (
     TensorSnapshotComparison,
     TensorValueSummary,
 )
+from torch_cudagraph_debug._points import Run
 from torch_cudagraph_debug._torch_bridge import dtype_name, host_bytes
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.tensor_debug.run import TensorObservation, TensorPoint, TensorRun
+from torch_cudagraph_debug.tensor_debug.observations import TensorObservation, TensorPoint
 from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 __all__ = [
@@ -72,7 +73,6 @@ __all__ = [
     "TensorValueSummary",
     "compare_point_series",
     "compare_points",
-    "compare_run_groups",
     "compare_runs",
     "compare_snapshots",
 ]
@@ -109,7 +109,7 @@ PointMapping = (
     | Sequence[tuple[PointKey, PointKey]]
     | None
 )
-RunLike = TensorRun | str | os.PathLike
+RunLike = Run[TensorPoint] | str | os.PathLike
 
 
 # ---------------------------------------------------------------------- inputs
@@ -212,7 +212,8 @@ def _set_args(observed: Observed, what: str) -> dict[str, Any]:
 def _run_path(run: RunLike, what: str) -> str | tuple[str, str, int | None]:
     """How the native side finds a run: a loaded run by its root, name and rank; a path
     is a job root holding one tensor run."""
-    if isinstance(run, TensorRun):
+    # Any loaded run (a ``TensorRun``): the native side checks that it is a tensor run.
+    if isinstance(run, Run):
         return run.address
     if isinstance(run, str | os.PathLike):
         return os.fspath(run)
@@ -305,35 +306,4 @@ def compare_point_series(
     drift across replays, and for each observation the first point at which it diverged."""
     return _native.compare_point_series(
         _set_args(ref_point, "ref_point"), _run_path(run, "run"), options, progress
-    )
-
-
-def compare_run_groups(
-    ref_group: Any,
-    cand_group: Any,
-    *,
-    point_mapping: PointMapping = None,
-    options: TensorComparisonOptions | None = None,
-    progress: ProgressCallback | None = None,
-) -> TensorRunGroupComparison:
-    """Compares two run groups rank by rank (``TensorRunGroup`` objects or job
-    directories). A rank missing on either side makes the comparison inconclusive."""
-    from torch_cudagraph_debug.tensor_debug.group import TensorRunGroup
-
-    def side(group: Any, what: str) -> _native.RunGroupInfo | tuple[str, None, list[Any]]:
-        if isinstance(group, TensorRunGroup):
-            # Compared as loaded, not loaded again.
-            return group._native_group()
-        if isinstance(group, str | os.PathLike):
-            return os.fspath(group), None, []
-        raise InvalidInputError(
-            f"{what} must be a TensorRunGroup or a job directory, got {type(group).__name__}"
-        )
-
-    return _native.compare_run_groups(
-        side(ref_group, "ref_group"),
-        side(cand_group, "cand_group"),
-        options,
-        _mapping(point_mapping),
-        progress,
     )

@@ -17,6 +17,13 @@ from torch_cudagraph_debug._native import (
     TensorRunGroupSummary,
 )
 from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.tensor_debug.compare import (
+    PointMapping,
+    ProgressCallback,
+    TensorComparisonOptions,
+    TensorRunGroupComparison,
+    _mapping,
+)
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "TensorRunGroup",
     "TensorRunGroupMember",
     "TensorRunGroupSummary",
+    "compare_run_groups",
 ]
 
 
@@ -126,3 +134,33 @@ class TensorRunGroup:
             f"TensorRunGroup(name={self.name!r}, ranks={list(self.ranks)}, "
             f"world_size={self.world_size}, complete={self.complete})"
         )
+
+
+def compare_run_groups(
+    ref_group: Any,
+    cand_group: Any,
+    *,
+    point_mapping: PointMapping = None,
+    options: TensorComparisonOptions | None = None,
+    progress: ProgressCallback | None = None,
+) -> TensorRunGroupComparison:
+    """Compares two run groups rank by rank (``TensorRunGroup`` objects or job
+    directories). A rank missing on either side makes the comparison inconclusive."""
+
+    def side(group: Any, what: str) -> _native.RunGroupInfo | tuple[str, None, list[Any]]:
+        if isinstance(group, TensorRunGroup):
+            # Compared as loaded, not loaded again.
+            return group._native_group()
+        if isinstance(group, str | os.PathLike):
+            return os.fspath(group), None, []
+        raise InvalidInputError(
+            f"{what} must be a TensorRunGroup or a job directory, got {type(group).__name__}"
+        )
+
+    return _native.compare_run_groups(
+        side(ref_group, "ref_group"),
+        side(cand_group, "cand_group"),
+        options,
+        _mapping(point_mapping),
+        progress,
+    )

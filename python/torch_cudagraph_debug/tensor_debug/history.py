@@ -14,7 +14,7 @@ from torch_cudagraph_debug._torch_bridge import (
 from torch_cudagraph_debug.errors import (
     RecorderStateError,
 )
-from torch_cudagraph_debug.tensor_debug.run import (
+from torch_cudagraph_debug.tensor_debug.observations import (
     TensorObservation,
 )
 from torch_cudagraph_debug.tensor_debug.sites import SyncArg, _observation, _Site

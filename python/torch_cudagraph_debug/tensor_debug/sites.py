@@ -18,7 +18,7 @@ from torch_cudagraph_debug.errors import (
 from torch_cudagraph_debug.tensor_debug.actions import (
     CheckAction,
 )
-from torch_cudagraph_debug.tensor_debug.run import (
+from torch_cudagraph_debug.tensor_debug.observations import (
     TensorObservation,
 )
 

@@ -13,7 +13,7 @@ import torch
 
 from torch_cudagraph_debug._torch_bridge import dtype_name
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.tensor_debug.run import (
+from torch_cudagraph_debug.tensor_debug.observations import (
     ObservationSet,
     TensorObservation,
     TensorObservationKey,
