@@ -132,6 +132,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
     m.add_class::<store::RunWriter>()?;
     m.add_class::<store::RunReader>()?;
+    m.add_class::<store::PyRunManifest>()?;
     m.add_function(wrap_pyfunction!(store::list_runs, m)?)?;
     m.add_function(wrap_pyfunction!(store::compact_root, m)?)?;
     m.add_class::<probe::ProbeRuntime>()?;

@@ -327,6 +327,110 @@ pub fn on_damage(value: &str) -> BindResult<OnDamage> {
     Ok(OnDamage::parse(value)?)
 }
 
+/// What a run's manifest says about the run (its part list aside): identity, rank, times,
+/// completeness, provenance. Shared by tensor and memory runs.
+#[pyclass(module = "torch_cudagraph_debug._native", name = "RunManifest", frozen)]
+pub struct PyRunManifest {
+    inner: tcgd_store::Manifest,
+}
+
+impl PyRunManifest {
+    pub(crate) fn of(manifest: &tcgd_store::Manifest) -> PyRunManifest {
+        PyRunManifest {
+            inner: tcgd_store::Manifest {
+                // The parts are the reader's business; a copy of them is not needed here.
+                parts: Vec::new(),
+                ..manifest.clone()
+            },
+        }
+    }
+}
+
+#[pymethods]
+impl PyRunManifest {
+    #[getter]
+    fn run_id(&self) -> &str {
+        &self.inner.header.run_id
+    }
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.header.name
+    }
+    /// `"tensor"` or `"memory"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.inner.header.kind {
+            tcgd_store::RunKind::Tensor => "tensor",
+            tcgd_store::RunKind::Memory => "memory",
+        }
+    }
+    #[getter]
+    fn execution(&self) -> &str {
+        &self.inner.header.execution
+    }
+    #[getter]
+    fn rank(&self) -> Option<i64> {
+        self.inner.header.rank
+    }
+    #[getter]
+    fn group_id(&self) -> Option<&str> {
+        self.inner.header.group_id.as_deref()
+    }
+    #[getter]
+    fn world_size(&self) -> Option<i64> {
+        self.inner.header.world_size
+    }
+    /// RFC 3339, UTC.
+    #[getter]
+    fn created_at(&self) -> &str {
+        &self.inner.created_at
+    }
+    #[getter]
+    fn finished_at(&self) -> Option<&str> {
+        self.inner.finished_at.as_deref()
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn format_version(&self) -> u32 {
+        self.inner.format_version
+    }
+    #[getter]
+    fn point_count(&self) -> u64 {
+        self.inner.point_count
+    }
+    /// Package, Python, platform, torch and CUDA versions of the recording process.
+    #[getter]
+    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_object(py, &self.inner.header.provenance)
+    }
+    /// The application's own metadata for the run.
+    #[getter]
+    fn run_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_object(py, &self.inner.header.run_metadata)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RunManifest(name={:?}, kind={:?}, rank={:?}, point_count={}, complete={})",
+            self.inner.header.name,
+            self.kind(),
+            self.inner.header.rank,
+            self.inner.point_count,
+            self.inner.complete
+        )
+    }
+}
+
+/// A JSON object of the manifest as a dict (`null`: an empty one).
+fn json_object<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    if value.is_null() {
+        return Ok(PyDict::new(py).into_any());
+    }
+    crate::results::json_to_py(py, value)
+}
+
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct RunReader {
     inner: tcgd_store::RunReader,
@@ -408,6 +512,11 @@ impl RunReader {
     #[getter]
     fn path(&self) -> PathBuf {
         self.inner.dir().to_path_buf()
+    }
+
+    /// The run's manifest as a typed object.
+    fn manifest(&self) -> PyRunManifest {
+        PyRunManifest::of(self.inner.manifest())
     }
 
     fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
