@@ -72,7 +72,7 @@ def test_fault9_two_segments_of_i64_max_are_refused_not_contradictory():
 def test_fault9_sums_that_fit_are_exact():
     snap = snapshot(segment(2**62, stream=0), segment(2**62 - 1, stream=1))
     s = MemoryProbeSnapshot.from_snapshot(snap)
-    assert s.allocator_scope_stats["all"].reserved == 2**63 - 1
+    assert s.allocator_scope_stats["all"].reserved_bytes == 2**63 - 1
 
 
 @pytest.mark.parametrize(
@@ -107,8 +107,8 @@ def test_fault9_a_residual_change_that_does_not_fit_is_refused():
     # Residual -(2^63 - 1) (nothing used, everything reserved), then +(2^63 - 1).
     low = MemoryProbeSnapshot.from_snapshot(snapshot(segment(MAX)), mem_get_info=(MAX, MAX))
     high = MemoryProbeSnapshot.from_snapshot(snapshot(), mem_get_info=(0, MAX))
-    assert low.device_memory[0].residual == -MAX
-    assert high.device_memory[0].residual == MAX
+    assert low.device_readings[0].cuda_allocator_residual_bytes == -MAX
+    assert high.device_readings[0].cuda_allocator_residual_bytes == MAX
     with pytest.raises(SnapshotFormatError, match=r"'device_memory\[0\]\.residual'"):
         compare_snapshots(low, high)
 

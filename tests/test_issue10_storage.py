@@ -35,6 +35,7 @@ from torch_cudagraph_debug.errors import (
     UnsupportedFormatError,
 )
 from torch_cudagraph_debug.memory_debug import MemoryRecorder, MemoryRun, import_snapshots
+from torch_cudagraph_debug.memory_debug._model import thaw
 from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 from torch_cudagraph_debug.tensor_debug.recorder import open_run_writer
 
@@ -519,7 +520,7 @@ def test_fault7_memory_runs_load_their_intact_points(tmp_path: Path) -> None:
     run = MemoryRun.load(tmp_path / "m", on_damage="skip")
     assert run.labels == ("m0", "m2")
     assert [(d.point_index, d.label, d.table) for d in run.damage] == [(1, "m1", "memory_segments")]
-    assert run["m2"].allocator_scope_stats["all"].reserved == 2 * MIB
+    assert run["m2"].allocator_scope_stats["all"].reserved_bytes == 2 * MIB
 
 
 def test_fault7_damaged_stacks_cost_the_points_that_may_name_them(tmp_path: Path) -> None:
@@ -543,7 +544,7 @@ def test_fault7_a_left_out_point_still_lends_its_intact_stacks(tmp_path: Path) -
     run = MemoryRun.load(tmp_path / "n", on_damage="skip")
     assert run.labels == ("m1", "m2")
     assert [(d.point_index, d.table) for d in run.damage] == [(0, "memory_segments")]
-    block = run["m2"].raw_snapshot()["segments"][0]["blocks"][0]
+    block = thaw(run["m2"].raw_snapshot())["segments"][0]["blocks"][0]
     assert block["frames"] == [{"filename": "model.py", "line": 10, "name": "forward"}]
 
 

@@ -93,7 +93,8 @@ def test_snapshots_during_capture_warn_and_skip_sync() -> None:
     with pytest.warns(MemoryDebugWarning, match="capture"):
         s = probe.snapshot()
     assert alloc.synchronized == [[0]], "no synchronisation during capture"
-    assert s.device_memory[0].cuda_used is None
+    assert s.device_readings[0].used_bytes is None
+    assert 0 not in s.device_memory
     assert s._identity()["during_capture"]
 
 
@@ -245,7 +246,7 @@ def test_run_points_compare_like_live_ones(tmp_path) -> None:
     assert live
     assert loaded.to_json() == run.compare(0, 1).to_json()
     assert loaded.lifecycle_label == "exact"
-    assert run["after"].pool_stats[MemoryPoolKey(0, (1, 0))].active == 16 * MIB
+    assert run["after"].pool_stats[MemoryPoolKey(0, (1, 0))].active_bytes == 16 * MIB
     assert run["after"].observations == live_after.observations
     raw = run["after"].raw_snapshot()
     assert {tuple(s["segment_pool_id"]) for s in raw["segments"]} == {(0, 0), (1, 0)}

@@ -22,6 +22,7 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryPoolKey,
     MemoryProbeSnapshot,
 )
+from torch_cudagraph_debug.memory_debug._model import freeze
 
 
 def synthetic() -> dict:
@@ -60,26 +61,31 @@ def test_statistics_match_the_snapshot() -> None:
     assert {o.key for o in s.observations} == set(expected)
     for o in s.observations:
         e = expected[o.key]
-        assert (o.stats.reserved, o.stats.allocated, o.stats.active, o.stats.requested) == (
+        assert (
+            o.stats.reserved_bytes,
+            o.stats.allocated_bytes,
+            o.stats.active_bytes,
+            o.stats.requested_bytes,
+        ) == (
             e["reserved"],
             e["allocated"],
             e["active"],
             e["requested"],
         )
         assert o.stats.block_count == e["blocks"]
-        assert o.stats.allocated <= o.stats.active <= o.stats.reserved
-        assert o.stats.requested <= o.stats.active
+        assert o.stats.allocated_bytes <= o.stats.active_bytes <= o.stats.reserved_bytes
+        assert o.stats.requested_bytes <= o.stats.active_bytes
     default = s.observation(0, (0, 0), 0).stats
-    assert default.awaiting_free == 4096
-    assert default.internal_fragmentation == 1024 - 16 + 4096 - 4000
+    assert default.awaiting_free_bytes == 4096
+    assert default.internal_fragmentation_bytes == 1024 - 16 + 4096 - 4000
     private = s.pool_stats[MemoryPoolKey(0, (1, 0))]
-    assert private.active == 16 * MIB
+    assert private.active_bytes == 16 * MIB
     assert s.allocator_scope_stats["private"] == private
-    assert s.allocator_scope_stats["all"].reserved == 18 * MIB
-    d = s.device_memory[0]
-    assert d.cuda_used == 10 * 1024 * MIB
-    assert d.residual == d.cuda_used - d.allocator_reserved
-    assert d.allocator_reserved == 18 * MIB
+    assert s.allocator_scope_stats["all"].reserved_bytes == 18 * MIB
+    d = s.device_readings[0]
+    assert d.used_bytes == 10 * 1024 * MIB
+    assert d.cuda_allocator_residual_bytes == d.used_bytes - d.allocator_reserved_bytes
+    assert d.allocator_reserved_bytes == 18 * MIB
 
 
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
@@ -107,14 +113,14 @@ def test_real_fixture_shows_the_capture_pool() -> None:
     )
     private = [k for k in s.pool_stats if not k.is_default]
     assert private, s.pool_stats
-    assert sum(s.pool_stats[k].active for k in private) >= facts[name]["capture_bytes"]
-    d = s.device_memory[0]
+    assert sum(s.pool_stats[k].active_bytes for k in private) >= facts[name]["capture_bytes"]
+    d = s.device_readings[0]
     free, total = facts[name]["mem_get_info"]["0"]
-    assert d.cuda_used == total - free
-    assert d.residual == total - free - d.allocator_reserved
+    assert d.used_bytes == total - free
+    assert d.cuda_allocator_residual_bytes == total - free - d.allocator_reserved_bytes
     # The same numbers as Python's own unpickler sees (a data-only unpickler).
     raw = load_fixture(name)
-    assert d.allocator_reserved == sum(x["total_size"] for x in raw["segments"])
+    assert d.allocator_reserved_bytes == sum(x["total_size"] for x in raw["segments"])
 
 
 def test_a_pickle_that_runs_code_is_refused(tmp_path) -> None:
@@ -191,7 +197,7 @@ def test_missing_optional_field_warns_once() -> None:
 def test_raw_snapshot_round_trips() -> None:
     snap = synthetic()
     s = MemoryProbeSnapshot.from_snapshot(copy.deepcopy(snap))
-    assert s.raw_snapshot() == snap
+    assert s.raw_snapshot() == freeze(snap)
     rebuilt = s._state.raw_snapshot()
     again = MemoryProbeSnapshot.from_snapshot(rebuilt)
     assert again.observations == s.observations

@@ -22,6 +22,7 @@ __all__ = [
     "ComparisonIssue",
     "ComparisonMetrics",
     "ComparisonSubject",
+    "DeviceMemorySample",
     "DeviceRecorder",
     "FirstAnomaly",
     "FirstMismatch",
@@ -31,6 +32,8 @@ __all__ = [
     "MemoryRunReader",
     "MemoryRunWriter",
     "MemoryState",
+    "MemoryStats",
+    "MemoryStatsDelta",
     "MemoryTimeline",
     "ObservationSide",
     "ObservationSite",
@@ -389,7 +392,253 @@ _DeviceArgs = list[tuple[int, int | None, int | None, int | None, int | None]]
 # ((reference device, (a, b)), (candidate device, (c, d)))
 _PoolMapping = list[tuple[tuple[int, tuple[int, int]], tuple[int, tuple[int, int]]]]
 _PoolId = tuple[int, int]
-_Stats = dict[str, int]
+
+_MemoryStatMetric = Literal[
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "requested_bytes",
+    "segment_count",
+    "block_count",
+    "inactive_block_count",
+    "largest_inactive_block_bytes",
+    "expandable_segment_count",
+    "expandable_reserved_bytes",
+    "expandable_inactive_bytes",
+    "awaiting_free_bytes",
+    "inactive_bytes",
+    "internal_fragmentation_bytes",
+]
+_DeviceMemoryMetric = Literal[
+    "used_bytes",
+    "free_bytes",
+    "total_bytes",
+    "allocator_reserved_bytes",
+    "cuda_allocator_residual_bytes",
+]
+_PhaseMetric = Literal[
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "awaiting_free_bytes",
+    "inactive_bytes",
+    "requested_bytes",
+    "internal_fragmentation_bytes",
+    "expandable_reserved_bytes",
+    "expandable_inactive_bytes",
+]
+_MatchKind = Literal[
+    "same_probe", "same_run", "default", "mapped", "reference_only", "candidate_only"
+]
+_DeviceMatchKind = Literal[
+    "same_probe",
+    "same_run",
+    "mapped",
+    "pool_mapping",
+    "same_index",
+    "reference_only",
+    "candidate_only",
+]
+# The metric names the native phase rows carry (the facade adds `_bytes`).
+_PhaseRowMetric = Literal[
+    "reserved",
+    "allocated",
+    "active",
+    "awaiting_free",
+    "inactive",
+    "requested",
+    "internal_fragmentation",
+    "expandable_reserved",
+    "expandable_inactive",
+    "cuda_used",
+    "residual",
+]
+
+@final
+class MemoryStats:
+    @property
+    def reserved_bytes(self) -> int: ...
+    @property
+    def allocated_bytes(self) -> int: ...
+    @property
+    def active_bytes(self) -> int: ...
+    @property
+    def requested_bytes(self) -> int: ...
+    @property
+    def segment_count(self) -> int: ...
+    @property
+    def block_count(self) -> int: ...
+    @property
+    def inactive_block_count(self) -> int: ...
+    @property
+    def largest_inactive_block_bytes(self) -> int: ...
+    @property
+    def expandable_segment_count(self) -> int: ...
+    @property
+    def expandable_reserved_bytes(self) -> int: ...
+    @property
+    def expandable_inactive_bytes(self) -> int: ...
+    @property
+    def awaiting_free_bytes(self) -> int: ...
+    @property
+    def inactive_bytes(self) -> int: ...
+    @property
+    def internal_fragmentation_bytes(self) -> int: ...
+    def metric(self, name: _MemoryStatMetric) -> int: ...
+    def to_dict(self) -> dict[_MemoryStatMetric, int]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __new__(
+        cls,
+        *,
+        reserved_bytes: int = 0,
+        allocated_bytes: int = 0,
+        active_bytes: int = 0,
+        requested_bytes: int = 0,
+        segment_count: int = 0,
+        block_count: int = 0,
+        inactive_block_count: int = 0,
+        largest_inactive_block_bytes: int = 0,
+        expandable_segment_count: int = 0,
+        expandable_reserved_bytes: int = 0,
+        expandable_inactive_bytes: int = 0,
+    ) -> Self: ...
+    def __sub__(self, other: MemoryStats, /) -> MemoryStatsDelta: ...
+    def __rsub__(self, other: object, /) -> object: ...
+    # Deprecated spellings (they warn).
+    @property
+    def reserved(self) -> int: ...
+    @property
+    def allocated(self) -> int: ...
+    @property
+    def active(self) -> int: ...
+    @property
+    def requested(self) -> int: ...
+    @property
+    def largest_inactive_block(self) -> int: ...
+    @property
+    def expandable_reserved(self) -> int: ...
+    @property
+    def expandable_inactive(self) -> int: ...
+    @property
+    def awaiting_free(self) -> int: ...
+    @property
+    def inactive(self) -> int: ...
+    @property
+    def internal_fragmentation(self) -> int: ...
+
+@final
+class MemoryStatsDelta:
+    @property
+    def reserved_bytes(self) -> int: ...
+    @property
+    def allocated_bytes(self) -> int: ...
+    @property
+    def active_bytes(self) -> int: ...
+    @property
+    def requested_bytes(self) -> int: ...
+    @property
+    def segment_count(self) -> int: ...
+    @property
+    def block_count(self) -> int: ...
+    @property
+    def inactive_block_count(self) -> int: ...
+    @property
+    def largest_inactive_block_bytes(self) -> int: ...
+    @property
+    def expandable_segment_count(self) -> int: ...
+    @property
+    def expandable_reserved_bytes(self) -> int: ...
+    @property
+    def expandable_inactive_bytes(self) -> int: ...
+    @property
+    def awaiting_free_bytes(self) -> int: ...
+    @property
+    def inactive_bytes(self) -> int: ...
+    @property
+    def internal_fragmentation_bytes(self) -> int: ...
+    def metric(self, name: _MemoryStatMetric) -> int: ...
+    def to_dict(self) -> dict[_MemoryStatMetric, int]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __new__(
+        cls,
+        *,
+        reserved_bytes: int = 0,
+        allocated_bytes: int = 0,
+        active_bytes: int = 0,
+        requested_bytes: int = 0,
+        segment_count: int = 0,
+        block_count: int = 0,
+        inactive_block_count: int = 0,
+        largest_inactive_block_bytes: int = 0,
+        expandable_segment_count: int = 0,
+        expandable_reserved_bytes: int = 0,
+        expandable_inactive_bytes: int = 0,
+    ) -> Self: ...
+    @staticmethod
+    def between(
+        reference: MemoryStats | None, candidate: MemoryStats | None
+    ) -> MemoryStatsDelta: ...
+    @property
+    def changed(self) -> bool: ...
+
+@final
+class DeviceMemorySample:
+    def __new__(cls, free_bytes: int, total_bytes: int) -> Self: ...
+    @property
+    def free_bytes(self) -> int: ...
+    @property
+    def total_bytes(self) -> int: ...
+    @property
+    def used_bytes(self) -> int: ...
+    def to_dict(self) -> dict[str, int]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+_Side = tuple[int | None, _PoolId | None]
+_LifecycleRow = tuple[int, int, int, int]
+_ComparisonRow = tuple[
+    _Side,
+    _Side,
+    int | None,
+    int | None,
+    Literal["default", "private"],
+    MemoryStats | None,
+    MemoryStats | None,
+    MemoryStatsDelta,
+    _LifecycleRow | None,
+]
+_DeviceRow = tuple[
+    int | None,
+    int | None,
+    DeviceMemorySample | None,
+    DeviceMemorySample | None,
+    MemoryStats | None,
+    MemoryStats | None,
+    MemoryStatsDelta,
+    _LifecycleRow | None,
+]
+_TimelineRow = tuple[
+    int,
+    str,
+    Literal["scope", "device", "pool"],
+    _Scope | None,
+    int | None,
+    _PoolId | None,
+    MemoryStats,
+    MemoryStatsDelta | None,
+]
+_PhaseRow = tuple[
+    Literal["scope", "device", "pool"],
+    _Scope | None,
+    int | None,
+    int | None,
+    _PoolId | None,
+    _PoolId | None,
+    _PhaseRowMetric,
+    list[int | None],
+]
 
 class _DeviceMemory(TypedDict):
     device: int
@@ -411,10 +660,11 @@ class MemoryState:
     def devices(self) -> list[int]: ...
     @property
     def warnings(self) -> list[str]: ...
-    def observations(self) -> list[tuple[int, int, _PoolId, int, _Stats]]: ...
-    def pool_stats(self) -> list[tuple[int, _PoolId, _Stats]]: ...
-    def scope_stats(self, device: int | None = None) -> dict[_Scope, _Stats]: ...
+    def observations(self) -> list[tuple[int, int, _PoolId, int, MemoryStats]]: ...
+    def pool_stats(self) -> list[tuple[int, _PoolId, MemoryStats]]: ...
+    def scope_stats(self, device: int | None = None) -> dict[_Scope, MemoryStats]: ...
     def device_memory(self) -> list[_DeviceMemory]: ...
+    def device_samples(self) -> list[tuple[int, DeviceMemorySample]]: ...
     def table(self, name: _MemoryTableName) -> pa.RecordBatch: ...
     def raw_snapshot(self) -> dict[str, object]: ...
     def report(
@@ -519,6 +769,9 @@ class MemoryComparison:
     def warnings(self) -> list[str]: ...
     @property
     def suggested_pool_mapping(self) -> _PoolMapping: ...
+    def pool_rows(self) -> list[_ComparisonRow]: ...
+    def observation_rows(self) -> list[_ComparisonRow]: ...
+    def device_rows(self) -> list[_DeviceRow]: ...
 
 @final
 class MemoryPhaseComparison:
@@ -527,10 +780,12 @@ class MemoryPhaseComparison:
     def identity_failures(self) -> int: ...
     @property
     def warnings(self) -> list[str]: ...
+    def rows(self) -> list[_PhaseRow]: ...
 
 @final
 class MemoryTimeline:
     def render(self, format: _ReportFormat = "text", include_unchanged: bool = True) -> str: ...
+    def rows(self) -> list[_TimelineRow]: ...
 
 def memory_state_from_pickle(
     path: _StrPath,

@@ -268,7 +268,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _timeline(args: argparse.Namespace) -> int:
     run = _load(args)
-    return _emit(args, run.timeline(_attribution(args)), "memory-timeline", tree=False)
+    return _emit(args, run.timeline(attribution=_attribution(args)), "memory-timeline", tree=False)
 
 
 def _compare_points(args: argparse.Namespace) -> int:
@@ -317,14 +317,14 @@ def _import(args: argparse.Namespace) -> int:
     rows = []
     for point in run.points:
         scopes = point.allocator_scope_stats
-        status = sorted({d.history_status for d in point.device_memory.values()})
+        status = sorted({d.history_status for d in point.device_readings.values()})
         rows.append(
             {
                 "index": point.index,
                 "label": point.label,
                 "source_path": point.source_path,
-                "reserved": scopes["all"].reserved,
-                "private_reserved": scopes["private"].reserved,
+                "reserved": scopes["all"].reserved_bytes,
+                "private_reserved": scopes["private"].reserved_bytes,
                 "history": status,
                 "warnings": list(point.warnings),
             }

@@ -6,6 +6,11 @@ decomposed and compared. See ``docs/memory-debug.md``.
   ``torch.cuda.memory._dump_snapshot`` files into a run.
 - ``compare_snapshots`` / ``compare_points`` / ``compare_phases`` and ``run.timeline()``
   explain where memory went, as text, JSON, CSV or HTML reports.
+
+Deprecated names kept for existing code: ``MemoryComparison`` (the shared base of
+``MemorySnapshotComparison`` and ``MemoryPointComparison``), ``MemoryPhaseRange``
+(``MemoryRange``), ``DeviceMemory`` (``DeviceMemoryReading``), and the ``MemoryStats``
+attributes without their ``_bytes`` suffix (``reserved`` ...), which warn.
 """
 
 from __future__ import annotations
@@ -20,19 +25,48 @@ from torch_cudagraph_debug.errors import (
     MemoryOwnershipError,
     MemoryReconciliationError,
 )
+from torch_cudagraph_debug.memory_debug._leaves import (
+    MemoryAllocatorScopeComparison,
+    MemoryAllocatorScopePhaseDecomposition,
+    MemoryAllocatorScopeTimelineEntry,
+    MemoryDeviceComparison,
+    MemoryDevicePhaseDecomposition,
+    MemoryDeviceTimelineEntry,
+    MemoryLifecycleDelta,
+    MemoryObservationComparison,
+    MemoryObservationTimelineEntry,
+    MemoryPhaseComponents,
+    MemoryPoolComparison,
+    MemoryPoolPhaseDecomposition,
+    MemoryPoolTimelineEntry,
+)
 from torch_cudagraph_debug.memory_debug._model import (
     DEFAULT_POOL,
+    AllocatorScope,
+    DeviceMatchKind,
     DeviceMemory,
+    DeviceMemoryMetric,
+    DeviceMemoryReading,
+    DeviceMemorySample,
+    MatchKind,
     MemoryDebugWarning,
     MemoryObservation,
+    MemoryObservationKey,
     MemoryPoolKey,
+    MemoryStatMetric,
     MemoryStats,
+    MemoryStatsDelta,
+    PhaseMetric,
+    PoolId,
+    StreamId,
 )
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
     MemoryComparison,
     MemoryDisplayOptions,
     MemoryPhaseComparison,
+    MemoryPointComparison,
+    MemorySnapshotComparison,
     MemoryStateReport,
     MemoryTimeline,
     compare_phases,
@@ -41,35 +75,68 @@ from torch_cudagraph_debug.memory_debug.compare import (
 )
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbe, MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.recorder import MemoryRecorder, import_snapshots
-from torch_cudagraph_debug.memory_debug.run import MemoryPhaseRange, MemoryPoint, MemoryRun
+from torch_cudagraph_debug.memory_debug.run import (
+    MemoryPhaseRange,
+    MemoryPoint,
+    MemoryRange,
+    MemoryRun,
+)
 
 __all__ = [
     "DEFAULT_POOL",
+    "AllocatorScope",
+    "DeviceMatchKind",
     "DeviceMemory",
+    "DeviceMemoryMetric",
+    "DeviceMemoryReading",
+    "DeviceMemorySample",
+    "MatchKind",
+    "MemoryAllocatorScopeComparison",
+    "MemoryAllocatorScopePhaseDecomposition",
+    "MemoryAllocatorScopeTimelineEntry",
     "MemoryAttributionOptions",
     "MemoryBundleError",
     "MemoryComparison",
     "MemoryDebugError",
     "MemoryDebugWarning",
+    "MemoryDeviceComparison",
+    "MemoryDevicePhaseDecomposition",
+    "MemoryDeviceTimelineEntry",
     "MemoryDisplayOptions",
     "MemoryHistoryBoundaryError",
     "MemoryHistoryDisabledError",
     "MemoryHistoryError",
     "MemoryHistoryTruncatedError",
+    "MemoryLifecycleDelta",
     "MemoryObservation",
+    "MemoryObservationComparison",
+    "MemoryObservationKey",
+    "MemoryObservationTimelineEntry",
     "MemoryOwnershipError",
     "MemoryPhaseComparison",
+    "MemoryPhaseComponents",
     "MemoryPhaseRange",
     "MemoryPoint",
+    "MemoryPointComparison",
+    "MemoryPoolComparison",
     "MemoryPoolKey",
+    "MemoryPoolPhaseDecomposition",
+    "MemoryPoolTimelineEntry",
     "MemoryProbe",
     "MemoryProbeSnapshot",
+    "MemoryRange",
     "MemoryReconciliationError",
     "MemoryRecorder",
     "MemoryRun",
+    "MemorySnapshotComparison",
+    "MemoryStatMetric",
     "MemoryStateReport",
     "MemoryStats",
+    "MemoryStatsDelta",
     "MemoryTimeline",
+    "PhaseMetric",
+    "PoolId",
+    "StreamId",
     "compare_phases",
     "compare_points",
     "compare_snapshots",

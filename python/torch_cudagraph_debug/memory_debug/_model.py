@@ -4,62 +4,81 @@ classes only give them names."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
 
 from torch_cudagraph_debug import _native
 
 PoolId = tuple[int, int]
+"""A pool of one device: ``(0, 0)`` is the default pool, every other id is private."""
+StreamId = int
+"""A CUDA stream handle as the allocator reports it (process-local)."""
 DEFAULT_POOL: PoolId = (0, 0)
+
+AllocatorScope = Literal["all", "default", "private"]
+MemoryStatMetric = Literal[
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "requested_bytes",
+    "segment_count",
+    "block_count",
+    "inactive_block_count",
+    "largest_inactive_block_bytes",
+    "expandable_segment_count",
+    "expandable_reserved_bytes",
+    "expandable_inactive_bytes",
+    "awaiting_free_bytes",
+    "inactive_bytes",
+    "internal_fragmentation_bytes",
+]
+DeviceMemoryMetric = Literal[
+    "used_bytes",
+    "free_bytes",
+    "total_bytes",
+    "allocator_reserved_bytes",
+    "cuda_allocator_residual_bytes",
+]
+PhaseMetric = Literal[
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "awaiting_free_bytes",
+    "inactive_bytes",
+    "requested_bytes",
+    "internal_fragmentation_bytes",
+    "expandable_reserved_bytes",
+    "expandable_inactive_bytes",
+]
+MatchKind = Literal[
+    "same_probe", "same_run", "default", "mapped", "reference_only", "candidate_only"
+]
+DeviceMatchKind = Literal[
+    "same_probe",
+    "same_run",
+    "mapped",
+    "pool_mapping",
+    "same_index",
+    "reference_only",
+    "candidate_only",
+]
+
+# Typed frozen classes of the native core: every field named as the reference names it,
+# the derived ``awaiting_free_bytes``/``inactive_bytes``/``internal_fragmentation_bytes``
+# computed on access.
+MemoryStats = _native.MemoryStats
+MemoryStatsDelta = _native.MemoryStatsDelta
+DeviceMemorySample = _native.DeviceMemorySample
 
 
 class MemoryDebugWarning(UserWarning):
     """Something about a snapshot that limits what can be said: a missing optional field,
     a snapshot taken during capture, history that is off or truncated."""
-
-
-@dataclass(frozen=True)
-class MemoryStats:
-    """What the caching allocator holds in one slice of its state (bytes or counts).
-
-    ``reserved`` is the sum of segment sizes; ``allocated`` the blocks owned by live
-    tensors; ``active`` adds blocks freed by their owner but still awaiting a stream-safe
-    free; ``requested`` the unrounded sizes of active blocks."""
-
-    reserved: int
-    allocated: int
-    active: int
-    requested: int
-    segment_count: int
-    block_count: int
-    inactive_block_count: int
-    largest_inactive_block: int
-    expandable_segment_count: int
-    expandable_reserved: int
-    expandable_inactive: int
-
-    @property
-    def awaiting_free(self) -> int:
-        return self.active - self.allocated
-
-    @property
-    def inactive(self) -> int:
-        """Reserved but not active. Reusable only inside its own pool: a private pool's
-        inactive bytes are not free memory for anything else."""
-        return self.reserved - self.active
-
-    @property
-    def internal_fragmentation(self) -> int:
-        return self.active - self.requested
-
-    @classmethod
-    def from_native(cls, values: Mapping[str, int]) -> MemoryStats:
-        return cls(**{f.name: int(values[f.name]) for f in dataclasses.fields(cls)})
 
 
 class MemoryPoolKey(NamedTuple):
@@ -78,6 +97,18 @@ class MemoryPoolKey(NamedTuple):
         return "default" if self.is_default else "private"
 
 
+class MemoryObservationKey(NamedTuple):
+    """One ``(device_index, pool_id, stream)`` slice of the allocator."""
+
+    device_index: int
+    pool_id: PoolId
+    stream: StreamId
+
+    @property
+    def pool_key(self) -> MemoryPoolKey:
+        return MemoryPoolKey(self.device_index, self.pool_id)
+
+
 @dataclass(frozen=True)
 class MemoryObservation:
     """One (device, pool, stream) slice of the allocator at a snapshot or point."""
@@ -85,12 +116,12 @@ class MemoryObservation:
     order: int
     device_index: int
     pool_id: PoolId
-    stream: int
+    stream: StreamId
     stats: MemoryStats
 
     @property
-    def key(self) -> tuple[int, PoolId, int]:
-        return (self.device_index, self.pool_id, self.stream)
+    def key(self) -> MemoryObservationKey:
+        return MemoryObservationKey(self.device_index, self.pool_id, self.stream)
 
     @property
     def pool_key(self) -> MemoryPoolKey:
@@ -102,24 +133,53 @@ class MemoryObservation:
 
 
 @dataclass(frozen=True)
-class DeviceMemory:
-    """Device-wide memory next to the allocator's. ``cuda_used`` comes from
-    ``torch.cuda.mem_get_info`` right after the snapshot (device-wide: other processes
-    included; read one after the other, not atomically); ``residual = cuda_used -
-    allocator_reserved`` (signed). ``probe_device_bytes`` are this package's own probe
-    slots, part of the residual."""
+class DeviceMemoryReading:
+    """Everything known about one device next to the allocator (beyond the reference's
+    ``DeviceMemorySample``): ``used_bytes`` from ``torch.cuda.mem_get_info`` right after
+    the snapshot (device-wide: other processes included; read one after the other, not
+    atomically), ``cuda_allocator_residual_bytes = used_bytes - allocator_reserved_bytes``
+    (signed), this package's probe slots (part of the residual) and the history window.
+    Readings that failed are ``None``."""
 
     device_index: int
     free_bytes: int | None
     total_bytes: int | None
-    cuda_used: int | None
-    allocator_reserved: int
-    residual: int | None
+    used_bytes: int | None
+    allocator_reserved_bytes: int
+    cuda_allocator_residual_bytes: int | None
     probe_device_bytes: int | None
     probe_pinned_bytes: int | None
     history_status: str
     ring_entries: int
     window_events: int
+
+
+DeviceMemory = DeviceMemoryReading
+"""Deprecated name of :class:`DeviceMemoryReading` (``device_memory`` now maps devices to
+``DeviceMemorySample``; the full reading is ``device_readings``)."""
+
+
+FrozenJSONValue = Any
+"""JSON data made recursively immutable: mappings are read-only, lists are tuples."""
+
+
+def freeze(value: Any) -> FrozenJSONValue:
+    """A recursively immutable view of JSON-shaped data (a read-only mapping per dict, a
+    tuple per list); scalars are returned as they are."""
+    if isinstance(value, Mapping):
+        return types.MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: FrozenJSONValue) -> Any:
+    """An editable deep copy of frozen JSON data (dicts and lists again)."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
 
 
 class _StateView:
@@ -135,62 +195,95 @@ class _StateView:
                 device_index=device,
                 pool_id=tuple(pool),  # type: ignore[arg-type]
                 stream=stream,
-                stats=MemoryStats.from_native(stats),
+                stats=stats,
             )
             for order, device, pool, stream, stats in self._state.observations()
         )
 
-    @property
-    def by_key(self) -> dict[tuple[int, PoolId, int], MemoryObservation]:
-        return {o.key: o for o in self.observations}
+    @functools.cached_property
+    def by_key(self) -> Mapping[MemoryObservationKey, MemoryObservation]:
+        return types.MappingProxyType({o.key: o for o in self.observations})
 
-    def observation(self, device: int, pool: PoolId, stream: int) -> MemoryObservation:
+    def observation(
+        self, device_index: int, pool_id: PoolId, stream: StreamId
+    ) -> MemoryObservation:
+        key = MemoryObservationKey(int(device_index), tuple(pool_id), int(stream))  # type: ignore[arg-type]
         try:
-            return self.by_key[(device, tuple(pool), stream)]  # type: ignore[index]
+            return self.by_key[key]
         except KeyError:
-            keys = [o.key for o in self.observations]
+            keys = [tuple(o.key) for o in self.observations]
             raise KeyError(
-                f"no observation for device {device}, pool {tuple(pool)}, stream {stream}; "
-                f"present: {keys}"
+                f"no observation for device {device_index}, pool {tuple(pool_id)}, stream "
+                f"{stream}; present: {keys}"
             ) from None
 
     @property
-    def observation_stats(self) -> dict[tuple[int, PoolId, int], MemoryStats]:
-        return {o.key: o.stats for o in self.observations}
+    def observation_stats(self) -> Mapping[MemoryObservationKey, MemoryStats]:
+        return types.MappingProxyType({o.key: o.stats for o in self.observations})
 
     @functools.cached_property
-    def pool_stats(self) -> dict[MemoryPoolKey, MemoryStats]:
-        return {
-            MemoryPoolKey(device, tuple(pool)): MemoryStats.from_native(stats)  # type: ignore[arg-type]
-            for device, pool, stats in self._state.pool_stats()
-        }
+    def pool_stats(self) -> Mapping[MemoryPoolKey, MemoryStats]:
+        return types.MappingProxyType(
+            {
+                MemoryPoolKey(device, tuple(pool)): stats  # type: ignore[arg-type]
+                for device, pool, stats in self._state.pool_stats()
+            }
+        )
 
     @functools.cached_property
-    def allocator_scope_stats(self) -> dict[str, MemoryStats]:
+    def allocator_scope_stats(self) -> Mapping[AllocatorScope, MemoryStats]:
         """``all``, ``default`` and ``private`` pools, summed over the devices."""
-        return {k: MemoryStats.from_native(v) for k, v in self._state.scope_stats().items()}
+        return types.MappingProxyType(dict(self._state.scope_stats()))
 
     def device_scope_stats(self, device: int) -> dict[str, MemoryStats]:
-        return {k: MemoryStats.from_native(v) for k, v in self._state.scope_stats(device).items()}
+        return dict(self._state.scope_stats(device))
 
     @functools.cached_property
-    def device_memory(self) -> dict[int, DeviceMemory]:
+    def device_memory(self) -> Mapping[int, DeviceMemorySample]:
+        """Every device whose CUDA Runtime reading succeeded (``free_bytes``,
+        ``total_bytes``, derived ``used_bytes``); a device whose query failed is absent."""
+        return types.MappingProxyType(dict(self._state.device_samples()))
+
+    @functools.cached_property
+    def device_readings(self) -> Mapping[int, DeviceMemoryReading]:
+        """Every device of the state with its residual, probe slots and history window
+        (readings that failed are ``None``)."""
         out = {}
         for d in self._state.device_memory():
-            out[d["device"]] = DeviceMemory(
+            out[d["device"]] = DeviceMemoryReading(
                 device_index=d["device"],
                 free_bytes=d["free_bytes"],
                 total_bytes=d["total_bytes"],
-                cuda_used=d["cuda_used"],
-                allocator_reserved=d["allocator_reserved"],
-                residual=d["residual"],
+                used_bytes=d["cuda_used"],
+                allocator_reserved_bytes=d["allocator_reserved"],
+                cuda_allocator_residual_bytes=d["residual"],
                 probe_device_bytes=d["probe_device_bytes"],
                 probe_pinned_bytes=d["probe_pinned_bytes"],
                 history_status=d["history_status"],
                 ring_entries=d["ring_entries"],
                 window_events=d["window_events"],
             )
-        return out
+        return types.MappingProxyType(out)
+
+    def _raw(self) -> dict[str, Any]:
+        return self._state.raw_snapshot()
+
+    def raw_snapshot(self) -> FrozenJSONValue:
+        """The state in torch's ``_snapshot()`` shape, recursively immutable;
+        ``device_traces`` holds the history entries this state stored (those new since the
+        previous snapshot or point)."""
+        return freeze(self._raw())
+
+    def allocator_state(self) -> Mapping[str, FrozenJSONValue]:
+        """The point-in-time allocator envelope: ``raw_snapshot()`` without the
+        history (``device_traces``), recursively immutable."""
+        return freeze({k: v for k, v in self._raw().items() if k != "device_traces"})
+
+    @property
+    def allocator_settings(self) -> Mapping[str, FrozenJSONValue]:
+        """The snapshot's ``allocator_settings`` (empty when the snapshot had none or was
+        rebuilt from stored tables, which do not keep them)."""
+        return freeze(self._raw().get("allocator_settings") or {})
 
     @property
     def devices(self) -> tuple[int, ...]:

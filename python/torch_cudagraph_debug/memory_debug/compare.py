@@ -6,19 +6,37 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
-from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
+from torch_cudagraph_debug.memory_debug import _leaves
+from torch_cudagraph_debug.memory_debug._leaves import (
+    MemoryAllocatorScopeComparison,
+    MemoryDeviceComparison,
+    MemoryObservationComparison,
+    MemoryPoolComparison,
+)
+from torch_cudagraph_debug.memory_debug._model import (
+    MemoryObservationKey,
+    MemoryPoolKey,
+    MemoryStatsDelta,
+)
 
 if TYPE_CHECKING:
-    from torch_cudagraph_debug.memory_debug.run import MemoryPhaseRange
+    from torch_cudagraph_debug.memory_debug.run import MemoryRange
 
 Depth = Literal["device", "pool", "stream"]
 _FORMATS = {"text": "txt", "json": "json", "csv": "csv", "html": "html"}
+_DEPTHS = ("device", "pool", "stream")
+
+
+def _check_depth(depth: str) -> None:
+    if depth not in _DEPTHS:
+        raise InvalidInputError(f"depth must be 'device', 'pool' or 'stream', got {depth!r}")
 
 
 @dataclass(frozen=True)
@@ -98,17 +116,76 @@ class _Rendered:
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         raise NotImplementedError
 
-    def to_text(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
+    def _csv_files(self) -> dict[str, str]:
+        """The reference's CSV file set of this result (``name -> content``)."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """The complete result: nested ``reference``/``candidate``/``delta`` states with
+        ``*_bytes`` keys (never pruned nor limited)."""
+        raise NotImplementedError
+
+    def to_text(
+        self,
+        include_unchanged: bool = True,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+        *,
+        depth: Depth = "stream",
+    ) -> str:
+        """The report tree as text. ``limit`` and ``stack_depth`` bound attribution rows,
+        which this result does not carry yet: they are accepted and change nothing."""
+        _check_depth(depth)
         return self._render("text", include_unchanged, depth)
 
     def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> dict[str, Any]:
+        """The report tree as the native JSON document (``to_dict()`` is the reference's
+        structured form)."""
+        _check_depth(depth)
         return json.loads(self._render("json", include_unchanged, depth))
 
     def to_csv(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
+        _check_depth(depth)
         return self._render("csv", include_unchanged, depth)
 
-    def to_html(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
+    def to_html(
+        self,
+        include_unchanged: bool = True,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+        *,
+        depth: Depth = "stream",
+    ) -> str:
+        _check_depth(depth)
         return self._render("html", include_unchanged, depth)
+
+    def write(
+        self,
+        output_dir: str | os.PathLike[str],
+        include_unchanged: bool = True,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+        overwrite: bool = False,
+        *,
+        depth: Depth = "stream",
+    ) -> dict[str, Path]:
+        """Writes ``report.txt``, ``report.json`` (``to_dict()``), ``report.html`` and this
+        result's CSV files into ``output_dir``; returns ``{file name: path}``. The depth
+        is checked before anything is created; a directory that already holds anything
+        needs ``overwrite=True`` (:class:`ReportExistsError` otherwise), which replaces
+        only this report's files."""
+        _check_depth(depth)
+        files = {
+            "report.txt": self._render("text", include_unchanged, depth),
+            "report.json": json.dumps(self.to_dict(), indent=2) + "\n",
+            "report.html": self._render("html", include_unchanged, depth),
+        }
+        files.update(self._csv_files())
+        own = [*files, *_leaves.ALL_CSV_FILES]
+        paths = _native.write_report_files(
+            os.fspath(output_dir), list(files.items()), sorted(set(own)), overwrite
+        )
+        return {Path(p).name: Path(p) for p in paths}
 
     def save(
         self,
@@ -143,10 +220,20 @@ class _Rendered:
         return self.to_text()
 
 
+def _pool_key_of(side: tuple[int | None, Any]) -> MemoryPoolKey | None:
+    device, pool = side
+    if device is None or pool is None:
+        return None
+    return MemoryPoolKey(int(device), (int(pool[0]), int(pool[1])))
+
+
 class MemoryComparison(_Rendered):
     """Two states side by side: the report tree device -> CUDA used -> residual +
     allocator -> pools -> streams, with the address lifecycle where it means something
-    (``exact``, ``approximate``, or ``unavailable`` across independent runs)."""
+    (``exact``, ``approximate``, or ``unavailable`` across independent runs).
+
+    The shared base of :class:`MemorySnapshotComparison` and
+    :class:`MemoryPointComparison`; as a name of its own it is deprecated."""
 
     def __init__(
         self,
@@ -155,12 +242,93 @@ class MemoryComparison(_Rendered):
         candidate: Any,
         attribution_status: dict[str, dict[str, bool]],
         notes: list[str],
+        pool_mapping: Sequence[tuple[Any, Any]] = (),
+        device_mapping: Sequence[tuple[int, int]] = (),
     ):
         self._native = native
         self.reference = reference
         self.candidate = candidate
         self.attribution_status = attribution_status
         self._notes = notes
+        self._pool_mapping = list(pool_mapping)
+        self._device_mapping = list(device_mapping)
+        same = self.relation == "same_origin"
+        owner = "same_run" if hasattr(reference, "run_id") else "same_probe"
+        self._same_kind = owner if same else None
+        self.allocator_scopes: tuple[MemoryAllocatorScopeComparison, ...] = tuple(
+            MemoryAllocatorScopeComparison(
+                scope,
+                reference.allocator_scope_stats[scope],
+                candidate.allocator_scope_stats[scope],
+                candidate.allocator_scope_stats[scope] - reference.allocator_scope_stats[scope],
+            )
+            for scope in ("all", "default", "private")
+        )
+        self.pools: tuple[MemoryPoolComparison, ...] = tuple(
+            MemoryPoolComparison(
+                _pool_key_of(r),
+                _pool_key_of(c),
+                kind,
+                self._pool_match(_pool_key_of(r), _pool_key_of(c)),
+                rs,
+                cs,
+                delta,
+                _leaves.lifecycle(lc),
+            )
+            for r, c, _, _, kind, rs, cs, delta, lc in native.pool_rows()
+        )
+        observations = []
+        for r, c, rstream, cstream, kind, rs, cs, delta, lc in native.observation_rows():
+            rk, ck = _pool_key_of(r), _pool_key_of(c)
+            rkey = None if rk is None or rstream is None else MemoryObservationKey(*rk, rstream)
+            ckey = None if ck is None or cstream is None else MemoryObservationKey(*ck, cstream)
+            match = self._pool_match(None if rkey is None else rk, None if ckey is None else ck)
+            observations.append(
+                MemoryObservationComparison(
+                    rkey, ckey, kind, match, rs, cs, delta, _leaves.lifecycle(lc)
+                )
+            )
+        self.observations: tuple[MemoryObservationComparison, ...] = tuple(observations)
+        self.device_comparisons: tuple[MemoryDeviceComparison, ...] = tuple(
+            MemoryDeviceComparison(
+                rd,
+                cd,
+                self._device_match(rd, cd),
+                rsample,
+                csample,
+                rs,
+                cs,
+                delta,
+                _leaves.lifecycle(lc),
+            )
+            for rd, cd, rsample, csample, rs, cs, delta, lc in native.device_rows()
+        )
+
+    def _pool_match(self, r: MemoryPoolKey | None, c: MemoryPoolKey | None) -> str:
+        if r is None:
+            return "candidate_only"
+        if c is None:
+            return "reference_only"
+        if self._same_kind is not None:
+            return self._same_kind
+        mapped = {(int(a[0]), tuple(a[1])) for a, _ in self._pool_mapping}
+        if (r.device_index, tuple(r.pool_id)) in mapped:
+            return "mapped"
+        # Across runs only default pools pair without a mapping.
+        return "default"
+
+    def _device_match(self, r: int | None, c: int | None) -> str:
+        if r is None:
+            return "candidate_only"
+        if c is None:
+            return "reference_only"
+        if self._same_kind is not None:
+            return self._same_kind
+        if (r, c) in self._device_mapping:
+            return "mapped"
+        if r != c and any(a[0] == r and b[0] == c for a, b in self._pool_mapping):
+            return "pool_mapping"
+        return "same_index"
 
     @property
     def relation(self) -> str:
@@ -170,6 +338,16 @@ class MemoryComparison(_Rendered):
     @property
     def lifecycle_label(self) -> str:
         return self._native.lifecycle_label
+
+    @property
+    def lifecycle_confidence(self) -> str:
+        """``exact`` (every address known), ``approximate`` (matched by sizes: equal-size
+        churn can cancel) or ``unavailable`` (independent states)."""
+        return self._native.lifecycle_label
+
+    @property
+    def lifecycle_available(self) -> bool:
+        return self.lifecycle_confidence != "unavailable"
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -187,26 +365,61 @@ class MemoryComparison(_Rendered):
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         return self._native.render(format, include_unchanged, depth)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": type(self).__name__,
+            "reference": self.reference.descriptor(),
+            "candidate": self.candidate.descriptor(),
+            "relation": self.relation,
+            "lifecycle_available": self.lifecycle_available,
+            "lifecycle_confidence": self.lifecycle_confidence,
+            "attribution_status": self.attribution_status,
+            "allocator_scopes": [r.to_dict() for r in self.allocator_scopes],
+            "pools": [r.to_dict() for r in self.pools],
+            "observations": [r.to_dict() for r in self.observations],
+            "device_comparisons": [r.to_dict() for r in self.device_comparisons],
+            "warnings": list(self.warnings),
+        }
+
+    def _csv_files(self) -> dict[str, str]:
+        files = {
+            "allocator_scopes.csv": _leaves.csv_text(
+                [r.csv_row() for r in self.allocator_scopes], _leaves.SCOPE_COLUMNS
+            ),
+            "pools.csv": _leaves.csv_text([r.csv_row() for r in self.pools], _leaves.POOL_COLUMNS),
+            "observations.csv": _leaves.csv_text(
+                [r.csv_row() for r in self.observations], _leaves.OBSERVATION_COLUMNS
+            ),
+        }
+        if self.device_comparisons:
+            files["devices.csv"] = _leaves.csv_text(
+                [r.csv_row() for r in self.device_comparisons], _leaves.DEVICE_COLUMNS
+            )
+        return files
+
     def __repr__(self) -> str:
         return (
-            f"MemoryComparison({self.relation}, lifecycle={self.lifecycle_label}, "
-            f"warnings={len(self.warnings)})"
+            f"{type(self).__name__}({self.relation}, lifecycle={self.lifecycle_label}, "
+            f"pools={len(self.pools)}, warnings={len(self.warnings)})"
         )
 
 
-def compare_snapshots(
+class MemorySnapshotComparison(MemoryComparison):
+    """Two probe snapshots (of one probe or of two) compared."""
+
+
+class MemoryPointComparison(MemoryComparison):
+    """Two recorded points (of one run or of two) compared."""
+
+
+def _compare_states(
     reference: Any,
     candidate: Any,
-    *,
-    pool_mapping: Mapping[Any, Any] | None = None,
-    device_mapping: Mapping[int, int] | None = None,
-    attribution: MemoryAttributionOptions | None = None,
-) -> MemoryComparison:
-    """Compares two probe snapshots or points, of one origin or of independent runs.
-
-    Default pools pair automatically; private pools of independent runs pair only through
-    ``pool_mapping`` (``{MemoryPoolKey: MemoryPoolKey}``); devices pair by index unless
-    ``device_mapping`` says otherwise; streams of independent runs never pair."""
+    pool_mapping: Mapping[Any, Any] | None,
+    device_mapping: Mapping[int, int] | None,
+    attribution: MemoryAttributionOptions | None,
+    result: type[MemoryComparison],
+) -> Any:
     for what, value in (("reference", reference), ("candidate", candidate)):
         if not hasattr(value, "_state"):
             raise InvalidInputError(
@@ -218,7 +431,32 @@ def compare_snapshots(
     native = _native.compare_states(
         reference._state, candidate._state, pool_mapping=pools, device_mapping=devices
     )
-    return MemoryComparison(native, reference, candidate, status, notes)
+    return result(native, reference, candidate, status, notes, pools, devices)
+
+
+def compare_snapshots(
+    reference: Any,
+    candidate: Any,
+    *,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> MemorySnapshotComparison:
+    """Compares two probe snapshots or points, of one origin or of independent runs.
+
+    Default pools pair automatically; private pools of independent runs pair only through
+    ``pool_mapping`` (``{MemoryPoolKey: MemoryPoolKey}``); devices pair by index unless
+    ``device_mapping`` says otherwise; streams of independent runs never pair. Points give
+    a :class:`MemoryPointComparison`."""
+    both_points = hasattr(reference, "run_id") and hasattr(candidate, "run_id")
+    return _compare_states(
+        reference,
+        candidate,
+        pool_mapping,
+        device_mapping,
+        attribution,
+        MemoryPointComparison if both_points else MemorySnapshotComparison,
+    )
 
 
 def compare_points(
@@ -228,23 +466,116 @@ def compare_points(
     pool_mapping: Mapping[Any, Any] | None = None,
     device_mapping: Mapping[int, int] | None = None,
     attribution: MemoryAttributionOptions | None = None,
-) -> MemoryComparison:
+) -> MemoryPointComparison:
     """``compare_snapshots`` for recorded points (of one run or of two)."""
-    return compare_snapshots(
+    return _compare_states(
         reference_point,
         candidate_point,
-        pool_mapping=pool_mapping,
-        device_mapping=device_mapping,
-        attribution=attribution,
+        pool_mapping,
+        device_mapping,
+        attribution,
+        MemoryPointComparison,
+    )
+
+
+_STAT_NAMES = {
+    "reserved": "reserved_bytes",
+    "allocated": "allocated_bytes",
+    "active": "active_bytes",
+    "awaiting_free": "awaiting_free_bytes",
+    "inactive": "inactive_bytes",
+    "requested": "requested_bytes",
+    "internal_fragmentation": "internal_fragmentation_bytes",
+    "expandable_reserved": "expandable_reserved_bytes",
+    "expandable_inactive": "expandable_inactive_bytes",
+}
+# A device row's allocator rollup is named as a device metric, next to the samples'.
+_DEVICE_NAMES = {
+    **_STAT_NAMES,
+    "reserved": "allocator_reserved_bytes",
+    "cuda_used": "used_bytes",
+    "residual": "cuda_allocator_residual_bytes",
+}
+
+
+def _gap(
+    reference: Any,
+    candidate: Any,
+    pool_mapping: Mapping[Any, Any] | None,
+    device_mapping: Mapping[int, int] | None,
+) -> MemoryPointComparison:
+    """The comparison of two phase endpoints. A phase's mappings name pools and devices of
+    any endpoint, so each gap keeps the pairs whose two ends exist at its own points."""
+    pools, devices = _mappings(reference, candidate, pool_mapping, device_mapping)
+    present = (
+        {(k.device_index, tuple(k.pool_id)) for k in reference.pool_stats},
+        {(k.device_index, tuple(k.pool_id)) for k in candidate.pool_stats},
+    )
+    kept_pools = {r: c for r, c in pools if r in present[0] and c in present[1]}
+    kept_devices = {r: c for r, c in devices if r in reference.devices and c in candidate.devices}
+    return _compare_states(
+        reference, candidate, kept_pools, kept_devices, None, MemoryPointComparison
     )
 
 
 class MemoryPhaseComparison(_Rendered):
     """Baseline change, candidate change, start gap and end gap per scope, device and
-    pool; every row checks ``end_gap = start_gap + candidate_change - baseline_change``."""
+    pool; every row checks ``end_gap = start_gap + candidate_change - baseline_change``.
 
-    def __init__(self, native: _native.MemoryPhaseComparison):
+    ``baseline_change`` / ``candidate_change`` / ``start_gap`` / ``end_gap`` are the four
+    ordinary comparisons the equation is made of; ``allocator_scope_decomposition``,
+    ``pool_decomposition`` and ``device_decomposition`` hold one row per phase metric."""
+
+    def __init__(
+        self,
+        native: _native.MemoryPhaseComparison,
+        baseline: MemoryRange | None = None,
+        candidate: MemoryRange | None = None,
+        pool_mapping: Mapping[Any, Any] | None = None,
+        device_mapping: Mapping[int, int] | None = None,
+    ):
         self._native = native
+        self.baseline = baseline
+        self.candidate = candidate
+        scopes, pools, devices = [], [], []
+        for level, scope, bd, cd, bp, cp, metric, readings in native.rows():
+            components = _leaves.MemoryPhaseComponents.of(readings)
+            if level == "scope":
+                scopes.append(
+                    _leaves.MemoryAllocatorScopePhaseDecomposition(
+                        scope, _STAT_NAMES[metric], components
+                    )
+                )
+            elif level == "pool":
+                pools.append(
+                    _leaves.MemoryPoolPhaseDecomposition(
+                        _pool_key_of((bd, bp)),
+                        _pool_key_of((cd, cp)),
+                        _STAT_NAMES[metric],
+                        components,
+                    )
+                )
+            else:
+                devices.append(
+                    _leaves.MemoryDevicePhaseDecomposition(
+                        bd, cd, _DEVICE_NAMES[metric], components
+                    )
+                )
+        self.allocator_scope_decomposition = tuple(scopes)
+        self.pool_decomposition = tuple(pools)
+        self.device_decomposition = tuple(devices)
+        if baseline is not None and candidate is not None:
+            self.baseline_change: MemoryPointComparison | None = baseline.compare()
+            self.candidate_change: MemoryPointComparison | None = candidate.compare()
+            self.start_gap: MemoryPointComparison | None = _gap(
+                baseline.start, candidate.start, pool_mapping, device_mapping
+            )
+            self.end_gap: MemoryPointComparison | None = _gap(
+                baseline.end, candidate.end, pool_mapping, device_mapping
+            )
+        else:
+            self.baseline_change = self.candidate_change = None
+            self.start_gap = self.end_gap = None
 
     @property
     def identity_failures(self) -> int:
@@ -262,42 +593,190 @@ class MemoryPhaseComparison(_Rendered):
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         return self._native.render(format, include_unchanged)
 
+    def to_dict(self) -> dict[str, Any]:
+        legs = ("baseline_change", "candidate_change", "start_gap", "end_gap")
+        return {
+            "kind": "MemoryPhaseComparison",
+            **{
+                leg: None if getattr(self, leg) is None else getattr(self, leg).to_dict()
+                for leg in legs
+            },
+            "allocator_scope_decomposition": [
+                r.to_dict() for r in self.allocator_scope_decomposition
+            ],
+            "pool_decomposition": [r.to_dict() for r in self.pool_decomposition],
+            "device_decomposition": [r.to_dict() for r in self.device_decomposition],
+            "warnings": list(self.warnings),
+        }
+
+    def _csv_files(self) -> dict[str, str]:
+        files = {
+            "allocator_scopes.csv": _leaves.csv_text(
+                [_leaves.phase_csv_row(r) for r in self.allocator_scope_decomposition],
+                _leaves.PHASE_SCOPE_COLUMNS,
+            ),
+            "pools.csv": _leaves.csv_text(
+                [_leaves.phase_csv_row(r) for r in self.pool_decomposition],
+                _leaves.PHASE_POOL_COLUMNS,
+            ),
+        }
+        if self.end_gap is not None:
+            files["observations.csv"] = _leaves.csv_text(
+                [r.csv_row() for r in self.end_gap.observations], _leaves.OBSERVATION_COLUMNS
+            )
+            if self.end_gap.device_comparisons:
+                files["devices.csv"] = _leaves.csv_text(
+                    [r.csv_row() for r in self.end_gap.device_comparisons], _leaves.DEVICE_COLUMNS
+                )
+        if self.device_decomposition:
+            files["device_decomposition.csv"] = _leaves.csv_text(
+                [_leaves.phase_csv_row(r) for r in self.device_decomposition],
+                _leaves.PHASE_DEVICE_COLUMNS,
+            )
+        return files
+
 
 def compare_phases(
-    baseline_range: MemoryPhaseRange,
-    candidate_range: MemoryPhaseRange,
+    baseline: MemoryRange,
+    candidate: MemoryRange,
     *,
     pool_mapping: Mapping[Any, Any] | None = None,
     device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
 ) -> MemoryPhaseComparison:
     """Compares two phases (``run.between(a, b)``), of one run or of two."""
-    pools, devices = _mappings(
-        baseline_range.start, candidate_range.start, pool_mapping, device_mapping
-    )
+    pools, devices = _mappings(baseline.start, candidate.start, pool_mapping, device_mapping)
+    same = baseline.start.run_id == candidate.start.run_id
+    _attribution_status(attribution, same)
     native = _native.compare_phases(
-        baseline_range.start._state,
-        baseline_range.end._state,
-        candidate_range.start._state,
-        candidate_range.end._state,
+        baseline.start._state,
+        baseline.end._state,
+        candidate.start._state,
+        candidate.end._state,
         pool_mapping=pools,
         device_mapping=devices,
     )
-    return MemoryPhaseComparison(native)
+    return MemoryPhaseComparison(native, baseline, candidate, pool_mapping, device_mapping)
 
 
 class MemoryTimeline(_Rendered):
-    """Per point, every scope, device and pool with its change since the previous point.
-    A pool that disappears stays visible with zero state."""
+    """Per point, every scope, device, pool and observation with its change since the
+    previous point (``delta=None`` at the first point). A pool or observation that
+    disappears stays visible with zero state and a negative delta."""
 
-    def __init__(self, native: _native.MemoryTimeline):
+    def __init__(self, native: _native.MemoryTimeline, points: Sequence[Any] = ()):
         self._native = native
+        self.points = tuple(points)
+        scopes, pools = [], []
+        device_rows: dict[tuple[int, int], Any] = {}
+        for index, label, level, scope, device, pool, stats, delta in native.rows():
+            if level == "scope":
+                scopes.append(
+                    _leaves.MemoryAllocatorScopeTimelineEntry(index, label, scope, stats, delta)
+                )
+            elif level == "pool":
+                key = _pool_key_of((device, pool))
+                pools.append(
+                    _leaves.MemoryPoolTimelineEntry(index, label, key, key.kind, stats, delta)  # type: ignore[union-attr]
+                )
+            else:
+                device_rows[(index, device)] = (label, stats, delta)
+        self.allocator_scope_entries = tuple(scopes)
+        self.pool_entries = tuple(pools)
+        self.observation_entries = tuple(self._observation_entries())
+        devices = []
+        previous: dict[int, Any] = {}
+        by_index = {p.index: p for p in self.points}
+        for (index, device), (label, stats, delta) in device_rows.items():
+            point = by_index.get(index)
+            sample = None if point is None else point.device_memory.get(device)
+            before = previous.get(device, ...)
+            first = before is ...
+            both = not first and sample is not None and before is not None
+
+            def change(name: str, now: Any = sample, then: Any = before, ok: bool = both) -> Any:
+                return getattr(now, name) - getattr(then, name) if ok else None
+
+            devices.append(
+                _leaves.MemoryDeviceTimelineEntry(
+                    index,
+                    label,
+                    device,
+                    sample,
+                    stats,
+                    delta,
+                    change("used_bytes"),
+                    change("free_bytes"),
+                    change("total_bytes"),
+                )
+            )
+            previous[device] = sample
+        self.device_entries = tuple(devices)
+        # Attributed adjacent comparisons come with stack and event attribution.
+        self.point_comparisons: tuple[MemoryPointComparison, ...] = ()
+
+    def _observation_entries(self) -> list[_leaves.MemoryObservationTimelineEntry]:
+        out = []
+        seen: dict[MemoryObservationKey, Any] = {}
+        zero = _native.MemoryStats()
+        for i, point in enumerate(self.points):
+            current = dict(point.observation_stats)
+            for key in seen:
+                current.setdefault(key, zero)
+            for key in sorted(
+                current, key=lambda k: (k.device_index, k.pool_id != (0, 0), k.pool_id, k.stream)
+            ):
+                stats = current[key]
+                before = seen.get(key)
+                delta = None if i == 0 else MemoryStatsDelta.between(before or zero, stats)
+                out.append(
+                    _leaves.MemoryObservationTimelineEntry(
+                        point.index, point.label, key, stats, delta
+                    )
+                )
+            seen = current
+        return out
 
     @property
     def rows(self) -> list[dict[str, Any]]:
         return self.to_json()["rows"]
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(w for p in self.points for w in p.warnings)
+
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         return self._native.render(format, include_unchanged)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "MemoryTimeline",
+            "points": [p.descriptor() for p in self.points],
+            "allocator_scope_entries": [e.to_dict() for e in self.allocator_scope_entries],
+            "pool_entries": [e.to_dict() for e in self.pool_entries],
+            "observation_entries": [e.to_dict() for e in self.observation_entries],
+            "device_entries": [e.to_dict() for e in self.device_entries],
+            "warnings": list(self.warnings),
+        }
+
+    def _csv_files(self) -> dict[str, str]:
+        files = {
+            "allocator_scopes.csv": _leaves.csv_text(
+                [e.csv_row() for e in self.allocator_scope_entries], _leaves.TIMELINE_SCOPE_COLUMNS
+            ),
+            "pools.csv": _leaves.csv_text(
+                [e.csv_row() for e in self.pool_entries], _leaves.TIMELINE_POOL_COLUMNS
+            ),
+            "observations.csv": _leaves.csv_text(
+                [e.csv_row() for e in self.observation_entries],
+                _leaves.TIMELINE_OBSERVATION_COLUMNS,
+            ),
+        }
+        if self.device_entries:
+            files["devices.csv"] = _leaves.csv_text(
+                [e.csv_row() for e in self.device_entries], _leaves.TIMELINE_DEVICE_COLUMNS
+            )
+        return files
 
 
 class MemoryStateReport(_Rendered):

@@ -4,11 +4,12 @@ persistence."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
@@ -21,7 +22,7 @@ from torch_cudagraph_debug.memory_debug._source import (
 )
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
-    MemoryComparison,
+    MemorySnapshotComparison,
     compare_snapshots,
 )
 
@@ -29,13 +30,46 @@ from torch_cudagraph_debug.memory_debug.compare import (
 class MemoryProbeSnapshot(_StateView):
     """One allocator state taken by a probe (or built from a saved snapshot)."""
 
-    def __init__(self, state: _native.MemoryState, raw: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        state: _native.MemoryState,
+        raw: dict[str, Any] | None = None,
+        timestamp: float | None = None,
+    ):
         self._state = state
-        self._raw = raw
+        self._torch_snapshot = raw
         identity = state.identity()
         self.name: str = identity["name"]
         self.label: str = identity["label"]
         self.index: int = identity["index"]
+        origin: str = identity["origin"]
+        self.probe_id: str = origin.split(":", 1)[1] if ":" in origin else origin
+        self.timestamp: float = time.time() if timestamp is None else timestamp
+        # The allocator metadata marker this snapshot was cut at ("" when the history did
+        # not record it, so the boundary is the snapshot's trace end).
+        self.boundary_marker: str = identity["marker"] or ""
+
+    @property
+    def probe_name(self) -> str:
+        return self.name
+
+    @property
+    def snapshot_index(self) -> int:
+        """Probe-local order of this snapshot."""
+        return self.index
+
+    def descriptor(self) -> dict[str, Any]:
+        """Who took this snapshot and when (JSON-ready)."""
+        return {
+            "kind": "probe_snapshot",
+            "probe_id": self.probe_id,
+            "probe_name": self.probe_name,
+            "snapshot_index": self.snapshot_index,
+            "label": self.label,
+            "timestamp": self.timestamp,
+            "boundary_marker": self.boundary_marker,
+            "devices": list(self.devices),
+        }
 
     @classmethod
     def from_snapshot(
@@ -91,11 +125,11 @@ class MemoryProbeSnapshot(_StateView):
         emit(state.warnings, f"snapshot {path!r}")
         return cls(state)
 
-    def raw_snapshot(self) -> dict[str, Any]:
-        """The snapshot dict: torch's own when this object was built from one, otherwise
-        one rebuilt in torch's shape (history: the entries this snapshot stored)."""
-        if self._raw is not None:
-            return self._raw
+    def _raw(self) -> dict[str, Any]:
+        # torch's own dict when this object was built from one, otherwise one rebuilt in
+        # torch's shape (history: the entries this snapshot stored).
+        if self._torch_snapshot is not None:
+            return self._torch_snapshot
         return self._state.raw_snapshot()
 
     def __repr__(self) -> str:
@@ -163,8 +197,16 @@ class MemoryProbe:
         reference: MemoryProbeSnapshot,
         candidate: MemoryProbeSnapshot,
         attribution: MemoryAttributionOptions | None = None,
-    ) -> MemoryComparison:
-        """Compares two snapshots of this probe: address lifecycle included."""
+    ) -> MemorySnapshotComparison:
+        """Compares two snapshots of this probe: address lifecycle included. A snapshot of
+        another probe raises ``MemoryOwnershipError`` (compare those with
+        ``compare_snapshots``)."""
+        for what, snapshot in (("reference", reference), ("candidate", candidate)):
+            if getattr(snapshot, "probe_id", None) != self._id:
+                raise MemoryOwnershipError(
+                    f"the {what} snapshot was not taken by probe {self.name!r}; compare "
+                    "snapshots of independent probes with compare_snapshots()"
+                )
         return compare_snapshots(reference, candidate, attribution=attribution)
 
     def __repr__(self) -> str:

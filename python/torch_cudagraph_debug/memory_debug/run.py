@@ -13,13 +13,17 @@ import pyarrow as pa
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._points import OnDamage, Run
-from torch_cudagraph_debug.errors import FeatureUnavailableError, InvalidInputError
+from torch_cudagraph_debug.errors import (
+    FeatureUnavailableError,
+    InvalidInputError,
+    MemoryOwnershipError,
+)
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
-    MemoryComparison,
+    MemoryPointComparison,
     MemoryTimeline,
-    compare_snapshots,
+    _compare_states,
 )
 
 
@@ -45,11 +49,23 @@ class MemoryPoint(_StateView):
         self.during_capture: bool = identity["during_capture"]
         self.timestamp = timestamp
         self.metadata = metadata
+        self.run_id: str = identity["origin"]
+        self.run_name: str = identity["name"]
 
-    def raw_snapshot(self) -> dict[str, Any]:
-        """The point as a dict in torch's ``_snapshot()`` shape, rebuilt from the stored
-        tables; ``device_traces`` holds the history entries this point stored (those new
-        since the previous point)."""
+    def descriptor(self) -> dict[str, Any]:
+        """Which run and point this is (JSON-ready)."""
+        return {
+            "kind": "run_point",
+            "run_id": self.run_id,
+            "run_name": self.run_name,
+            "index": self.index,
+            "label": self.label,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "devices": list(self.devices),
+        }
+
+    def _raw(self) -> dict[str, Any]:
+        # Rebuilt from the stored tables; the traces are this point's own window.
         return self._reader.raw_snapshot(self.index)
 
     def __repr__(self) -> str:
@@ -60,11 +76,23 @@ class MemoryPoint(_StateView):
 
 
 @dataclass(frozen=True)
-class MemoryPhaseRange:
-    """Two points of one run: the phase between them (``run.between(a, b)``)."""
+class MemoryRange:
+    """Two points of one run, ``end`` after ``start``: the phase between them
+    (``run.between(start, end)``)."""
 
+    run: MemoryRun
     start: MemoryPoint
     end: MemoryPoint
+
+    def compare(
+        self, *, attribution: MemoryAttributionOptions | None = None
+    ) -> MemoryPointComparison:
+        """``run.compare(start, end)``: what changed over the phase."""
+        return self.run.compare(self.start, self.end, attribution=attribution)
+
+
+MemoryPhaseRange = MemoryRange
+"""Deprecated name of :class:`MemoryRange`."""
 
 
 class MemoryRun(Run[MemoryPoint]):
@@ -91,8 +119,9 @@ class MemoryRun(Run[MemoryPoint]):
     @classmethod
     def load(
         cls,
-        path: str | os.PathLike[str],
+        bundle_dir: str | os.PathLike[str],
         *,
+        cache_snapshots: bool = True,
         name: str | None = None,
         rank: int | None = None,
         on_damage: OnDamage = "raise",
@@ -102,35 +131,78 @@ class MemoryRun(Run[MemoryPoint]):
         first.
         ``on_damage`` as in ``TensorRun.load``: with ``"skip"`` the points with a damaged
         part are left out (and, after a damaged part of the run's stack tables, the later
-        points too, which may name its stacks), listed in ``damage``."""
-        reader = _native.MemoryRunReader(os.fspath(path), on_damage, name, rank)
-        return cls(reader, os.fspath(path))
+        points too, which may name its stacks), listed in ``damage``.
+        ``cache_snapshots`` is accepted for the reference's signature: every point's state
+        is read once when the run loads, so there is nothing further to cache."""
+        del cache_snapshots
+        path = os.fspath(bundle_dir)
+        reader = _native.MemoryRunReader(path, on_damage, name, rank)
+        return cls(reader, path)
 
-    def between(self, start: str | int, end: str | int) -> MemoryPhaseRange:
-        """The phase from point ``start`` to point ``end`` (for ``compare_phases``)."""
-        a, b = self[start], self[end]
-        if a.index > b.index:
+    def point(self, key: str | int | MemoryPoint) -> MemoryPoint:  # type: ignore[override]
+        """A point by label, position, or a point of this run (``MemoryOwnershipError`` for
+        a point of another run)."""
+        if isinstance(key, MemoryPoint):
+            if key.run_id != self.run_id or not any(
+                p is key or p.index == key.index for p in self.points
+            ):
+                raise MemoryOwnershipError(
+                    f"point {key.label!r} belongs to run {key.run_id!r}, not to run "
+                    f"{self.run_id!r} ({self.name!r}); compare points of two runs with "
+                    "compare_points()"
+                )
+            return next(p for p in self.points if p.index == key.index)
+        return self[key]
+
+    def descriptor(self) -> dict[str, Any]:
+        """The run's identity (JSON-ready)."""
+        return {
+            "kind": "memory_run",
+            "run_id": self.run_id,
+            "name": self.name,
+            "path": self.path,
+            "rank": self.rank,
+            "group_id": self.group_id,
+            "world_size": self.world_size,
+            "complete": self.complete,
+            "labels": list(self.labels),
+        }
+
+    def between(self, start: str | int | MemoryPoint, end: str | int | MemoryPoint) -> MemoryRange:
+        """The phase from point ``start`` to point ``end`` (for ``compare_phases``);
+        ``end`` must come after ``start``."""
+        a, b = self.point(start), self.point(end)
+        if a.index >= b.index:
             raise InvalidInputError(
-                f"between({start!r}, {end!r}): '{a.label}' comes after '{b.label}'"
+                f"between({a.label!r}, {b.label!r}): the end must come after the start, and "
+                f"'{b.label}' (point {b.index}) does not follow '{a.label}' (point {a.index})"
             )
-        return MemoryPhaseRange(a, b)
+        return MemoryRange(self, a, b)
 
     def compare(
         self,
-        reference: str | int,
-        candidate: str | int,
+        reference: str | int | MemoryPoint,
+        candidate: str | int | MemoryPoint,
+        *,
         attribution: MemoryAttributionOptions | None = None,
-    ) -> MemoryComparison:
+    ) -> MemoryPointComparison:
         """Compares two points of this run (address lifecycle included)."""
-        return compare_snapshots(self[reference], self[candidate], attribution=attribution)
+        return _compare_states(
+            self.point(reference),
+            self.point(candidate),
+            None,
+            None,
+            attribution,
+            MemoryPointComparison,
+        )
 
-    def timeline(self, attribution: MemoryAttributionOptions | None = None) -> MemoryTimeline:
+    def timeline(self, *, attribution: MemoryAttributionOptions | None = None) -> MemoryTimeline:
         """Every point with its change since the previous one."""
         if attribution is not None and (attribution.events or attribution.lifetimes):
             raise FeatureUnavailableError(
                 "event and lifetime attribution are not available in this release"
             )
-        return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]))
+        return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]), self.points)
 
     def lifetimes(self, selection: Any = None, through: Any = None, options: Any = None) -> Any:
         """Allocation lifetimes from the stored history: not available in this release

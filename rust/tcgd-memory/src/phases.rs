@@ -114,11 +114,23 @@ impl PhaseComparison {
     }
 }
 
-const METRICS: [&str; 4] = ["reserved", "allocated", "active", "requested"];
+/// The byte metrics a phase decomposes (the reference's `PhaseMetric`, without the
+/// `_bytes` suffix the bindings add). Counts are point diagnostics, not phase metrics.
+const METRICS: [&str; 9] = [
+    "reserved",
+    "allocated",
+    "active",
+    "awaiting_free",
+    "inactive",
+    "requested",
+    "internal_fragmentation",
+    "expandable_reserved",
+    "expandable_inactive",
+];
 
 fn metric(stats: &MemoryStats, name: &str) -> i64 {
     stats
-        .byte_metrics()
+        .columns()
         .iter()
         .find(|(n, _)| *n == name)
         .map_or(0, |(_, v)| *v)

@@ -15,7 +15,7 @@ use crate::model::{is_default_pool, Block, BlockState, PoolId, Segment};
 /// the difference of two readings (a change, a gap) always fits.
 ///
 /// [`MemoryState::new`]: crate::state::MemoryState::new
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct MemoryStats {
     /// Sum of segment sizes: what the allocator holds from CUDA.
     pub reserved: i64,

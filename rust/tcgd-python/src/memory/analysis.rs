@@ -6,6 +6,8 @@ use super::*;
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryComparison {
     inner: tcgd_memory::Comparison,
+    reference: Arc<RustState>,
+    candidate: Arc<RustState>,
 }
 
 #[pymethods]
@@ -44,6 +46,25 @@ impl MemoryComparison {
     fn suggested_pool_mapping(&self) -> PoolMappingArgs {
         self.inner.suggested_pool_mapping.clone()
     }
+
+    /// One row per paired or one-sided pool, in report order.
+    fn pool_rows(&self) -> PyResult<Vec<ComparisonRow>> {
+        comparison_rows(&self.inner, false)
+    }
+
+    /// One row per paired or one-sided (device, pool, stream) observation.
+    fn observation_rows(&self) -> PyResult<Vec<ComparisonRow>> {
+        comparison_rows(&self.inner, true)
+    }
+
+    /// One row per paired or one-sided device: samples and allocator rollups.
+    fn device_rows(&self) -> PyResult<Vec<DeviceRow>> {
+        device_rows(
+            &self.inner,
+            Some(self.reference.as_ref()),
+            self.candidate.as_ref(),
+        )
+    }
 }
 
 #[pyfunction]
@@ -59,7 +80,11 @@ pub(super) fn compare_states(
         let opts = options(pool_mapping, device_mapping);
         let inner =
             py.detach(|| tcgd_memory::compare(&reference.inner, &candidate.inner, &opts))?;
-        Ok(MemoryComparison { inner })
+        Ok(MemoryComparison {
+            inner,
+            reference: reference.inner.clone(),
+            candidate: candidate.inner.clone(),
+        })
     })
 }
 
@@ -90,6 +115,12 @@ impl MemoryPhaseComparison {
     #[getter]
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings.clone()
+    }
+
+    /// `(level, scope, baseline_device, candidate_device, baseline_pool, candidate_pool,
+    /// metric, [baseline_start, baseline_end, candidate_start, candidate_end])`.
+    fn rows(&self) -> Vec<PhaseRow> {
+        phase_rows(&self.inner)
     }
 }
 
@@ -134,6 +165,11 @@ impl MemoryTimeline {
             };
             Ok(py.detach(|| tcgd_memory::report::render_timeline(&self.inner, format, opts)))
         })
+    }
+
+    /// `(point_index, label, level, scope, device, pool, stats, delta)` per row.
+    fn rows(&self) -> Vec<TimelineRow> {
+        timeline_rows(&self.inner)
     }
 }
 

@@ -26,9 +26,11 @@ use tcgd_store::{RunHeader, Table};
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
+mod facade;
 mod run;
 mod state;
 use analysis::*;
+use facade::*;
 use run::*;
 use state::*;
 
@@ -173,12 +175,15 @@ fn format_of(format: &str) -> BindResult<Format> {
 // ---------------------------------------------------------------------- MemoryState
 
 /// `(order, device, pool_id, stream, stats)` as Python receives an observation.
-type ObservationRow<'py> = (usize, i64, (i64, i64), i64, Bound<'py, PyDict>);
+type ObservationRow = (usize, i64, (i64, i64), i64, PyMemoryStats);
 /// `(device, pool_id, stats)` of one pool.
-type PoolRow<'py> = (i64, (i64, i64), Bound<'py, PyDict>);
+type PoolRow = (i64, (i64, i64), PyMemoryStats);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryState>()?;
+    m.add_class::<PyMemoryStats>()?;
+    m.add_class::<PyMemoryStatsDelta>()?;
+    m.add_class::<PyDeviceMemorySample>()?;
     m.add_class::<MemoryIngestor>()?;
     m.add_class::<MemoryRunWriter>()?;
     m.add_class::<MemoryRunReader>()?;

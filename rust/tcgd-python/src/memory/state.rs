@@ -28,17 +28,6 @@ pub(super) fn identity_dict<'py>(
     Ok(d)
 }
 
-pub(super) fn stats_dict<'py>(
-    py: Python<'py>,
-    s: &tcgd_memory::MemoryStats,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (name, value) in s.columns() {
-        d.set_item(name, value)?;
-    }
-    Ok(d)
-}
-
 pub(super) fn frames_list<'py>(
     py: Python<'py>,
     stacks: &StackTable,
@@ -181,21 +170,30 @@ impl MemoryState {
     }
 
     /// `[(order, device, pool_id, stream, stats dict)]`, in report order.
-    fn observations<'py>(&self, py: Python<'py>) -> PyResult<Vec<ObservationRow<'py>>> {
+    fn observations(&self) -> Vec<ObservationRow> {
         self.inner
             .observations
             .iter()
             .enumerate()
-            .map(|(i, (k, s))| Ok((i, k.device, k.pool, k.stream, stats_dict(py, s)?)))
+            .map(|(i, (k, s))| (i, k.device, k.pool, k.stream, PyMemoryStats::of(*s)))
             .collect()
     }
 
-    /// `[(device, pool_id, stats dict)]`: sums over streams, in report order.
-    fn pool_stats<'py>(&self, py: Python<'py>) -> PyResult<Vec<PoolRow<'py>>> {
+    /// `[(device, pool_id, stats)]`: sums over streams, in report order.
+    fn pool_stats(&self) -> Vec<PoolRow> {
         self.inner
             .pool_stats()
             .iter()
-            .map(|((device, pool), s)| Ok((*device, *pool, stats_dict(py, s)?)))
+            .map(|((device, pool), s)| (*device, *pool, PyMemoryStats::of(*s)))
+            .collect()
+    }
+
+    /// `[(device, sample)]` for every device whose CUDA Runtime reading succeeded.
+    fn device_samples(&self) -> Vec<(i64, PyDeviceMemorySample)> {
+        self.inner
+            .devices
+            .iter()
+            .filter_map(|&d| sample_of(&self.inner, d).map(|s| (d, s)))
             .collect()
     }
 
@@ -210,7 +208,7 @@ impl MemoryState {
         for scope in tcgd_memory::Scope::ALL {
             d.set_item(
                 scope.as_str(),
-                stats_dict(py, &self.inner.scope_stats(device, scope))?,
+                PyMemoryStats::of(self.inner.scope_stats(device, scope)),
             )?;
         }
         Ok(d)
