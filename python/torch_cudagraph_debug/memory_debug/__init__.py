@@ -39,13 +39,33 @@ from torch_cudagraph_debug.memory_debug.compare import (
     compare_points,
     compare_snapshots,
 )
+from torch_cudagraph_debug.memory_debug.lifetimes import (
+    AllocationCohort,
+    CohortBirth,
+    CohortFreeCompletion,
+    CohortFreeRequest,
+    CohortPointState,
+    CohortSizeBucket,
+    CohortSizeOutcome,
+    MemoryAllocationLifetimeAnalysis,
+    MemoryLifetimeOptions,
+    MemoryLifetimeSelection,
+)
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbe, MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.recorder import MemoryRecorder, import_snapshots
 from torch_cudagraph_debug.memory_debug.run import MemoryPhaseRange, MemoryPoint, MemoryRun
 
 __all__ = [
     "DEFAULT_POOL",
+    "AllocationCohort",
+    "CohortBirth",
+    "CohortFreeCompletion",
+    "CohortFreeRequest",
+    "CohortPointState",
+    "CohortSizeBucket",
+    "CohortSizeOutcome",
     "DeviceMemory",
+    "MemoryAllocationLifetimeAnalysis",
     "MemoryAttributionOptions",
     "MemoryBundleError",
     "MemoryComparison",
@@ -56,6 +76,8 @@ __all__ = [
     "MemoryHistoryDisabledError",
     "MemoryHistoryError",
     "MemoryHistoryTruncatedError",
+    "MemoryLifetimeOptions",
+    "MemoryLifetimeSelection",
     "MemoryObservation",
     "MemoryOwnershipError",
     "MemoryPhaseComparison",
