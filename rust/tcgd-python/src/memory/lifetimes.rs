@@ -11,6 +11,8 @@ use tcgd_memory::lifetimes::{
 };
 use tcgd_memory::report::{self as rep, LifetimeDisplay};
 
+use pyo3::IntoPyObjectExt;
+
 use super::*;
 
 /// A value as `to_dict()` gives it: row objects become dicts, tuples become lists.
@@ -37,7 +39,7 @@ macro_rules! row_class {
         impl $name {
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
                 let d = PyDict::new(py);
-                $(d.set_item(stringify!($field), plain((&self.$field).into_pyobject(py)?.into_any())?)?;)*
+                $(d.set_item(stringify!($field), plain((&self.$field).into_bound_py_any(py)?)?)?;)*
                 Ok(d)
             }
 
@@ -46,7 +48,7 @@ macro_rules! row_class {
                     format!(
                         "{}={}",
                         stringify!($field),
-                        (&self.$field).into_pyobject(py)?.into_any().repr()?
+                        (&self.$field).into_bound_py_any(py)?.repr()?
                     )
                 ),*];
                 Ok(format!("{}({})", stringify!($name), parts.join(", ")))
