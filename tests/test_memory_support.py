@@ -244,6 +244,33 @@ class FakeAllocator:
                 self.rings[device][-1].pop("frames")
         return snapshot
 
+    # ------------------------------------------------------------- lifetime workloads
+    def lifetime_alloc(
+        self, segment_address: int, size: int, site: str, requested: int | None = None
+    ) -> int:
+        """``alloc`` whose history entry and live block both carry the stack
+        ``[site, main]``, as torch records one context for both."""
+        if site not in self._frames:
+            self._frames[site] = {
+                "name": site,
+                "filename": "model.py",
+                "line": 100 + len(self._frames),
+            }
+        address = self.alloc(segment_address, size, requested)
+        segment, i = self._find(address)
+        segment["blocks"][i][3] = (site, "main")
+        if self.history:
+            self.rings[segment["device"]][-1]["frames"] = self._stack(site, "main")
+        return address
+
+    def lifetime_complete_free(self, address: int) -> None:
+        """The allocator polls a pending stream-ordered free: the block becomes reusable."""
+        segment, i = self._find(address)
+        block = segment["blocks"][i]
+        assert block[2] == "active_pending_free"
+        block[2], block[3] = "inactive", ()
+        self._trace(segment["device"], "free_completed", address, block[0], segment["stream"])
+
 
 def capture_scenario(alloc: FakeAllocator) -> None:
     """What a hand capture of a 16 MiB allocation does: a new private pool (1, 0) on the

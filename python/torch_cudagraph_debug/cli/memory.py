@@ -149,6 +149,10 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print what was imported as JSON")
     p.set_defaults(handler=_import)
 
+    from torch_cudagraph_debug.cli.memory_lifetimes import add_lifetimes_command
+
+    add_lifetimes_command(sub, _run_flags)
+
 
 # ---------------------------------------------------------------------- helpers
 

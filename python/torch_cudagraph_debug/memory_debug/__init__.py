@@ -73,6 +73,18 @@ from torch_cudagraph_debug.memory_debug.compare import (
     compare_points,
     compare_snapshots,
 )
+from torch_cudagraph_debug.memory_debug.lifetimes import (
+    AllocationCohort,
+    CohortBirth,
+    CohortFreeCompletion,
+    CohortFreeRequest,
+    CohortPointState,
+    CohortSizeBucket,
+    CohortSizeOutcome,
+    MemoryAllocationLifetimeAnalysis,
+    MemoryLifetimeOptions,
+    MemoryLifetimeSelection,
+)
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbe, MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.recorder import MemoryRecorder, import_snapshots
 from torch_cudagraph_debug.memory_debug.run import (
@@ -83,14 +95,22 @@ from torch_cudagraph_debug.memory_debug.run import (
 )
 
 __all__ = [
-    "DEFAULT_POOL",
+    "AllocationCohort",
     "AllocatorScope",
+    "CohortBirth",
+    "CohortFreeCompletion",
+    "CohortFreeRequest",
+    "CohortPointState",
+    "CohortSizeBucket",
+    "CohortSizeOutcome",
+    "DEFAULT_POOL",
     "DeviceMatchKind",
     "DeviceMemory",
     "DeviceMemoryMetric",
     "DeviceMemoryReading",
     "DeviceMemorySample",
     "MatchKind",
+    "MemoryAllocationLifetimeAnalysis",
     "MemoryAllocatorScopeComparison",
     "MemoryAllocatorScopePhaseDecomposition",
     "MemoryAllocatorScopeTimelineEntry",
@@ -108,6 +128,8 @@ __all__ = [
     "MemoryHistoryError",
     "MemoryHistoryTruncatedError",
     "MemoryLifecycleDelta",
+    "MemoryLifetimeOptions",
+    "MemoryLifetimeSelection",
     "MemoryObservation",
     "MemoryObservationComparison",
     "MemoryObservationKey",

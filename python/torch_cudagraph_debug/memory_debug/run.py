@@ -25,6 +25,11 @@ from torch_cudagraph_debug.memory_debug.compare import (
     MemoryTimeline,
     _compare_states,
 )
+from torch_cudagraph_debug.memory_debug.lifetimes import (
+    MemoryAllocationLifetimeAnalysis,
+    MemoryLifetimeOptions,
+    MemoryLifetimeSelection,
+)
 
 
 class MemoryPoint(_StateView):
@@ -204,13 +209,22 @@ class MemoryRun(Run[MemoryPoint]):
             )
         return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]), self.points)
 
-    def lifetimes(self, selection: Any = None, through: Any = None, options: Any = None) -> Any:
-        """Allocation lifetimes from the stored history: not available in this release
-        (the history each point stored is in ``table("memory_events")``)."""
-        raise FeatureUnavailableError(
-            "lifetimes() is not available in this release; the allocator history is stored "
-            "in the run's memory_events table"
-        )
+    def lifetimes(
+        self,
+        selection: MemoryLifetimeSelection | None = None,
+        *,
+        through: str | int | MemoryPoint | None = None,
+        options: MemoryLifetimeOptions | None = None,
+    ) -> MemoryAllocationLifetimeAnalysis:
+        """Allocation cohort lifetimes replayed from the stored allocator history:
+        ``selection`` (default ``MemoryLifetimeSelection.all()``) through ``through``
+        (default: the last point). Needs complete event history over the range
+        (``MemoryHistoryDisabledError`` / ``MemoryHistoryTruncatedError`` /
+        ``MemoryHistoryBoundaryError`` otherwise); history that contradicts the states
+        raises ``MemoryReconciliationError``."""
+        from torch_cudagraph_debug.memory_debug import lifetimes as _lifetimes
+
+        return _lifetimes.lifetimes(self, selection, through, options)
 
     def validate_payloads(self) -> list[tuple[str, str]]:
         """Checks every stored file against its digest; ``(path, problem)`` pairs, empty

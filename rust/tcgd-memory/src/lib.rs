@@ -12,6 +12,7 @@ pub mod compare;
 pub mod error;
 pub mod ingest;
 pub mod lifecycle;
+pub mod lifetimes;
 pub mod model;
 pub mod phases;
 pub mod pickle;

@@ -13,12 +13,17 @@ use std::fmt::Write as _;
 use crate::model::PoolId;
 
 mod comparison;
+mod lifetimes;
 mod phases;
 mod summary;
 mod timeline;
 
 pub use comparison::{
     comparison_csv, comparison_html, comparison_json, comparison_text, render_comparison, view,
+};
+pub use lifetimes::{
+    lifetimes_csv_files, lifetimes_files, lifetimes_html, lifetimes_json, lifetimes_text,
+    LifetimeDisplay, LIFETIME_FILES,
 };
 pub use phases::{phases_json, render_phases};
 pub use summary::render_summaries;

@@ -27,6 +27,7 @@ use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
 mod facade;
+mod lifetimes;
 mod run;
 mod state;
 use analysis::*;
@@ -197,5 +198,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
+    lifetimes::register(m)?;
     Ok(())
 }

@@ -1,0 +1,82 @@
+"""`tcgd memory allocation-lifetimes` (alias `tcgd-memory allocation-lifetimes`): the
+allocation cohorts of a run, replayed from its stored allocator history.
+
+Exit codes: 0 when the report is produced, 2 on error (history disabled, truncated or
+without boundary, history contradicting the states, a bad argument)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from torch_cudagraph_debug.cli._exit import EXIT_OK
+
+
+def add_lifetimes_command(sub: Any, run_flags: Any) -> None:
+    """Adds `allocation-lifetimes` to the memory subcommands."""
+    p = sub.add_parser(
+        "allocation-lifetimes",
+        help="allocation cohorts (born, released, still held) from the stored history",
+        description="Replays the run's allocator history and groups allocation generations "
+        "into cohorts by device, pool and complete allocation stack. Needs complete event "
+        "history over the analysed points.",
+    )
+    p.add_argument("run", metavar="BUNDLE", help="job root holding the memory run")
+    run_flags(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--active-at", metavar="POINT", help="keep generations not reusable at this point"
+    )
+    which.add_argument(
+        "--born-between",
+        nargs=2,
+        metavar=("START", "END"),
+        help="keep generations allocated in (START, END]",
+    )
+    p.add_argument("--through", metavar="POINT", help="last analysed point (default: the last)")
+    p.add_argument("--stack-depth", type=int, default=4, help="frames shown per stack (4)")
+    p.add_argument("--limit", type=int, default=20, help="cohorts shown in text and HTML (20)")
+    p.add_argument("--output", metavar="DIR", help="also write report.* and the CSV files here")
+    p.add_argument("--overwrite", action="store_true", help="replace a report already in DIR")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(handler=_allocation_lifetimes)
+
+
+def _point_key(text: str) -> str | int:
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def _allocation_lifetimes(args: argparse.Namespace) -> int:
+    import json
+
+    from torch_cudagraph_debug.memory_debug import (
+        MemoryDisplayOptions,
+        MemoryLifetimeOptions,
+        MemoryLifetimeSelection,
+        MemoryRun,
+    )
+
+    run = MemoryRun.load(args.run, name=args.name, rank=args.rank)
+    if args.active_at is not None:
+        selection = MemoryLifetimeSelection.active_at(_point_key(args.active_at))
+    elif args.born_between is not None:
+        start, end = args.born_between
+        selection = MemoryLifetimeSelection.born_between(_point_key(start), _point_key(end))
+    else:
+        selection = MemoryLifetimeSelection.all()
+    options = MemoryLifetimeOptions(
+        display=MemoryDisplayOptions(stack_depth=args.stack_depth, limit=args.limit)
+    )
+    through = None if args.through is None else _point_key(args.through)
+    result = run.lifetimes(selection, through=through, options=options)
+    if args.output:
+        for path in result.write(args.output, overwrite=args.overwrite):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result.to_text(), end="")
+    for warning in result.warnings:
+        print(f"tcgd: note: {warning}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,546 @@
+//! The lifetime report: text (a cohort table with stacks cut to `stack_depth`), JSON (the
+//! whole analysis), the reference's CSV file set, and HTML with a cohort chart (bytes per
+//! point per cohort). `limit` and `stack_depth` shape text and HTML only.
+
+use std::fmt::Write as _;
+
+use crate::lifetimes::{AllocationCohort, CohortTransition, LifetimeAnalysis, StackFrame};
+
+use super::*;
+
+/// Display options of a lifetime report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LifetimeDisplay {
+    /// Cohorts shown in text and HTML.
+    pub limit: usize,
+    /// Frames shown per stack.
+    pub stack_depth: usize,
+}
+
+impl Default for LifetimeDisplay {
+    fn default() -> Self {
+        LifetimeDisplay {
+            limit: 20,
+            stack_depth: 4,
+        }
+    }
+}
+
+fn frame_text(f: &StackFrame) -> String {
+    format!("{} ({}:{})", f.name, f.filename, f.line)
+}
+
+fn frames_json(frames: &[StackFrame]) -> String {
+    serde_json::to_string(frames).unwrap_or_default()
+}
+
+fn point_label(p: &Option<crate::lifetimes::PointRef>) -> String {
+    p.as_ref().map(|p| p.label.clone()).unwrap_or_default()
+}
+
+pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+    let mut out = String::new();
+    let sel = &r.selection;
+    let selection = match sel.kind {
+        "active_at" => format!("active_at({})", point_label(&sel.anchor)),
+        "born_between" => format!(
+            "born_between({}, {}]",
+            point_label(&sel.start),
+            point_label(&sel.end)
+        ),
+        _ => "all".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "Allocation lifetimes '{}': {selection}, points '{}' through '{}' ({} points)",
+        r.name,
+        r.start_point.label,
+        r.through_point.label,
+        r.points.len()
+    );
+    for h in &r.history {
+        let _ = writeln!(
+            out,
+            "  history device[{}]: {} windows, {} events, {}",
+            h.device,
+            h.windows,
+            h.events,
+            if h.complete { "complete" } else { "incomplete" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {} generations, {} tracked, instance stack coverage {:.1}%",
+        r.tracked_generations,
+        format_bytes(r.tracked_bytes),
+        r.instance_stack_coverage * 100.0
+    );
+    let shown = r.cohorts.len().min(d.limit);
+    let _ = writeln!(out, "\n  cohorts: {} (showing {shown})", r.cohorts.len());
+    for c in r.cohorts.iter().take(d.limit) {
+        let _ = writeln!(
+            out,
+            "\n  #{} cohort {} device[{}] {} streams {}: {} generations",
+            c.display_rank,
+            c.cohort_id,
+            c.device,
+            c.pool_label,
+            c.streams
+                .iter()
+                .map(|s| format!("0x{s:x}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            c.generation_count
+        );
+        let _ = writeln!(
+            out,
+            "    snapshot_peak {}, snapshot_blocks {}, owner_event_peak {}, \
+             unreusable_event_peak {}",
+            format_bytes(c.peak_active_bytes),
+            c.peak_block_count,
+            format_bytes(c.event_owner_peak_bytes),
+            format_bytes(c.event_unreusable_peak_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "    born {} ({}), free requested {} ({}), free completed {} ({}); at '{}': \
+             owner-active {} ({}), awaiting free {} ({})",
+            format_bytes(c.born_bytes),
+            c.born_count,
+            format_bytes(c.free_requested_bytes),
+            c.free_requested_count,
+            format_bytes(c.free_completed_bytes),
+            c.free_completed_count,
+            r.through_point.label,
+            format_bytes(c.terminal_owner_active_bytes),
+            c.terminal_owner_active_count,
+            format_bytes(c.terminal_awaiting_free_bytes),
+            c.terminal_awaiting_free_count
+        );
+        if let (Some(b), Some(q)) = (c.block_size_bytes, c.requested_size_bytes) {
+            let _ = writeln!(
+                out,
+                "    unframed: block {}, requested {}",
+                format_bytes(b),
+                format_bytes(q)
+            );
+        }
+        if c.stack_frames.is_empty() {
+            let _ = writeln!(out, "    <unattributed>");
+        }
+        for f in c.stack_frames.iter().take(d.stack_depth) {
+            let _ = writeln!(out, "    at {}", frame_text(f));
+        }
+        if c.stack_frames.len() > d.stack_depth {
+            let _ = writeln!(
+                out,
+                "    ... {} more frames",
+                c.stack_frames.len() - d.stack_depth
+            );
+        }
+    }
+    if r.cohorts.len() > shown {
+        let _ = writeln!(
+            out,
+            "\n  ... {} more cohorts (JSON and CSV hold every cohort)",
+            r.cohorts.len() - shown
+        );
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "\n  warning: {w}");
+    }
+    out
+}
+
+pub fn lifetimes_json(r: &LifetimeAnalysis) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    if let Some(map) = v.as_object_mut() {
+        map.insert(
+            "kind".to_owned(),
+            serde_json::Value::from("memory_allocation_lifetimes"),
+        );
+    }
+    v
+}
+
+const COHORTS_HEADER: [&str; 31] = [
+    "cohort_id",
+    "display_rank",
+    "device",
+    "pool_id",
+    "pool_label",
+    "stack_key",
+    "stack_frames_json",
+    "block_size_bytes",
+    "requested_size_bytes",
+    "streams",
+    "generation_count",
+    "peak_active_bytes",
+    "peak_owner_active_bytes",
+    "peak_awaiting_free_bytes",
+    "peak_block_count",
+    "active_span_bytes",
+    "event_owner_peak_bytes",
+    "event_unreusable_peak_bytes",
+    "first_sampled_point",
+    "last_sampled_point",
+    "first_event_point",
+    "last_event_point",
+    "born_bytes",
+    "born_count",
+    "free_requested_bytes",
+    "free_requested_count",
+    "free_completed_bytes",
+    "free_completed_count",
+    "terminal_owner_active_bytes",
+    "terminal_owner_active_count",
+    "terminal_awaiting_free_bytes",
+];
+
+fn pool_cell(c: &AllocationCohort) -> String {
+    c.pool_id
+        .map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a},{b}"))
+}
+
+fn cohort_row(c: &AllocationCohort) -> Vec<String> {
+    vec![
+        c.cohort_id.clone(),
+        c.display_rank.to_string(),
+        c.device.to_string(),
+        pool_cell(c),
+        c.pool_label.clone(),
+        c.stack_key.clone(),
+        frames_json(&c.stack_frames),
+        opt(c.block_size_bytes),
+        opt(c.requested_size_bytes),
+        c.streams
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(";"),
+        c.generation_count.to_string(),
+        c.peak_active_bytes.to_string(),
+        c.peak_owner_active_bytes.to_string(),
+        c.peak_awaiting_free_bytes.to_string(),
+        c.peak_block_count.to_string(),
+        c.active_span_bytes.to_string(),
+        c.event_owner_peak_bytes.to_string(),
+        c.event_unreusable_peak_bytes.to_string(),
+        point_label(&c.first_sampled_point),
+        point_label(&c.last_sampled_point),
+        point_label(&c.first_event_point),
+        point_label(&c.last_event_point),
+        c.born_bytes.to_string(),
+        c.born_count.to_string(),
+        c.free_requested_bytes.to_string(),
+        c.free_requested_count.to_string(),
+        c.free_completed_bytes.to_string(),
+        c.free_completed_count.to_string(),
+        c.terminal_owner_active_bytes.to_string(),
+        c.terminal_owner_active_count.to_string(),
+        c.terminal_awaiting_free_bytes.to_string(),
+    ]
+}
+
+fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut out = String::new();
+    csv_line(
+        &mut out,
+        &header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>(),
+    );
+    for row in rows {
+        csv_line(&mut out, &row);
+    }
+    out
+}
+
+const TRANSITION_HEADER: [&str; 8] = [
+    "cohort_id",
+    "start_point",
+    "end_point",
+    "origin",
+    "stack_key",
+    "stack_frames_json",
+    "bytes",
+    "count",
+];
+
+fn transition_rows<'a>(
+    r: &'a LifetimeAnalysis,
+    of: fn(&AllocationCohort) -> &Vec<CohortTransition>,
+) -> impl Iterator<Item = Vec<String>> + 'a {
+    r.cohorts.iter().flat_map(move |c| {
+        of(c).iter().map(move |t| {
+            vec![
+                c.cohort_id.clone(),
+                point_label(&t.start_point),
+                t.end_point.label.clone(),
+                t.origin.as_str().to_owned(),
+                t.stack_key.clone(),
+                frames_json(&t.stack_frames),
+                t.bytes.to_string(),
+                t.count.to_string(),
+            ]
+        })
+    })
+}
+
+/// The CSV files of a lifetime report, `(file name, content)`; the transition-stack files
+/// only when such transitions exist.
+pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
+    let mut files = vec![
+        (
+            "cohorts.csv".to_owned(),
+            table(&COHORTS_HEADER, r.cohorts.iter().map(cohort_row)),
+        ),
+        (
+            "cohort_points.csv".to_owned(),
+            table(
+                &[
+                    "cohort_id",
+                    "point_index",
+                    "label",
+                    "owner_active_bytes",
+                    "owner_active_count",
+                    "awaiting_free_bytes",
+                    "awaiting_free_count",
+                    "active_bytes",
+                    "block_count",
+                    "requested_bytes",
+                ],
+                r.cohorts.iter().flat_map(|c| {
+                    c.points.iter().map(|p| {
+                        vec![
+                            c.cohort_id.clone(),
+                            p.point_index.to_string(),
+                            p.label.clone(),
+                            p.owner_active_bytes.to_string(),
+                            p.owner_active_count.to_string(),
+                            p.awaiting_free_bytes.to_string(),
+                            p.awaiting_free_count.to_string(),
+                            p.active_bytes.to_string(),
+                            p.block_count.to_string(),
+                            p.requested_bytes.to_string(),
+                        ]
+                    })
+                }),
+            ),
+        ),
+        (
+            "size_histograms.csv".to_owned(),
+            table(
+                &[
+                    "cohort_id",
+                    "size_bytes",
+                    "requested_size_bytes",
+                    "count",
+                    "total_bytes",
+                ],
+                r.cohorts.iter().flat_map(|c| {
+                    c.size_histogram.iter().map(|b| {
+                        vec![
+                            c.cohort_id.clone(),
+                            b.size_bytes.to_string(),
+                            b.requested_size_bytes.to_string(),
+                            b.count.to_string(),
+                            b.total_bytes.to_string(),
+                        ]
+                    })
+                }),
+            ),
+        ),
+        (
+            "size_outcomes.csv".to_owned(),
+            table(
+                &[
+                    "cohort_id",
+                    "size_bytes",
+                    "requested_size_bytes",
+                    "outcome",
+                    "count",
+                    "total_bytes",
+                ],
+                r.cohorts.iter().flat_map(|c| {
+                    c.size_outcomes.iter().map(|o| {
+                        vec![
+                            c.cohort_id.clone(),
+                            o.size_bytes.to_string(),
+                            o.requested_size_bytes.to_string(),
+                            o.outcome.as_str().to_owned(),
+                            o.count.to_string(),
+                            o.total_bytes.to_string(),
+                        ]
+                    })
+                }),
+            ),
+        ),
+    ];
+    let kinds: [(&str, fn(&AllocationCohort) -> &Vec<CohortTransition>); 3] = [
+        ("birth_stacks.csv", |c| &c.births),
+        ("free_request_stacks.csv", |c| &c.free_requests),
+        ("free_completion_stacks.csv", |c| &c.free_completions),
+    ];
+    for (name, of) in kinds {
+        if r.cohorts.iter().any(|c| !of(c).is_empty()) {
+            files.push((
+                name.to_owned(),
+                table(&TRANSITION_HEADER, transition_rows(r, of)),
+            ));
+        }
+    }
+    files
+}
+
+/// Every file a lifetime report can write (what `overwrite` may replace).
+pub const LIFETIME_FILES: [&str; 10] = [
+    "report.txt",
+    "report.json",
+    "report.html",
+    "cohorts.csv",
+    "cohort_points.csv",
+    "size_histograms.csv",
+    "size_outcomes.csv",
+    "birth_stacks.csv",
+    "free_request_stacks.csv",
+    "free_completion_stacks.csv",
+];
+
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// An SVG line chart of active bytes per point for the first `limit` cohorts; every point
+/// is kept for the cohorts shown.
+fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+    let shown: Vec<&AllocationCohort> = r.cohorts.iter().take(d.limit).collect();
+    let n = r.points.len();
+    if shown.is_empty() || n == 0 {
+        return "<p>No cohorts to chart.</p>\n".to_owned();
+    }
+    let (w, h, pad) = (720.0f64, 260.0f64, 40.0f64);
+    let top = shown
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.active_bytes))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let x = |i: usize| {
+        if n == 1 {
+            pad + (w - 2.0 * pad) / 2.0
+        } else {
+            pad + (w - 2.0 * pad) * i as f64 / (n - 1) as f64
+        }
+    };
+    let y = |v: i64| h - pad - (h - 2.0 * pad) * v as f64 / top;
+    let mut svg = format!(
+        "<svg class=\"cohort-chart\" width=\"{w}\" height=\"{h}\" \
+         xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"{pad}\" y=\"16\" \
+         font-size=\"12\">active bytes per point (top {} of {} cohorts; peak {})</text>\n",
+        shown.len(),
+        r.cohorts.len(),
+        escape_html(&format_bytes(top as i64))
+    );
+    for (i, p) in r.points.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
+            x(i),
+            h - pad / 3.0,
+            escape_html(&p.label)
+        );
+    }
+    for (k, c) in shown.iter().enumerate() {
+        let points: Vec<String> = c
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{:.1},{:.1}", x(i), y(p.active_bytes)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\">\
+             <title>#{} {} {}</title></polyline>",
+            COLORS[k % COLORS.len()],
+            points.join(" "),
+            c.display_rank,
+            escape_html(&c.pool_label),
+            escape_html(&c.stack_key)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+    let mut body = String::from("<h1>Allocation lifetimes</h1>\n");
+    body.push_str(&cohort_chart(r, d));
+    let shown = r.cohorts.len().min(d.limit);
+    let _ = writeln!(
+        body,
+        "<p>Showing {shown} of {} cohorts.</p>",
+        r.cohorts.len()
+    );
+    let header = [
+        "rank",
+        "cohort",
+        "device",
+        "pool",
+        "stack",
+        "generations",
+        "snapshot_peak",
+        "snapshot_blocks",
+        "owner_event_peak",
+        "unreusable_event_peak",
+        "terminal owner-active",
+        "terminal awaiting free",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .cohorts
+        .iter()
+        .take(d.limit)
+        .map(|c| {
+            let stack = if c.stack_frames.is_empty() {
+                "<unattributed>".to_owned()
+            } else {
+                c.stack_frames
+                    .iter()
+                    .take(d.stack_depth)
+                    .map(frame_text)
+                    .collect::<Vec<_>>()
+                    .join(" < ")
+            };
+            vec![
+                c.display_rank.to_string(),
+                c.cohort_id.clone(),
+                c.device.to_string(),
+                c.pool_label.clone(),
+                stack,
+                c.generation_count.to_string(),
+                c.peak_active_bytes.to_string(),
+                c.peak_block_count.to_string(),
+                c.event_owner_peak_bytes.to_string(),
+                c.event_unreusable_peak_bytes.to_string(),
+                c.terminal_owner_active_bytes.to_string(),
+                c.terminal_awaiting_free_bytes.to_string(),
+            ]
+        })
+        .collect();
+    body.push_str(&html_table(&header, &rows, |_| ""));
+    body.push_str("<pre>");
+    body.push_str(&escape_html(&lifetimes_text(r, d)));
+    body.push_str("</pre>\n");
+    html_page("Allocation lifetimes", &body)
+}
+
+/// `report.txt`, `report.json`, `report.html` and the CSV files.
+pub fn lifetimes_files(r: &LifetimeAnalysis, d: LifetimeDisplay) -> Vec<(String, String)> {
+    let mut json = serde_json::to_string_pretty(&lifetimes_json(r)).unwrap_or_default();
+    json.push('\n');
+    let mut files = vec![
+        ("report.txt".to_owned(), lifetimes_text(r, d)),
+        ("report.json".to_owned(), json),
+        ("report.html".to_owned(), lifetimes_html(r, d)),
+    ];
+    files.extend(lifetimes_csv_files(r));
+    files
+}
