@@ -95,6 +95,7 @@ from torch_cudagraph_debug.memory_debug.run import (
 )
 
 __all__ = [
+    "DEFAULT_POOL",
     "AllocationCohort",
     "AllocatorScope",
     "CohortBirth",
@@ -103,7 +104,6 @@ __all__ = [
     "CohortPointState",
     "CohortSizeBucket",
     "CohortSizeOutcome",
-    "DEFAULT_POOL",
     "DeviceMatchKind",
     "DeviceMemory",
     "DeviceMemoryMetric",
