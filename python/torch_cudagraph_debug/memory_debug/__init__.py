@@ -28,6 +28,7 @@ from torch_cudagraph_debug.memory_debug._model import (
     MemoryPoolKey,
     MemoryStats,
 )
+from torch_cudagraph_debug.memory_debug._owners import name_pool
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
     MemoryComparison,
@@ -74,4 +75,5 @@ __all__ = [
     "compare_points",
     "compare_snapshots",
     "import_snapshots",
+    "name_pool",
 ]
