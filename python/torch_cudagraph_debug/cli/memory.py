@@ -129,6 +129,16 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=_compare_phases)
 
     p = sub.add_parser(
+        "export-viz",
+        help="write one point as a pickle PyTorch's memory viewer opens",
+    )
+    p.add_argument("run", metavar="root", help="job root holding the memory run")
+    p.add_argument("point", help="point label (or index)")
+    p.add_argument("path", help="pickle file to write (replaced when it exists)")
+    _run_flags(p)
+    p.set_defaults(handler=_export_viz)
+
+    p = sub.add_parser(
         "import",
         help="import torch.cuda.memory._dump_snapshot pickles as the points of a new run",
     )
@@ -306,6 +316,14 @@ def _compare_phases(args: argparse.Namespace) -> int:
         device_mapping=devices,
     )
     return _emit(args, result, "memory-compare-phases", tree=False)
+
+
+def _export_viz(args: argparse.Namespace) -> int:
+    run = _load(args)
+    point = _point(run, args.point)
+    path = point.export_memory_viz(args.path)
+    print(f"wrote {path} (point {point.index} '{point.label}'): open it at pytorch.org/memory_viz")
+    return 0
 
 
 def _import(args: argparse.Namespace) -> int:

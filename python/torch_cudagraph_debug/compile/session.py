@@ -106,6 +106,11 @@ class ProbeSession(RunRecorder[TensorRun]):
         )
         self._lock = threading.RLock()
         self._start(writer, str(writer.path))
+        # [memory]: memory points around Graph Trees recordings (compile/memory_points.py).
+        from torch_cudagraph_debug.compile import memory_points
+
+        self.memory_points = memory_points.for_config(config, str(writer.path))
+        self._memory_every = self.memory_points is not None and self.memory_points.every > 0
         self._sites: dict[str, dict[str, Any]] = {}
         self._groups: dict[str, list[dict[str, Any]]] = {}
         self._site_order: dict[str, int] = {}
@@ -270,6 +275,8 @@ class ProbeSession(RunRecorder[TensorRun]):
         # No functools.wraps: torch 2.6 follows __wrapped__ and would call the compiled
         # function directly, bypassing this wrapper.
         def run(*args: Any) -> Any:
+            if self._memory_every:
+                self.memory_points.on_call()  # type: ignore[union-attr]
             self._on_call(callable_id)
             # Sessions of one config and run name share the key their graphs carry (so
             # the FX graph cache serves them all); a call routes the key to its own
@@ -442,6 +449,8 @@ class ProbeSession(RunRecorder[TensorRun]):
             raise RecorderStateError("finish() inside record_point(); leave the point first")
 
     def _release(self) -> None:
+        if self.memory_points is not None:
+            self.memory_points.finish()
         if self._device is not None:
             with contextlib.suppress(Exception):
                 self._device.close()

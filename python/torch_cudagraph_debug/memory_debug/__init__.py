@@ -60,6 +60,7 @@ from torch_cudagraph_debug.memory_debug._model import (
     PoolId,
     StreamId,
 )
+from torch_cudagraph_debug.memory_debug._owners import name_pool
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
     MemoryComparison,
@@ -163,4 +164,5 @@ __all__ = [
     "compare_points",
     "compare_snapshots",
     "import_snapshots",
+    "name_pool",
 ]

@@ -5,6 +5,7 @@ classes only give them names."""
 from __future__ import annotations
 
 import functools
+import os
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -314,3 +315,21 @@ class _StateView:
 
     def _identity(self) -> dict[str, Any]:
         return self._state.identity()
+
+    @property
+    def pool_owners(self) -> tuple[_native.MemoryPoolOwner, ...]:
+        """Who owned each private pool when the state was taken (Graph Trees managers,
+        pools named with ``name_pool``); empty when not recorded."""
+        return tuple(self._state.pool_owners)
+
+    @property
+    def peaks(self) -> dict[int, _native.MemoryDevicePeaks]:
+        """``torch.cuda.memory_stats()`` peaks and counters per device."""
+        return {p.device: p for p in self._state.peaks}
+
+    def export_memory_viz(self, path: str | os.PathLike[str]) -> str:
+        """Writes the state as a pickle PyTorch's memory viewer opens (segments, and the
+        history the state holds as ``device_traces``). Returns the path."""
+        target = os.fspath(path)
+        self._state.export_memory_viz(target)
+        return target

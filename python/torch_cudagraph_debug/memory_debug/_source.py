@@ -95,6 +95,17 @@ class TorchSource:
         device, pinned = _native.probe_memory()
         return int(device), int(pinned)
 
+    def memory_stats(self, device: int) -> dict[str, Any]:
+        return dict(self._torch.cuda.memory_stats(device))
+
+    def reset_peak_memory_stats(self, device: int) -> None:
+        self._torch.cuda.reset_peak_memory_stats(device)
+
+    def graph_trees(self) -> Any:
+        from torch_cudagraph_debug.memory_debug._owners import graph_trees_module
+
+        return graph_trees_module()
+
 
 def resolve_devices(devices: Devices, source: SnapshotSource) -> list[int] | None:
     """``None``: every device the snapshot mentions plus the current one; ``"all"``: every

@@ -15,6 +15,12 @@ from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
 from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.memory_debug._owners import (
+    OwnerRow,
+    PeakRow,
+    collect_pool_owners,
+    read_peaks,
+)
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
     SnapshotSource,
@@ -69,7 +75,12 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
     is taken (the previous metadata is restored), so the history is cut exactly at
     points. Live points need CUDA (``CudaUnavailableError`` otherwise).
     ``overwrite=True`` replaces a run of the same name and rank already in ``run_dir``
-    (its rows only; see ``docs/storage.md``)."""
+    (its rows only; see ``docs/storage.md``).
+
+    Each point also stores who owns each private pool (Graph Trees managers, pools named
+    with ``name_pool``) and the ``torch.cuda.memory_stats()`` peaks per device;
+    ``reset_peaks=True`` resets the peaks at every point, so each point's peaks are
+    exactly those since the previous one."""
 
     _writer: _native.MemoryRunWriter
 
@@ -88,6 +99,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         overwrite: bool = False,
         commit_interval: float = 1.0,
         compact: bool = True,
+        reset_peaks: bool = False,
         _source: SnapshotSource | None = None,
     ):
         if not isinstance(name, str) or not name:
@@ -98,6 +110,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         self._source.check_available()
         self.name = name
         self.synchronize = bool(synchronize)
+        self.reset_peaks = bool(reset_peaks)
         self._devices = resolve_devices(devices, self._source)
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
@@ -137,6 +150,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         sync = self.synchronize if synchronize is None else bool(synchronize)
         index = self._writer.point_count
         taken = take(self._source, self._devices, sync, f"tcgd:{self.run_id}:{index}")
+        owners, peaks = point_extras(self._source, taken, self.reset_peaks, index)
         state = self._writer.record(
             taken.snapshot,
             label=label,
@@ -148,6 +162,8 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
             synchronized=taken.synchronized,
             during_capture=taken.during_capture,
             torch_version=self._source.torch_version,
+            pool_owners=owners,
+            peaks=peaks,
         )
         emit(state.warnings, f"{self.name}@{label}")
         return self._as_point(state, metadata)
@@ -159,6 +175,24 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
 
     def _load(self) -> MemoryRun:
         return MemoryRun.load(self.path, name=self.name, rank=self.rank or 0)
+
+
+def point_extras(
+    source: SnapshotSource, taken: Any, reset_peaks: bool, index: int
+) -> tuple[list[OwnerRow], list[PeakRow] | None]:
+    """The pool owners and peaks stored with a point (read after its snapshot)."""
+    trees = getattr(source, "graph_trees", None)
+    owners = collect_pool_owners(trees() if trees else None, source.torch_version)
+    devices = [row[0] for row in taken.device_memory]
+    # During a capture nothing is read that could synchronise or reset.
+    peaks = (
+        None
+        if taken.during_capture
+        else read_peaks(
+            source, devices, reset=reset_peaks, since_previous=reset_peaks and index > 0
+        )
+    )
+    return owners, peaks
 
 
 class _LivePoints:
@@ -173,6 +207,10 @@ class _LivePoints:
     def raw_snapshot(self, point_index: int) -> dict[str, Any]:
         self._flush()
         return _native.MemoryRunReader(self._path).raw_snapshot(point_index)
+
+    def export_memory_viz(self, point_index: int, path: str) -> None:
+        self._flush()
+        _native.MemoryRunReader(self._path).export_memory_viz(point_index, path)
 
 
 def import_snapshots(

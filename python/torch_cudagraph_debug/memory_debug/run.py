@@ -73,6 +73,14 @@ class MemoryPoint(_StateView):
         # Rebuilt from the stored tables; the traces are this point's own window.
         return self._reader.raw_snapshot(self.index)
 
+    def export_memory_viz(self, path: str | os.PathLike[str]) -> str:
+        """Writes the point as a pickle PyTorch's memory viewer opens
+        (``torch.cuda._memory_viz``, pytorch.org/memory_viz): its segments and, as
+        ``device_traces``, the history entries it stored. Returns the path."""
+        target = os.fspath(path)
+        self._reader.export_memory_viz(self.index, target)
+        return target
+
     def __repr__(self) -> str:
         return (
             f"MemoryPoint(index={self.index}, label={self.label!r}, "

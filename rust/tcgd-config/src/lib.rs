@@ -7,7 +7,10 @@ mod schema;
 mod select;
 
 pub use error::ConfigError;
-pub use schema::{check_run_name, Action, Payload, ProbeConfig, RunSettings, CONFIG_VERSION};
+pub use schema::{
+    check_run_name, Action, MemorySettings, Payload, ProbeConfig, RunSettings, CONFIG_VERSION,
+    MEMORY_POINTS,
+};
 pub use select::{
     normalize_module_path, select_nodes, source_location, Decision, Matcher, NodeFacts, Rule,
 };
@@ -286,5 +289,33 @@ ops = ["aten.view", "aten.t"]
         assert_eq!(normalize_module_path("L['self']"), "");
         assert_eq!(normalize_module_path("L['fn'][0]"), "0");
         assert_eq!(normalize_module_path("transformer.h.0"), "transformer.h.0");
+    }
+
+    #[test]
+    fn memory_table_settings() {
+        let cfg = parse(GOOD).unwrap();
+        assert_eq!(cfg.memory, None);
+        let text = format!(
+            "{GOOD}\n[memory]\ndir = \"mem\"\npoints = [\"after_warmup\", \"after_recording\"]\nevery = 10\nreset_peaks = true\n"
+        );
+        let m = parse(&text).unwrap().memory.unwrap();
+        assert_eq!(m.dir.as_deref(), Some("mem"));
+        assert_eq!(m.name, "gpt-cg-memory");
+        assert_eq!(m.points, vec!["after_warmup", "after_recording"]);
+        assert_eq!(m.every, 10);
+        assert!(m.reset_peaks);
+        assert!(!m.overwrite);
+        let defaults = parse(&format!("{GOOD}\n[memory]\n"))
+            .unwrap()
+            .memory
+            .unwrap();
+        assert_eq!(defaults.points, vec!["before_recording", "after_recording"]);
+        assert_eq!(defaults.every, 0);
+        let bad = parse(&format!("{GOOD}\n[memory]\npoints = [\"sometimes\"]\n")).unwrap_err();
+        assert!(bad.to_string().contains("memory.points"), "{bad}");
+        let bad = parse(&format!("{GOOD}\n[memory]\nevery = -1\n")).unwrap_err();
+        assert!(bad.to_string().contains("memory.every"), "{bad}");
+        let bad = parse(&format!("{GOOD}\n[memory]\nname = \"../x\"\n")).unwrap_err();
+        assert!(bad.to_string().contains("memory.name"), "{bad}");
     }
 }

@@ -25,6 +25,19 @@ struct RawConfig {
     select: Vec<RawRule>,
     #[serde(default)]
     exclude: Vec<RawExclude>,
+    #[serde(default)]
+    memory: Option<RawMemory>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemory {
+    dir: Option<Spanned<String>>,
+    name: Option<Spanned<String>>,
+    points: Option<Vec<Spanned<String>>>,
+    every: Option<Spanned<i64>>,
+    reset_peaks: Option<Spanned<bool>>,
+    overwrite: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,11 +158,33 @@ pub struct RunSettings {
     pub overwrite: bool,
 }
 
+/// When the compile plugin records a memory point (`[memory] points`).
+pub const MEMORY_POINTS: [&str; 3] = ["before_recording", "after_recording", "after_warmup"];
+
+/// Memory points the compile plugin records on its own, from `[memory]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MemorySettings {
+    /// The memory run's job root (default: the probe run's root).
+    pub dir: Option<String>,
+    /// The memory run's name (default: the probe run's name with `-memory`).
+    pub name: String,
+    /// Which of [`MEMORY_POINTS`], in the order given.
+    pub points: Vec<String>,
+    /// Also a point every this many calls of the compiled model (0: never).
+    pub every: u32,
+    /// Reset the allocator's peaks at each point, so each point's peaks are those since
+    /// the previous one.
+    pub reset_peaks: bool,
+    pub overwrite: bool,
+}
+
 /// A validated config.
 #[derive(Debug, Clone)]
 pub struct ProbeConfig {
     pub source_name: String,
     pub run: RunSettings,
+    /// `[memory]`: absent, no memory points.
+    pub memory: Option<MemorySettings>,
     pub select: Vec<Rule>,
     pub exclude: Vec<Matcher>,
     /// blake3 of the file text and the producer version: the compile cache key part.
@@ -232,6 +267,10 @@ impl ProbeConfig {
             ));
         }
         let run = run_settings(&at, raw.run)?;
+        let memory = raw
+            .memory
+            .map(|m| memory_settings(&at, &run, m))
+            .transpose()?;
         if raw.select.is_empty() {
             return Err(ConfigError::Invalid {
                 file: file.to_owned(),
@@ -259,6 +298,7 @@ impl ProbeConfig {
         Ok(ProbeConfig {
             source_name: file.to_owned(),
             run,
+            memory,
             select,
             exclude,
             digest: hasher.finalize().to_hex().to_string(),
@@ -366,6 +406,59 @@ fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, Config
         full_every,
         trigger_nonfinite: raw.trigger_nonfinite.is_none_or(Spanned::into_inner),
         trigger_abs_max,
+        overwrite: raw.overwrite.is_some_and(Spanned::into_inner),
+    })
+}
+
+fn memory_settings(
+    at: &Locator,
+    run: &RunSettings,
+    raw: RawMemory,
+) -> Result<MemorySettings, ConfigError> {
+    let points = match raw.points {
+        None => vec!["before_recording".to_owned(), "after_recording".to_owned()],
+        Some(list) => {
+            let mut out: Vec<String> = Vec::new();
+            for p in list {
+                if !MEMORY_POINTS.contains(&p.get_ref().as_str()) {
+                    return Err(at.error(
+                        p.span().start,
+                        "memory.points",
+                        format!(
+                            "'{}' is not one of {}",
+                            p.get_ref(),
+                            MEMORY_POINTS.map(|m| format!("\"{m}\"")).join(", ")
+                        ),
+                    ));
+                }
+                if !out.contains(p.get_ref()) {
+                    out.push(p.into_inner());
+                }
+            }
+            out
+        }
+    };
+    let every = match raw.every {
+        None => 0,
+        Some(k) if *k.get_ref() < 0 || *k.get_ref() > u32::MAX as i64 => {
+            return Err(at.error(k.span().start, "memory.every", "must be >= 0 (0: never)"));
+        }
+        Some(k) => *k.get_ref() as u32,
+    };
+    let name = match raw.name {
+        None => format!("{}-memory", run.name),
+        Some(n) => {
+            check_run_name(n.get_ref())
+                .map_err(|why| at.error(n.span().start, "memory.name", why))?;
+            n.into_inner()
+        }
+    };
+    Ok(MemorySettings {
+        dir: raw.dir.map(Spanned::into_inner),
+        name,
+        points,
+        every,
+        reset_peaks: raw.reset_peaks.is_some_and(Spanned::into_inner),
         overwrite: raw.overwrite.is_some_and(Spanned::into_inner),
     })
 }

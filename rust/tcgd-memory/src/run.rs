@@ -24,6 +24,7 @@ use crate::model::{
     Block, BlockState, DeviceMemory, Event, Frame, HistoryStatus, HistoryWindow, Segment,
     StackMark, StackTable,
 };
+use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
 use crate::state::{MemoryState, StateIdentity};
 use crate::stats::PoolKind;
 use crate::tree::SnapshotTree;
@@ -40,6 +41,14 @@ pub struct PointMeta {
     pub synchronized: bool,
     pub during_capture: bool,
     pub torch_version: Option<String>,
+}
+
+/// What a point carries beyond its snapshot and device readings: the owners of its
+/// private pools and the `memory_stats()` peaks (both read in Python at point time).
+#[derive(Debug, Clone, Default)]
+pub struct PointExtras {
+    pub pool_owners: Vec<PoolOwner>,
+    pub peaks: Vec<DevicePeaks>,
 }
 
 /// A snapshot read against the run's history cursor and stack table, not yet committed.
@@ -174,7 +183,24 @@ impl MemoryRunWriter {
         meta: PointMeta,
         device_memory: Vec<DeviceMemory>,
     ) -> Result<Arc<MemoryState>> {
-        let result = self.commit_inner(pending.ingested, pending.marker, meta, device_memory);
+        self.commit_with(pending, meta, device_memory, PointExtras::default())
+    }
+
+    /// `commit`, storing the point's pool owners and peaks with it.
+    pub fn commit_with(
+        &mut self,
+        pending: PendingPoint,
+        meta: PointMeta,
+        device_memory: Vec<DeviceMemory>,
+        extras: PointExtras,
+    ) -> Result<Arc<MemoryState>> {
+        let result = self.commit_inner(
+            pending.ingested,
+            pending.marker,
+            meta,
+            device_memory,
+            extras,
+        );
         match result {
             Ok((state, cursor)) => {
                 self.cursor = cursor;
@@ -194,6 +220,7 @@ impl MemoryRunWriter {
         marker: Option<String>,
         meta: PointMeta,
         device_memory: Vec<DeviceMemory>,
+        extras: PointExtras,
     ) -> Result<(Arc<MemoryState>, HistoryCursor)> {
         if self.store.is_closed() {
             return Err(StoreError::RunFinished {
@@ -217,8 +244,10 @@ impl MemoryRunWriter {
             torch_version: meta.torch_version.clone(),
         };
         let cursor = ingested.next_cursor.clone();
-        let state =
+        let mut state =
             MemoryState::from_ingested(identity, ingested, device_memory, self.stacks.clone())?;
+        state.pool_owners = extras.pool_owners;
+        state.peaks = extras.peaks;
         let ids = RowIds {
             run_id: header.run_id.clone(),
             point_index: point_index as i64,
@@ -376,7 +405,66 @@ fn state_batches(
                 .map(|d| window(d.device).and_then(|w| w.last_time_us)),
         ),
     ]);
+    let peaks = |d: i64| state.device_peaks(d);
+    for field in [
+        |p: &DevicePeaks| p.peak_reserved_bytes,
+        |p: &DevicePeaks| p.peak_allocated_bytes,
+        |p: &DevicePeaks| p.peak_active_bytes,
+        |p: &DevicePeaks| p.num_alloc_retries,
+        |p: &DevicePeaks| p.num_ooms,
+    ] {
+        columns.push(opt_ints(
+            devices.iter().map(|d| peaks(d.device).and_then(field)),
+        ));
+    }
+    columns.push(Arc::new(
+        devices
+            .iter()
+            .map(|d| peaks(d.device).map(|p| p.since_previous_point))
+            .collect::<BooleanArray>(),
+    ) as ArrayRef);
     out.push(batch(Table::MemoryDevices, columns)?);
+
+    let owners = &state.pool_owners;
+    let mut graph_ids = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(Field::new(
+        "element",
+        DataType::Int64,
+        false,
+    )));
+    let string_list = || {
+        ListBuilder::new(StringBuilder::new()).with_field(Arc::new(Field::new(
+            "element",
+            DataType::Utf8,
+            false,
+        )))
+    };
+    let (mut kinds, mut compile_ids) = (string_list(), string_list());
+    for o in owners {
+        graph_ids.values().append_slice(&o.graph_ids);
+        graph_ids.append(true);
+        for k in &o.function_kinds {
+            kinds.values().append_value(k);
+        }
+        kinds.append(true);
+        for c in &o.compile_ids {
+            compile_ids.values().append_value(c);
+        }
+        compile_ids.append(true);
+    }
+    let descriptions: Vec<String> = owners.iter().map(PoolOwner::describe).collect();
+    let mut columns = identity_columns(ids, owners.len());
+    columns.extend([
+        ints(owners.iter().map(|o| o.device)),
+        ints(owners.iter().map(|o| o.pool.0)),
+        ints(owners.iter().map(|o| o.pool.1)),
+        strs(owners.iter().map(|o| o.kind.as_str())),
+        opt_strs(owners.iter().map(|o| o.name.as_deref())),
+        Arc::new(graph_ids.finish()) as ArrayRef,
+        Arc::new(kinds.finish()) as ArrayRef,
+        Arc::new(compile_ids.finish()) as ArrayRef,
+        strs(descriptions.iter().map(String::as_str)),
+    ]);
+    out.push(batch(Table::MemoryPoolOwners, columns)?);
 
     let obs = &state.observations;
     let mut columns = identity_columns(ids, obs.len());
@@ -596,6 +684,12 @@ impl MemoryRunReader {
         let devices = store.table(Table::MemoryDevices)?;
         let segments = store.table(Table::MemorySegments)?;
         let blocks = store.table(Table::MemoryBlocks)?;
+        let owners = store.table(Table::MemoryPoolOwners)?;
+        let ow = Columns {
+            batch: &owners,
+            table: Table::MemoryPoolOwners,
+        };
+        let ow_rows = rows_by_point(&ow)?;
         let p = Columns {
             batch: &points,
             table: Table::Points,
@@ -659,8 +753,21 @@ impl MemoryRunReader {
 
             let mut device_memory = Vec::new();
             let mut windows = Vec::new();
+            let mut peaks = Vec::new();
             for &i in dv_rows.get(&index).unwrap_or(&empty) {
                 let device = dv.int("device")?.value(i);
+                let since = dv.bool("peak_since_previous_point")?;
+                if !since.is_null(i) {
+                    peaks.push(DevicePeaks {
+                        device,
+                        peak_reserved_bytes: opt_i64(dv.int("peak_reserved_bytes")?, i),
+                        peak_allocated_bytes: opt_i64(dv.int("peak_allocated_bytes")?, i),
+                        peak_active_bytes: opt_i64(dv.int("peak_active_bytes")?, i),
+                        num_alloc_retries: opt_i64(dv.int("num_alloc_retries")?, i),
+                        num_ooms: opt_i64(dv.int("num_ooms")?, i),
+                        since_previous_point: since.value(i),
+                    });
+                }
                 device_memory.push(DeviceMemory {
                     device,
                     free_bytes: opt_i64(dv.int("free_bytes")?, i),
@@ -721,7 +828,7 @@ impl MemoryRunReader {
                     stack: stack_id(bl.int("stack_id")?, i),
                 });
             }
-            let state = MemoryState::new(
+            let mut state = MemoryState::new(
                 identity,
                 Vec::new(),
                 device_memory,
@@ -732,6 +839,8 @@ impl MemoryRunReader {
                 warnings,
                 stacks.clone(),
             )?;
+            state.peaks = peaks;
+            state.pool_owners = read_owners(&ow, ow_rows.get(&index).unwrap_or(&empty))?;
             states.push(Arc::new(state));
         }
         Ok(MemoryRunReader {
@@ -801,6 +910,47 @@ impl MemoryRunReader {
         }
         Ok(out)
     }
+}
+
+fn string_list(a: &ArrayRef, what: &str) -> Result<Vec<String>> {
+    let strings = a
+        .as_string_opt::<i32>()
+        .ok_or_else(|| MemoryError::invalid(format!("memory_pool_owners.{what} is not strings")))?;
+    Ok((0..strings.len())
+        .map(|i| strings.value(i).to_owned())
+        .collect())
+}
+
+fn read_owners(c: &Columns, rows: &[usize]) -> Result<Vec<PoolOwner>> {
+    let list = |name: &str| {
+        c.column(name)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| MemoryError::invalid(format!("memory_pool_owners.{name} is not a list")))
+    };
+    let (graphs, kinds, compiles) = (
+        list("graph_ids")?,
+        list("function_kinds")?,
+        list("compile_ids")?,
+    );
+    let mut out = Vec::with_capacity(rows.len());
+    for &i in rows {
+        let kind = c.str("owner_kind")?.value(i);
+        let ids = graphs.value(i);
+        let ids = ids
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| MemoryError::invalid("memory_pool_owners.graph_ids is not int64"))?;
+        out.push(PoolOwner {
+            device: c.int("device")?.value(i),
+            pool: (c.int("pool_id_0")?.value(i), c.int("pool_id_1")?.value(i)),
+            kind: OwnerKind::parse(kind)
+                .ok_or_else(|| MemoryError::invalid(format!("unknown pool owner kind '{kind}'")))?,
+            name: opt_string(c.str("owner_name")?, i),
+            graph_ids: ids.values().to_vec(),
+            function_kinds: string_list(&kinds.value(i), "function_kinds")?,
+            compile_ids: string_list(&compiles.value(i), "compile_ids")?,
+        });
+    }
+    Ok(out)
 }
 
 fn read_stacks(store: &RunReader) -> Result<StackTable> {

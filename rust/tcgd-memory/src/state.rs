@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::error::{MemoryError, Result, TorchVersion};
 use crate::ingest::Ingested;
 use crate::model::{Block, DeviceMemory, Event, HistoryWindow, PoolId, Segment, StackTable};
+use crate::owners::{DevicePeaks, PoolOwner};
 use crate::stats::{observation_stats, MemoryStats, ObservationKey, Scope, SumOverflow};
 
 /// Who took a state, and how.
@@ -51,6 +52,10 @@ pub struct MemoryState {
     pub windows: Vec<HistoryWindow>,
     pub warnings: Vec<String>,
     pub stacks: Arc<StackTable>,
+    /// Who owned each private pool at the point, when the recorder could tell.
+    pub pool_owners: Vec<PoolOwner>,
+    /// `torch.cuda.memory_stats()` peaks and counters per device, when they were read.
+    pub peaks: Vec<DevicePeaks>,
     /// One entry per (device, pool, stream), in report order.
     pub observations: Vec<(ObservationKey, MemoryStats)>,
     /// Sums per (device, pool), in report order.
@@ -317,6 +322,8 @@ impl MemoryState {
             windows,
             warnings,
             stacks,
+            pool_owners: Vec::new(),
+            peaks: Vec::new(),
             observations,
             pools,
             scopes,
@@ -440,6 +447,32 @@ impl MemoryState {
             Some(probe) => residual.checked_sub(probe),
             None => Some(residual),
         }
+    }
+
+    /// The owner of one pool of one device, when known.
+    pub fn pool_owner(&self, device: i64, pool: PoolId) -> Option<&PoolOwner> {
+        self.pool_owners
+            .iter()
+            .find(|o| o.device == device && o.pool == pool)
+    }
+
+    /// The pool owners with their one-line description, for JSON reports.
+    pub fn pool_owners_json(&self) -> Vec<serde_json::Value> {
+        self.pool_owners
+            .iter()
+            .map(|o| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                if let serde_json::Value::Object(map) = &mut v {
+                    map.insert("description".into(), o.describe().into());
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// The `memory_stats()` reading of one device, when taken.
+    pub fn device_peaks(&self, device: i64) -> Option<&DevicePeaks> {
+        self.peaks.iter().find(|p| p.device == device)
     }
 
     /// Whether every segment and block address is known, so lifecycle can match ranges.

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::error::{MemoryError, Result, TorchVersion};
 use crate::model::PoolId;
+use crate::owners::PeaksBetween;
 use crate::state::{MemoryState, StateIdentity};
 use crate::stats::{MemoryStats, PoolKind, Scope};
 
@@ -45,6 +46,10 @@ pub struct TimelineRow {
     pub residual: Option<i64>,
     pub cuda_used_change: Option<i64>,
     pub residual_change: Option<i64>,
+    /// Pool rows: who owns the pool at this point (`PoolOwner::describe`).
+    pub pool_owner: Option<String>,
+    /// Device rows: the `memory_stats()` peaks and counters since the previous point.
+    pub peaks: Option<PeaksBetween>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,6 +153,8 @@ pub fn timeline(states: &[&MemoryState]) -> Result<Timeline> {
                 residual: None,
                 cuda_used_change: None,
                 residual_change: None,
+                pool_owner: None,
+                peaks: None,
             })
         };
         for scope in Scope::ALL {
@@ -168,6 +175,9 @@ pub fn timeline(states: &[&MemoryState]) -> Result<Timeline> {
             let mut r = row(TimelineLevel::Device, None, Some(device), None, now, before)?;
             r.cuda_used = state.memory(device).cuda_used();
             r.residual = state.residual(device);
+            r.peaks = state
+                .device_peaks(device)
+                .map(|now| now.between(previous.and_then(|p| p.device_peaks(device))));
             if let Some(p) = previous {
                 let field = |f: &str| format!("device_memory[{device}].{f}");
                 r.residual_change =
@@ -183,14 +193,16 @@ pub fn timeline(states: &[&MemoryState]) -> Result<Timeline> {
             for &(d, _, pool) in seen_pools.iter().filter(|(d, _, _)| *d == device) {
                 let now = state.pool(d, pool);
                 let before = previous.map(|p| p.pool(d, pool));
-                rows.push(row(
+                let mut r = row(
                     TimelineLevel::Pool,
                     None,
                     Some(device),
                     Some(pool),
                     now,
                     before,
-                )?);
+                )?;
+                r.pool_owner = state.pool_owner(d, pool).map(|o| o.describe());
+                rows.push(r);
             }
         }
         previous = Some(state);

@@ -61,6 +61,11 @@ impl ProbeConfig {
         serde_json::to_string(&self.inner.run).map_err(|e| BindingError::Internal(e.to_string()))
     }
 
+    /// The `[memory]` settings as JSON (`null` when the config has none).
+    fn memory_json(&self) -> Result<String, BindingError> {
+        serde_json::to_string(&self.inner.memory).map_err(|e| BindingError::Internal(e.to_string()))
+    }
+
     /// Decides every candidate node of one graph: JSON list of node facts in, JSON list
     /// of decisions out (graph order).
     fn select(&self, py: Python<'_>, nodes_json: &str) -> PyResult<String> {

@@ -38,10 +38,12 @@ pub enum Table {
     MemoryEvents,
     MemoryFrames,
     MemoryStacks,
+    /// What owns each private pool at a point (Graph Trees, a captured graph, a MemPool).
+    MemoryPoolOwners,
 }
 
 impl Table {
-    pub const ALL: [Table; 12] = [
+    pub const ALL: [Table; 13] = [
         Table::Runs,
         Table::Points,
         Table::Observations,
@@ -54,12 +56,13 @@ impl Table {
         Table::MemoryEvents,
         Table::MemoryFrames,
         Table::MemoryStacks,
+        Table::MemoryPoolOwners,
     ];
     /// The tables of a tensor run.
     pub const TENSOR: [Table; 3] = [Table::Points, Table::Observations, Table::Payloads];
     /// The tables of a memory run: `points` is shared, so that every run answers the same
     /// "which points are committed" query.
-    pub const MEMORY: [Table; 9] = [
+    pub const MEMORY: [Table; 10] = [
         Table::Points,
         Table::MemoryPoints,
         Table::MemoryDevices,
@@ -69,6 +72,7 @@ impl Table {
         Table::MemoryEvents,
         Table::MemoryFrames,
         Table::MemoryStacks,
+        Table::MemoryPoolOwners,
     ];
 
     pub fn dir_name(self) -> &'static str {
@@ -85,6 +89,7 @@ impl Table {
             Table::MemoryEvents => "memory_events",
             Table::MemoryFrames => "memory_frames",
             Table::MemoryStacks => "memory_stacks",
+            Table::MemoryPoolOwners => "memory_pool_owners",
         }
     }
 
@@ -106,6 +111,7 @@ impl Table {
             Table::MemoryEvents => MEMORY_EVENTS.clone(),
             Table::MemoryFrames => MEMORY_FRAMES.clone(),
             Table::MemoryStacks => MEMORY_STACKS.clone(),
+            Table::MemoryPoolOwners => MEMORY_POOL_OWNERS.clone(),
         }
     }
 }
@@ -267,6 +273,15 @@ pub static MEMORY_DEVICES: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("window_events", DataType::Int64, false),
         Field::new("window_first_time_us", DataType::Int64, true),
         Field::new("window_last_time_us", DataType::Int64, true),
+        // `torch.cuda.memory_stats()` read at the point: peaks (since the previous
+        // point when `peak_since_previous_point`, else since the process started or the
+        // user last reset them) and the allocator's cumulative retry and OOM counts.
+        Field::new("peak_reserved_bytes", DataType::Int64, true),
+        Field::new("peak_allocated_bytes", DataType::Int64, true),
+        Field::new("peak_active_bytes", DataType::Int64, true),
+        Field::new("num_alloc_retries", DataType::Int64, true),
+        Field::new("num_ooms", DataType::Int64, true),
+        Field::new("peak_since_previous_point", DataType::Boolean, true),
     ])
 });
 
@@ -372,5 +387,21 @@ pub static MEMORY_STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
     memory_schema(vec![
         Field::new("stack_id", DataType::Int64, false),
         Field::new("frame_ids", int64_list(), false),
+    ])
+});
+
+/// One row per (point, device, private pool) whose owner was known at the point.
+pub static MEMORY_POOL_OWNERS: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let [p0, p1] = pool_columns(false);
+    memory_schema(vec![
+        Field::new("device", DataType::Int64, false),
+        p0,
+        p1,
+        Field::new("owner_kind", DataType::Utf8, false),
+        Field::new("owner_name", DataType::Utf8, true),
+        Field::new("graph_ids", int64_list(), false),
+        Field::new("function_kinds", utf8_list(), false),
+        Field::new("compile_ids", utf8_list(), false),
+        Field::new("description", DataType::Utf8, false),
     ])
 });

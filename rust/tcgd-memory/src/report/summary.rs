@@ -11,16 +11,33 @@ use super::*;
 /// first column is the point's label, one HTML page.
 pub fn render_summaries(states: &[&MemoryState], format: Format, options: ReportOptions) -> String {
     let summaries: Vec<Comparison> = states.iter().map(|s| summary(s)).collect();
+    // The peaks of each state are those since the state before it in the list.
+    let previous: Vec<Option<&MemoryState>> = std::iter::once(None)
+        .chain(states.iter().map(|s| Some(*s)))
+        .collect();
     match format {
         Format::Text => summaries
             .iter()
-            .map(|c| comparison_text(c, options))
+            .zip(states.iter().zip(&previous))
+            .map(|(c, (s, p))| {
+                let mut text = comparison_text(c, options);
+                text.push_str(&beyond_text(s, *p));
+                text
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         Format::Json => {
             let points: Vec<Value> = summaries
                 .iter()
-                .map(|c| comparison_json(c, options))
+                .zip(states.iter().zip(&previous))
+                .map(|(c, (s, p))| {
+                    let mut v = comparison_json(c, options);
+                    if let Value::Object(map) = &mut v {
+                        map.insert("pool_owners".into(), json!(s.pool_owners_json()));
+                        map.insert("peaks_between".into(), peaks_json(s, *p));
+                    }
+                    v
+                })
                 .collect();
             let mut s =
                 serde_json::to_string_pretty(&json!({ "points": points })).unwrap_or_default();
@@ -47,7 +64,17 @@ pub fn render_summaries(states: &[&MemoryState], format: Format, options: Report
         Format::Html => {
             let bodies: Vec<String> = summaries
                 .iter()
-                .map(|c| comparison_html_body(c, options).1)
+                .zip(states.iter().zip(&previous))
+                .map(|(c, (s, p))| {
+                    let mut body = comparison_html_body(c, options).1;
+                    let extra = beyond_text(s, *p);
+                    if !extra.is_empty() {
+                        body.push_str("<pre>");
+                        body.push_str(&escape_html(&extra));
+                        body.push_str("</pre>\n");
+                    }
+                    body
+                })
                 .collect();
             let title = match states {
                 [one] => format!("Memory state {}", one.identity.title()),
@@ -59,3 +86,40 @@ pub fn render_summaries(states: &[&MemoryState], format: Format, options: Report
 }
 
 // ---------------------------------------------------------------------- phases
+
+/// The pool owners and the peaks since `previous` of a state, as text lines (empty when
+/// the state has neither).
+pub(super) fn beyond_text(state: &MemoryState, previous: Option<&MemoryState>) -> String {
+    let mut out = String::new();
+    if !state.pool_owners.is_empty() {
+        out.push_str("  pool owners:\n");
+        for o in &state.pool_owners {
+            out.push_str(&format!(
+                "    device[{}] {}: {}\n",
+                o.device,
+                pool_name(o.pool),
+                o.describe()
+            ));
+        }
+    }
+    for p in &state.peaks {
+        let between = p.between(previous.and_then(|s| s.device_peaks(p.device)));
+        let parts = super::timeline::peaks_parts(&between);
+        if !parts.is_empty() {
+            out.push_str(&format!("  device[{}]: {}\n", p.device, parts.join("; ")));
+        }
+    }
+    out
+}
+
+fn peaks_json(state: &MemoryState, previous: Option<&MemoryState>) -> Value {
+    let rows: Vec<Value> = state
+        .peaks
+        .iter()
+        .map(|p| {
+            let between = p.between(previous.and_then(|s| s.device_peaks(p.device)));
+            json!({"device": p.device, "reading": p, "between": between})
+        })
+        .collect();
+    Value::Array(rows)
+}

@@ -8,7 +8,7 @@ use crate::timeline::Timeline;
 use super::comparison::*;
 use super::*;
 
-pub(super) const TIMELINE_HEADER: [&str; 19] = [
+pub(super) const TIMELINE_HEADER: [&str; 25] = [
     "point_index",
     "label",
     "level",
@@ -28,6 +28,12 @@ pub(super) const TIMELINE_HEADER: [&str; 19] = [
     "cuda_used_change",
     "residual",
     "residual_change",
+    "pool_owner",
+    "peak_reserved_between",
+    "peak_allocated_between",
+    "peak_active_between",
+    "alloc_retries_between",
+    "ooms_between",
 ];
 
 pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<String>> {
@@ -57,9 +63,44 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<String>> {
                 opt(r.cuda_used_change),
                 opt(r.residual),
                 opt(r.residual_change),
+                r.pool_owner.clone().unwrap_or_default(),
+                opt(r.peaks.and_then(|p| p.peak_reserved_bytes)),
+                opt(r.peaks.and_then(|p| p.peak_allocated_bytes)),
+                opt(r.peaks.and_then(|p| p.peak_active_bytes)),
+                opt(r.peaks.and_then(|p| p.alloc_retries)),
+                opt(r.peaks.and_then(|p| p.ooms)),
             ]
         })
         .collect()
+}
+
+/// `peak since previous point: reserved 3.00 MiB, ...`, `1 alloc retry`: what the
+/// reading tells of the window since the previous point.
+pub(super) fn peaks_parts(p: &crate::owners::PeaksBetween) -> Vec<String> {
+    let mut peaks = Vec::new();
+    for (name, v) in [
+        ("reserved", p.peak_reserved_bytes),
+        ("allocated", p.peak_allocated_bytes),
+        ("active", p.peak_active_bytes),
+    ] {
+        if let Some(v) = v {
+            peaks.push(format!("{name} {}", format_bytes(v)));
+        }
+    }
+    let mut out = Vec::new();
+    if !peaks.is_empty() {
+        out.push(format!("peak since previous point: {}", peaks.join(", ")));
+    }
+    if let Some(n) = p.alloc_retries.filter(|n| *n > 0) {
+        out.push(format!(
+            "{n} alloc retr{}",
+            if n == 1 { "y" } else { "ies" }
+        ));
+    }
+    if let Some(n) = p.ooms.filter(|n| *n > 0) {
+        out.push(format!("{n} OOM{}", if n == 1 { "" } else { "s" }));
+    }
+    out
 }
 
 pub(super) fn timeline_text(t: &Timeline, include_unchanged: bool) -> String {
@@ -108,12 +149,23 @@ pub(super) fn timeline_text(t: &Timeline, include_unchanged: bool) -> String {
                     ),
                     None => String::new(),
                 };
-                format!("    device[{}]: {cuda}{stats}", r.device.unwrap_or(-1))
+                let peaks: String = r
+                    .peaks
+                    .map(|p| peaks_parts(&p).iter().map(|x| format!("; {x}")).collect())
+                    .unwrap_or_default();
+                format!(
+                    "    device[{}]: {cuda}{stats}{peaks}",
+                    r.device.unwrap_or(-1)
+                )
             }
             crate::timeline::TimelineLevel::Pool => format!(
-                "      {} ({}): {stats}",
+                "      {} ({}{}): {stats}",
                 pool_name(r.pool.unwrap_or((0, 0))),
-                r.pool_kind.map_or("?", |k| k.as_str())
+                r.pool_kind.map_or("?", |k| k.as_str()),
+                r.pool_owner
+                    .as_ref()
+                    .map(|o| format!(", {o}"))
+                    .unwrap_or_default()
             ),
         };
         let _ = writeln!(out, "{line}");
@@ -140,6 +192,8 @@ pub fn timeline_json(t: &Timeline) -> Value {
                 "cuda_used_change": r.cuda_used_change,
                 "residual": r.residual,
                 "residual_change": r.residual_change,
+                "pool_owner": r.pool_owner,
+                "peaks_between": r.peaks,
             })
         })
         .collect();

@@ -32,6 +32,8 @@ mod run;
 mod state;
 use analysis::*;
 use facade::*;
+mod beyond;
+use beyond::*;
 use run::*;
 use state::*;
 
@@ -191,6 +193,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryComparison>()?;
     m.add_class::<MemoryPhaseComparison>()?;
     m.add_class::<MemoryTimeline>()?;
+    m.add_class::<MemoryPoolOwner>()?;
+    m.add_class::<MemoryDevicePeaks>()?;
     m.add_function(wrap_pyfunction!(memory_state_from_pickle, m)?)?;
     m.add_function(wrap_pyfunction!(check_snapshot_pickle, m)?)?;
     m.add_function(wrap_pyfunction!(compare_states, m)?)?;

@@ -36,7 +36,7 @@ impl MemoryRunWriter {
 
     /// Records one point from a live snapshot dict: reads the state and the new history
     /// in place, then commits durably with the GIL released.
-    #[pyo3(signature = (snapshot, *, label, metadata_json, marker, devices, device_memory, source, synchronized, during_capture, torch_version))]
+    #[pyo3(signature = (snapshot, *, label, metadata_json, marker, devices, device_memory, source, synchronized, during_capture, torch_version, pool_owners = None, peaks = None))]
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
@@ -51,8 +51,11 @@ impl MemoryRunWriter {
         synchronized: bool,
         during_capture: bool,
         torch_version: Option<String>,
+        pool_owners: Option<OwnerArgs>,
+        peaks: Option<PeakArgs>,
     ) -> PyResult<MemoryState> {
         guard(py, || {
+            let extras = extras(pool_owners, peaks)?;
             let mut writer = try_lock(&self.inner, "recorder")?;
             let tree = PyTree::new(py);
             let opts = IngestOptions {
@@ -73,7 +76,7 @@ impl MemoryRunWriter {
             };
             let memory = self::device_memory(device_memory);
             let w: &mut RustWriter = &mut writer;
-            let state = py.detach(|| w.commit(pending, meta, memory))?;
+            let state = py.detach(|| w.commit_with(pending, meta, memory, extras))?;
             Ok(MemoryState { inner: state })
         })
     }
@@ -239,6 +242,24 @@ impl MemoryRunReader {
                 .clone();
             let events = py.detach(|| self.inner.events(point_index))?;
             Ok(raw_snapshot(py, &state, &events)?)
+        })
+    }
+
+    /// Writes one point as a pickle PyTorch's memory viewer opens: its segments, and as
+    /// `device_traces` the history window the point stored.
+    fn export_memory_viz(&self, py: Python<'_>, point_index: i64, path: PathBuf) -> PyResult<()> {
+        guard(py, || {
+            let state = self
+                .inner
+                .states()
+                .iter()
+                .find(|s| s.identity.index == point_index)
+                .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))?
+                .clone();
+            py.detach(|| -> BindResult<()> {
+                let events = self.inner.events(point_index)?;
+                export_viz(&path, &state, &events)
+            })
         })
     }
 

@@ -260,6 +260,26 @@ impl MemoryState {
         })
     }
 
+    /// Who owned each private pool at the point (empty when not recorded).
+    #[getter]
+    fn pool_owners(&self) -> Vec<MemoryPoolOwner> {
+        owners_of(&self.inner)
+    }
+
+    /// `torch.cuda.memory_stats()` peaks per device (empty when not read).
+    #[getter]
+    fn peaks(&self) -> Vec<MemoryDevicePeaks> {
+        peaks_of(&self.inner)
+    }
+
+    /// Writes the state as a pickle PyTorch's memory viewer opens (segments, and as
+    /// `device_traces` the history this state holds).
+    fn export_memory_viz(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        guard(py, || {
+            py.detach(|| export_viz(&path, &self.inner, &self.inner.events))
+        })
+    }
+
     /// A dict shaped like `torch.cuda.memory._snapshot()`'s (traces: the stored window).
     fn raw_snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guard(py, || {
