@@ -13,12 +13,18 @@ use std::fmt::Write as _;
 use crate::model::PoolId;
 
 mod comparison;
+mod group;
 mod phases;
 mod summary;
 mod timeline;
 
 pub use comparison::{
     comparison_csv, comparison_html, comparison_json, comparison_text, render_comparison, view,
+};
+pub use group::{
+    group_descriptor_json, group_phases_files, group_phases_json, group_summary_files,
+    group_summary_json, render_group_phases, render_group_summary, GROUP_PHASE_FILES,
+    GROUP_SUMMARY_FILES,
 };
 pub use phases::{phases_json, render_phases};
 pub use summary::render_summaries;

@@ -26,9 +26,11 @@ use tcgd_store::{RunHeader, Table};
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
+mod group;
 mod run;
 mod state;
 use analysis::*;
+use group::*;
 use run::*;
 use state::*;
 
@@ -192,5 +194,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
+    register_group(m)?;
     Ok(())
 }
