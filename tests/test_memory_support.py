@@ -270,6 +270,7 @@ class FakeAllocator:
         assert block[2] == "active_pending_free"
         block[2], block[3] = "inactive", ()
         self._trace(segment["device"], "free_completed", address, block[0], segment["stream"])
+
     # ------------------------------------------------------------- peaks, pool owners
     def beyond_current(self, device: int = 0) -> tuple[int, int, int]:
         """(reserved, allocated, active) of one device now."""
@@ -279,6 +280,7 @@ class FakeAllocator:
             sum(b[0] for b in blocks if b[2] == "active_allocated"),
             sum(b[0] for b in blocks if b[2] != "inactive"),
         )
+
     def beyond_observe(self, device: int = 0) -> None:
         """The allocator's running peaks take in the current state (torch updates them
         on every allocation; tests call this where a peak happens)."""
@@ -286,6 +288,7 @@ class FakeAllocator:
         now = self.beyond_current(device)
         before = peaks.get(device, (0, 0, 0))
         peaks[device] = tuple(max(a, b) for a, b in zip(now, before, strict=True))
+
     def memory_stats(self, device: int) -> dict[str, int]:
         """The keys of ``torch.cuda.memory_stats()`` that points read."""
         self.beyond_observe(device)
@@ -299,13 +302,16 @@ class FakeAllocator:
             "num_alloc_retries": retries,
             "num_ooms": ooms,
         }
+
     def reset_peak_memory_stats(self, device: int) -> None:
         self.__dict__.setdefault("beyond_resets", []).append(device)
         self.__dict__.setdefault("beyond_peaks", {})[device] = self.beyond_current(device)
+
     def beyond_retry(self, device: int = 0, *, retries: int = 1, ooms: int = 0) -> None:
         counters = self.__dict__.setdefault("beyond_counters", {})
         r, o = counters.get(device, (0, 0))
         counters[device] = (r + retries, o + ooms)
+
     def graph_trees(self) -> Any:
         """A stand-in for ``torch._inductor.cudagraph_trees`` (set ``beyond_trees``)."""
         return self.__dict__.get("beyond_trees")

@@ -1,13 +1,21 @@
 """`tcgd memory ...` commands (alias `tcgd-memory`): summaries, timelines, point and phase
-comparisons of memory runs, and the import of `_dump_snapshot` pickles into a run.
+comparisons of memory runs, multi-rank group summaries and group phase comparisons, and the
+import of `_dump_snapshot` pickles into a run.
+
+The reference design's forms are accepted as they are (`compare-points BUNDLE [BUNDLE]
+--reference-point P --candidate-point P`, `compare-phases BASELINE CANDIDATE
+--baseline-start P ...`), next to this package's positional forms.
 
 Exit codes: 0 when the report is produced, 2 on error."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
+import threading
+import time
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
@@ -88,6 +96,37 @@ def _mapping_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _endpoint_flags(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    group = p.add_argument_group("phase endpoints")
+    for side in ("baseline", "candidate"):
+        for end in ("start", "end"):
+            group.add_argument(
+                f"--{side}-{end}",
+                metavar="POINT",
+                required=required,
+                help=f"{side} phase {end} point (label or index)",
+            )
+
+
+def _group_output_flags(p: argparse.ArgumentParser, *, phases: bool = False) -> None:
+    out = p.add_argument_group("report")
+    out.add_argument("--json", action="store_true", help="print the JSON report to stdout")
+    out.add_argument(
+        "--output", metavar="DIR", help="also write report.txt/.json/.html and the CSVs to DIR"
+    )
+    out.add_argument("--overwrite", action="store_true", help="replace report files in --output")
+    if phases:
+        out.add_argument(
+            "--only-changed", action="store_true", help="leave out rows with no change or gap"
+        )
+        att = p.add_argument_group("attribution (needs allocator history)")
+        att.add_argument("--stacks", action="store_true", help="attribute to allocation stacks")
+        att.add_argument("--events", action="store_true", help="attribute to allocator events")
+        att.add_argument("--lifetimes", action="store_true", help="track allocation lifetimes")
+        att.add_argument("--stack-depth", type=int, default=2, help="frames shown per stack")
+        att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
+
+
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
     from torch_cudagraph_debug.cli import commands
@@ -107,10 +146,21 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _output_flags(p, tree=False)
     p.set_defaults(handler=_timeline)
 
-    p = sub.add_parser("compare-points", help="compare two points (of one run or of two)")
-    p.add_argument("run", metavar="root", help="job root of the reference point's run")
-    p.add_argument("reference", help="reference point label (or index)")
-    p.add_argument("candidate", help="candidate point label (or index)")
+    p = sub.add_parser(
+        "compare-points",
+        help="compare two points (of one run or of two)",
+        description="ROOT REF CAND, or the reference form REFERENCE_BUNDLE "
+        "[CANDIDATE_BUNDLE] --reference-point P --candidate-point P.",
+    )
+    p.add_argument(
+        "operands",
+        nargs="+",
+        metavar="ROOT",
+        help="ROOT REF CAND, or REFERENCE_BUNDLE [CANDIDATE_BUNDLE] with --reference-point "
+        "and --candidate-point",
+    )
+    p.add_argument("--reference-point", metavar="POINT", help="reference point label or index")
+    p.add_argument("--candidate-point", metavar="POINT", help="candidate point label or index")
     _mapping_flags(p)
     _output_flags(p)
     p.set_defaults(handler=_compare_points)
@@ -119,11 +169,14 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         "compare-phases",
         help="compare a baseline phase (two points) with a candidate phase",
     )
-    p.add_argument("run", metavar="root", help="job root of the baseline's run")
-    p.add_argument("start", help="baseline start point")
-    p.add_argument("end", help="baseline end point")
-    p.add_argument("candidate_start", help="candidate start point")
-    p.add_argument("candidate_end", help="candidate end point")
+    p.add_argument(
+        "operands",
+        nargs="+",
+        metavar="ROOT",
+        help="ROOT START END CAND_START CAND_END, or BASELINE_BUNDLE CANDIDATE_BUNDLE with "
+        "the four endpoint flags",
+    )
+    _endpoint_flags(p)
     _mapping_flags(p)
     _output_flags(p, tree=False)
     p.set_defaults(handler=_compare_phases)
@@ -137,6 +190,38 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="pickle file to write (replaced when it exists)")
     _run_flags(p)
     p.set_defaults(handler=_export_viz)
+
+    p = sub.add_parser(
+        "group-summary",
+        help="the memory runs of a multi-rank job: per-rank points and cross-rank extrema",
+    )
+    p.add_argument("group", metavar="GROUP_DIR", help="job root (or directory of job roots)")
+    _group_output_flags(p)
+    p.set_defaults(handler=_group_summary)
+
+    p = sub.add_parser(
+        "compare-run-group-phases",
+        help="compare a baseline group's phase with a candidate group's, rank by rank",
+    )
+    p.add_argument("baseline", metavar="BASELINE_GROUP")
+    p.add_argument("candidate", metavar="CANDIDATE_GROUP")
+    _endpoint_flags(p, required=True)
+    p.add_argument(
+        "--pool-map",
+        action="append",
+        default=[],
+        metavar="RANK@D:A,B=D:C,E",
+        help="pair a baseline pool of a rank with a candidate pool (repeatable)",
+    )
+    p.add_argument(
+        "--device-map",
+        action="append",
+        default=[],
+        metavar="RANK@B=C",
+        help="pair baseline device B of a rank with candidate device C (repeatable)",
+    )
+    _group_output_flags(p, phases=True)
+    p.set_defaults(handler=_compare_run_group_phases)
 
     p = sub.add_parser(
         "import",
@@ -270,8 +355,39 @@ def _emit(args: argparse.Namespace, result: Any, name: str, tree: bool = True) -
 # ---------------------------------------------------------------------- handlers
 
 
+def _stat(stats: Any, name: str) -> int:
+    """A stats value by its reference name (``allocated_bytes``) or its short one."""
+    value = getattr(stats, f"{name}_bytes", None)
+    return int(getattr(stats, name) if value is None else value)
+
+
+def _run_summary_text(run: Any) -> str:
+    """The reference summary: completion and rank identity, then per point its counts and
+    allocator-wide totals."""
+    state = "complete" if run.complete else "INCOMPLETE"
+    lines = [
+        f"memory run '{run.name}' at {run.path}: {len(run.points)} points, {state}",
+        f"  rank {run.rank} of world size {run.world_size}, group id {run.group_id}",
+    ]
+    for point in run.points:
+        scopes = point.allocator_scope_stats["all"]
+        lines.append(
+            f"  [{point.index}] {point.label}: {len(point.observations)} observations, "
+            f"{len(point.pool_stats)} pools; allocated {_stat(scopes, 'allocated')} B, "
+            f"reserved {_stat(scopes, 'reserved')} B, active {_stat(scopes, 'active')} B, "
+            f"requested {_stat(scopes, 'requested')} B"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _summary(args: argparse.Namespace) -> int:
     run = _load(args)
+    tree = bool(args.point) or args.depth != "stream" or args.only_changed
+    if not tree and _format(args) == "text" and not args.output:
+        # The reference form: one line per point. --point, --depth, --format and --output
+        # give the per-point state tree.
+        print(_run_summary_text(run), end="")
+        return EXIT_OK
     points = [_point(run, p) for p in args.point] if args.point else list(run.points)
     if not points:
         raise _invalid(f"run '{args.run}' has no points")
@@ -282,39 +398,104 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _timeline(args: argparse.Namespace) -> int:
     run = _load(args)
-    return _emit(args, run.timeline(attribution=_attribution(args)), "memory-timeline", tree=False)
+    with _Progress("timeline"):
+        result = run.timeline(attribution=_attribution(args))
+    return _emit(args, result, "memory-timeline", tree=False)
+
+
+def _operands(args: argparse.Namespace, legacy: int, flags: tuple[str, ...]) -> list[str] | None:
+    """The reference form's bundles (None for this package's positional form)."""
+    given = [f for f in flags if getattr(args, f) is not None]
+    if not given and len(args.operands) == legacy:
+        return None
+    missing = [f"--{f.replace('_', '-')}" for f in flags if getattr(args, f) is None]
+    if missing:
+        raise _invalid(
+            f"{args.command} takes ROOT and {legacy - 1} points, or one or two bundles with "
+            f"{', '.join('--' + f.replace('_', '-') for f in flags)}; missing {', '.join(missing)}"
+        )
+    if len(args.operands) > 2:
+        raise _invalid(
+            f"{args.command} with {', '.join(missing or given)} takes one or two bundles, got "
+            f"{len(args.operands)} operands"
+        )
+    return list(args.operands)
+
+
+def _reference_runs(args: argparse.Namespace, bundles: list[str]) -> tuple[Any, Any]:
+    from torch_cudagraph_debug.memory_debug import MemoryRun
+
+    args.run = bundles[0]
+    run = _load(args)
+    if len(bundles) == 1:
+        if args.pool_map or args.device_map:
+            raise _invalid(
+                "--pool-map and --device-map pair pools and devices of independent runs; give "
+                "a CANDIDATE_BUNDLE, or leave them out for two points of one run"
+            )
+        return run, _load_candidate(args, run)
+    name = args.candidate_name if args.candidate_name is not None else args.name
+    rank = args.candidate_rank if args.candidate_rank is not None else args.rank
+    return run, MemoryRun.load(bundles[1], name=name, rank=rank)
 
 
 def _compare_points(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.memory_debug import compare_points
 
-    run = _load(args)
-    other = _load_candidate(args, run)
+    bundles = _operands(args, 3, ("reference_point", "candidate_point"))
+    if bundles is None:
+        args.run, reference, candidate = args.operands
+        run = _load(args)
+        other = _load_candidate(args, run)
+    else:
+        run, other = _reference_runs(args, bundles)
+        reference, candidate = args.reference_point, args.candidate_point
     pools, devices = _mappings(args)
-    result = compare_points(
-        _point(run, args.reference),
-        _point(other, args.candidate),
-        pool_mapping=pools,
-        device_mapping=devices,
-        attribution=_attribution(args),
-    )
+    with _Progress("compare-points"):
+        result = compare_points(
+            _point(run, reference),
+            _point(other, candidate),
+            pool_mapping=pools,
+            device_mapping=devices,
+            attribution=_attribution(args),
+        )
     return _emit(args, result, "memory-compare-points")
 
 
 def _compare_phases(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.memory_debug import compare_phases
 
-    run = _load(args)
-    other = _load_candidate(args, run)
+    flags = ("baseline_start", "baseline_end", "candidate_start", "candidate_end")
+    bundles = _operands(args, 5, flags)
+    if bundles is None:
+        args.run, *points = args.operands
+        run = _load(args)
+        other = _load_candidate(args, run)
+    else:
+        run, other = _reference_runs(args, bundles)
+        points = [getattr(args, f) for f in flags]
     pools, devices = _mappings(args)
-    result = compare_phases(
-        run.between(_point(run, args.start).label, _point(run, args.end).label),
-        other.between(
-            _point(other, args.candidate_start).label, _point(other, args.candidate_end).label
-        ),
-        pool_mapping=pools,
-        device_mapping=devices,
-    )
+    if (args.events or args.lifetimes) and run.run_id != other.run_id:
+        from torch_cudagraph_debug.errors import CrossRunError
+
+        raise CrossRunError(
+            "event and lifetime attribution compare allocator history, which only exists "
+            "inside one run; leave out --events/--lifetimes for independent runs"
+        )
+    extra: dict[str, Any] = {}
+    attribution = _attribution(args)
+    # Phase attribution is passed on once the API takes it; until then the flags are
+    # checked here (events and lifetimes have no identity across runs).
+    if attribution is not None and "attribution" in inspect.signature(compare_phases).parameters:
+        extra["attribution"] = attribution
+    with _Progress("compare-phases"):
+        result = compare_phases(
+            run.between(_point(run, points[0]).label, _point(run, points[1]).label),
+            other.between(_point(other, points[2]).label, _point(other, points[3]).label),
+            pool_mapping=pools,
+            device_mapping=devices,
+            **extra,
+        )
     return _emit(args, result, "memory-compare-phases", tree=False)
 
 
@@ -324,6 +505,149 @@ def _export_viz(args: argparse.Namespace) -> int:
     path = point.export_memory_viz(args.path)
     print(f"wrote {path} (point {point.index} '{point.label}'): open it at pytorch.org/memory_viz")
     return 0
+
+
+# ---------------------------------------------------------------------- run groups
+
+
+def _group_emit(args: argparse.Namespace, result: Any, text: str) -> int:
+    """Prints the report (text or --json); with --output also writes report.* and the
+    group CSVs."""
+    if args.output:
+        kwargs: dict[str, Any] = {"overwrite": args.overwrite}
+        if hasattr(args, "only_changed"):
+            kwargs["include_unchanged"] = not args.only_changed
+        for path in result.write(args.output, **kwargs).values():
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
+def _load_group(root: str) -> Any:
+    from torch_cudagraph_debug.memory_debug import MemoryRunGroup
+
+    return MemoryRunGroup.load(root)
+
+
+def _group_summary(args: argparse.Namespace) -> int:
+    with _Progress("group-summary"):
+        group = _load_group(args.group)
+        summary = group.summary()
+    return _group_emit(args, summary, summary.to_text())
+
+
+def _rank_qualified(item: str, flag: str, shape: str) -> tuple[int, str]:
+    rank, sep, rest = item.partition("@")
+    if not sep or not rank.strip().isdigit():
+        raise _invalid(f"{flag} '{item}' is not {shape} (the rank comes first: 0@...)")
+    return int(rank), rest
+
+
+def _group_mappings(
+    args: argparse.Namespace,
+) -> tuple[dict[int, dict[Any, Any]], dict[int, dict[int, int]]]:
+    from torch_cudagraph_debug.memory_debug import MemoryPoolKey
+
+    pools: dict[int, dict[Any, Any]] = {}
+    for item in args.pool_map:
+        rank, rest = _rank_qualified(item, "--pool-map", "RANK@D:A,B=D:C,E")
+        left, sep, right = rest.partition("=")
+        if not sep:
+            raise _invalid(f"--pool-map '{item}' is not RANK@D:A,B=D:C,E")
+        b, c = _pool(left), _pool(right)
+        pools.setdefault(rank, {})[MemoryPoolKey(b[0], b[1])] = MemoryPoolKey(c[0], c[1])
+    devices: dict[int, dict[int, int]] = {}
+    for item in args.device_map:
+        rank, rest = _rank_qualified(item, "--device-map", "RANK@B=C")
+        left, sep, right = rest.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            devices.setdefault(rank, {})[int(left)] = int(right)
+        except ValueError:
+            raise _invalid(f"--device-map '{item}' is not RANK@B=C (for example 0@0=1)") from None
+    return pools, devices
+
+
+def _compare_run_group_phases(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug.memory_debug import compare_run_group_phases
+
+    pools, devices = _group_mappings(args)
+    for flag in ("limit", "stack_depth"):
+        if getattr(args, flag) < 1:
+            raise _invalid(f"--{flag.replace('_', '-')} must be 1 or more")
+    with _Progress("compare-run-group-phases"):
+        baseline = _load_group(args.baseline)
+        candidate = _load_group(args.candidate)
+        result = compare_run_group_phases(
+            baseline,
+            candidate,
+            baseline_start=_point_arg(args.baseline_start),
+            baseline_end=_point_arg(args.baseline_end),
+            candidate_start=_point_arg(args.candidate_start),
+            candidate_end=_point_arg(args.candidate_end),
+            pool_mappings=pools,
+            device_mappings=devices,
+            attribution=_attribution(args),
+        )
+    text = result.to_text(
+        include_unchanged=not args.only_changed, limit=args.limit, stack_depth=args.stack_depth
+    )
+    return _group_emit(args, result, text)
+
+
+def _point_arg(text: str) -> str | int:
+    """A point flag: a label, or an index when it is an integer (a label that looks like
+    an integer is not reachable this way; name it by its index)."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+# ---------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """Elapsed time on stderr for an analysis that takes more than a second, only when
+    stderr is a terminal (redirected output stays clean). Redrawn in place; erased when
+    the analysis ends."""
+
+    DELAY = 1.0
+
+    def __init__(self, what: str):
+        self.what = what
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drawn = False
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        if self._done.wait(self.DELAY):
+            return
+        frames = "|/-\\"
+        tick = 0
+        while not self._done.is_set():
+            elapsed = time.monotonic() - start
+            sys.stderr.write(f"\r{frames[tick % 4]} {self.what}: {elapsed:5.1f}s")
+            sys.stderr.flush()
+            self._drawn = True
+            tick += 1
+            self._done.wait(0.2)
+
+    def __enter__(self) -> _Progress:
+        if sys.stderr.isatty():
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            if self._drawn:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@
 
 pub mod compare;
 pub mod error;
+pub mod group;
 pub mod ingest;
 pub mod lifecycle;
 pub mod lifetimes;
@@ -28,6 +29,7 @@ pub mod viz;
 
 pub use compare::{compare, summary, CompareOptions, Comparison, PoolKey, Relation};
 pub use error::{MemoryError, Result};
+pub use group::{compare_run_group_phases, GroupPhaseComparison, GroupSummary, MemoryRunGroup};
 pub use ingest::{ingest, HistoryCursor, IngestOptions, Ingested};
 pub use lifecycle::{Lifecycle, LifecycleLabel};
 pub use model::{DeviceMemory, PoolId, StackTable, DEFAULT_POOL};

@@ -14,6 +14,7 @@ use crate::model::PoolId;
 
 mod comparison;
 mod lifetimes;
+mod group;
 mod phases;
 mod summary;
 mod timeline;
@@ -24,6 +25,11 @@ pub use comparison::{
 pub use lifetimes::{
     lifetimes_csv_files, lifetimes_files, lifetimes_html, lifetimes_json, lifetimes_text,
     LifetimeDisplay, LIFETIME_FILES,
+};
+pub use group::{
+    group_descriptor_json, group_phases_files, group_phases_json, group_summary_files,
+    group_summary_json, render_group_phases, render_group_summary, GROUP_PHASE_FILES,
+    GROUP_SUMMARY_FILES,
 };
 pub use phases::{phases_json, render_phases};
 pub use summary::render_summaries;

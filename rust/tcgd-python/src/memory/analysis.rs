@@ -90,7 +90,7 @@ pub(super) fn compare_states(
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryPhaseComparison {
-    inner: tcgd_memory::PhaseComparison,
+    pub(super) inner: tcgd_memory::PhaseComparison,
 }
 
 #[pymethods]

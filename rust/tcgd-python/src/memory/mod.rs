@@ -34,6 +34,8 @@ use analysis::*;
 use facade::*;
 mod beyond;
 use beyond::*;
+mod group;
+use group::*;
 use run::*;
 use state::*;
 
@@ -203,5 +205,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
     lifetimes::register(m)?;
+    register_group(m)?;
     Ok(())
 }
