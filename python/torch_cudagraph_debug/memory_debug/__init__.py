@@ -28,6 +28,14 @@ from torch_cudagraph_debug.memory_debug._model import (
     MemoryPoolKey,
     MemoryStats,
 )
+from torch_cudagraph_debug.memory_debug.attribution import (
+    AllocationStackCoverage,
+    AllocationStackDelta,
+    AllocationStackSummary,
+    AllocatorEventSummary,
+    MemoryAttributionStatus,
+    MemoryEvidenceStatus,
+)
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
     MemoryComparison,
@@ -45,13 +53,19 @@ from torch_cudagraph_debug.memory_debug.run import MemoryPhaseRange, MemoryPoint
 
 __all__ = [
     "DEFAULT_POOL",
+    "AllocationStackCoverage",
+    "AllocationStackDelta",
+    "AllocationStackSummary",
+    "AllocatorEventSummary",
     "DeviceMemory",
     "MemoryAttributionOptions",
+    "MemoryAttributionStatus",
     "MemoryBundleError",
     "MemoryComparison",
     "MemoryDebugError",
     "MemoryDebugWarning",
     "MemoryDisplayOptions",
+    "MemoryEvidenceStatus",
     "MemoryHistoryBoundaryError",
     "MemoryHistoryDisabledError",
     "MemoryHistoryError",

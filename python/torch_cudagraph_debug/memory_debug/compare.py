@@ -4,6 +4,7 @@ out."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -11,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
+from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.memory_debug import attribution as _attribution
 from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
 
 if TYPE_CHECKING:
@@ -23,38 +25,39 @@ _FORMATS = {"text": "txt", "json": "json", "csv": "csv", "html": "html"}
 
 @dataclass(frozen=True)
 class MemoryDisplayOptions:
+    """How many attribution rows text and HTML show (``limit``) and how many frames of
+    each stack (``stack_depth``). JSON, CSV and the result objects keep every row."""
+
     stack_depth: int = 2
     limit: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("stack_depth", "limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
 class MemoryAttributionOptions:
-    """Which history analyses to attach to a comparison. Stack, event and lifetime
-    attribution are not part of this release: a request is recorded in
-    ``attribution_status`` as requested but not available, with a warning."""
+    """Which history analyses to attach to a comparison: ``stacks`` (live blocks by
+    allocation stack; works across runs, matched pools only), ``events`` (allocator events
+    of the interval; one run or probe, complete history), ``lifetimes`` (recorded as
+    requested but not available until that analysis exists)."""
 
     stacks: bool = False
     events: bool = False
     lifetimes: bool = False
     display: MemoryDisplayOptions = field(default_factory=MemoryDisplayOptions)
 
-
-def _attribution_status(
-    attribution: MemoryAttributionOptions | None, same_origin: bool
-) -> tuple[dict[str, dict[str, bool]], list[str]]:
-    options = attribution or MemoryAttributionOptions()
-    status, notes = {}, []
-    for kind in ("stacks", "events", "lifetimes"):
-        requested = bool(getattr(options, kind))
-        if requested and kind in ("events", "lifetimes") and not same_origin:
-            raise CrossRunError(
-                f"{kind} attribution compares allocator history, which only exists inside one "
-                "run; compare points of one run, or drop the request for independent runs"
+    def __post_init__(self) -> None:
+        for name in ("stacks", "events", "lifetimes"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.display, MemoryDisplayOptions):
+            raise InvalidInputError(
+                f"display must be a MemoryDisplayOptions, got {type(self.display).__name__}"
             )
-        status[kind] = {"requested": requested, "available": False, "complete": False}
-        if requested:
-            notes.append(f"{kind} attribution was requested but is not available in this release")
-    return status, notes
 
 
 def _pool_key(value: Any, devices: tuple[int, ...], what: str) -> tuple[int, tuple[int, int]]:
@@ -95,20 +98,56 @@ def _mappings(
 class _Rendered:
     """Writing a result out in every format."""
 
+    # Attributions whose sections the report carries, and the options they came with.
+    _attributions: tuple[Any, ...] | list[Any] = ()
+    _options: MemoryAttributionOptions | None = None
+
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         raise NotImplementedError
 
-    def to_text(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
-        return self._render("text", include_unchanged, depth)
+    def _full(
+        self,
+        format: str,
+        include_unchanged: bool,
+        depth: Depth,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+    ) -> str:
+        shown, frames = _attribution.display_of(self._options, limit, stack_depth)
+        return _attribution.with_sections(
+            self._render(format, include_unchanged, depth),
+            format,
+            self._attributions,
+            include_unchanged,
+            shown,
+            frames,
+        )
+
+    def to_text(
+        self,
+        *,
+        include_unchanged: bool = True,
+        depth: Depth = "stream",
+        limit: int | None = None,
+        stack_depth: int | None = None,
+    ) -> str:
+        return self._full("text", include_unchanged, depth, limit, stack_depth)
 
     def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> dict[str, Any]:
-        return json.loads(self._render("json", include_unchanged, depth))
+        return json.loads(self._full("json", include_unchanged, depth))
 
     def to_csv(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
         return self._render("csv", include_unchanged, depth)
 
-    def to_html(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
-        return self._render("html", include_unchanged, depth)
+    def to_html(
+        self,
+        *,
+        include_unchanged: bool = True,
+        depth: Depth = "stream",
+        limit: int | None = None,
+        stack_depth: int | None = None,
+    ) -> str:
+        return self._full("html", include_unchanged, depth, limit, stack_depth)
 
     def save(
         self,
@@ -129,11 +168,14 @@ class _Rendered:
         if unknown:
             raise InvalidInputError(f"unknown report formats {unknown}; use {list(_FORMATS)}")
         files = [
-            (f"{name}.{_FORMATS[f]}", self._render(f, include_unchanged, depth)) for f in formats
+            (f"{name}.{_FORMATS[f]}", self._full(f, include_unchanged, depth)) for f in formats
         ]
+        if "csv" in formats:
+            files += _attribution.csv_files(self._attributions, include_unchanged)
         # Every format's file is this report's own: replacing it must not leave a stale
         # file of a format that is not written this time.
         own = [f"{name}.{extension}" for extension in _FORMATS.values()]
+        own += list(_attribution.ATTRIBUTION_CSV_FILES)
         return [
             os.fspath(p)
             for p in _native.write_report_files(os.fspath(directory), files, own, overwrite)
@@ -153,14 +195,42 @@ class MemoryComparison(_Rendered):
         native: _native.MemoryComparison,
         reference: Any,
         candidate: Any,
-        attribution_status: dict[str, dict[str, bool]],
-        notes: list[str],
+        attribution: Any = None,
+        options: MemoryAttributionOptions | None = None,
     ):
         self._native = native
         self.reference = reference
         self.candidate = candidate
-        self.attribution_status = attribution_status
-        self._notes = notes
+        self._attribution = attribution
+        self._attributions = [attribution] if attribution is not None else []
+        self._options = options
+
+    @property
+    def attribution_status(self) -> _native.MemoryAttributionStatus:
+        """Requested / available / complete, per stacks, events and lifetimes."""
+        if self._attribution is None:
+            return _attribution.UNREQUESTED_STATUS
+        return self._attribution.attribution_status
+
+    @property
+    def reference_stack_coverage(self) -> _native.AllocationStackCoverage | None:
+        return None if self._attribution is None else self._attribution.reference_stack_coverage
+
+    @property
+    def candidate_stack_coverage(self) -> _native.AllocationStackCoverage | None:
+        return None if self._attribution is None else self._attribution.candidate_stack_coverage
+
+    @property
+    def stack_deltas(self) -> tuple[_native.AllocationStackDelta, ...]:
+        """Every stack of every compared pool, unchanged ones included, largest change
+        first (empty unless stacks were requested)."""
+        return () if self._attribution is None else tuple(self._attribution.stack_deltas)
+
+    @property
+    def event_summaries(self) -> tuple[_native.AllocatorEventSummary, ...]:
+        """Allocator events of the interval by device, pool, stream, action and stack
+        (empty unless events were requested)."""
+        return () if self._attribution is None else tuple(self._attribution.event_summaries)
 
     @property
     def relation(self) -> str:
@@ -173,7 +243,8 @@ class MemoryComparison(_Rendered):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(self._native.warnings) + tuple(self._notes)
+        notes = () if self._attribution is None else tuple(self._attribution.warnings)
+        return tuple(self._native.warnings) + notes
 
     @property
     def suggested_pool_mapping(self) -> dict[MemoryPoolKey, MemoryPoolKey]:
@@ -213,12 +284,11 @@ def compare_snapshots(
                 f"{what} must be a MemoryProbeSnapshot or MemoryPoint, got {type(value).__name__}"
             )
     pools, devices = _mappings(reference, candidate, pool_mapping, device_mapping)
-    same = reference._state.identity()["origin"] == candidate._state.identity()["origin"]
-    status, notes = _attribution_status(attribution, same)
     native = _native.compare_states(
         reference._state, candidate._state, pool_mapping=pools, device_mapping=devices
     )
-    return MemoryComparison(native, reference, candidate, status, notes)
+    found = _attribution.attribute(reference, candidate, native, attribution)
+    return MemoryComparison(native, reference, candidate, found, attribution)
 
 
 def compare_points(
@@ -243,8 +313,22 @@ class MemoryPhaseComparison(_Rendered):
     """Baseline change, candidate change, start gap and end gap per scope, device and
     pool; every row checks ``end_gap = start_gap + candidate_change - baseline_change``."""
 
-    def __init__(self, native: _native.MemoryPhaseComparison):
+    def __init__(
+        self,
+        native: _native.MemoryPhaseComparison,
+        legs: dict[str, MemoryComparison] | None = None,
+        options: MemoryAttributionOptions | None = None,
+    ):
         self._native = native
+        legs = legs or {}
+        # The four legs exist when attribution was requested: events on the two same-run
+        # changes only, stacks on all four.
+        self.baseline_change: MemoryComparison | None = legs.get("baseline_change")
+        self.candidate_change: MemoryComparison | None = legs.get("candidate_change")
+        self.start_gap: MemoryComparison | None = legs.get("start_gap")
+        self.end_gap: MemoryComparison | None = legs.get("end_gap")
+        self._attributions = [leg._attribution for leg in legs.values() if leg._attribution]
+        self._options = options
 
     @property
     def identity_failures(self) -> int:
@@ -269,8 +353,11 @@ def compare_phases(
     *,
     pool_mapping: Mapping[Any, Any] | None = None,
     device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
 ) -> MemoryPhaseComparison:
-    """Compares two phases (``run.between(a, b)``), of one run or of two."""
+    """Compares two phases (``run.between(a, b)``), of one run or of two. With
+    ``attribution``, the two changes carry it (events included) and the start and end
+    gaps carry stack attribution only."""
     pools, devices = _mappings(
         baseline_range.start, candidate_range.start, pool_mapping, device_mapping
     )
@@ -282,15 +369,46 @@ def compare_phases(
         pool_mapping=pools,
         device_mapping=devices,
     )
-    return MemoryPhaseComparison(native)
+    if attribution is None or not (attribution.stacks or attribution.events):
+        return MemoryPhaseComparison(native, options=attribution)
+    legs = {
+        "baseline_change": compare_snapshots(
+            baseline_range.start, baseline_range.end, attribution=attribution
+        ),
+        "candidate_change": compare_snapshots(
+            candidate_range.start, candidate_range.end, attribution=attribution
+        ),
+    }
+    gap_options = dataclasses.replace(attribution, events=False, lifetimes=False)
+    for name, ref, cand in (
+        ("start_gap", baseline_range.start, candidate_range.start),
+        ("end_gap", baseline_range.end, candidate_range.end),
+    ):
+        legs[name] = compare_snapshots(
+            ref,
+            cand,
+            pool_mapping=pool_mapping,
+            device_mapping=device_mapping,
+            attribution=gap_options if gap_options.stacks else None,
+        )
+    return MemoryPhaseComparison(native, legs, attribution)
 
 
 class MemoryTimeline(_Rendered):
     """Per point, every scope, device and pool with its change since the previous point.
     A pool that disappears stays visible with zero state."""
 
-    def __init__(self, native: _native.MemoryTimeline):
+    def __init__(
+        self,
+        native: _native.MemoryTimeline,
+        point_comparisons: tuple[MemoryComparison, ...] = (),
+        options: MemoryAttributionOptions | None = None,
+    ):
         self._native = native
+        # Attributed adjacent comparisons; empty for the default manifest-only timeline.
+        self.point_comparisons = point_comparisons
+        self._attributions = [c._attribution for c in point_comparisons if c._attribution]
+        self._options = options
 
     @property
     def rows(self) -> list[dict[str, Any]]:

@@ -125,12 +125,17 @@ class MemoryRun(Run[MemoryPoint]):
         return compare_snapshots(self[reference], self[candidate], attribution=attribution)
 
     def timeline(self, attribution: MemoryAttributionOptions | None = None) -> MemoryTimeline:
-        """Every point with its change since the previous one."""
-        if attribution is not None and (attribution.events or attribution.lifetimes):
-            raise FeatureUnavailableError(
-                "event and lifetime attribution are not available in this release"
-            )
-        return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]))
+        """Every point with its change since the previous one. With stack or event
+        attribution, ``point_comparisons`` holds the attributed comparison of each point
+        with its predecessor."""
+        if attribution is not None and attribution.lifetimes:
+            raise FeatureUnavailableError("lifetime attribution is not available in this release")
+        native = _native.memory_timeline([p._state for p in self.points])
+        if attribution is None or not (attribution.stacks or attribution.events):
+            return MemoryTimeline(native)
+        pairs = zip(self.points, self.points[1:], strict=False)
+        comparisons = tuple(compare_snapshots(a, b, attribution=attribution) for a, b in pairs)
+        return MemoryTimeline(native, comparisons, attribution)
 
     def lifetimes(self, selection: Any = None, through: Any = None, options: Any = None) -> Any:
         """Allocation lifetimes from the stored history: not available in this release

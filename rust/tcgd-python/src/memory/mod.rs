@@ -26,6 +26,7 @@ use tcgd_store::{RunHeader, Table};
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
+mod attribution;
 mod run;
 mod state;
 use analysis::*;
@@ -192,5 +193,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
     m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
+    attribution::register_attribution(m)?;
     Ok(())
 }

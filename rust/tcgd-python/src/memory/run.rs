@@ -168,7 +168,7 @@ impl MemoryRunWriter {
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryRunReader {
-    inner: RustReader,
+    pub(super) inner: RustReader,
 }
 
 #[pymethods]
