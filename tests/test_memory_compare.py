@@ -99,12 +99,14 @@ def test_events_and_lifetimes_across_runs_are_rejected(tmp_path) -> None:
     with pytest.raises(CrossRunError, match="events"):
         compare_points(a[0], b[0], attribution=MemoryAttributionOptions(events=True))
     same = compare_points(a[0], a[1], attribution=MemoryAttributionOptions(stacks=True))
-    assert same.attribution_status["stacks"] == {
+    assert same.attribution_status.stacks.to_dict() == {
         "requested": True,
-        "available": False,
-        "complete": False,
+        "available": True,
+        "complete": True,
     }
-    assert any("not available" in w for w in same.warnings)
+    lifetimes = compare_points(a[0], a[1], attribution=MemoryAttributionOptions(lifetimes=True))
+    assert lifetimes.attribution_status.lifetimes.available is False
+    assert any("not available" in w for w in lifetimes.warnings)
 
 
 def test_device_mapping(tmp_path) -> None:

@@ -316,6 +316,45 @@ class FakeAllocator:
         """A stand-in for ``torch._inductor.cudagraph_trees`` (set ``beyond_trees``)."""
         return self.__dict__.get("beyond_trees")
 
+    # ------------------------------------------------------------- attribution workloads
+    def attribution_frame(self, name: str, line: int, filename: str = "model.py") -> None:
+        """Makes ``name`` usable in ``attribution_alloc`` stacks (one shared dict, as
+        torch shares frame dicts)."""
+        self._frames.setdefault(name, {"name": name, "filename": filename, "line": line})
+
+    def attribution_alloc(
+        self,
+        segment_address: int,
+        size: int,
+        stack: tuple[str, ...],
+        requested: int | None = None,
+    ) -> int:
+        """``alloc`` whose live block carries ``stack`` (``()``: a block without frames,
+        as when history recorded no context for it)."""
+        address = self.alloc(segment_address, size, requested)
+        segment, i = self._find(address)
+        segment["blocks"][i][3] = tuple(stack)
+        return address
+
+    def attribution_oom(self, device: int, size: int, device_free: int) -> None:
+        """An ``oom`` trace entry: the requested size and what CUDA still had free."""
+        if not self.history:
+            return
+        self.time_us += 1
+        self.rings[device].append(
+            {
+                "action": "oom",
+                "addr": 0,
+                "size": size,
+                "stream": 0,
+                "time_us": self.time_us,
+                "device_free": device_free,
+                "compile_context": "N/A",
+                "user_metadata": self.metadata,
+                "frames": self._stack("step", "main"),
+            }
+        )
+
 
 def capture_scenario(alloc: FakeAllocator) -> None:
     """What a hand capture of a 16 MiB allocation does: a new private pool (1, 0) on the

@@ -61,6 +61,14 @@ from torch_cudagraph_debug.memory_debug._model import (
     StreamId,
 )
 from torch_cudagraph_debug.memory_debug._owners import name_pool
+from torch_cudagraph_debug.memory_debug.attribution import (
+    AllocationStackCoverage,
+    AllocationStackDelta,
+    AllocationStackSummary,
+    AllocatorEventSummary,
+    MemoryAttributionStatus,
+    MemoryEvidenceStatus,
+)
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAttributionOptions,
     MemoryComparison,
@@ -112,6 +120,10 @@ from torch_cudagraph_debug.memory_debug.run import (
 __all__ = [
     "DEFAULT_POOL",
     "AllocationCohort",
+    "AllocationStackCoverage",
+    "AllocationStackDelta",
+    "AllocationStackSummary",
+    "AllocatorEventSummary",
     "AllocatorScope",
     "CohortBirth",
     "CohortFreeCompletion",
@@ -130,6 +142,7 @@ __all__ = [
     "MemoryAllocatorScopePhaseDecomposition",
     "MemoryAllocatorScopeTimelineEntry",
     "MemoryAttributionOptions",
+    "MemoryAttributionStatus",
     "MemoryBundleError",
     "MemoryComparison",
     "MemoryDebugError",
@@ -138,6 +151,7 @@ __all__ = [
     "MemoryDevicePhaseDecomposition",
     "MemoryDeviceTimelineEntry",
     "MemoryDisplayOptions",
+    "MemoryEvidenceStatus",
     "MemoryHistoryBoundaryError",
     "MemoryHistoryDisabledError",
     "MemoryHistoryError",

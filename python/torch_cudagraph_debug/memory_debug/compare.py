@@ -4,6 +4,7 @@ out."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -12,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
+from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug import _leaves
+from torch_cudagraph_debug.memory_debug import attribution as _attribution
 from torch_cudagraph_debug.memory_debug._leaves import (
     MemoryAllocatorScopeComparison,
     MemoryDeviceComparison,
@@ -41,38 +43,39 @@ def _check_depth(depth: str) -> None:
 
 @dataclass(frozen=True)
 class MemoryDisplayOptions:
+    """How many attribution rows text and HTML show (``limit``) and how many frames of
+    each stack (``stack_depth``). JSON, CSV and the result objects keep every row."""
+
     stack_depth: int = 2
     limit: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("stack_depth", "limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
 class MemoryAttributionOptions:
-    """Which history analyses to attach to a comparison. Stack, event and lifetime
-    attribution are not part of this release: a request is recorded in
-    ``attribution_status`` as requested but not available, with a warning."""
+    """Which history analyses to attach to a comparison: ``stacks`` (live blocks by
+    allocation stack; works across runs, matched pools only), ``events`` (allocator events
+    of the interval; one run or probe, complete history), ``lifetimes`` (recorded as
+    requested but not available until that analysis exists)."""
 
     stacks: bool = False
     events: bool = False
     lifetimes: bool = False
     display: MemoryDisplayOptions = field(default_factory=MemoryDisplayOptions)
 
-
-def _attribution_status(
-    attribution: MemoryAttributionOptions | None, same_origin: bool
-) -> tuple[dict[str, dict[str, bool]], list[str]]:
-    options = attribution or MemoryAttributionOptions()
-    status, notes = {}, []
-    for kind in ("stacks", "events", "lifetimes"):
-        requested = bool(getattr(options, kind))
-        if requested and kind in ("events", "lifetimes") and not same_origin:
-            raise CrossRunError(
-                f"{kind} attribution compares allocator history, which only exists inside one "
-                "run; compare points of one run, or drop the request for independent runs"
+    def __post_init__(self) -> None:
+        for name in ("stacks", "events", "lifetimes"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.display, MemoryDisplayOptions):
+            raise InvalidInputError(
+                f"display must be a MemoryDisplayOptions, got {type(self.display).__name__}"
             )
-        status[kind] = {"requested": requested, "available": False, "complete": False}
-        if requested:
-            notes.append(f"{kind} attribution was requested but is not available in this release")
-    return status, notes
 
 
 def _pool_key(value: Any, devices: tuple[int, ...], what: str) -> tuple[int, tuple[int, int]]:
@@ -113,8 +116,30 @@ def _mappings(
 class _Rendered:
     """Writing a result out in every format."""
 
+    # Attributions whose sections the report carries, and the options they came with.
+    _attributions: tuple[Any, ...] | list[Any] = ()
+    _options: MemoryAttributionOptions | None = None
+
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         raise NotImplementedError
+
+    def _full(
+        self,
+        format: str,
+        include_unchanged: bool,
+        depth: Depth,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+    ) -> str:
+        shown, frames = _attribution.display_of(self._options, limit, stack_depth)
+        return _attribution.with_sections(
+            self._render(format, include_unchanged, depth),
+            format,
+            self._attributions,
+            include_unchanged,
+            shown,
+            frames,
+        )
 
     def _csv_files(self) -> dict[str, str]:
         """The reference's CSV file set of this result (``name -> content``)."""
@@ -133,16 +158,16 @@ class _Rendered:
         *,
         depth: Depth = "stream",
     ) -> str:
-        """The report tree as text. ``limit`` and ``stack_depth`` bound attribution rows,
-        which this result does not carry yet: they are accepted and change nothing."""
+        """The report tree as text, with the attribution sections; ``limit`` and
+        ``stack_depth`` bound their rows here (and in HTML) only."""
         _check_depth(depth)
-        return self._render("text", include_unchanged, depth)
+        return self._full("text", include_unchanged, depth, limit, stack_depth)
 
     def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> dict[str, Any]:
         """The report tree as the native JSON document (``to_dict()`` is the reference's
         structured form)."""
         _check_depth(depth)
-        return json.loads(self._render("json", include_unchanged, depth))
+        return json.loads(self._full("json", include_unchanged, depth))
 
     def to_csv(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
         _check_depth(depth)
@@ -157,7 +182,7 @@ class _Rendered:
         depth: Depth = "stream",
     ) -> str:
         _check_depth(depth)
-        return self._render("html", include_unchanged, depth)
+        return self._full("html", include_unchanged, depth, limit, stack_depth)
 
     def write(
         self,
@@ -176,12 +201,13 @@ class _Rendered:
         only this report's files."""
         _check_depth(depth)
         files = {
-            "report.txt": self._render("text", include_unchanged, depth),
+            "report.txt": self._full("text", include_unchanged, depth, limit, stack_depth),
             "report.json": json.dumps(self.to_dict(), indent=2) + "\n",
-            "report.html": self._render("html", include_unchanged, depth),
+            "report.html": self._full("html", include_unchanged, depth, limit, stack_depth),
         }
         files.update(self._csv_files())
-        own = [*files, *_leaves.ALL_CSV_FILES]
+        files.update(_attribution.csv_files(self._attributions, include_unchanged))
+        own = [*files, *_leaves.ALL_CSV_FILES, *_attribution.ATTRIBUTION_CSV_FILES]
         paths = _native.write_report_files(
             os.fspath(output_dir), list(files.items()), sorted(set(own)), overwrite
         )
@@ -206,11 +232,14 @@ class _Rendered:
         if unknown:
             raise InvalidInputError(f"unknown report formats {unknown}; use {list(_FORMATS)}")
         files = [
-            (f"{name}.{_FORMATS[f]}", self._render(f, include_unchanged, depth)) for f in formats
+            (f"{name}.{_FORMATS[f]}", self._full(f, include_unchanged, depth)) for f in formats
         ]
+        if "csv" in formats:
+            files += _attribution.csv_files(self._attributions, include_unchanged)
         # Every format's file is this report's own: replacing it must not leave a stale
         # file of a format that is not written this time.
         own = [f"{name}.{extension}" for extension in _FORMATS.values()]
+        own += list(_attribution.ATTRIBUTION_CSV_FILES)
         return [
             os.fspath(p)
             for p in _native.write_report_files(os.fspath(directory), files, own, overwrite)
@@ -218,6 +247,21 @@ class _Rendered:
 
     def __str__(self) -> str:
         return self.to_text()
+
+
+def _status_dict(status: Any) -> dict[str, dict[str, bool]]:
+    return {
+        kind: {
+            "requested": getattr(status, kind).requested,
+            "available": getattr(status, kind).available,
+            "complete": getattr(status, kind).complete,
+        }
+        for kind in ("stacks", "events", "lifetimes")
+    }
+
+
+def _row_dict(row: Any) -> Any:
+    return None if row is None else row.to_dict()
 
 
 def _pool_key_of(side: tuple[int | None, Any]) -> MemoryPoolKey | None:
@@ -240,16 +284,17 @@ class MemoryComparison(_Rendered):
         native: _native.MemoryComparison,
         reference: Any,
         candidate: Any,
-        attribution_status: dict[str, dict[str, bool]],
-        notes: list[str],
+        attribution: Any = None,
+        options: MemoryAttributionOptions | None = None,
         pool_mapping: Sequence[tuple[Any, Any]] = (),
         device_mapping: Sequence[tuple[int, int]] = (),
     ):
         self._native = native
         self.reference = reference
         self.candidate = candidate
-        self.attribution_status = attribution_status
-        self._notes = notes
+        self._attribution = attribution
+        self._attributions = [attribution] if attribution is not None else []
+        self._options = options
         self._pool_mapping = list(pool_mapping)
         self._device_mapping = list(device_mapping)
         same = self.relation == "same_origin"
@@ -304,6 +349,33 @@ class MemoryComparison(_Rendered):
             for rd, cd, rsample, csample, rs, cs, delta, lc in native.device_rows()
         )
 
+    @property
+    def attribution_status(self) -> _native.MemoryAttributionStatus:
+        """Requested / available / complete, per stacks, events and lifetimes."""
+        if self._attribution is None:
+            return _attribution.UNREQUESTED_STATUS
+        return self._attribution.attribution_status
+
+    @property
+    def reference_stack_coverage(self) -> _native.AllocationStackCoverage | None:
+        return None if self._attribution is None else self._attribution.reference_stack_coverage
+
+    @property
+    def candidate_stack_coverage(self) -> _native.AllocationStackCoverage | None:
+        return None if self._attribution is None else self._attribution.candidate_stack_coverage
+
+    @property
+    def stack_deltas(self) -> tuple[_native.AllocationStackDelta, ...]:
+        """Every stack of every compared pool, unchanged ones included, largest change
+        first (empty unless stacks were requested)."""
+        return () if self._attribution is None else tuple(self._attribution.stack_deltas)
+
+    @property
+    def event_summaries(self) -> tuple[_native.AllocatorEventSummary, ...]:
+        """Allocator events of the interval by device, pool, stream, action and stack
+        (empty unless events were requested)."""
+        return () if self._attribution is None else tuple(self._attribution.event_summaries)
+
     def _pool_match(self, r: MemoryPoolKey | None, c: MemoryPoolKey | None) -> str:
         if r is None:
             return "candidate_only"
@@ -351,7 +423,8 @@ class MemoryComparison(_Rendered):
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        return tuple(self._native.warnings) + tuple(self._notes)
+        notes = () if self._attribution is None else tuple(self._attribution.warnings)
+        return tuple(self._native.warnings) + notes
 
     @property
     def suggested_pool_mapping(self) -> dict[MemoryPoolKey, MemoryPoolKey]:
@@ -373,7 +446,11 @@ class MemoryComparison(_Rendered):
             "relation": self.relation,
             "lifecycle_available": self.lifecycle_available,
             "lifecycle_confidence": self.lifecycle_confidence,
-            "attribution_status": self.attribution_status,
+            "attribution_status": _status_dict(self.attribution_status),
+            "reference_stack_coverage": _row_dict(self.reference_stack_coverage),
+            "candidate_stack_coverage": _row_dict(self.candidate_stack_coverage),
+            "stack_deltas": [r.to_dict() for r in self.stack_deltas],
+            "event_summaries": [r.to_dict() for r in self.event_summaries],
             "allocator_scopes": [r.to_dict() for r in self.allocator_scopes],
             "pools": [r.to_dict() for r in self.pools],
             "observations": [r.to_dict() for r in self.observations],
@@ -426,12 +503,11 @@ def _compare_states(
                 f"{what} must be a MemoryProbeSnapshot or MemoryPoint, got {type(value).__name__}"
             )
     pools, devices = _mappings(reference, candidate, pool_mapping, device_mapping)
-    same = reference._state.identity()["origin"] == candidate._state.identity()["origin"]
-    status, notes = _attribution_status(attribution, same)
     native = _native.compare_states(
         reference._state, candidate._state, pool_mapping=pools, device_mapping=devices
     )
-    return result(native, reference, candidate, status, notes, pools, devices)
+    found = _attribution.attribute(reference, candidate, native, attribution)
+    return result(native, reference, candidate, found, attribution, pools, devices)
 
 
 def compare_snapshots(
@@ -503,6 +579,7 @@ def _gap(
     candidate: Any,
     pool_mapping: Mapping[Any, Any] | None,
     device_mapping: Mapping[int, int] | None,
+    attribution: MemoryAttributionOptions | None = None,
 ) -> MemoryPointComparison:
     """The comparison of two phase endpoints. A phase's mappings name pools and devices of
     any endpoint, so each gap keeps the pairs whose two ends exist at its own points."""
@@ -514,7 +591,7 @@ def _gap(
     kept_pools = {r: c for r, c in pools if r in present[0] and c in present[1]}
     kept_devices = {r: c for r, c in devices if r in reference.devices and c in candidate.devices}
     return _compare_states(
-        reference, candidate, kept_pools, kept_devices, None, MemoryPointComparison
+        reference, candidate, kept_pools, kept_devices, attribution, MemoryPointComparison
     )
 
 
@@ -533,10 +610,12 @@ class MemoryPhaseComparison(_Rendered):
         candidate: MemoryRange | None = None,
         pool_mapping: Mapping[Any, Any] | None = None,
         device_mapping: Mapping[int, int] | None = None,
+        attribution: MemoryAttributionOptions | None = None,
     ):
         self._native = native
         self.baseline = baseline
         self.candidate = candidate
+        self._options = attribution
         scopes, pools, devices = [], [], []
         for level, scope, bd, cd, bp, cp, metric, readings in native.rows():
             components = _leaves.MemoryPhaseComponents.of(readings)
@@ -565,14 +644,28 @@ class MemoryPhaseComparison(_Rendered):
         self.pool_decomposition = tuple(pools)
         self.device_decomposition = tuple(devices)
         if baseline is not None and candidate is not None:
-            self.baseline_change: MemoryPointComparison | None = baseline.compare()
-            self.candidate_change: MemoryPointComparison | None = candidate.compare()
+            # With attribution the two changes carry it (events included: they are inside
+            # one run) and the gaps carry stack attribution only.
+            wanted = attribution is not None and (attribution.stacks or attribution.events)
+            change = attribution if wanted else None
+            gap = (
+                dataclasses.replace(attribution, events=False, lifetimes=False) if wanted else None
+            )
+            gap = gap if gap is not None and gap.stacks else None
+            self.baseline_change: MemoryPointComparison | None = baseline.compare(
+                attribution=change
+            )
+            self.candidate_change: MemoryPointComparison | None = candidate.compare(
+                attribution=change
+            )
             self.start_gap: MemoryPointComparison | None = _gap(
-                baseline.start, candidate.start, pool_mapping, device_mapping
+                baseline.start, candidate.start, pool_mapping, device_mapping, gap
             )
             self.end_gap: MemoryPointComparison | None = _gap(
-                baseline.end, candidate.end, pool_mapping, device_mapping
+                baseline.end, candidate.end, pool_mapping, device_mapping, gap
             )
+            legs = (self.baseline_change, self.candidate_change, self.start_gap, self.end_gap)
+            self._attributions = [leg._attribution for leg in legs if leg._attribution]
         else:
             self.baseline_change = self.candidate_change = None
             self.start_gap = self.end_gap = None
@@ -646,8 +739,6 @@ def compare_phases(
 ) -> MemoryPhaseComparison:
     """Compares two phases (``run.between(a, b)``), of one run or of two."""
     pools, devices = _mappings(baseline.start, candidate.start, pool_mapping, device_mapping)
-    same = baseline.start.run_id == candidate.start.run_id
-    _attribution_status(attribution, same)
     native = _native.compare_phases(
         baseline.start._state,
         baseline.end._state,
@@ -656,7 +747,9 @@ def compare_phases(
         pool_mapping=pools,
         device_mapping=devices,
     )
-    return MemoryPhaseComparison(native, baseline, candidate, pool_mapping, device_mapping)
+    return MemoryPhaseComparison(
+        native, baseline, candidate, pool_mapping, device_mapping, attribution
+    )
 
 
 class MemoryTimeline(_Rendered):
@@ -664,7 +757,13 @@ class MemoryTimeline(_Rendered):
     previous point (``delta=None`` at the first point). A pool or observation that
     disappears stays visible with zero state and a negative delta."""
 
-    def __init__(self, native: _native.MemoryTimeline, points: Sequence[Any] = ()):
+    def __init__(
+        self,
+        native: _native.MemoryTimeline,
+        points: Sequence[Any] = (),
+        point_comparisons: Sequence[MemoryPointComparison] = (),
+        attribution: MemoryAttributionOptions | None = None,
+    ):
         self._native = native
         self.points = tuple(points)
         scopes, pools = [], []
@@ -712,8 +811,13 @@ class MemoryTimeline(_Rendered):
             )
             previous[device] = sample
         self.device_entries = tuple(devices)
-        # Attributed adjacent comparisons come with stack and event attribution.
-        self.point_comparisons: tuple[MemoryPointComparison, ...] = ()
+        # Attributed adjacent comparisons (stack or event attribution); empty for the
+        # default timeline, which reads no allocator-state payloads.
+        self.point_comparisons: tuple[MemoryPointComparison, ...] = tuple(point_comparisons)
+        self._attributions = [c._attribution for c in self.point_comparisons if c._attribution]
+        self._options = attribution
+        # The whole run's cohort report, with lifetime attribution (set by the run).
+        self.allocation_lifetimes: Any = None
 
     def _observation_entries(self) -> list[_leaves.MemoryObservationTimelineEntry]:
         out = []

@@ -38,6 +38,7 @@ class MemoryProbeSnapshot(_StateView):
     ):
         self._state = state
         self._torch_snapshot = raw
+        self._history: list[_native.MemoryState] | None = None
         identity = state.identity()
         self.name: str = identity["name"]
         self.label: str = identity["label"]
@@ -167,6 +168,9 @@ class MemoryProbe:
         self._id = uuid.uuid4().hex
         self._ingestor = _native.MemoryIngestor(f"probe:{self._id}", name)
         self._count = 0
+        # Every snapshot's state, in order: event attribution between two snapshots reads
+        # the history windows of the snapshots after the first up to the second.
+        self._states: list[_native.MemoryState] = []
 
     def snapshot(
         self, *, label: str | None = None, synchronize: bool | None = None
@@ -189,8 +193,11 @@ class MemoryProbe:
             torch_version=self._source.torch_version,
         )
         self._count += 1
+        self._states.append(state)
         emit(state.warnings, f"{self.name}@{label}")
-        return MemoryProbeSnapshot(state, taken.snapshot)
+        snapshot = MemoryProbeSnapshot(state, taken.snapshot)
+        snapshot._history = self._states
+        return snapshot
 
     def compare(
         self,

@@ -212,6 +212,11 @@ class _LivePoints:
         self._flush()
         _native.MemoryRunReader(self._path).export_memory_viz(point_index, path)
 
+    def native_reader(self) -> _native.MemoryRunReader:
+        """The run as committed so far (event attribution reads its stored windows)."""
+        self._flush()
+        return _native.MemoryRunReader(self._path)
+
 
 def import_snapshots(
     paths: Sequence[str | os.PathLike[str]],

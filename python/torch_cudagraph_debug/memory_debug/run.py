@@ -3,6 +3,7 @@ in the job root; these objects are views over what the native reader rebuilt."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -14,7 +15,6 @@ import pyarrow as pa
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._points import OnDamage, Run
 from torch_cudagraph_debug.errors import (
-    FeatureUnavailableError,
     InvalidInputError,
     MemoryOwnershipError,
 )
@@ -210,12 +210,21 @@ class MemoryRun(Run[MemoryPoint]):
         )
 
     def timeline(self, *, attribution: MemoryAttributionOptions | None = None) -> MemoryTimeline:
-        """Every point with its change since the previous one."""
-        if attribution is not None and (attribution.events or attribution.lifetimes):
-            raise FeatureUnavailableError(
-                "event and lifetime attribution are not available in this release"
-            )
-        return MemoryTimeline(_native.memory_timeline([p._state for p in self.points]), self.points)
+        """Every point with its change since the previous one. With stack or event
+        attribution, ``point_comparisons`` holds the attributed comparison of each point
+        with its predecessor; with ``lifetimes``, ``allocation_lifetimes`` is the cohort
+        report of the whole run (computed once, not per interval)."""
+        native = _native.memory_timeline([p._state for p in self.points])
+        comparisons: tuple[MemoryPointComparison, ...] = ()
+        if attribution is not None and (attribution.stacks or attribution.events):
+            per_interval = dataclasses.replace(attribution, lifetimes=False)
+            pairs = zip(self.points, self.points[1:], strict=False)
+            comparisons = tuple(self.compare(a, b, attribution=per_interval) for a, b in pairs)
+        timeline = MemoryTimeline(native, self.points, comparisons, attribution)
+        timeline.allocation_lifetimes = (
+            self.lifetimes() if attribution is not None and attribution.lifetimes else None
+        )
+        return timeline
 
     def lifetimes(
         self,

@@ -8,6 +8,7 @@
 //! [`phases`], [`timeline`]) and reported ([`report`]). `docs/memory-debug.md` is the user
 //! guide; `docs/storage.md` documents the tables.
 
+pub mod attribution;
 pub mod compare;
 pub mod error;
 pub mod group;

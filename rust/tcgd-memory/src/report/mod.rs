@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 use crate::model::PoolId;
 
+pub mod attribution;
 mod comparison;
 mod lifetimes;
 mod group;

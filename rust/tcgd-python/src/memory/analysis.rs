@@ -5,7 +5,7 @@ use super::*;
 /// A rendered-on-demand comparison of two states.
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryComparison {
-    inner: tcgd_memory::Comparison,
+    pub(super) inner: tcgd_memory::Comparison,
     reference: Arc<RustState>,
     candidate: Arc<RustState>,
 }

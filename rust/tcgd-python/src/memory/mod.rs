@@ -28,6 +28,7 @@ use crate::errors::{guard, try_lock, BindResult, BindingError};
 mod analysis;
 mod facade;
 mod lifetimes;
+mod attribution;
 mod run;
 mod state;
 use analysis::*;
@@ -206,5 +207,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
     lifetimes::register(m)?;
     register_group(m)?;
+    attribution::register_attribution(m)?;
     Ok(())
 }

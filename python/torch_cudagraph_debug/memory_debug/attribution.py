@@ -1,0 +1,122 @@
+"""Glue between comparisons and the native attribution: which history windows an
+interval needs, the attribution of one comparison, and the report sections built from
+it. The analyses themselves (stack grouping, coverage, event windows and pools) are in
+the native core."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from torch_cudagraph_debug import _native
+
+if TYPE_CHECKING:
+    from torch_cudagraph_debug.memory_debug.compare import MemoryAttributionOptions
+
+MemoryEvidenceStatus = _native.MemoryEvidenceStatus
+MemoryAttributionStatus = _native.MemoryAttributionStatus
+AllocationStackCoverage = _native.AllocationStackCoverage
+AllocationStackSummary = _native.AllocationStackSummary
+AllocationStackDelta = _native.AllocationStackDelta
+AllocatorEventSummary = _native.AllocatorEventSummary
+
+_NOT_REQUESTED = _native.MemoryEvidenceStatus(False, False, False)
+UNREQUESTED_STATUS = _native.MemoryAttributionStatus(_NOT_REQUESTED, _NOT_REQUESTED, _NOT_REQUESTED)
+
+
+def _interval(reference: Any, candidate: Any) -> dict[str, Any]:
+    """Where the history windows between two states of one origin are: the run's reader
+    for recorded points, the probe's retained snapshots for probe snapshots."""
+    reader = getattr(candidate, "_reader", None)
+    if reader is not None:
+        # A point returned by record_point reads the run as committed so far.
+        if not isinstance(reader, _native.MemoryRunReader):
+            reader = reader.native_reader()
+        return {"reader": reader}
+    history = getattr(candidate, "_history", None)
+    if history is not None:
+        start, end = reference.index, candidate.index
+        return {"interval": [s for s in history if start < s.identity()["index"] <= end]}
+    return {}
+
+
+def attribute(
+    reference: Any,
+    candidate: Any,
+    native_comparison: Any,
+    options: MemoryAttributionOptions | None,
+    *,
+    events: bool = True,
+) -> Any | None:
+    """The native attribution of one comparison, or ``None`` when nothing is requested.
+    ``events=False`` drops an event request (the cross-run legs of a phase comparison).
+    Lifetimes are recorded as requested but not available until their analysis exists."""
+    if options is None or not (options.stacks or options.events or options.lifetimes):
+        return None
+    want_events = bool(options.events and events)
+    return _native.memory_attribution(
+        reference._state,
+        candidate._state,
+        native_comparison,
+        stacks=bool(options.stacks),
+        events=want_events,
+        lifetimes=bool(options.lifetimes),
+        **(_interval(reference, candidate) if want_events else {}),
+    )
+
+
+def display_of(
+    options: MemoryAttributionOptions | None, limit: int | None, stack_depth: int | None
+) -> tuple[int, int]:
+    """Text/HTML display limits: explicit arguments win over the options' display."""
+    from torch_cudagraph_debug.memory_debug.compare import MemoryDisplayOptions
+
+    display = options.display if options is not None else MemoryDisplayOptions()
+    chosen = MemoryDisplayOptions(
+        stack_depth=display.stack_depth if stack_depth is None else stack_depth,
+        limit=display.limit if limit is None else limit,
+    )
+    return chosen.limit, chosen.stack_depth
+
+
+def with_sections(
+    rendered: str,
+    format: str,
+    items: list[Any],
+    include_unchanged: bool,
+    limit: int,
+    stack_depth: int,
+) -> str:
+    """A rendered report with the attribution sections of ``items`` added: appended to
+    text, inserted before ``</body>`` in HTML, under ``"attribution"`` in JSON. CSV is
+    left alone: attribution rows go to their own files (``csv_files``)."""
+    if not items or format == "csv":
+        return rendered
+    if format == "json":
+        document = json.loads(rendered)
+        document["attribution"] = json.loads(
+            _native.render_attributions(items, "json", include_unchanged, limit, stack_depth)
+        )
+        return json.dumps(document, indent=2)
+    section = _native.render_attributions(items, format, include_unchanged, limit, stack_depth)
+    if format == "html":
+        at = rendered.rfind("</body>")
+        return rendered[:at] + section + rendered[at:] if at >= 0 else rendered + section
+    return rendered.rstrip("\n") + "\n\n" + section
+
+
+def csv_files(items: list[Any], include_unchanged: bool) -> list[tuple[str, str]]:
+    """``allocation_stack_comparisons.csv`` when stacks were attributed and
+    ``events.csv`` when events were, every row kept."""
+    if not items:
+        return []
+    out = []
+    if any(a.attribution_status.stacks.requested for a in items):
+        name = "allocation_stack_comparisons.csv"
+        out.append((name, _native.render_attributions(items, name, include_unchanged)))
+    if any(a.attribution_status.events.requested for a in items):
+        out.append(("events.csv", _native.render_attributions(items, "events.csv")))
+    return out
+
+
+ATTRIBUTION_CSV_FILES = ("allocation_stack_comparisons.csv", "events.csv")

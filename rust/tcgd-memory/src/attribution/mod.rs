@@ -1,0 +1,246 @@
+//! Attribution of a comparison: which allocation stacks hold the memory that changed
+//! ([`stacks`]) and which allocator events happened in between ([`events`]), with the
+//! evidence status of each analysis. Lifetimes are a third kind whose status is kept
+//! here; their analysis lives elsewhere.
+//!
+//! Stack attribution reads the live blocks' frames, so it works on any state and across
+//! runs (matched pools only). Event attribution reads the history windows that the
+//! points after the interval start stored, so it needs one origin and complete history
+//! on every analysed device; anything less is a typed error, raised only when events
+//! are requested.
+
+pub mod events;
+pub mod stacks;
+
+use serde::{Serialize, Serializer};
+
+use crate::compare::{Comparison, Relation};
+use crate::error::{MemoryError, Result};
+use crate::model::StackTable;
+use crate::state::MemoryState;
+
+pub use events::{EventSummary, PointWindow, PoolConfidence};
+pub use stacks::{BlockFilter, StackCoverage, StackDelta, StackSummary};
+
+/// One frame of an allocation or event stack.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct StackFrame {
+    pub filename: String,
+    pub line: i64,
+    pub name: String,
+}
+
+/// A complete stack, innermost frame first; empty for blocks or events without frames
+/// (the `<unattributed>` bucket).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StackFrames(pub Vec<StackFrame>);
+
+pub const UNATTRIBUTED: &str = "<unattributed>";
+
+impl StackFrames {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Locations only (`file:line:function`, innermost first, joined by ` <- `), for
+    /// reading; `<unattributed>` when there are no frames.
+    pub fn key(&self) -> String {
+        if self.0.is_empty() {
+            return UNATTRIBUTED.to_owned();
+        }
+        self.0
+            .iter()
+            .map(|f| format!("{}:{}:{}", f.filename, f.line, f.name))
+            .collect::<Vec<_>>()
+            .join(" <- ")
+    }
+
+    /// The first `depth` frames as [`key`](Self::key) renders them, with the number of
+    /// frames left out.
+    pub fn key_at_depth(&self, depth: usize) -> String {
+        if self.0.len() <= depth {
+            return self.key();
+        }
+        let shown = StackFrames(self.0[..depth].to_vec()).key();
+        format!("{shown} (+{} frames)", self.0.len() - depth)
+    }
+
+    /// Canonical JSON: an array of `{"filename", "line", "name"}` objects.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".to_owned())
+    }
+
+    /// FNV-1a (64 bits) of the canonical JSON, as 16 hex digits: every frame field takes
+    /// part, so two stacks with the same locations but different names differ.
+    pub fn fingerprint(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in self.to_json().bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+}
+
+impl Serialize for StackFrames {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// The frames of a stack id of `table` (none for `None` or an unknown id).
+pub fn resolve(table: &StackTable, stack: Option<u32>) -> StackFrames {
+    let Some(ids) = stack.and_then(|s| table.stack(s)) else {
+        return StackFrames::default();
+    };
+    StackFrames(
+        ids.iter()
+            .filter_map(|&f| table.frame(f))
+            .map(|f| StackFrame {
+                filename: f.filename.clone(),
+                line: f.line,
+                name: f.name.clone(),
+            })
+            .collect(),
+    )
+}
+
+/// Whether an analysis was asked for, whether its evidence existed, and whether that
+/// evidence was complete.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EvidenceStatus {
+    pub requested: bool,
+    pub available: bool,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AttributionStatus {
+    pub stacks: EvidenceStatus,
+    pub events: EvidenceStatus,
+    pub lifetimes: EvidenceStatus,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttributionRequest {
+    pub stacks: bool,
+    pub events: bool,
+    pub lifetimes: bool,
+}
+
+impl AttributionRequest {
+    pub fn any(&self) -> bool {
+        self.stacks || self.events || self.lifetimes
+    }
+}
+
+/// The attribution attached to one comparison.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Attribution {
+    /// `name@label` of each endpoint, as reports title them.
+    pub reference_title: String,
+    pub candidate_title: String,
+    pub status: AttributionStatus,
+    pub reference_stack_coverage: Option<StackCoverage>,
+    pub candidate_stack_coverage: Option<StackCoverage>,
+    pub stack_deltas: Vec<StackDelta>,
+    pub events: Vec<EventSummary>,
+    pub warnings: Vec<String>,
+}
+
+/// Refuses history analyses across independent runs: their allocator histories are
+/// unrelated.
+pub fn check_request(relation: Relation, request: &AttributionRequest) -> Result<()> {
+    if relation == Relation::CrossRun {
+        for (kind, asked) in [("events", request.events), ("lifetimes", request.lifetimes)] {
+            if asked {
+                return Err(MemoryError::CrossRun(format!(
+                    "{kind} attribution reads allocator history, which exists only inside \
+                     one run or probe; compare points of one run, or request only stacks \
+                     for independent runs"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Attributes a comparison of `reference` and `candidate`. `windows` are the stored
+/// history windows of the points after `reference` up to and including `candidate`
+/// (needed only for events). Lifetime requests are recorded as unavailable here.
+pub fn attribute(
+    reference: &MemoryState,
+    candidate: &MemoryState,
+    comparison: &Comparison,
+    request: &AttributionRequest,
+    windows: Option<&[PointWindow<'_>]>,
+) -> Result<Attribution> {
+    check_request(comparison.relation, request)?;
+    let mut out = Attribution {
+        reference_title: reference.identity.title(),
+        candidate_title: candidate.identity.title(),
+        ..Attribution::default()
+    };
+    if request.stacks {
+        let all = BlockFilter::default();
+        let r = stacks::coverage(reference, all)?;
+        let c = stacks::coverage(candidate, all)?;
+        stacks::require_frames(reference, &r)?;
+        stacks::require_frames(candidate, &c)?;
+        let pairs = stacks::pool_pairs(comparison);
+        out.stack_deltas = stacks::compare_stacks(reference, candidate, &pairs, None, false, true)?;
+        for (side, cov, state) in [("reference", &r, reference), ("candidate", &c, candidate)] {
+            if !cov.complete() {
+                out.warnings.push(format!(
+                    "{side} '{}': {} of {} active bytes have no allocation stack; they are \
+                     reported as {UNATTRIBUTED}",
+                    state.identity.title(),
+                    cov.unattributed_bytes,
+                    cov.active_bytes
+                ));
+            }
+        }
+        out.status.stacks = EvidenceStatus {
+            requested: true,
+            available: true,
+            complete: r.complete() && c.complete(),
+        };
+        out.reference_stack_coverage = Some(r);
+        out.candidate_stack_coverage = Some(c);
+    }
+    if request.events {
+        let windows = windows.ok_or_else(|| {
+            MemoryError::invalid("event attribution needs the history windows of the interval")
+        })?;
+        if candidate.identity.index < reference.identity.index {
+            return Err(MemoryError::invalid(format!(
+                "event attribution reads the history from '{}' forward to '{}', but the \
+                 candidate comes first; swap reference and candidate",
+                reference.identity.title(),
+                candidate.identity.title()
+            )));
+        }
+        let mut devices = reference.devices.clone();
+        devices.extend(&candidate.devices);
+        devices.sort_unstable();
+        devices.dedup();
+        let entries = events::interval_events(&reference.identity.label, windows, &devices)?;
+        let ranges = events::segment_ranges(&[reference, candidate]);
+        out.events = events::summarize_events(&entries, &candidate.stacks, &ranges);
+        out.status.events = EvidenceStatus {
+            requested: true,
+            available: true,
+            complete: true,
+        };
+    }
+    if request.lifetimes {
+        out.status.lifetimes = EvidenceStatus {
+            requested: true,
+            available: false,
+            complete: false,
+        };
+        out.warnings
+            .push("lifetime attribution was requested but is not available yet".to_owned());
+    }
+    Ok(out)
+}
