@@ -59,6 +59,7 @@ class Workload:
         self.segments: list[tuple[int, tuple[int, int], int]] = []
         self.slots: list[list[Any]] = []
         self.free: dict[tuple[int, int], list[tuple[int, int]]] = {(0, 0): [], (1, 0): []}
+        self.metadata = ""
         for s in range(72):
             pool, stream = ((1, 0), 7) if s >= 64 else ((0, 0), 0)
             address = BASE + s * (1 << 32)
