@@ -445,6 +445,13 @@ pub(crate) fn replay<E: EventSource>(
                         return;
                     };
                     let g = &mut generations[idx as usize];
+                    // A generation no snapshot confirmed (a transient between two points)
+                    // only knows the size its alloc entry reported, which may be the
+                    // requested size; its free reports the allocator-rounded block, which
+                    // is at least that: the free then tells the block size.
+                    if !g.confirmed && e.size >= g.requested && e.size != g.size {
+                        g.size = e.size;
+                    }
                     if e.size != g.size && e.size != g.requested {
                         bad.add(
                             "free size matches neither the block nor the requested size",

@@ -14,8 +14,8 @@ use crate::model::PoolId;
 
 pub mod attribution;
 mod comparison;
-mod lifetimes;
 mod group;
+mod lifetimes;
 mod phases;
 mod summary;
 mod timeline;
@@ -23,14 +23,14 @@ mod timeline;
 pub use comparison::{
     comparison_csv, comparison_html, comparison_json, comparison_text, render_comparison, view,
 };
-pub use lifetimes::{
-    lifetimes_csv_files, lifetimes_files, lifetimes_html, lifetimes_json, lifetimes_text,
-    LifetimeDisplay, LIFETIME_FILES,
-};
 pub use group::{
     group_descriptor_json, group_phases_files, group_phases_json, group_summary_files,
     group_summary_json, render_group_phases, render_group_summary, GROUP_PHASE_FILES,
     GROUP_SUMMARY_FILES,
+};
+pub use lifetimes::{
+    lifetimes_csv_files, lifetimes_files, lifetimes_html, lifetimes_json, lifetimes_text,
+    LifetimeDisplay, LIFETIME_FILES,
 };
 pub use phases::{phases_json, render_phases};
 pub use summary::render_summaries;

@@ -26,9 +26,9 @@ use tcgd_store::{RunHeader, Table};
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
+mod attribution;
 mod facade;
 mod lifetimes;
-mod attribution;
 mod run;
 mod state;
 use analysis::*;

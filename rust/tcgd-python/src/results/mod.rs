@@ -34,7 +34,10 @@ pub(crate) use points::*;
 // ------------------------------------------------------------------------------ helpers
 
 /// A JSON value as the Python value `json.loads` would give for it.
-pub(crate) fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn json_to_py<'py>(
+    py: Python<'py>,
+    value: &serde_json::Value,
+) -> PyResult<Bound<'py, PyAny>> {
     use serde_json::Value;
     Ok(match value {
         Value::Null => py.None().into_bound(py),
