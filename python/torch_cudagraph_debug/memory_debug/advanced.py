@@ -80,22 +80,10 @@ def stack_key_from_frames(frames: Sequence[Mapping[str, Any]]) -> str:
     return " <- ".join(f"{f['filename']}:{f['line']}:{f['name']}" for f in frames)
 
 
-_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-
-
 def format_bytes(value: int) -> str:
-    """``512 B``, ``1.50 KiB``, ``-3.00 MiB``: binary units, two decimals, as reports
-    print them."""
-    value = int(value)
-    sign = "-" if value < 0 else ""
-    magnitude = abs(value)
-    if magnitude < 1024:
-        return f"{sign}{magnitude} B"
-    scaled, unit = magnitude / 1024.0, 0
-    while scaled >= 1024.0 and unit + 1 < len(_UNITS):
-        scaled /= 1024.0
-        unit += 1
-    return f"{sign}{scaled:.2f} {_UNITS[unit]}"
+    """``512 B``, ``1.50 KiB``, ``-3.00 MiB``: binary units, two decimals, as every report
+    prints them (the native core formats; this is its one implementation)."""
+    return _native.format_bytes(int(value))
 
 
 def format_delta_bytes(value: int) -> str:
