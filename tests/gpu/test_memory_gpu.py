@@ -97,11 +97,14 @@ def test_residual_is_cuda_used_minus_reserved() -> None:
     keep = torch.empty(8 * 1024 * 1024, dtype=torch.uint8, device="cuda")
     snapshot = MemoryProbe().snapshot()
     device = torch.cuda.current_device()
-    d = snapshot.device_memory[device]
-    reserved = sum(s.reserved for k, s in snapshot.pool_stats.items() if k.device_index == device)
-    assert d.allocator_reserved == reserved
-    assert d.cuda_used == d.total_bytes - d.free_bytes
-    assert d.residual == d.cuda_used - reserved
+    sample = snapshot.device_memory[device]
+    d = snapshot.device_readings[device]
+    reserved = sum(
+        s.reserved_bytes for k, s in snapshot.pool_stats.items() if k.device_index == device
+    )
+    assert d.allocator_reserved_bytes == reserved
+    assert sample.used_bytes == sample.total_bytes - sample.free_bytes == d.used_bytes
+    assert d.cuda_allocator_residual_bytes == d.used_bytes - reserved
     # The allocator's own count agrees with the snapshot's segments.
     assert reserved == torch.cuda.memory_reserved(device)
     assert d.probe_device_bytes == _native.probe_memory()[0]

@@ -72,6 +72,9 @@ def test_training_pool_owner_names_forward_and_backward(tmp_path) -> None:
     with MemoryRecorder(name="train", run_dir=tmp_path / "mem", reset_peaks=True) as rec:
         rec.record_point("start")
         for _ in range(4):
+            # Each step starts a new Graph Trees generation (training replays would
+            # otherwise overwrite the previous step's outputs).
+            torch.compiler.cudagraph_mark_step_begin()
             compiled(torch.randn(16, 64, device="cuda")).sum().backward()
         rec.record_point("trained")
     run = MemoryRun.load(tmp_path / "mem")

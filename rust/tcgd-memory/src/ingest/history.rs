@@ -243,9 +243,17 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 return Ok((i + 1, HistoryStatus::Complete));
             }
         }
+        // The previous point's marker was recorded but is not in the ring: the entries up
+        // to it were overwritten, or recording stopped and started again (the two cannot be
+        // told apart); either way the window lost its start.
+        let lost = if b.pending_marker.is_some() {
+            HistoryStatus::Truncated
+        } else {
+            HistoryStatus::BoundaryUnavailable
+        };
         let Some(e) = &b.last else {
             // The previous ring was empty and no marker is here to anchor on.
-            return Ok((0, HistoryStatus::BoundaryUnavailable));
+            return Ok((0, lost));
         };
         let Some(first_time) = self.time_of(list, d, 0)? else {
             self.warn_missing("trace.time_us");
@@ -272,7 +280,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             // Entries sharing the boundary's time were overwritten.
             return Ok((hi, HistoryStatus::Truncated));
         }
-        Ok((hi, HistoryStatus::BoundaryUnavailable))
+        Ok((hi, lost))
     }
 
     pub(super) fn event(
