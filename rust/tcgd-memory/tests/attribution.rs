@@ -5,6 +5,11 @@ mod common;
 
 use std::sync::Arc;
 
+/// (action, bytes, count, pool, confidence) of an event row.
+type EventRow<'a> = (&'a str, i64, i64, Option<(i64, i64)>, PoolConfidence);
+/// (action, confidence, pool) of an event row.
+type ConfidenceRow<'a> = (&'a str, PoolConfidence, Option<(i64, i64)>);
+
 use common::*;
 use serde_json::{json, Value};
 use tcgd_memory::attribution::events::{event_window, WindowStatus};
@@ -189,7 +194,7 @@ fn stack_deltas_and_events_within_one_run() {
         .stack_deltas
         .iter()
         .any(|d| !d.changed() && d.reference_size_bytes == MIB));
-    let events: Vec<(&str, i64, i64, Option<(i64, i64)>, PoolConfidence)> = a
+    let events: Vec<EventRow<'_>> = a
         .events
         .iter()
         .map(|e| {
@@ -295,7 +300,7 @@ fn oom_is_not_applicable_and_reported_pools_win() {
     let ranges = tcgd_memory::attribution::events::segment_ranges(&[&states[0], &states[1]]);
     let rows =
         tcgd_memory::attribution::events::summarize_events(&events, &states[1].stacks, &ranges);
-    let got: Vec<(&str, PoolConfidence, Option<(i64, i64)>)> = rows
+    let got: Vec<ConfidenceRow<'_>> = rows
         .iter()
         .map(|r| (r.action.as_str(), r.attribution_confidence, r.pool_id))
         .collect();

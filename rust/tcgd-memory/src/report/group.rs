@@ -336,7 +336,10 @@ fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn html_of(title: &str, text: &str, tables: &[(&str, (Vec<String>, Vec<Vec<String>>))]) -> String {
+/// A table as the HTML page gets it: header cells and rows.
+type Table = (Vec<String>, Vec<Vec<String>>);
+
+fn html_of(title: &str, text: &str, tables: &[(&str, Table)]) -> String {
     let mut body = format!("<h1>{}</h1>\n<pre>", escape_html(title));
     body.push_str(&escape_html(text));
     body.push_str("</pre>\n");

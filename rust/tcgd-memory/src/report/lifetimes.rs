@@ -4,6 +4,9 @@
 
 use std::fmt::Write as _;
 
+/// Which transitions of a cohort a CSV file lists.
+type TransitionsOf = fn(&AllocationCohort) -> &Vec<CohortTransition>;
+
 use crate::lifetimes::{AllocationCohort, CohortTransition, LifetimeAnalysis, StackFrame};
 
 use super::*;
@@ -375,7 +378,7 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
             ),
         ),
     ];
-    let kinds: [(&str, fn(&AllocationCohort) -> &Vec<CohortTransition>); 3] = [
+    let kinds: [(&str, TransitionsOf); 3] = [
         ("birth_stacks.csv", |c| &c.births),
         ("free_request_stacks.csv", |c| &c.free_requests),
         ("free_completion_stacks.csv", |c| &c.free_completions),

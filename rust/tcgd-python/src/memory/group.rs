@@ -713,7 +713,7 @@ impl MemoryRunGroupPhaseComparison {
         stack_depth: Option<i64>,
         overwrite: bool,
     ) -> PyResult<BTreeMap<String, PathBuf>> {
-        guard(py, || check_display(limit, stack_depth).map_err(Into::into))?;
+        guard(py, || check_display(limit, stack_depth))?;
         let files =
             py.detach(|| tcgd_memory::report::group_phases_files(&self.inner, include_unchanged));
         write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)

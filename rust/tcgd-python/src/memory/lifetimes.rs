@@ -362,7 +362,7 @@ impl MemoryAllocationLifetimeAnalysis {
         guard(py, || {
             let d = display(limit, stack_depth)?;
             let r = &self.inner;
-            Ok(py.detach(|| match format {
+            py.detach(|| match format {
                 "text" => Ok(rep::lifetimes_text(r, d)),
                 "json" => {
                     let mut s =
@@ -374,7 +374,7 @@ impl MemoryAllocationLifetimeAnalysis {
                 other => Err(BindingError::InvalidInput(format!(
                     "format must be 'text', 'json' or 'html', got '{other}'"
                 ))),
-            })?)
+            })
         })
     }
 
