@@ -15,6 +15,9 @@ from typing import Any, Literal, TypedDict, final
 import pyarrow as pa
 from typing_extensions import Self
 
+# The memory model's enumerations are defined once, in the package (for typing only).
+from torch_cudagraph_debug.memory_debug._model import MemoryStatMetric as _MemoryStatMetric
+
 __all__ = [
     "FORMAT_VERSION",
     "AllocationCohort",
@@ -435,52 +438,6 @@ _DeviceArgs = list[tuple[int, int | None, int | None, int | None, int | None]]
 _PoolMapping = list[tuple[tuple[int, tuple[int, int]], tuple[int, tuple[int, int]]]]
 _PoolId = tuple[int, int]
 
-_MemoryStatMetric = Literal[
-    "reserved_bytes",
-    "allocated_bytes",
-    "active_bytes",
-    "requested_bytes",
-    "segment_count",
-    "block_count",
-    "inactive_block_count",
-    "largest_inactive_block_bytes",
-    "expandable_segment_count",
-    "expandable_reserved_bytes",
-    "expandable_inactive_bytes",
-    "awaiting_free_bytes",
-    "inactive_bytes",
-    "internal_fragmentation_bytes",
-]
-_DeviceMemoryMetric = Literal[
-    "used_bytes",
-    "free_bytes",
-    "total_bytes",
-    "allocator_reserved_bytes",
-    "cuda_allocator_residual_bytes",
-]
-_PhaseMetric = Literal[
-    "reserved_bytes",
-    "allocated_bytes",
-    "active_bytes",
-    "awaiting_free_bytes",
-    "inactive_bytes",
-    "requested_bytes",
-    "internal_fragmentation_bytes",
-    "expandable_reserved_bytes",
-    "expandable_inactive_bytes",
-]
-_MatchKind = Literal[
-    "same_probe", "same_run", "default", "mapped", "reference_only", "candidate_only"
-]
-_DeviceMatchKind = Literal[
-    "same_probe",
-    "same_run",
-    "mapped",
-    "pool_mapping",
-    "same_index",
-    "reference_only",
-    "candidate_only",
-]
 # The metric names the native phase rows carry (the facade adds `_bytes`).
 _PhaseRowMetric = Literal[
     "reserved",

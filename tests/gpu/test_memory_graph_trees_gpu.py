@@ -69,13 +69,17 @@ def test_training_pool_owner_names_forward_and_backward(tmp_path) -> None:
     torch.manual_seed(1)
     model = MLP(64, 128, 32).cuda()
     compiled = torch.compile(model, mode="reduce-overhead")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     with MemoryRecorder(name="train", run_dir=tmp_path / "mem", reset_peaks=True) as rec:
         rec.record_point("start")
         for _ in range(4):
-            # Each step starts a new Graph Trees generation (training replays would
-            # otherwise overwrite the previous step's outputs).
             torch.compiler.cudagraph_mark_step_begin()
+            # Gradients set to None each step, as a training loop does: the backward
+            # graph's outputs become the .grad tensors, and accumulating into last step's
+            # would read an output that the next replay overwrote.
+            optimizer.zero_grad(set_to_none=True)
             compiled(torch.randn(16, 64, device="cuda")).sum().backward()
+            optimizer.step()
         rec.record_point("trained")
     run = MemoryRun.load(tmp_path / "mem")
     trained = run["trained"]
