@@ -235,19 +235,36 @@ fn check_part_metadata<R: ChunkReader>(
             table.dir_name()
         )));
     }
-    let found = builder.schema();
-    if found.fields().len() != expected.fields().len()
-        || found
-            .fields()
+    // Columns are only ever appended to a table, nullable, within one format version: a
+    // part written before some were added holds the leading columns and reads with the
+    // later ones null (see `with_added_columns`).
+    let (found, wanted) = (builder.schema().fields(), expected.fields());
+    let leading = found.len() <= wanted.len()
+        && found
             .iter()
-            .zip(expected.fields())
-            .any(|(a, b)| a.name() != b.name() || a.data_type() != b.data_type())
-    {
+            .zip(wanted)
+            .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+    if !leading || !wanted[found.len()..].iter().all(|f| f.is_nullable()) {
         return Err(StoreError::corrupt(path)(
             "its columns differ from the table's schema".into(),
         ));
     }
     Ok(())
+}
+
+/// A batch of a part written before the table's last columns were added, with those
+/// columns as nulls: what a reader of the current schema sees.
+fn with_added_columns(path: &Path, table: Table, batch: RecordBatch) -> Result<RecordBatch> {
+    let schema = table.schema();
+    if batch.num_columns() == schema.fields().len() {
+        return Ok(batch);
+    }
+    let rows = batch.num_rows();
+    let mut columns = batch.columns().to_vec();
+    for field in &schema.fields()[batch.num_columns()..] {
+        columns.push(arrow::array::new_null_array(field.data_type(), rows));
+    }
+    RecordBatch::try_new(schema, columns).map_err(|e| StoreError::corrupt(path)(e.to_string()))
 }
 
 fn collect(
@@ -264,7 +281,10 @@ pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
     let reader = open_builder(path, table)?
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
-    collect(path, reader)
+    collect(path, reader)?
+        .into_iter()
+        .map(|b| with_added_columns(path, table, b))
+        .collect()
 }
 
 /// Reads a whole part after checking that its bytes are the ones committed (`digest`, the
@@ -292,8 +312,9 @@ pub fn read_part_checked(
     let reader = builder
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
-    reader
-        .map(|b| b.map_err(|e| StoreError::corrupt(path)(e.to_string())))
+    collect(path, reader)?
+        .into_iter()
+        .map(|b| with_added_columns(path, table, b))
         .collect()
 }
 
@@ -359,4 +380,68 @@ pub fn read_payload_chunks(
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     collect(path, reader)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{new_null_array, Array, BooleanArray, Int64Array, StringArray};
+
+    /// A part of `table` as a writer of an earlier build wrote it: the schema without its
+    /// last `dropped` columns, three rows (ones, "x", true, or null where allowed).
+    fn older_part(dir: &Path, table: Table, dropped: usize) -> (std::path::PathBuf, String) {
+        let full = table.schema();
+        let kept = &full.fields()[..full.fields().len() - dropped];
+        let (fields, columns): (Vec<Field>, Vec<arrow::array::ArrayRef>) = kept
+            .iter()
+            .map(|f| {
+                let column: arrow::array::ArrayRef = match f.data_type() {
+                    _ if f.is_nullable() => new_null_array(f.data_type(), 3),
+                    DataType::Int64 => Arc::new(Int64Array::from(vec![1; 3])),
+                    DataType::Utf8 => Arc::new(StringArray::from(vec!["x"; 3])),
+                    DataType::Boolean => Arc::new(BooleanArray::from(vec![true; 3])),
+                    other => {
+                        let nullable = f.as_ref().clone().with_nullable(true);
+                        return (nullable, new_null_array(other, 3));
+                    }
+                };
+                (f.as_ref().clone(), column)
+            })
+            .unzip();
+        let schema = Arc::new(Schema::new(fields));
+        let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
+        let path = dir.join("older.parquet");
+        write_parquet(&path, schema, properties(table.dir_name()).unwrap(), &batch).unwrap();
+        let digest = content_digest(&std::fs::read(&path).unwrap());
+        (path, crate::layout::PartName::digest_prefix_of(&digest))
+    }
+
+    #[test]
+    fn a_part_written_before_columns_were_added_reads_them_as_null() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = Table::MemoryDevices;
+        let (path, digest) = older_part(dir.path(), table, 6);
+        for batches in [
+            read_part(&path, table).unwrap(),
+            read_part_checked(&path, table, Some(&digest)).unwrap(),
+        ] {
+            let batch = &batches[0];
+            assert_eq!(batch.schema().fields(), table.schema().fields());
+            assert_eq!(batch.num_rows(), 3);
+            let added = batch.column_by_name("peak_since_previous_point").unwrap();
+            assert_eq!(added.null_count(), 3);
+        }
+    }
+
+    #[test]
+    fn a_part_missing_a_required_column_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // The points table's last column is not nullable: a part without it is not one of
+        // an earlier build, it is damaged.
+        let table = Table::Points;
+        assert!(!table.schema().fields().last().unwrap().is_nullable());
+        let (path, _) = older_part(dir.path(), table, 1);
+        let error = read_part(&path, table).unwrap_err().to_string();
+        assert!(error.contains("columns differ from the table's schema"), "{error}");
+    }
 }
