@@ -104,9 +104,12 @@ def test_events_and_lifetimes_across_runs_are_rejected(tmp_path) -> None:
         "available": True,
         "complete": True,
     }
+    # Lifetimes inside one run: the cohort report of the range, from its history.
     lifetimes = compare_points(a[0], a[1], attribution=MemoryAttributionOptions(lifetimes=True))
-    assert lifetimes.attribution_status.lifetimes.available is False
-    assert any("not available" in w for w in lifetimes.warnings)
+    assert lifetimes.attribution_status.lifetimes.complete
+    assert lifetimes.allocation_lifetimes.points == ("start", "captured")
+    with pytest.raises(CrossRunError, match="lifetimes"):
+        compare_points(a[0], b[0], attribution=MemoryAttributionOptions(lifetimes=True))
 
 
 def test_device_mapping(tmp_path) -> None:

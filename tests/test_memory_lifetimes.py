@@ -22,11 +22,15 @@ from torch_cudagraph_debug.memory_debug import (
     AllocationCohort,
     CohortPointState,
     MemoryAllocationLifetimeAnalysis,
+    MemoryAttributionOptions,
     MemoryDisplayOptions,
     MemoryLifetimeOptions,
     MemoryLifetimeSelection,
+    MemoryProbe,
     MemoryRecorder,
     MemoryRun,
+    compare_phases,
+    compare_points,
 )
 
 
@@ -195,6 +199,61 @@ def test_selections_and_through(tmp_path: Path) -> None:
         run.lifetimes(MemoryLifetimeSelection.active_at("c"), through="b")
     with pytest.raises(InvalidInputError, match="precedes"):
         run.lifetimes(MemoryLifetimeSelection.born_between("a", "c"), through="b")
+
+
+LIFETIMES = MemoryAttributionOptions(lifetimes=True)
+
+
+def test_a_same_run_comparison_carries_the_cohorts_of_its_range(tmp_path: Path) -> None:
+    alloc = FakeAllocator()
+    seg = alloc.segment(16 * MIB)
+    steps: list = [
+        ("p0", None),
+        ("p1", lambda: alloc.lifetime_alloc(seg, 2 * MIB, "kept")),
+        ("p2", lambda: alloc.lifetime_alloc(seg, MIB, "later")),
+    ]
+    run = _record(tmp_path, alloc, steps)
+    c = run.compare("p1", "p2", attribution=LIFETIMES)
+    status = c.attribution_status.lifetimes
+    assert (status.requested, status.available, status.complete) == (True, True, True)
+    assert not [w for w in c.warnings if "lifetime" in w]
+    result = c.allocation_lifetimes
+    assert isinstance(result, MemoryAllocationLifetimeAnalysis)
+    assert result.points == ("p1", "p2")
+    # Live at the earlier point, plus born up to the later one.
+    sites = _by_site(result)
+    assert set(sites) == {"kept", "later"}
+    assert [p.owner_active_bytes for p in sites["kept"].points] == [2 * MIB, 2 * MIB]
+    assert [p.owner_active_bytes for p in sites["later"].points] == [0, MIB]
+    assert c.to_dict()["allocation_lifetimes"] == result.to_dict()
+    # The same range whichever way round, and from the module-level function.
+    backwards = compare_points(run["p2"], run["p1"], attribution=LIFETIMES)
+    assert backwards.allocation_lifetimes.to_dict() == result.to_dict()
+    # Without the request nothing is attached.
+    assert run.compare("p1", "p2").allocation_lifetimes is None
+    # Both change legs of a phase comparison carry their own range.
+    phases = compare_phases(run.between("p0", "p1"), run.between("p1", "p2"), attribution=LIFETIMES)
+    assert phases.baseline_change.allocation_lifetimes.points == ("p0", "p1")
+    assert _by_site(phases.baseline_change.allocation_lifetimes)["kept"].born_bytes == 2 * MIB
+    assert phases.candidate_change.allocation_lifetimes.points == ("p1", "p2")
+
+
+def test_lifetime_attribution_without_history_says_why(tmp_path: Path) -> None:
+    alloc = FakeAllocator(history=False)
+    seg = alloc.segment(4 * MIB)
+    run = _record(tmp_path, alloc, [("a", None), ("b", lambda: alloc.alloc(seg, MIB))])
+    c = run.compare("a", "b", attribution=LIFETIMES)
+    assert c.allocation_lifetimes is None
+    assert c.attribution_status.lifetimes.requested
+    assert not c.attribution_status.lifetimes.available
+    (why,) = [w for w in c.warnings if "lifetime" in w]
+    assert why.startswith("lifetime attribution is unavailable:") and "device 0" in why
+    # Probe snapshots have no stored run history to replay.
+    probe = MemoryProbe(_source=FakeAllocator())
+    s0, s1 = probe.snapshot(), probe.snapshot()
+    snap = probe.compare(s0, s1, attribution=LIFETIMES)
+    assert not snap.attribution_status.lifetimes.available
+    assert any("two different points of one run" in w for w in snap.warnings)
 
 
 def test_disabled_history_is_refused(tmp_path: Path) -> None:

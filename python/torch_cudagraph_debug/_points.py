@@ -6,9 +6,12 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from torch_cudagraph_debug.errors import PointNotFoundError
+
+if TYPE_CHECKING:
+    from torch_cudagraph_debug import _native
 
 # Labels named in a lookup error at most: a run can have thousands of points.
 _LABELS_SHOWN = 10
@@ -119,23 +122,23 @@ class Run(PointSequence[P]):
     run_metadata: dict[str, Any]
 
     def _read_manifest(
-        self, manifest: dict[str, Any], path: str, damage: list[dict[str, Any]]
+        self, manifest: _native.RunManifest, path: str, damage: list[dict[str, Any]]
     ) -> None:
         """The manifest's fields, and what the reader left out (``damage``)."""
         self.path = path
         self.damage = tuple(RunDamage.from_native(d) for d in damage)
-        self.run_id = manifest["run_id"]
-        self.name = manifest["name"]
-        self.execution = manifest["execution"]
-        self.rank = manifest["rank"]
-        self.group_id = manifest["group_id"]
-        self.world_size = manifest["world_size"]
-        self.created_at = parse_time(manifest["created_at"])
-        self.finished_at = parse_time(manifest["finished_at"])
-        self.complete = manifest["complete"]
-        self.format_version = manifest["format_version"]
-        self.provenance = manifest.get("provenance") or {}
-        self.run_metadata = manifest.get("run_metadata") or {}
+        self.run_id = manifest.run_id
+        self.name = manifest.name
+        self.execution = manifest.execution
+        self.rank = manifest.rank
+        self.group_id = manifest.group_id
+        self.world_size = manifest.world_size
+        self.created_at = parse_time(manifest.created_at)
+        self.finished_at = parse_time(manifest.finished_at)
+        self.complete = manifest.complete
+        self.format_version = manifest.format_version
+        self.provenance = manifest.provenance
+        self.run_metadata = manifest.run_metadata
 
     @property
     def address(self) -> tuple[str, str, int | None]:

@@ -84,7 +84,12 @@ def test_training_pool_owner_names_forward_and_backward(tmp_path) -> None:
     run = MemoryRun.load(tmp_path / "mem")
     trained = run["trained"]
     (owner,) = [o for o in trained.pool_owners if o.kind == "graph_trees"]
-    assert owner.function_kinds == ["forward", "backward"]
+    # One Graph Trees pool per device serves every compiled function of the process: an
+    # earlier test's inference graph may share it, the training graphs must be there.
+    assert owner.function_kinds[:2] == ["forward", "backward"] or {
+        "forward",
+        "backward",
+    } <= set(owner.function_kinds)
     assert len(owner.graph_ids) >= 2
     pool = _graph_trees_pool(trained)
     reserved = sum(s.reserved for k, s in trained.pool_stats.items() if k.pool_id == pool)

@@ -22,6 +22,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_OUTPUT_CLOSED,
     REFERENCE_EXIT_FOR_STATUS,
 )
+from torch_cudagraph_debug.cli._subcommands import commands
 
 DEBUG_VARIABLE = "TCGD_DEBUG"
 
@@ -67,22 +68,6 @@ def _add_version(parser: argparse.ArgumentParser) -> None:
         version=f"%(prog)s (torch-cudagraph-debug) {_version()}",
         help="print the package version and exit",
     )
-
-
-def commands(parser: argparse.ArgumentParser, *, help: str) -> argparse._SubParsersAction:
-    """The subcommands of `parser`, named `command` as the docs name them. Without one,
-    `parser` prints a one-line error naming the choices (exit 2)."""
-    subparsers = parser.add_subparsers(
-        title="commands", dest="command", metavar="command", help=help
-    )
-
-    def missing(args: argparse.Namespace) -> int:
-        # `choices` holds every subcommand added by the time the command line is parsed.
-        names = ", ".join(subparsers.choices)
-        parser.error(f"a command is required: one of {names}")
-
-    parser.set_defaults(handler=missing)
-    return subparsers
 
 
 def _parser() -> argparse.ArgumentParser:

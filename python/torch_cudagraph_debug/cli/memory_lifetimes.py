@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli.memory_options import _point_key, _Progress
 
 
 def add_lifetimes_command(sub: Any, run_flags: Any) -> None:
@@ -43,10 +44,6 @@ def add_lifetimes_command(sub: Any, run_flags: Any) -> None:
     p.set_defaults(handler=_allocation_lifetimes)
 
 
-def _point_key(text: str) -> str | int:
-    return int(text) if text.lstrip("-").isdigit() else text
-
-
 def _allocation_lifetimes(args: argparse.Namespace) -> int:
     import json
 
@@ -57,7 +54,6 @@ def _allocation_lifetimes(args: argparse.Namespace) -> int:
         MemoryRun,
     )
 
-    run = MemoryRun.load(args.run, name=args.name, rank=args.rank)
     if args.active_at is not None:
         selection = MemoryLifetimeSelection.active_at(_point_key(args.active_at))
     elif args.born_between is not None:
@@ -69,7 +65,9 @@ def _allocation_lifetimes(args: argparse.Namespace) -> int:
         display=MemoryDisplayOptions(stack_depth=args.stack_depth, limit=args.limit)
     )
     through = None if args.through is None else _point_key(args.through)
-    result = run.lifetimes(selection, through=through, options=options)
+    with _Progress("allocation-lifetimes"):
+        run = MemoryRun.load(args.run, name=args.name, rank=args.rank)
+        result = run.lifetimes(selection, through=through, options=options)
     if args.output:
         for path in result.write(args.output, overwrite=args.overwrite):
             print(f"wrote {path}", file=sys.stderr)

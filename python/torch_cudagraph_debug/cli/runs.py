@@ -182,7 +182,7 @@ def _validate(args: argparse.Namespace) -> int:
             # only the first.
             reader = _native.RunReader(run["root"], "skip", run["name"], run["rank"], run["kind"])
             issues = [(os.fspath(where), problem) for where, problem in reader.validate()]
-            points = json.loads(reader.manifest_json())["point_count"]
+            points = reader.manifest().point_count
         except StorageError as error:
             # The table logs themselves: nothing of the run can be checked past them.
             issues = [(where_run, str(error))]

@@ -27,6 +27,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_MISMATCH,
     EXIT_OK,
 )
+from torch_cudagraph_debug.cli._subcommands import commands as subcommands
 from torch_cudagraph_debug.cli.tensor_options import (
     Labels,
     _chosen,
@@ -412,8 +413,6 @@ def add_commands(
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`.
     `exit_codes` maps a comparison's status to the exit code (`tcgd tensor`'s by default;
     `tcgd-tensor` passes the reference design's)."""
-    from torch_cudagraph_debug.cli import commands as subcommands
-
     commands = subcommands(parser, help="what to summarise or compare")
 
     p = commands.add_parser(

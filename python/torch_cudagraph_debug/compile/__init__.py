@@ -24,19 +24,14 @@ from typing import Any
 import torch
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.compile import backend as _backend
+from torch_cudagraph_debug.compile.backend import session_for_options, tcgd_backend
 from torch_cudagraph_debug.compile.session import (
     ProbeSession,
     load_config,
     session_for,
     session_for_compile,
 )
-
-
-def tcgd_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
-    """The ``backend="tcgd"`` entry point (resolved through ``torch_dynamo_backends``)."""
-    from torch_cudagraph_debug.compile.backend import compile_with_probes
-
-    return compile_with_probes(gm, example_inputs, **kwargs)
 
 
 def compile(
@@ -71,8 +66,6 @@ def compile(
             all_options[key] = value
     # The session exists before the first call, so `session_of` works at once and a run
     # directory that is taken fails here, not inside torch's compile error.
-    from torch_cudagraph_debug.compile.backend import session_for_options
-
     session_for_options(all_options)
     backend = functools.partial(tcgd_backend, options=all_options)
     compiled = torch.compile(model, backend=backend, **compile_kwargs)
@@ -87,9 +80,7 @@ def session_of(compiled: Callable[..., Any]) -> ProbeSession:
     """The session a model compiled with ``backend="tcgd"`` or ``compile()`` records into
     (a module or a function): ``flush()``, ``preview()``, ``finish()``. Raises
     ``InvalidInputError`` for anything else."""
-    from torch_cudagraph_debug.compile.backend import session_of as find
-
-    return find(compiled)
+    return _backend.session_of(compiled)
 
 
 @contextlib.contextmanager
@@ -118,7 +109,6 @@ def installed(session: ProbeSession) -> Iterator[None]:
     delimited by each call of what those compilations return."""
     import torch._inductor.config as inductor_config
 
-    from torch_cudagraph_debug.compile.backend import delimiting_compiles
     from torch_cudagraph_debug.fx_passes.probe_insertion import ChainedPass
 
     existing = inductor_config.post_grad_custom_post_pass
@@ -127,7 +117,10 @@ def installed(session: ProbeSession) -> Iterator[None]:
         if existing is None
         else ChainedPass(existing, session.insertion_pass)
     )
-    with inductor_config.patch(post_grad_custom_post_pass=probe_pass), delimiting_compiles(session):
+    with (
+        inductor_config.patch(post_grad_custom_post_pass=probe_pass),
+        _backend.delimiting_compiles(session),
+    ):
         yield
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from torch_cudagraph_debug.compile import _progress
+import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug.compile.session import ProbeSession, load_config, session_for_compile
 from torch_cudagraph_debug.errors import ConfigError, InvalidInputError
 from torch_cudagraph_debug.fx_passes.probe_insertion import ChainedPass, graph_kind
@@ -180,11 +180,15 @@ def delimiting_compiles(session: ProbeSession) -> Iterator[None]:
             compile_fx_module.compile_fx = original
 
 
+def tcgd_backend(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+    """The ``backend="tcgd"`` entry point (resolved through ``torch_dynamo_backends``)."""
+    return compile_with_probes(gm, example_inputs, **kwargs)
+
+
 def backend_options_of(compiled: Callable[..., Any]) -> dict[str, Any] | None:
     """The options a ``torch.compile(..., backend="tcgd")`` or ``tcgd_compile.compile``
     result compiles with, found through Dynamo's wrappers (attribute names of torch 2.6
     and of 2.11), or None for anything else."""
-    from torch_cudagraph_debug.compile import tcgd_backend
 
     def options_of(obj: Any) -> dict[str, Any] | None:
         if isinstance(obj, functools.partial) and obj.func is tcgd_backend:

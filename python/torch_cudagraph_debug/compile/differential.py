@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from torch_cudagraph_debug.compile import _progress
+import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug.compile.backend import (
     _SESSION_OVERRIDE,
     inductor_patches,
@@ -108,7 +108,7 @@ def differential(
     ``overwrite=True`` replaces the two runs of an earlier differential run in
     ``run_dir`` (None: the config's ``[run] overwrite``). ``progress`` receives a line
     per stage (compiling, each call of each side, comparing)."""
-    from torch_cudagraph_debug.compile import tcgd_backend
+    from torch_cudagraph_debug.compile.backend import tcgd_backend
     from torch_cudagraph_debug.tensor_debug.compare import compare_runs
 
     config = load_config(probes)

@@ -104,8 +104,8 @@ def explain(
     kept (see the module docstring). With ``grad=True`` the call runs with autograd
     (forward graphs; call backward yourself on a session for backward graphs).
     ``progress`` receives a line when compiling starts and per decided graph."""
-    from torch_cudagraph_debug.compile import _progress, tcgd_backend
-    from torch_cudagraph_debug.compile.backend import _SESSION_OVERRIDE
+    import torch_cudagraph_debug.compile._progress as _progress
+    from torch_cudagraph_debug.compile.backend import _SESSION_OVERRIDE, tcgd_backend
 
     options = {"probes": "<explain>"} if mode is None else {"probes": "<explain>", "mode": mode}
     backend = functools.partial(tcgd_backend, options=options)

@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
+import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
-from torch_cudagraph_debug.compile import _progress
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
 from torch_cudagraph_debug.tensor_debug.recorder import (
@@ -107,7 +107,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._lock = threading.RLock()
         self._start(writer, str(writer.path))
         # [memory]: memory points around Graph Trees recordings (compile/memory_points.py).
-        from torch_cudagraph_debug.compile import memory_points
+        import torch_cudagraph_debug.compile.memory_points as memory_points
 
         self.memory_points = memory_points.for_config(config, str(writer.path))
         self._memory_every = self.memory_points is not None and self.memory_points.every > 0

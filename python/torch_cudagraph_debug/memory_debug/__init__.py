@@ -70,9 +70,7 @@ from torch_cudagraph_debug.memory_debug.attribution import (
     MemoryEvidenceStatus,
 )
 from torch_cudagraph_debug.memory_debug.compare import (
-    MemoryAttributionOptions,
     MemoryComparison,
-    MemoryDisplayOptions,
     MemoryPhaseComparison,
     MemoryPointComparison,
     MemorySnapshotComparison,
@@ -107,6 +105,10 @@ from torch_cudagraph_debug.memory_debug.lifetimes import (
     MemoryAllocationLifetimeAnalysis,
     MemoryLifetimeOptions,
     MemoryLifetimeSelection,
+)
+from torch_cudagraph_debug.memory_debug.options import (
+    MemoryAttributionOptions,
+    MemoryDisplayOptions,
 )
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbe, MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.recorder import MemoryRecorder, import_snapshots

@@ -6,12 +6,13 @@ the native core."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from torch_cudagraph_debug import _native
-
-if TYPE_CHECKING:
-    from torch_cudagraph_debug.memory_debug.compare import MemoryAttributionOptions
+from torch_cudagraph_debug.memory_debug.options import (
+    MemoryAttributionOptions,
+    MemoryDisplayOptions,
+)
 
 MemoryEvidenceStatus = _native.MemoryEvidenceStatus
 MemoryAttributionStatus = _native.MemoryAttributionStatus
@@ -50,7 +51,8 @@ def attribute(
 ) -> Any | None:
     """The native attribution of one comparison, or ``None`` when nothing is requested.
     ``events=False`` drops an event request (the cross-run legs of a phase comparison).
-    Lifetimes are recorded as requested but not available until their analysis exists."""
+    Lifetimes need a run's reader: two points of one run get the cohort report of their
+    range."""
     if options is None or not (options.stacks or options.events or options.lifetimes):
         return None
     want_events = bool(options.events and events)
@@ -61,7 +63,7 @@ def attribute(
         stacks=bool(options.stacks),
         events=want_events,
         lifetimes=bool(options.lifetimes),
-        **(_interval(reference, candidate) if want_events else {}),
+        **(_interval(reference, candidate) if want_events or options.lifetimes else {}),
     )
 
 
@@ -69,8 +71,6 @@ def display_of(
     options: MemoryAttributionOptions | None, limit: int | None, stack_depth: int | None
 ) -> tuple[int, int]:
     """Text/HTML display limits: explicit arguments win over the options' display."""
-    from torch_cudagraph_debug.memory_debug.compare import MemoryDisplayOptions
-
     display = options.display if options is not None else MemoryDisplayOptions()
     chosen = MemoryDisplayOptions(
         stack_depth=display.stack_depth if stack_depth is None else stack_depth,

@@ -5,17 +5,17 @@ out."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch_cudagraph_debug.memory_debug.attribution as _attribution
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug import _leaves
-from torch_cudagraph_debug.memory_debug import attribution as _attribution
 from torch_cudagraph_debug.memory_debug._leaves import (
     MemoryAllocatorScopeComparison,
     MemoryDeviceComparison,
@@ -26,6 +26,10 @@ from torch_cudagraph_debug.memory_debug._model import (
     MemoryObservationKey,
     MemoryPoolKey,
     MemoryStatsDelta,
+)
+from torch_cudagraph_debug.memory_debug.lifetimes import MemoryAllocationLifetimeAnalysis
+from torch_cudagraph_debug.memory_debug.options import (
+    MemoryAttributionOptions,
 )
 
 if TYPE_CHECKING:
@@ -39,43 +43,6 @@ _DEPTHS = ("device", "pool", "stream")
 def _check_depth(depth: str) -> None:
     if depth not in _DEPTHS:
         raise InvalidInputError(f"depth must be 'device', 'pool' or 'stream', got {depth!r}")
-
-
-@dataclass(frozen=True)
-class MemoryDisplayOptions:
-    """How many attribution rows text and HTML show (``limit``) and how many frames of
-    each stack (``stack_depth``). JSON, CSV and the result objects keep every row."""
-
-    stack_depth: int = 2
-    limit: int = 20
-
-    def __post_init__(self) -> None:
-        for name in ("stack_depth", "limit"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-@dataclass(frozen=True)
-class MemoryAttributionOptions:
-    """Which history analyses to attach to a comparison: ``stacks`` (live blocks by
-    allocation stack; works across runs, matched pools only), ``events`` (allocator events
-    of the interval; one run or probe, complete history), ``lifetimes`` (recorded as
-    requested but not available until that analysis exists)."""
-
-    stacks: bool = False
-    events: bool = False
-    lifetimes: bool = False
-    display: MemoryDisplayOptions = field(default_factory=MemoryDisplayOptions)
-
-    def __post_init__(self) -> None:
-        for name in ("stacks", "events", "lifetimes"):
-            if not isinstance(getattr(self, name), bool):
-                raise InvalidInputError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if not isinstance(self.display, MemoryDisplayOptions):
-            raise InvalidInputError(
-                f"display must be a MemoryDisplayOptions, got {type(self.display).__name__}"
-            )
 
 
 def _pool_key(value: Any, devices: tuple[int, ...], what: str) -> tuple[int, tuple[int, int]]:
@@ -132,7 +99,7 @@ class _Rendered:
         stack_depth: int | None = None,
     ) -> str:
         shown, frames = _attribution.display_of(self._options, limit, stack_depth)
-        return _attribution.with_sections(
+        out = _attribution.with_sections(
             self._render(format, include_unchanged, depth),
             format,
             self._attributions,
@@ -140,6 +107,12 @@ class _Rendered:
             shown,
             frames,
         )
+        # Lifetime attribution: the cohort report follows as a text section (JSON has it
+        # in to_dict(); its own files come from allocation_lifetimes.write()).
+        lifetimes = getattr(self, "allocation_lifetimes", None)
+        if lifetimes is not None and format == "text":
+            out += "\n" + lifetimes.to_text(limit=shown, stack_depth=frames)
+        return out
 
     def _csv_files(self) -> dict[str, str]:
         """The reference's CSV file set of this result (``name -> content``)."""
@@ -356,6 +329,16 @@ class MemoryComparison(_Rendered):
             return _attribution.UNREQUESTED_STATUS
         return self._attribution.attribution_status
 
+    @functools.cached_property
+    def allocation_lifetimes(self) -> MemoryAllocationLifetimeAnalysis | None:
+        """With lifetime attribution on two points of one run: the cohort report of the
+        range between them (generations live at the earlier point and those born up to the
+        later one), computed natively from the run's history; ``None`` otherwise, or when
+        the history does not cover the range (the lifetimes status and a warning say
+        why)."""
+        found = None if self._attribution is None else self._attribution.allocation_lifetimes
+        return None if found is None else MemoryAllocationLifetimeAnalysis(found)
+
     @property
     def reference_stack_coverage(self) -> _native.AllocationStackCoverage | None:
         return None if self._attribution is None else self._attribution.reference_stack_coverage
@@ -455,6 +438,7 @@ class MemoryComparison(_Rendered):
             "pools": [r.to_dict() for r in self.pools],
             "observations": [r.to_dict() for r in self.observations],
             "device_comparisons": [r.to_dict() for r in self.device_comparisons],
+            "allocation_lifetimes": _row_dict(self.allocation_lifetimes),
             "warnings": list(self.warnings),
         }
 
@@ -646,7 +630,9 @@ class MemoryPhaseComparison(_Rendered):
         if baseline is not None and candidate is not None:
             # With attribution the two changes carry it (events included: they are inside
             # one run) and the gaps carry stack attribution only.
-            wanted = attribution is not None and (attribution.stacks or attribution.events)
+            wanted = attribution is not None and (
+                attribution.stacks or attribution.events or attribution.lifetimes
+            )
             change = attribution if wanted else None
             gap = (
                 dataclasses.replace(attribution, events=False, lifetimes=False) if wanted else None

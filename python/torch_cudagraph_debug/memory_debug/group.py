@@ -11,7 +11,8 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
-from torch_cudagraph_debug.memory_debug.compare import MemoryAttributionOptions, _pool_key
+from torch_cudagraph_debug.memory_debug.compare import _pool_key
+from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 from torch_cudagraph_debug.memory_debug.run import MemoryRun
 
 MemoryRunGroupSummary = _native.MemoryRunGroupSummary

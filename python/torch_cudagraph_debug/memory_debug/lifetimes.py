@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
-from torch_cudagraph_debug.memory_debug.compare import MemoryDisplayOptions
+from torch_cudagraph_debug.memory_debug.options import MemoryDisplayOptions
 
 if TYPE_CHECKING:
     from torch_cudagraph_debug.memory_debug.run import MemoryPoint, MemoryRun
@@ -146,21 +146,14 @@ class MemoryAllocationLifetimeAnalysis:
 
 
 def _point_index(run: MemoryRun, key: Any) -> int:
-    from torch_cudagraph_debug.memory_debug.run import MemoryPoint
-
-    if isinstance(key, MemoryPoint):
-        origin = key._state.identity()["origin"]
-        if origin != run.run_id or key.index not in {p.index for p in run.points}:
-            raise MemoryOwnershipError(
-                f"point '{key.label}' belongs to run {origin}, not to run {run.run_id}; "
-                "lifetimes replay one run's own history"
-            )
-        return key.index
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
+    if isinstance(key, bool) or not (isinstance(key, str | int) or hasattr(key, "run_id")):
         raise InvalidInputError(
             f"a point is a label, an index or a MemoryPoint, got {type(key).__name__}"
         )
-    return run[key].index
+    try:
+        return run.point(key).index
+    except MemoryOwnershipError as error:
+        raise MemoryOwnershipError(f"{error}; lifetimes replay one run's own history") from None
 
 
 def lifetimes(

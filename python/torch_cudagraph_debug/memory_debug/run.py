@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import torch_cudagraph_debug.memory_debug.lifetimes as _lifetimes
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._points import OnDamage, Run
 from torch_cudagraph_debug.errors import (
@@ -20,7 +21,6 @@ from torch_cudagraph_debug.errors import (
 )
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug.compare import (
-    MemoryAttributionOptions,
     MemoryPointComparison,
     MemoryTimeline,
     _compare_states,
@@ -30,6 +30,7 @@ from torch_cudagraph_debug.memory_debug.lifetimes import (
     MemoryLifetimeOptions,
     MemoryLifetimeSelection,
 )
+from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 
 
 class MemoryPoint(_StateView):
@@ -114,7 +115,7 @@ class MemoryRun(Run[MemoryPoint]):
 
     def __init__(self, reader: _native.MemoryRunReader, path: str):
         self._reader = reader
-        manifest = json.loads(reader.manifest_json())
+        manifest = reader.manifest()
         self._read_manifest(manifest, path, reader.damage())
         points_table = reader.table("points").to_pylist()
         extra = {row["point_index"]: row for row in points_table}
@@ -239,8 +240,6 @@ class MemoryRun(Run[MemoryPoint]):
         (``MemoryHistoryDisabledError`` / ``MemoryHistoryTruncatedError`` /
         ``MemoryHistoryBoundaryError`` otherwise); history that contradicts the states
         raises ``MemoryReconciliationError``."""
-        from torch_cudagraph_debug.memory_debug import lifetimes as _lifetimes
-
         return _lifetimes.lifetimes(self, selection, through, options)
 
     def validate_payloads(self) -> list[tuple[str, str]]:

@@ -58,11 +58,9 @@ class TensorRun(Run[TensorPoint]):
     def __init__(self, reader: _native.RunReader, *, cache_tensors: bool = False):
         self._reader = reader
         self._cache_tensors = bool(cache_tensors)
-        manifest = json.loads(reader.manifest_json())
-        if manifest["kind"] != "tensor":
-            raise InvalidInputError(
-                f"'{reader.path}' is a {manifest['kind']} run, not a tensor run"
-            )
+        manifest = reader.manifest()
+        if manifest.kind != "tensor":
+            raise InvalidInputError(f"'{reader.path}' is a {manifest.kind} run, not a tensor run")
         self._read_manifest(manifest, str(reader.path), reader.damage())
         self.points: tuple[TensorPoint, ...] = self._build_points()
         self._index_points()

@@ -519,13 +519,6 @@ impl RunReader {
         PyRunManifest::of(self.inner.manifest())
     }
 
-    fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
-        guard(py, || {
-            let bytes = self.inner.manifest().to_json()?;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        })
-    }
-
     /// Every committed row of a table as a `pyarrow.RecordBatch` (through the Arrow C
     /// data interface: no per-row Python objects).
     fn table<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {

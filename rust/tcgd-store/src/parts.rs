@@ -442,6 +442,9 @@ mod tests {
         assert!(!table.schema().fields().last().unwrap().is_nullable());
         let (path, _) = older_part(dir.path(), table, 1);
         let error = read_part(&path, table).unwrap_err().to_string();
-        assert!(error.contains("columns differ from the table's schema"), "{error}");
+        assert!(
+            error.contains("columns differ from the table's schema"),
+            "{error}"
+        );
     }
 }

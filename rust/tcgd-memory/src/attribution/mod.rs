@@ -16,6 +16,7 @@ use serde::{Serialize, Serializer};
 
 use crate::compare::{Comparison, Relation};
 use crate::error::{MemoryError, Result};
+use crate::lifetimes::LifetimeAnalysis;
 use crate::model::StackTable;
 use crate::state::MemoryState;
 
@@ -145,6 +146,10 @@ pub struct Attribution {
     pub candidate_stack_coverage: Option<StackCoverage>,
     pub stack_deltas: Vec<StackDelta>,
     pub events: Vec<EventSummary>,
+    /// With a lifetime request on two points of one run: the cohort report of their range
+    /// (its own result, not part of the attribution sections).
+    #[serde(skip)]
+    pub lifetimes: Option<LifetimeAnalysis>,
     pub warnings: Vec<String>,
 }
 
@@ -234,13 +239,46 @@ pub fn attribute(
         };
     }
     if request.lifetimes {
+        // Available once `attach_lifetimes` gives the run's report of the range.
         out.status.lifetimes = EvidenceStatus {
             requested: true,
             available: false,
             complete: false,
         };
-        out.warnings
-            .push("lifetime attribution was requested but is not available yet".to_owned());
+        out.warnings.push(LIFETIMES_NEED_A_RUN.to_owned());
     }
     Ok(out)
+}
+
+const LIFETIMES_NEED_A_RUN: &str = "lifetime attribution is not available here: it replays \
+     the stored history of one recorded run, so it needs two different points of one run \
+     (MemoryRun.lifetimes() analyses a whole run)";
+
+/// Completes a lifetime request with the run's cohort report of the compared range:
+/// attached when the history covers the range; when it does not (disabled, truncated,
+/// unrecognisable boundary), the status stays unavailable and the warning says why.
+/// History that contradicts the states is an error, as it is for `run.lifetimes()`.
+pub fn attach_lifetimes(out: &mut Attribution, found: Result<LifetimeAnalysis>) -> Result<()> {
+    out.warnings.retain(|w| w != LIFETIMES_NEED_A_RUN);
+    match found {
+        Ok(analysis) => {
+            out.status.lifetimes = EvidenceStatus {
+                requested: true,
+                available: true,
+                complete: true,
+            };
+            out.lifetimes = Some(analysis);
+            Ok(())
+        }
+        Err(
+            error @ (MemoryError::HistoryDisabled(_)
+            | MemoryError::HistoryBoundary(_)
+            | MemoryError::HistoryTruncated(_)),
+        ) => {
+            out.warnings
+                .push(format!("lifetime attribution is unavailable: {error}"));
+            Ok(())
+        }
+        Err(error) => Err(error),
+    }
 }

@@ -6,7 +6,10 @@ use tcgd_memory::attribution::events::{self as ev, PointWindow};
 use tcgd_memory::attribution::{
     self as att, AttributionRequest, BlockFilter, EvidenceStatus, StackFrames,
 };
+use tcgd_memory::lifetimes as lt;
 use tcgd_memory::report::attribution::{self as rep, Display};
+
+use super::lifetimes::MemoryAllocationLifetimeAnalysis;
 
 use super::*;
 
@@ -465,6 +468,15 @@ impl MemoryAttribution {
             .clone()
             .map(|inner| AllocationStackCoverage { inner })
     }
+    /// The cohort report of the compared range (lifetime requests on two points of one
+    /// run whose history covers it).
+    #[getter]
+    fn allocation_lifetimes(&self) -> Option<MemoryAllocationLifetimeAnalysis> {
+        self.inner
+            .lifetimes
+            .clone()
+            .map(MemoryAllocationLifetimeAnalysis::new)
+    }
     #[getter]
     fn stack_deltas(&self) -> Vec<AllocationStackDelta> {
         self.inner
@@ -628,7 +640,16 @@ pub(super) fn memory_attribution(
                 windows: &s.windows,
             })
             .collect();
-        let inner = att::attribute(r, c, cmp, &request, Some(&windows))?;
+        let mut inner = att::attribute(r, c, cmp, &request, Some(&windows))?;
+        // Lifetimes replay the run's stored history over the compared range.
+        if let (true, Some(reader)) = (lifetimes, &reader) {
+            let (a, b) = (r.identity.index, c.identity.index);
+            if a != b {
+                let run = &reader.inner;
+                let found = py.detach(|| lt::range_lifetimes(run, a.min(b), a.max(b)));
+                att::attach_lifetimes(&mut inner, found)?;
+            }
+        }
         Ok(MemoryAttribution { inner })
     })
 }

@@ -203,11 +203,9 @@ impl MemoryRunReader {
         crate::store::damage_list(py, self.inner.store().damage())
     }
 
-    fn manifest_json(&self, py: Python<'_>) -> PyResult<String> {
-        guard(py, || {
-            let bytes = self.inner.manifest().to_json()?;
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        })
+    /// The run's manifest as a typed object.
+    fn manifest(&self) -> crate::store::PyRunManifest {
+        crate::store::PyRunManifest::of(self.inner.manifest())
     }
 
     /// Every point's state, in commit order.

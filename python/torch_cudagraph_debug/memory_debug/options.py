@@ -1,0 +1,46 @@
+"""The options of memory comparisons and their attribution (their own module: comparisons,
+attribution and lifetimes all take them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch_cudagraph_debug.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class MemoryDisplayOptions:
+    """How many attribution rows text and HTML show (``limit``) and how many frames of
+    each stack (``stack_depth``). JSON, CSV and the result objects keep every row."""
+
+    stack_depth: int = 2
+    limit: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("stack_depth", "limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class MemoryAttributionOptions:
+    """Which history analyses to attach to a comparison: ``stacks`` (live blocks by
+    allocation stack; works across runs, matched pools only), ``events`` (allocator events
+    of the interval; one run or probe, complete history), ``lifetimes`` (the cohort
+    report of the allocations born between the two points of one run, as
+    ``allocation_lifetimes``; a timeline gets the whole run's once)."""
+
+    stacks: bool = False
+    events: bool = False
+    lifetimes: bool = False
+    display: MemoryDisplayOptions = field(default_factory=MemoryDisplayOptions)
+
+    def __post_init__(self) -> None:
+        for name in ("stacks", "events", "lifetimes"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidInputError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.display, MemoryDisplayOptions):
+            raise InvalidInputError(
+                f"display must be a MemoryDisplayOptions, got {type(self.display).__name__}"
+            )

@@ -1,0 +1,245 @@
+//! The group summary: per point, every rank's allocator and device state, and the extrema across ranks (never sums).
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::stats::{MemoryStats, Scope};
+
+use super::*;
+
+// ---------------------------------------------------------------------- summary
+
+/// A metric's public name: bytes end in `_bytes`, counts keep their name.
+pub fn metric_name(column: &str) -> String {
+    if column.ends_with("_count") {
+        column.to_owned()
+    } else {
+        format!("{column}_bytes")
+    }
+}
+
+/// Every metric of a stats row under its public name, in the store's column order.
+pub fn stats_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
+    stats
+        .columns()
+        .iter()
+        .map(|(n, v)| (metric_name(n), *v))
+        .collect()
+}
+
+/// The byte metrics a cross-rank aggregate covers (counts are point diagnostics).
+pub fn byte_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
+    stats_metrics(stats)
+        .into_iter()
+        .filter(|(n, _)| n.ends_with("_bytes"))
+        .collect()
+}
+
+/// One rank's allocator state of one scope at one point.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankPointState {
+    pub rank: i64,
+    pub point_index: i64,
+    pub label: String,
+    pub scope: Scope,
+    pub observation_count: usize,
+    pub pool_count: usize,
+    pub stats: Vec<(String, i64)>,
+}
+
+/// One rank's device at one point: the allocator's rollup and the CUDA Runtime sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankDevicePointState {
+    pub rank: i64,
+    pub point_index: i64,
+    pub label: String,
+    pub device_index: i64,
+    pub free_bytes: Option<i64>,
+    pub total_bytes: Option<i64>,
+    pub used_bytes: Option<i64>,
+    pub cuda_allocator_residual_bytes: Option<i64>,
+    pub stats: Vec<(String, i64)>,
+}
+
+/// Minimum and maximum of one value across ranks, with the ranks holding them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetricExtrema {
+    pub min_bytes: i64,
+    /// The lowest rank holding the minimum; `min_ranks` lists every rank holding it.
+    pub min_rank: i64,
+    pub min_ranks: Vec<i64>,
+    pub max_bytes: i64,
+    pub max_rank: i64,
+    pub max_ranks: Vec<i64>,
+    pub spread_bytes: i64,
+    pub rank_count: usize,
+}
+
+impl MetricExtrema {
+    /// `None` when no rank has the value. The spread is computed in 128 bits and
+    /// saturates: signed values of different ranks can be further apart than 64 bits.
+    pub fn of(values: &[(i64, i64)]) -> Option<MetricExtrema> {
+        let min = values.iter().map(|(_, v)| *v).min()?;
+        let max = values.iter().map(|(_, v)| *v).max()?;
+        let holding = |x: i64| -> Vec<i64> {
+            let mut r: Vec<i64> = values
+                .iter()
+                .filter(|(_, v)| *v == x)
+                .map(|(r, _)| *r)
+                .collect();
+            r.sort_unstable();
+            r
+        };
+        let (min_ranks, max_ranks) = (holding(min), holding(max));
+        let spread = (i128::from(max) - i128::from(min)).min(i128::from(i64::MAX)) as i64;
+        Some(MetricExtrema {
+            min_bytes: min,
+            min_rank: min_ranks[0],
+            min_ranks,
+            max_bytes: max,
+            max_rank: max_ranks[0],
+            max_ranks,
+            spread_bytes: spread,
+            rank_count: values.len(),
+        })
+    }
+}
+
+/// One metric of one scope at one point across the ranks that recorded the point.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankPointAggregate {
+    pub point_index: i64,
+    pub label: String,
+    pub scope: Scope,
+    pub metric: String,
+    pub extrema: MetricExtrema,
+}
+
+impl RankPointAggregate {
+    /// The rank with the most of an absolute (never negative) metric.
+    pub fn worst_rank(&self) -> i64 {
+        self.extrema.max_rank
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupSummary {
+    pub group: GroupDescriptor,
+    pub rank_points: Vec<RankPointState>,
+    pub rank_devices: Vec<RankDevicePointState>,
+    pub point_aggregates: Vec<RankPointAggregate>,
+    pub warnings: Vec<String>,
+}
+
+/// What identifies a group in its reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupDescriptor {
+    pub name: String,
+    pub root: Option<PathBuf>,
+    pub group_id: Option<String>,
+    pub world_size: Option<i64>,
+    pub ranks: Vec<i64>,
+    pub missing_ranks: Vec<i64>,
+    pub complete: bool,
+    pub labels: Vec<String>,
+    pub members: Vec<GroupMember>,
+}
+
+impl MemoryRunGroup {
+    pub fn descriptor(&self) -> GroupDescriptor {
+        GroupDescriptor {
+            name: self.name.clone(),
+            root: self.root.clone(),
+            group_id: self.group_id.clone(),
+            world_size: self.world_size,
+            ranks: self.ranks(),
+            missing_ranks: self.missing_ranks.clone(),
+            complete: self.complete,
+            labels: self.labels.clone(),
+            members: self.members.clone(),
+        }
+    }
+}
+
+pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
+    let mut rank_points = Vec::new();
+    let mut rank_devices = Vec::new();
+    for m in &group.members {
+        for s in &m.states {
+            let id = &s.identity;
+            for scope in Scope::ALL {
+                let pools = s
+                    .pool_stats()
+                    .iter()
+                    .filter(|((_, p), _)| scope.contains(*p))
+                    .count();
+                let observations = s
+                    .observations
+                    .iter()
+                    .filter(|(k, _)| scope.contains(k.pool))
+                    .count();
+                rank_points.push(RankPointState {
+                    rank: m.rank,
+                    point_index: id.index,
+                    label: id.label.clone(),
+                    scope,
+                    observation_count: observations,
+                    pool_count: pools,
+                    stats: stats_metrics(&s.scope_stats(None, scope)),
+                });
+            }
+            for &d in &s.devices {
+                let memory = s.memory(d);
+                rank_devices.push(RankDevicePointState {
+                    rank: m.rank,
+                    point_index: id.index,
+                    label: id.label.clone(),
+                    device_index: d,
+                    free_bytes: memory.free_bytes,
+                    total_bytes: memory.total_bytes,
+                    used_bytes: memory.cuda_used(),
+                    cuda_allocator_residual_bytes: s.residual(d),
+                    stats: stats_metrics(&s.device_stats(d)),
+                });
+            }
+        }
+    }
+    let mut point_aggregates = Vec::new();
+    for (index, label) in group.labels.iter().enumerate() {
+        for scope in Scope::ALL {
+            let rows: Vec<&RankPointState> = rank_points
+                .iter()
+                .filter(|r| r.point_index == index as i64 && r.scope == scope)
+                .collect();
+            let Some(first) = rows.first() else { continue };
+            for (metric, _) in first.stats.iter().filter(|(n, _)| n.ends_with("_bytes")) {
+                let values: Vec<(i64, i64)> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        r.stats
+                            .iter()
+                            .find(|(n, _)| n == metric)
+                            .map(|(_, v)| (r.rank, *v))
+                    })
+                    .collect();
+                if let Some(extrema) = MetricExtrema::of(&values) {
+                    point_aggregates.push(RankPointAggregate {
+                        point_index: index as i64,
+                        label: label.clone(),
+                        scope,
+                        metric: metric.clone(),
+                        extrema,
+                    });
+                }
+            }
+        }
+    }
+    GroupSummary {
+        group: group.descriptor(),
+        rank_points,
+        rank_devices,
+        point_aggregates,
+        warnings: group.warnings.clone(),
+    }
+}

@@ -1,0 +1,468 @@
+//! Reading a memory run back: the memory tables' rows as states, stacks and pool owners.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::Int64Type;
+use tcgd_store::{Manifest, OnDamage, RunKind, RunReader, RunSelector, Table};
+
+use crate::error::{MemoryError, Result};
+use crate::model::{
+    Block, BlockState, DeviceMemory, Event, Frame, HistoryStatus, HistoryWindow, Segment,
+    StackTable,
+};
+use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
+use crate::state::{MemoryState, StateIdentity};
+
+// ---------------------------------------------------------------------- reading
+
+/// Typed access to the columns of one stored table.
+pub(crate) struct Columns<'a> {
+    batch: &'a RecordBatch,
+    table: Table,
+}
+
+impl<'a> Columns<'a> {
+    fn column(&self, name: &str) -> Result<&'a ArrayRef> {
+        self.batch.column_by_name(name).ok_or_else(|| {
+            MemoryError::invalid(format!("{} has no column '{name}'", self.table.dir_name()))
+        })
+    }
+
+    fn int(&self, name: &str) -> Result<&'a Int64Array> {
+        self.column(name)?
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| {
+                MemoryError::invalid(format!("{}.{name} is not int64", self.table.dir_name()))
+            })
+    }
+
+    fn str(&self, name: &str) -> Result<&'a StringArray> {
+        self.column(name)?.as_string_opt::<i32>().ok_or_else(|| {
+            MemoryError::invalid(format!("{}.{name} is not a string", self.table.dir_name()))
+        })
+    }
+
+    fn bool(&self, name: &str) -> Result<&'a BooleanArray> {
+        self.column(name)?.as_boolean_opt().ok_or_else(|| {
+            MemoryError::invalid(format!("{}.{name} is not a bool", self.table.dir_name()))
+        })
+    }
+}
+
+pub(crate) fn opt_i64(a: &Int64Array, i: usize) -> Option<i64> {
+    (!a.is_null(i)).then(|| a.value(i))
+}
+
+pub(crate) fn opt_string(a: &StringArray, i: usize) -> Option<String> {
+    (!a.is_null(i)).then(|| a.value(i).to_owned())
+}
+
+pub(crate) fn stack_id(a: &Int64Array, i: usize) -> Option<u32> {
+    opt_i64(a, i).and_then(|v| u32::try_from(v).ok())
+}
+
+/// Row numbers of a table, grouped by `point_index`.
+pub(crate) fn rows_by_point(c: &Columns) -> Result<BTreeMap<i64, Vec<usize>>> {
+    let points = c.int("point_index")?;
+    let mut out: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for i in 0..points.len() {
+        out.entry(points.value(i)).or_default().push(i);
+    }
+    Ok(out)
+}
+
+pub struct MemoryRunReader {
+    store: RunReader,
+    states: Vec<Arc<MemoryState>>,
+    stacks: Arc<StackTable>,
+}
+
+impl MemoryRunReader {
+    /// Opens a memory run and rebuilds every point's state (events are read on demand).
+    pub fn open(dir: &Path) -> Result<MemoryRunReader> {
+        MemoryRunReader::open_with(dir, OnDamage::Raise)
+    }
+
+    /// `open`, choosing what a damaged part does (`tcgd_store::OnDamage`); with `Skip`
+    /// the states are those of the points left whole.
+    pub fn open_with(dir: &Path, on_damage: OnDamage) -> Result<MemoryRunReader> {
+        let selector = RunSelector {
+            kind: Some(RunKind::Memory),
+            ..RunSelector::default()
+        };
+        MemoryRunReader::open_selected(dir, &selector, on_damage)
+    }
+
+    /// Opens the run of the job root `dir` that `selector` picks.
+    pub fn open_selected(
+        dir: &Path,
+        selector: &RunSelector,
+        on_damage: OnDamage,
+    ) -> Result<MemoryRunReader> {
+        let store = RunReader::open_selected(dir, selector, on_damage)?;
+        let header = &store.manifest().header;
+        if header.kind != RunKind::Memory {
+            return Err(MemoryError::invalid(format!(
+                "'{}' is a {:?} run, not a memory run",
+                dir.display(),
+                header.kind
+            )));
+        }
+        let stacks = Arc::new(read_stacks(&store)?);
+        let points = store.table(Table::Points)?;
+        let mpoints = store.table(Table::MemoryPoints)?;
+        let devices = store.table(Table::MemoryDevices)?;
+        let segments = store.table(Table::MemorySegments)?;
+        let blocks = store.table(Table::MemoryBlocks)?;
+        let owners = store.table(Table::MemoryPoolOwners)?;
+        let ow = Columns {
+            batch: &owners,
+            table: Table::MemoryPoolOwners,
+        };
+        let ow_rows = rows_by_point(&ow)?;
+        let p = Columns {
+            batch: &points,
+            table: Table::Points,
+        };
+        let mp = Columns {
+            batch: &mpoints,
+            table: Table::MemoryPoints,
+        };
+        let dv = Columns {
+            batch: &devices,
+            table: Table::MemoryDevices,
+        };
+        let sg = Columns {
+            batch: &segments,
+            table: Table::MemorySegments,
+        };
+        let bl = Columns {
+            batch: &blocks,
+            table: Table::MemoryBlocks,
+        };
+        let mp_rows = rows_by_point(&mp)?;
+        let dv_rows = rows_by_point(&dv)?;
+        let sg_rows = rows_by_point(&sg)?;
+        let bl_rows = rows_by_point(&bl)?;
+        let empty = Vec::new();
+
+        let (p_index, p_label) = (p.int("point_index")?, p.str("label")?);
+        let mut states = Vec::with_capacity(points.num_rows());
+        for row in 0..points.num_rows() {
+            let index = p_index.value(row);
+            let label = p_label.value(row).to_owned();
+            let Some(&m) = mp_rows.get(&index).and_then(|r| r.first()) else {
+                return Err(MemoryError::invalid(format!(
+                    "point {index} ('{label}') has no memory_points row; the run is damaged"
+                )));
+            };
+            let warnings_col = mp
+                .column("warnings")?
+                .as_list_opt::<i32>()
+                .ok_or_else(|| MemoryError::invalid("memory_points.warnings is not a list"))?;
+            let warning_values = warnings_col.value(m);
+            let warning_strings = warning_values
+                .as_string_opt::<i32>()
+                .ok_or_else(|| MemoryError::invalid("memory_points.warnings is not strings"))?;
+            let warnings = (0..warning_strings.len())
+                .map(|i| warning_strings.value(i).to_owned())
+                .collect();
+            let identity = StateIdentity {
+                origin: header.run_id.clone(),
+                name: header.name.clone(),
+                label,
+                index,
+                source: mp.str("source")?.value(m).to_owned(),
+                source_path: opt_string(mp.str("source_path")?, m),
+                marker: opt_string(mp.str("marker")?, m),
+                boundary_recorded: mp.bool("boundary_recorded")?.value(m),
+                synchronized: mp.bool("synchronized")?.value(m),
+                during_capture: mp.bool("during_capture")?.value(m),
+                torch_version: opt_string(mp.str("torch_version")?, m),
+            };
+
+            let mut device_memory = Vec::new();
+            let mut windows = Vec::new();
+            let mut peaks = Vec::new();
+            for &i in dv_rows.get(&index).unwrap_or(&empty) {
+                let device = dv.int("device")?.value(i);
+                let since = dv.bool("peak_since_previous_point")?;
+                if !since.is_null(i) {
+                    peaks.push(DevicePeaks {
+                        device,
+                        peak_reserved_bytes: opt_i64(dv.int("peak_reserved_bytes")?, i),
+                        peak_allocated_bytes: opt_i64(dv.int("peak_allocated_bytes")?, i),
+                        peak_active_bytes: opt_i64(dv.int("peak_active_bytes")?, i),
+                        num_alloc_retries: opt_i64(dv.int("num_alloc_retries")?, i),
+                        num_ooms: opt_i64(dv.int("num_ooms")?, i),
+                        since_previous_point: since.value(i),
+                    });
+                }
+                device_memory.push(DeviceMemory {
+                    device,
+                    free_bytes: opt_i64(dv.int("free_bytes")?, i),
+                    total_bytes: opt_i64(dv.int("total_bytes")?, i),
+                    probe_device_bytes: opt_i64(dv.int("probe_device_bytes")?, i),
+                    probe_pinned_bytes: opt_i64(dv.int("probe_pinned_bytes")?, i),
+                });
+                let status = dv.str("history_status")?.value(i);
+                windows.push(HistoryWindow {
+                    device,
+                    status: HistoryStatus::parse(status).ok_or_else(|| {
+                        MemoryError::invalid(format!("unknown history status '{status}'"))
+                    })?,
+                    ring_entries: dv.int("ring_entries")?.value(i),
+                    events: dv.int("window_events")?.value(i),
+                    first_time_us: opt_i64(dv.int("window_first_time_us")?, i),
+                    last_time_us: opt_i64(dv.int("window_last_time_us")?, i),
+                });
+            }
+
+            let seg_rows = sg_rows.get(&index).unwrap_or(&empty);
+            let mut segs = Vec::with_capacity(seg_rows.len());
+            for &i in seg_rows {
+                segs.push(Segment {
+                    device: sg.int("device")?.value(i),
+                    address: opt_i64(sg.int("address")?, i),
+                    total_size: sg.int("total_size")?.value(i),
+                    allocated_size: opt_i64(sg.int("allocated_size")?, i),
+                    active_size: opt_i64(sg.int("active_size")?, i),
+                    requested_size: opt_i64(sg.int("requested_size")?, i),
+                    stream: sg.int("stream")?.value(i),
+                    pool: (sg.int("pool_id_0")?.value(i), sg.int("pool_id_1")?.value(i)),
+                    segment_type: sg.str("segment_type")?.value(i).to_owned(),
+                    is_expandable: sg.bool("is_expandable")?.value(i),
+                    stack: stack_id(sg.int("stack_id")?, i),
+                });
+            }
+            let block_rows = bl_rows.get(&index).unwrap_or(&empty);
+            let mut blks = Vec::with_capacity(block_rows.len());
+            for &i in block_rows {
+                let segment = bl.int("segment_index")?.value(i);
+                let state_name = bl.str("state")?.value(i);
+                if segment < 0 || segment as usize >= segs.len() {
+                    return Err(MemoryError::invalid(format!(
+                        "memory_blocks row {i} names segment {segment} of point {index}, which \
+                         does not exist; the run is damaged"
+                    )));
+                }
+                blks.push(Block {
+                    segment: segment as u32,
+                    address: opt_i64(bl.int("address")?, i),
+                    address_inferred: bl.bool("address_inferred")?.value(i),
+                    size: bl.int("size")?.value(i),
+                    requested_size: bl.int("requested_size")?.value(i),
+                    state: BlockState::parse(state_name).ok_or_else(|| {
+                        MemoryError::invalid(format!("unknown block state '{state_name}'"))
+                    })?,
+                    stack: stack_id(bl.int("stack_id")?, i),
+                });
+            }
+            let mut state = MemoryState::new(
+                identity,
+                Vec::new(),
+                device_memory,
+                segs,
+                blks,
+                Vec::new(),
+                windows,
+                warnings,
+                stacks.clone(),
+            )?;
+            state.peaks = peaks;
+            state.pool_owners = read_owners(&ow, ow_rows.get(&index).unwrap_or(&empty))?;
+            states.push(Arc::new(state));
+        }
+        Ok(MemoryRunReader {
+            store,
+            states,
+            stacks,
+        })
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        self.store.manifest()
+    }
+
+    pub fn store(&self) -> &RunReader {
+        &self.store
+    }
+
+    pub fn states(&self) -> &[Arc<MemoryState>] {
+        &self.states
+    }
+
+    pub fn stacks(&self) -> &Arc<StackTable> {
+        &self.stacks
+    }
+
+    /// The history entries a point stored (its window).
+    pub fn events(&self, point_index: i64) -> Result<Vec<Event>> {
+        let table = self.store.table(Table::MemoryEvents)?;
+        let c = Columns {
+            batch: &table,
+            table: Table::MemoryEvents,
+        };
+        let points = c.int("point_index")?;
+        let (device, ring, action, address, size, stream, time) = (
+            c.int("device")?,
+            c.int("ring_index")?,
+            c.str("action")?,
+            c.int("address")?,
+            c.int("size")?,
+            c.int("stream")?,
+            c.int("time_us")?,
+        );
+        let (p0, p1, meta, ctx, free, stack) = (
+            c.int("pool_id_0")?,
+            c.int("pool_id_1")?,
+            c.str("user_metadata")?,
+            c.str("compile_context")?,
+            c.int("device_free")?,
+            c.int("stack_id")?,
+        );
+        let mut out = Vec::new();
+        for i in (0..table.num_rows()).filter(|&i| points.value(i) == point_index) {
+            out.push(Event {
+                device: device.value(i),
+                ring_index: ring.value(i),
+                action: action.value(i).to_owned(),
+                address: opt_i64(address, i),
+                size: size.value(i),
+                stream: stream.value(i),
+                time_us: opt_i64(time, i),
+                pool: opt_i64(p0, i).zip(opt_i64(p1, i)),
+                user_metadata: opt_string(meta, i),
+                compile_context: opt_string(ctx, i),
+                device_free: opt_i64(free, i),
+                stack: stack_id(stack, i),
+            });
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn string_list(a: &ArrayRef, what: &str) -> Result<Vec<String>> {
+    let strings = a
+        .as_string_opt::<i32>()
+        .ok_or_else(|| MemoryError::invalid(format!("memory_pool_owners.{what} is not strings")))?;
+    Ok((0..strings.len())
+        .map(|i| strings.value(i).to_owned())
+        .collect())
+}
+
+pub(crate) fn read_owners(c: &Columns, rows: &[usize]) -> Result<Vec<PoolOwner>> {
+    let list = |name: &str| {
+        c.column(name)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| MemoryError::invalid(format!("memory_pool_owners.{name} is not a list")))
+    };
+    let (graphs, kinds, compiles) = (
+        list("graph_ids")?,
+        list("function_kinds")?,
+        list("compile_ids")?,
+    );
+    let mut out = Vec::with_capacity(rows.len());
+    for &i in rows {
+        let kind = c.str("owner_kind")?.value(i);
+        let ids = graphs.value(i);
+        let ids = ids
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| MemoryError::invalid("memory_pool_owners.graph_ids is not int64"))?;
+        out.push(PoolOwner {
+            device: c.int("device")?.value(i),
+            pool: (c.int("pool_id_0")?.value(i), c.int("pool_id_1")?.value(i)),
+            kind: OwnerKind::parse(kind)
+                .ok_or_else(|| MemoryError::invalid(format!("unknown pool owner kind '{kind}'")))?,
+            name: opt_string(c.str("owner_name")?, i),
+            graph_ids: ids.values().to_vec(),
+            function_kinds: string_list(&kinds.value(i), "function_kinds")?,
+            compile_ids: string_list(&compiles.value(i), "compile_ids")?,
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
+    let frames = store.table(Table::MemoryFrames)?;
+    let f = Columns {
+        batch: &frames,
+        table: Table::MemoryFrames,
+    };
+    let (ids, file, line, name) = (
+        f.int("frame_id")?,
+        f.str("filename")?,
+        f.int("line")?,
+        f.str("name")?,
+    );
+    let mut by_id: BTreeMap<i64, Frame> = BTreeMap::new();
+    for i in 0..frames.num_rows() {
+        by_id.insert(
+            ids.value(i),
+            Frame {
+                filename: file.value(i).to_owned(),
+                line: line.value(i),
+                name: name.value(i).to_owned(),
+            },
+        );
+    }
+    let dense = by_id.keys().enumerate().all(|(i, &k)| i as i64 == k);
+    if !dense {
+        return Err(MemoryError::invalid(
+            "memory_frames ids are not 0, 1, 2, ...; the run is damaged",
+        ));
+    }
+    let stacks_batch = store.table(Table::MemoryStacks)?;
+    let s = Columns {
+        batch: &stacks_batch,
+        table: Table::MemoryStacks,
+    };
+    let sid = s.int("stack_id")?;
+    let lists = s
+        .column("frame_ids")?
+        .as_list_opt::<i32>()
+        .ok_or_else(|| MemoryError::invalid("memory_stacks.frame_ids is not a list"))?;
+    let mut stacks: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
+    for i in 0..stacks_batch.num_rows() {
+        let values = lists.value(i);
+        let values = values
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| MemoryError::invalid("memory_stacks.frame_ids is not int64"))?;
+        let frames: Vec<u32> = values
+            .values()
+            .iter()
+            .map(|&v| u32::try_from(v).unwrap_or(u32::MAX))
+            .collect();
+        if frames.iter().any(|&f| f as usize >= by_id.len()) {
+            return Err(MemoryError::invalid(
+                "memory_stacks names a frame that memory_frames does not hold; the run is damaged",
+            ));
+        }
+        stacks.insert(sid.value(i), frames);
+    }
+    if !stacks.keys().enumerate().all(|(i, &k)| i as i64 == k) {
+        return Err(MemoryError::invalid(
+            "memory_stacks ids are not 0, 1, 2, ...; the run is damaged",
+        ));
+    }
+    Ok(StackTable::from_rows(
+        by_id.into_values().collect(),
+        stacks.into_values().collect(),
+    ))
+}
+
+/// Reads a `_dump_snapshot` pickle file.
+pub fn read_pickle_file(path: &Path) -> Result<crate::tree::PickleSnapshot> {
+    let bytes = std::fs::read(path).map_err(|source| MemoryError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let tree = crate::pickle::parse(&bytes).map_err(|source| MemoryError::Pickle {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(crate::tree::PickleSnapshot::new(tree))
+}
