@@ -1,19 +1,19 @@
-//! Stack and event attribution as frozen Python classes: evidence statuses, stack
-//! coverage, stack summaries and deltas, allocator-event summaries, and the attribution
-//! of one comparison with its report sections.
+//! The attribution results as frozen Python classes: evidence statuses, stack coverage,
+//! stack summaries and deltas, allocator-event summaries, and one comparison's attribution.
 
-use tcgd_memory::attribution::events::{self as ev, PointWindow};
-use tcgd_memory::attribution::{
-    self as att, AttributionRequest, BlockFilter, EvidenceStatus, StackFrames,
-};
-use tcgd_memory::lifetimes as lt;
+use tcgd_memory::attribution::{self as att, EvidenceStatus, StackFrames};
 use tcgd_memory::report::attribution::{self as rep, Display};
 
-use super::lifetimes::MemoryAllocationLifetimeAnalysis;
+use super::super::lifetimes::MemoryAllocationLifetimeAnalysis;
+
+use super::super::*;
 
 use super::*;
 
-fn frames_tuple<'py>(py: Python<'py>, frames: &StackFrames) -> PyResult<Bound<'py, PyTuple>> {
+pub(crate) fn frames_tuple<'py>(
+    py: Python<'py>,
+    frames: &StackFrames,
+) -> PyResult<Bound<'py, PyTuple>> {
     let items = frames
         .0
         .iter()
@@ -29,13 +29,16 @@ fn frames_tuple<'py>(py: Python<'py>, frames: &StackFrames) -> PyResult<Bound<'p
 }
 
 /// A JSON value (from the report layer) as Python objects.
-fn to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_py<'py>(
+    py: Python<'py>,
+    value: &serde_json::Value,
+) -> PyResult<Bound<'py, PyAny>> {
     let json = py.import("json")?;
     json.call_method1("loads", (value.to_string(),))
 }
 
 /// `(device, (a, b))` of one side of a stack delta.
-type SideKeyArg = Option<(i64, (i64, i64))>;
+pub(crate) type SideKeyArg = Option<(i64, (i64, i64))>;
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
@@ -136,7 +139,7 @@ impl MemoryAttributionStatus {
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct AllocationStackCoverage {
-    inner: att::StackCoverage,
+    pub(crate) inner: att::StackCoverage,
 }
 
 #[pymethods]
@@ -189,7 +192,7 @@ impl AllocationStackCoverage {
 }
 
 /// Flat `to_row()` dict: every field, frames as canonical JSON.
-fn row<'py>(py: Python<'py>, value: serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn row<'py>(py: Python<'py>, value: serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
     let mut flat = serde_json::Map::new();
     if let serde_json::Value::Object(map) = value {
         for (k, v) in map {
@@ -213,7 +216,7 @@ fn row<'py>(py: Python<'py>, value: serde_json::Value) -> PyResult<Bound<'py, Py
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct AllocationStackSummary {
-    inner: att::StackSummary,
+    pub(crate) inner: att::StackSummary,
 }
 
 #[pymethods]
@@ -275,7 +278,7 @@ impl AllocationStackSummary {
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct AllocationStackDelta {
-    inner: att::StackDelta,
+    pub(crate) inner: att::StackDelta,
 }
 
 #[pymethods]
@@ -364,7 +367,7 @@ impl AllocationStackDelta {
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct AllocatorEventSummary {
-    inner: att::EventSummary,
+    pub(crate) inner: att::EventSummary,
 }
 
 #[pymethods]
@@ -428,7 +431,7 @@ impl AllocatorEventSummary {
     }
 }
 
-fn display(limit: usize, stack_depth: usize) -> BindResult<Display> {
+pub(crate) fn display(limit: usize, stack_depth: usize) -> BindResult<Display> {
     if limit == 0 || stack_depth == 0 {
         return Err(BindingError::InvalidInput(format!(
             "limit and stack_depth must be >= 1, got limit={limit}, stack_depth={stack_depth}"
@@ -440,7 +443,7 @@ fn display(limit: usize, stack_depth: usize) -> BindResult<Display> {
 /// The attribution of one comparison.
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryAttribution {
-    inner: att::Attribution,
+    pub(crate) inner: att::Attribution,
 }
 
 #[pymethods]
@@ -502,284 +505,4 @@ impl MemoryAttribution {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &rep::attribution_json(&self.inner))
     }
-}
-
-/// Renders attributions (one per comparison, in order) as one report section: `text`,
-/// `html` (a fragment), `json` (a list), or the CSV files by name.
-#[pyfunction]
-#[pyo3(signature = (items, format, include_unchanged=true, limit=20, stack_depth=2))]
-pub(super) fn render_attributions(
-    py: Python<'_>,
-    items: Vec<PyRef<'_, MemoryAttribution>>,
-    format: &str,
-    include_unchanged: bool,
-    limit: usize,
-    stack_depth: usize,
-) -> PyResult<String> {
-    guard(py, || {
-        let d = display(limit, stack_depth)?;
-        let refs: Vec<&att::Attribution> = items.iter().map(|a| &a.inner).collect();
-        Ok(match format {
-            "text" => refs
-                .iter()
-                .map(|a| rep::attribution_text(a, d, include_unchanged))
-                .collect::<Vec<_>>()
-                .join(""),
-            "html" => refs
-                .iter()
-                .map(|a| rep::attribution_html(a, d, include_unchanged))
-                .collect::<Vec<_>>()
-                .join(""),
-            "json" => {
-                serde_json::Value::Array(refs.iter().map(|a| rep::attribution_json(a)).collect())
-                    .to_string()
-            }
-            "allocation_stack_comparisons.csv" => rep::stack_deltas_csv(&refs, include_unchanged),
-            "events.csv" => rep::events_csv(&refs),
-            other => {
-                return Err(BindingError::InvalidInput(format!(
-                    "unknown attribution format '{other}'; use text, html, json, \
-                     allocation_stack_comparisons.csv or events.csv"
-                )))
-            }
-        })
-    })
-}
-
-/// Attributes a comparison. Events read the windows of the points after `reference` up
-/// to `candidate`: from `reader` for run points, else from `interval` (the probe's
-/// snapshots in that range, in order).
-#[pyfunction]
-#[pyo3(signature = (reference, candidate, comparison, *, stacks, events, lifetimes, reader=None, interval=None))]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn memory_attribution(
-    py: Python<'_>,
-    reference: &MemoryState,
-    candidate: &MemoryState,
-    comparison: &MemoryComparison,
-    stacks: bool,
-    events: bool,
-    lifetimes: bool,
-    reader: Option<PyRef<'_, MemoryRunReader>>,
-    interval: Option<Vec<PyRef<'_, MemoryState>>>,
-) -> PyResult<MemoryAttribution> {
-    guard(py, || {
-        let request = AttributionRequest {
-            stacks,
-            events,
-            lifetimes,
-        };
-        let (r, c) = (&reference.inner, &candidate.inner);
-        let cmp = &comparison.inner;
-        att::check_request(cmp.relation, &request)?;
-        // Points of the interval, each with its stored events.
-        let mut owned: Vec<(Arc<RustState>, Vec<Event>)> = Vec::new();
-        if events && c.identity.index > r.identity.index {
-            match (&reader, &interval) {
-                (Some(reader), _) => {
-                    for index in r.identity.index + 1..=c.identity.index {
-                        let state = reader
-                            .inner
-                            .states()
-                            .iter()
-                            .find(|s| s.identity.index == index)
-                            .cloned()
-                            .ok_or_else(|| {
-                                MemoryError::HistoryTruncated(format!(
-                                    "event attribution '{}' -> '{}': point {index} of the \
-                                     interval is not in the run (damaged and skipped), so its \
-                                     history window is missing",
-                                    r.identity.title(),
-                                    c.identity.title()
-                                ))
-                            })?;
-                        let run = &reader.inner;
-                        let stored = py.detach(|| run.events(index))?;
-                        owned.push((state, stored));
-                    }
-                }
-                (None, Some(states)) => {
-                    let mut expected = r.identity.index + 1;
-                    for s in states {
-                        if s.inner.identity.index != expected {
-                            return Err(MemoryError::HistoryTruncated(format!(
-                                "event attribution '{}' -> '{}': snapshot {expected} of the \
-                                 interval is missing, so its history window is unknown",
-                                r.identity.title(),
-                                c.identity.title()
-                            ))
-                            .into());
-                        }
-                        expected += 1;
-                        owned.push((s.inner.clone(), s.inner.events.clone()));
-                    }
-                    if expected != c.identity.index + 1 {
-                        return Err(MemoryError::HistoryTruncated(format!(
-                            "event attribution '{}' -> '{}': the interval's snapshots end at \
-                             {}, not at the candidate",
-                            r.identity.title(),
-                            c.identity.title(),
-                            expected - 1
-                        ))
-                        .into());
-                    }
-                }
-                (None, None) => {
-                    return Err(BindingError::InvalidInput(
-                        "event attribution needs the run reader or the interval's snapshots".into(),
-                    ))
-                }
-            }
-        }
-        let windows: Vec<PointWindow<'_>> = owned
-            .iter()
-            .map(|(s, e)| PointWindow {
-                label: &s.identity.label,
-                index: s.identity.index,
-                events: e,
-                windows: &s.windows,
-            })
-            .collect();
-        let mut inner = att::attribute(r, c, cmp, &request, Some(&windows))?;
-        // Lifetimes replay the run's stored history over the compared range.
-        if let (true, Some(reader)) = (lifetimes, &reader) {
-            let (a, b) = (r.identity.index, c.identity.index);
-            if a != b {
-                let run = &reader.inner;
-                let found = py.detach(|| lt::range_lifetimes(run, a.min(b), a.max(b)));
-                att::attach_lifetimes(&mut inner, found)?;
-            }
-        }
-        Ok(MemoryAttribution { inner })
-    })
-}
-
-fn filter(device: Option<i64>, pool: Option<(i64, i64)>, stream: Option<i64>) -> BlockFilter {
-    BlockFilter {
-        device,
-        pool,
-        stream,
-    }
-}
-
-#[pyfunction]
-#[pyo3(signature = (state, *, device=None, pool=None))]
-pub(super) fn allocation_stack_coverage(
-    py: Python<'_>,
-    state: &MemoryState,
-    device: Option<i64>,
-    pool: Option<(i64, i64)>,
-) -> PyResult<AllocationStackCoverage> {
-    guard(py, || {
-        let inner = att::stacks::coverage(&state.inner, filter(device, pool, None))?;
-        Ok(AllocationStackCoverage { inner })
-    })
-}
-
-#[pyfunction]
-#[pyo3(signature = (state, *, device=None, pool=None, stream=None, by_stream=false))]
-pub(super) fn summarize_allocation_stacks(
-    py: Python<'_>,
-    state: &MemoryState,
-    device: Option<i64>,
-    pool: Option<(i64, i64)>,
-    stream: Option<i64>,
-    by_stream: bool,
-) -> PyResult<Vec<AllocationStackSummary>> {
-    guard(py, || {
-        let rows = att::stacks::summarize(&state.inner, filter(device, pool, stream), by_stream)?;
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocationStackSummary { inner })
-            .collect())
-    })
-}
-
-/// Stack deltas between two states whose pools pair by id (`device`/`pool` restrict the
-/// pairs).
-#[pyfunction]
-#[pyo3(signature = (reference, candidate, *, device=None, pool=None, stream=None, by_stream=false, include_unchanged=false))]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn compare_allocation_stacks(
-    py: Python<'_>,
-    reference: &MemoryState,
-    candidate: &MemoryState,
-    device: Option<i64>,
-    pool: Option<(i64, i64)>,
-    stream: Option<i64>,
-    by_stream: bool,
-    include_unchanged: bool,
-) -> PyResult<Vec<AllocationStackDelta>> {
-    guard(py, || {
-        let keep = |k: &Option<(i64, (i64, i64))>| {
-            k.is_none_or(|(d, p)| device.is_none_or(|x| x == d) && pool.is_none_or(|x| x == p))
-        };
-        let pairs: Vec<_> = att::stacks::identity_pairs(&reference.inner, &candidate.inner)
-            .into_iter()
-            .filter(|(r, c)| keep(r) && keep(c))
-            .collect();
-        let rows = att::stacks::compare_stacks(
-            &reference.inner,
-            &candidate.inner,
-            &pairs,
-            stream,
-            by_stream,
-            include_unchanged,
-        )?;
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocationStackDelta { inner })
-            .collect())
-    })
-}
-
-/// Event rows of the entries `events_of` stored, pools looked up in the segments of
-/// `reference` and `candidate`.
-#[pyfunction]
-pub(super) fn summarize_state_events(
-    py: Python<'_>,
-    events_of: &MemoryState,
-    reference: &MemoryState,
-    candidate: &MemoryState,
-) -> PyResult<Vec<AllocatorEventSummary>> {
-    guard(py, || {
-        let ranges = ev::segment_ranges(&[&reference.inner, &candidate.inner]);
-        let rows = ev::summarize_events(&events_of.inner.events, &events_of.inner.stacks, &ranges);
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocatorEventSummary { inner })
-            .collect())
-    })
-}
-
-/// `(start, end, status)` of the window between the last `start_marker` and the last
-/// `end_marker` (the end of the list when `None`).
-#[pyfunction]
-#[pyo3(signature = (metadata, start_marker, end_marker=None))]
-pub(super) fn event_window(
-    metadata: Vec<Option<String>>,
-    start_marker: &str,
-    end_marker: Option<&str>,
-) -> (usize, usize, &'static str) {
-    let refs: Vec<Option<&str>> = metadata.iter().map(|m| m.as_deref()).collect();
-    let (start, end, status) = ev::event_window(&refs, start_marker, end_marker);
-    (start, end, status.as_str())
-}
-
-pub(super) fn register_attribution(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryEvidenceStatus>()?;
-    m.add_class::<MemoryAttributionStatus>()?;
-    m.add_class::<AllocationStackCoverage>()?;
-    m.add_class::<AllocationStackSummary>()?;
-    m.add_class::<AllocationStackDelta>()?;
-    m.add_class::<AllocatorEventSummary>()?;
-    m.add_class::<MemoryAttribution>()?;
-    m.add_function(wrap_pyfunction!(memory_attribution, m)?)?;
-    m.add_function(wrap_pyfunction!(render_attributions, m)?)?;
-    m.add_function(wrap_pyfunction!(allocation_stack_coverage, m)?)?;
-    m.add_function(wrap_pyfunction!(summarize_allocation_stacks, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_allocation_stacks, m)?)?;
-    m.add_function(wrap_pyfunction!(summarize_state_events, m)?)?;
-    m.add_function(wrap_pyfunction!(event_window, m)?)?;
-    Ok(())
 }
