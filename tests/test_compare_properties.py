@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from dtype_cases import ALL, COMPLEX, INTS, SMALL_FLOATS, WIDE_FLOATS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_cudagraph_debug import _native
@@ -21,27 +22,6 @@ from torch_cudagraph_debug.tensor_debug import (
     compare_points,
 )
 
-FLOAT8 = [
-    torch.float8_e4m3fn,
-    torch.float8_e4m3fnuz,
-    torch.float8_e5m2,
-    torch.float8_e5m2fnuz,
-    torch.float8_e8m0fnu,
-]
-SMALL_FLOATS = [*FLOAT8, torch.float16, torch.bfloat16]
-WIDE_FLOATS = [torch.float32, torch.float64]
-COMPLEX = [torch.complex32, torch.complex64, torch.complex128]
-INTS = [
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint8,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
-ALL = [*SMALL_FLOATS, *WIDE_FLOATS, *COMPLEX, *INTS, torch.bool]
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0]
 
 

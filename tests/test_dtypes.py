@@ -7,39 +7,13 @@ import math
 
 import pytest
 import torch
+from dtype_cases import ALL, COMPLEX, SMALL_FLOATS, WIDE_FLOATS, as_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import dtype_name, host_bytes, summarize
 from torch_cudagraph_debug.errors import UnsupportedDtypeError
 from torch_cudagraph_debug.tensor_debug import TensorRecorder
-
-FLOAT8 = [
-    torch.float8_e4m3fn,
-    torch.float8_e4m3fnuz,
-    torch.float8_e5m2,
-    torch.float8_e5m2fnuz,
-    torch.float8_e8m0fnu,
-]
-# Small floats: every bit pattern is a meaningful test value (NaN payloads, subnormals).
-RANDOM_BITS = [*FLOAT8, torch.float16, torch.bfloat16]
-WIDE_FLOATS = [torch.float32, torch.float64]
-COMPLEX = [torch.complex32, torch.complex64, torch.complex128]
-INTS = [
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint8,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
-ALL = [*RANDOM_BITS, *WIDE_FLOATS, *COMPLEX, *INTS, torch.bool]
-
-
-def as_bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def test_supported_dtypes_are_exactly_these():
@@ -49,7 +23,7 @@ def test_supported_dtypes_are_exactly_these():
 def random_tensor(dtype: torch.dtype, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     numel = math.prod(shape)
-    if dtype in RANDOM_BITS:
+    if dtype in SMALL_FLOATS:
         bits = torch.randint(0, 256, (numel * dtype.itemsize,), generator=g, dtype=torch.uint8)
         return bits.view(dtype).reshape(shape)
     if dtype in WIDE_FLOATS or dtype in COMPLEX:

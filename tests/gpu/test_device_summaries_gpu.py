@@ -15,6 +15,7 @@ import math
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
+from dtype_cases import FLOAT8
 from torch import nn
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug import _native
@@ -32,13 +33,6 @@ pytestmark = [
 # accumulate in float64, in different orders).
 RTOL = 1e-9
 
-FLOAT8 = [
-    torch.float8_e4m3fn,
-    torch.float8_e4m3fnuz,
-    torch.float8_e5m2,
-    torch.float8_e5m2fnuz,
-    torch.float8_e8m0fnu,
-]
 FLOATS = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool]
 

@@ -4,13 +4,11 @@ comparison see each rank's own graph-private pool (run on the GPU machine)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from ranks import run_ranks
 from torch_cudagraph_debug.memory_debug import MemoryRunGroup, compare_run_group_phases
 
 pytestmark = [
@@ -41,20 +39,7 @@ RANK = textwrap.dedent(
 
 
 def _job(root, sizes: list[int]) -> None:
-    procs = []
-    for rank, mib in enumerate(sizes):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(len(sizes)))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", RANK, str(root), str(mib)],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
+    run_ranks(RANK, [[str(root), str(mib)] for mib in sizes])
 
 
 def test_two_gpu_processes_are_two_ranks(tmp_path) -> None:

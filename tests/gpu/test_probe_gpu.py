@@ -6,6 +6,7 @@ import gc
 import re
 import time
 
+import dtype_cases
 import pytest
 import torch
 from torch_cudagraph_debug import _native
@@ -32,33 +33,11 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
 
-ALL_DTYPES = [
-    torch.float64,
-    torch.float32,
-    torch.float16,
-    torch.bfloat16,
-    torch.float8_e4m3fn,
-    torch.float8_e4m3fnuz,
-    torch.float8_e5m2,
-    torch.float8_e5m2fnuz,
-    torch.float8_e8m0fnu,
-    torch.complex32,
-    torch.complex64,
-    torch.complex128,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint8,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-    torch.bool,
-]
+ALL_DTYPES = dtype_cases.ALL
 
 
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().reshape(-1).view(torch.uint8).cpu()
+    return dtype_cases.as_bytes(t).cpu()
 
 
 def capture(fn):

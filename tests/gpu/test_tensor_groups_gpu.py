@@ -5,13 +5,11 @@ machine; the two-GPU variant is scripts/gpu-multirank)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 import torch
+from ranks import run_ranks
 from torch_cudagraph_debug.tensor_debug import TensorRunGroup, compare_run_groups, compare_runs
 
 pytestmark = [
@@ -48,20 +46,7 @@ RANK = textwrap.dedent(
 
 
 def _job(root, offsets: list[float]) -> None:
-    procs = []
-    for rank, offset in enumerate(offsets):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(len(offsets)))
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", RANK, str(root), str(offset)],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
+    run_ranks(RANK, [[str(root), str(offset)] for offset in offsets])
 
 
 def test_two_gpu_processes_record_one_tensor_run_group(tmp_path) -> None:
