@@ -136,6 +136,19 @@ class Taken:
     device_memory: list[tuple[int, int | None, int | None, int | None, int | None]]
     synchronized: bool
     during_capture: bool
+    torch_version: str | None = None
+
+    def ingest_args(self) -> dict[str, Any]:
+        """What the native ingestion takes besides the snapshot and its label."""
+        return {
+            "marker": self.marker,
+            "devices": self.devices,
+            "device_memory": self.device_memory,
+            "source": "live",
+            "synchronized": self.synchronized,
+            "during_capture": self.during_capture,
+            "torch_version": self.torch_version,
+        }
 
 
 @contextlib.contextmanager
@@ -200,6 +213,7 @@ def take(
         device_memory=readings,
         synchronized=synchronized,
         during_capture=during_capture,
+        torch_version=source.torch_version,
     )
 
 

@@ -181,17 +181,7 @@ class MemoryProbe:
         label = label if label is not None else f"snapshot-{self._count}"
         marker = f"tcgd:probe:{self._id}:{self._count}"
         taken = take(self._source, self._devices, sync, marker)
-        state = self._ingestor.ingest(
-            taken.snapshot,
-            label=label,
-            marker=taken.marker,
-            devices=taken.devices,
-            device_memory=taken.device_memory,
-            source="live",
-            synchronized=taken.synchronized,
-            during_capture=taken.during_capture,
-            torch_version=self._source.torch_version,
-        )
+        state = self._ingestor.ingest(taken.snapshot, label=label, **taken.ingest_args())
         self._count += 1
         self._states.append(state)
         emit(state.warnings, f"{self.name}@{label}")

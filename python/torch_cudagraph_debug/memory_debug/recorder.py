@@ -155,15 +155,9 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
             taken.snapshot,
             label=label,
             metadata_json=metadata_json,
-            marker=taken.marker,
-            devices=taken.devices,
-            device_memory=taken.device_memory,
-            source="live",
-            synchronized=taken.synchronized,
-            during_capture=taken.during_capture,
-            torch_version=self._source.torch_version,
             pool_owners=owners,
             peaks=peaks,
+            **taken.ingest_args(),
         )
         emit(state.warnings, f"{self.name}@{label}")
         return self._as_point(state, metadata)
