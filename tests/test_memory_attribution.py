@@ -316,3 +316,42 @@ def test_advanced_helpers_on_raw_snapshots() -> None:
     copy = advanced.mutable_snapshot(after)
     copy["segments"].clear()
     assert after["segments"]
+
+
+def test_fx_node_fields_of_a_frame_are_kept_end_to_end(tmp_path) -> None:
+    """Frames of generated code that torch augmented with their FX node keep it: stored,
+    in stack frames (and their fingerprint), shown in text, exported back to memory_viz."""
+    import pickle
+
+    alloc = FakeAllocator()
+    alloc.attribution_frame("kernel", 7, filename="/tmp/torchinductor/ab/cab.py")
+    alloc._frames["kernel"].update(
+        fx_node_op="call_function",
+        fx_node_name="addmm",
+        fx_node_target="aten.addmm.default",
+        fx_original_trace="model.py:12 in forward",
+    )
+    with MemoryRecorder(name="fx", run_dir=tmp_path / "fx", _source=alloc) as rec:
+        seg = alloc.segment(4 * MIB)
+        rec.record_point("before")
+        alloc.attribution_alloc(seg, MIB, ("kernel", "main"))
+        rec.record_point("after")
+    run = rec.result
+    c = run.compare("before", "after", attribution=STACKS)
+    (grown,) = [d for d in c.stack_deltas if d.delta_size_bytes == MIB]
+    frame = grown.stack_frames[0]
+    assert frame["fx_node_op"] == "call_function" and frame["fx_node_name"] == "addmm"
+    assert frame["fx_node_target"] == "aten.addmm.default"
+    assert frame["fx_original_trace"] == "model.py:12 in forward"
+    assert "fx_node_op" not in grown.stack_frames[1]  # `main` has no FX node
+    # The location key is unchanged; text shows the node next to the location.
+    assert grown.stack_key.startswith("/tmp/torchinductor/ab/cab.py:7:kernel <- ")
+    assert "cab.py:7:kernel [fx call_function addmm]" in c.to_text()
+    frames = run._reader.table("memory_frames").to_pydict()
+    assert "addmm" in frames["fx_node_name"] and None in frames["fx_node_name"]
+    with open(run["after"].export_memory_viz(tmp_path / "after.pickle"), "rb") as f:
+        exported = pickle.load(f)
+    block_frames = [
+        fr for s in exported["segments"] for b in s["blocks"] for fr in b.get("frames", [])
+    ]
+    assert any(fr.get("fx_node_name") == "addmm" for fr in block_frames)

@@ -99,11 +99,41 @@ pub struct Event {
     pub stack: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Frame {
     pub filename: String,
     pub line: i64,
     pub name: String,
+    /// The FX node a frame of generated code ran for, when torch augmented the snapshot
+    /// with it (its FX memory-profile debugging): `op`, `name`, `target` and the original
+    /// model source (`original_trace`). Part of the frame's identity.
+    pub fx: Option<Box<FxNode>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct FxNode {
+    pub op: Option<String>,
+    pub name: Option<String>,
+    pub target: Option<String>,
+    pub original_trace: Option<String>,
+}
+
+impl FxNode {
+    /// `None` when torch gave none of the fields.
+    pub fn of(
+        op: Option<String>,
+        name: Option<String>,
+        target: Option<String>,
+        original_trace: Option<String>,
+    ) -> Option<Box<FxNode>> {
+        let node = FxNode {
+            op,
+            name,
+            target,
+            original_trace,
+        };
+        (node != FxNode::default()).then(|| Box::new(node))
+    }
 }
 
 /// Frames and stacks, each stored once. Ids are stable for the life of the table, so a

@@ -34,10 +34,14 @@ pub enum Field {
     Filename,
     Line,
     Name,
+    FxNodeOp,
+    FxNodeName,
+    FxNodeTarget,
+    FxOriginalTrace,
 }
 
 impl Field {
-    pub const ALL: [Field; 26] = [
+    pub const ALL: [Field; 30] = [
         Field::Segments,
         Field::DeviceTraces,
         Field::Address,
@@ -64,6 +68,10 @@ impl Field {
         Field::Filename,
         Field::Line,
         Field::Name,
+        Field::FxNodeOp,
+        Field::FxNodeName,
+        Field::FxNodeTarget,
+        Field::FxOriginalTrace,
     ];
 
     pub fn key(self) -> &'static str {
@@ -94,6 +102,10 @@ impl Field {
             Field::Filename => "filename",
             Field::Line => "line",
             Field::Name => "name",
+            Field::FxNodeOp => "fx_node_op",
+            Field::FxNodeName => "fx_node_name",
+            Field::FxNodeTarget => "fx_node_target",
+            Field::FxOriginalTrace => "fx_original_trace",
         }
     }
 

@@ -17,11 +17,25 @@ fn frames(stacks: &StackTable, stack: Option<u32>) -> Value {
         ids.iter()
             .filter_map(|&f| stacks.frame(f))
             .map(|f| {
-                Value::dict([
+                let mut entries = vec![
                     ("filename", Value::str(f.filename.as_str())),
                     ("line", Value::Int(f.line)),
                     ("name", Value::str(f.name.as_str())),
-                ])
+                ];
+                // The FX node fields torch added, written back as it wrote them.
+                if let Some(fx) = f.fx.as_deref() {
+                    for (key, value) in [
+                        ("fx_node_op", &fx.op),
+                        ("fx_node_name", &fx.name),
+                        ("fx_node_target", &fx.target),
+                        ("fx_original_trace", &fx.original_trace),
+                    ] {
+                        if let Some(value) = value {
+                            entries.push((key, Value::str(value.as_str())));
+                        }
+                    }
+                }
+                Value::dict(entries)
             })
             .collect(),
     )

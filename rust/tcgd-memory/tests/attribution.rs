@@ -390,6 +390,7 @@ fn stack_identity_helpers() {
         filename: "m.py".into(),
         line: 1,
         name: name.into(),
+        ..StackFrame::default()
     };
     let a = StackFrames(vec![f("x"), f("y"), f("z")]);
     assert_eq!(a.key(), "m.py:1:x <- m.py:1:y <- m.py:1:z");
@@ -401,4 +402,22 @@ fn stack_identity_helpers() {
     assert_eq!(a.fingerprint().len(), 16);
     assert_ne!(a.fingerprint(), StackFrames(vec![f("x")]).fingerprint());
     assert_eq!(StackFrames::default().key(), UNATTRIBUTED);
+    // A frame of generated code with its FX node: the location key is unchanged, the
+    // canonical JSON and the fingerprint carry the node, the display names it.
+    let fx = StackFrame {
+        fx_node_op: Some("call_function".into()),
+        fx_node_name: Some("addmm".into()),
+        fx_original_trace: Some("model.py:12 in forward".into()),
+        ..f("x")
+    };
+    let with_fx = StackFrames(vec![fx.clone()]);
+    assert_eq!(with_fx.key(), StackFrames(vec![f("x")]).key());
+    assert_ne!(
+        with_fx.fingerprint(),
+        StackFrames(vec![f("x")]).fingerprint()
+    );
+    assert!(with_fx.to_json().contains(r#""fx_node_name":"addmm""#));
+    assert!(!with_fx.to_json().contains("fx_node_target"));
+    assert_eq!(fx.display(), "m.py:1:x [fx call_function addmm]");
+    assert_eq!(f("x").display(), "m.py:1:x");
 }

@@ -379,6 +379,12 @@ pub static MEMORY_FRAMES: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new("filename", DataType::Utf8, false),
         Field::new("line", DataType::Int64, false),
         Field::new("name", DataType::Utf8, false),
+        // The FX node of a frame of generated code, when torch's FX memory-profile
+        // debugging augmented the snapshot (null otherwise).
+        Field::new("fx_node_op", DataType::Utf8, true),
+        Field::new("fx_node_name", DataType::Utf8, true),
+        Field::new("fx_node_target", DataType::Utf8, true),
+        Field::new("fx_original_trace", DataType::Utf8, true),
     ])
 });
 

@@ -40,6 +40,11 @@ fn frames(index: i64, n: usize) -> RecordBatch {
         Arc::new(Int64Array::from(vec![7; n])),
         Arc::new(StringArray::from(vec!["forward"; n])),
     ];
+    // The FX node columns: null (frames of user code).
+    let columns = columns
+        .into_iter()
+        .chain((0..4).map(|_| Arc::new(StringArray::from(vec![None::<&str>; n])) as ArrayRef))
+        .collect();
     RecordBatch::try_new(Table::MemoryFrames.schema(), columns).unwrap()
 }
 

@@ -23,12 +23,55 @@ use crate::state::MemoryState;
 pub use events::{EventSummary, PointWindow, PoolConfidence};
 pub use stacks::{BlockFilter, StackCoverage, StackDelta, StackSummary};
 
-/// One frame of an allocation or event stack.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// One frame of an allocation or event stack (attribution and lifetimes alike). The FX
+/// fields are there when torch augmented the snapshot with the FX node a frame of
+/// generated code ran for; they take part in the fingerprint, not in the location key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct StackFrame {
     pub filename: String,
     pub line: i64,
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fx_node_op: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fx_node_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fx_node_target: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fx_original_trace: Option<String>,
+}
+
+impl StackFrame {
+    pub fn of(frame: &crate::model::Frame) -> StackFrame {
+        let fx = frame.fx.as_deref();
+        let field = |f: fn(&crate::model::FxNode) -> &Option<String>| fx.and_then(|n| f(n).clone());
+        StackFrame {
+            filename: frame.filename.clone(),
+            line: frame.line,
+            name: frame.name.clone(),
+            fx_node_op: field(|n| &n.op),
+            fx_node_name: field(|n| &n.name),
+            fx_node_target: field(|n| &n.target),
+            fx_original_trace: field(|n| &n.original_trace),
+        }
+    }
+
+    /// `file:line:function`, then the FX node when there is one: `[fx call_function
+    /// addmm]`.
+    pub fn display(&self) -> String {
+        let location = format!("{}:{}:{}", self.filename, self.line, self.name);
+        match (&self.fx_node_op, &self.fx_node_name) {
+            (None, None) => location,
+            (op, name) => format!(
+                "{location} [fx {}]",
+                [op.as_deref(), name.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        }
+    }
 }
 
 /// A complete stack, innermost frame first; empty for blocks or events without frames
@@ -56,14 +99,22 @@ impl StackFrames {
             .join(" <- ")
     }
 
-    /// The first `depth` frames as [`key`](Self::key) renders them, with the number of
-    /// frames left out.
+    /// What reports show of a stack: its first `depth` frames as [`key`](Self::key)
+    /// joins them, each with its FX node where torch gave one, and the number of frames
+    /// left out.
     pub fn key_at_depth(&self, depth: usize) -> String {
-        if self.0.len() <= depth {
-            return self.key();
+        if self.0.is_empty() {
+            return UNATTRIBUTED.to_owned();
         }
-        let shown = StackFrames(self.0[..depth].to_vec()).key();
-        format!("{shown} (+{} frames)", self.0.len() - depth)
+        let shown = self.0[..depth.min(self.0.len())]
+            .iter()
+            .map(StackFrame::display)
+            .collect::<Vec<_>>()
+            .join(" <- ");
+        match self.0.len().saturating_sub(depth) {
+            0 => shown,
+            more => format!("{shown} (+{more} frames)"),
+        }
     }
 
     /// Canonical JSON: an array of `{"filename", "line", "name"}` objects.
@@ -97,11 +148,7 @@ pub fn resolve(table: &StackTable, stack: Option<u32>) -> StackFrames {
     StackFrames(
         ids.iter()
             .filter_map(|&f| table.frame(f))
-            .map(|f| StackFrame {
-                filename: f.filename.clone(),
-                line: f.line,
-                name: f.name.clone(),
-            })
+            .map(StackFrame::of)
             .collect(),
     )
 }

@@ -1,7 +1,7 @@
 //! Segments, their blocks (addresses inferred where the snapshot omits them) and stack frames.
 
 use crate::error::{MemoryError, Result};
-use crate::model::{Block, BlockState, Frame, PoolId, Segment, DEFAULT_POOL};
+use crate::model::{Block, BlockState, Frame, FxNode, PoolId, Segment, DEFAULT_POOL};
 use crate::tree::{Field, SnapshotTree};
 
 use super::*;
@@ -249,10 +249,19 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                     let line = self.req_int(&frame, Field::Line, &|| fpath("line"))?;
                     let filename = self.req_str(&frame, Field::Filename, &|| fpath("filename"))?;
                     let name = self.req_str(&frame, Field::Name, &|| fpath("name"))?;
+                    let mut fx =
+                        |field: Field| self.opt_str(&frame, field, &|| fpath(field.key()), None);
+                    let fx = FxNode::of(
+                        fx(Field::FxNodeOp)?,
+                        fx(Field::FxNodeName)?,
+                        fx(Field::FxNodeTarget)?,
+                        fx(Field::FxOriginalTrace)?,
+                    );
                     let id = self.stacks.frame_id(Frame {
                         filename,
                         line,
                         name,
+                        fx,
                     });
                     if identity != usize::MAX {
                         self.frame_cache.insert(identity, id);

@@ -128,17 +128,7 @@ fn fingerprint(parts: &[&str]) -> String {
 }
 
 pub(crate) fn frames_of(stacks: &StackTable, stack: Option<u32>) -> Vec<StackFrame> {
-    let Some(ids) = stack.and_then(|s| stacks.stack(s)) else {
-        return Vec::new();
-    };
-    ids.iter()
-        .filter_map(|&f| stacks.frame(f))
-        .map(|f| StackFrame {
-            filename: f.filename.clone(),
-            line: f.line,
-            name: f.name.clone(),
-        })
-        .collect()
+    crate::attribution::resolve(stacks, stack).0
 }
 
 /// Location-only text of a stack: `file:line` per frame, innermost first.

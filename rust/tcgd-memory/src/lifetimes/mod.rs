@@ -73,12 +73,7 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct StackFrame {
-    pub filename: String,
-    pub line: i64,
-    pub name: String,
-}
+pub use crate::attribution::StackFrame;
 
 /// A cohort's state at one point (after reconciliation with that point's snapshot).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -38,6 +38,7 @@ impl World {
             filename: "model.py".into(),
             line: name.len() as i64,
             name: name.into(),
+            fx: None,
         });
         self.stacks.stack_id(&[f])
     }

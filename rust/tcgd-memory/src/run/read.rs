@@ -10,7 +10,7 @@ use tcgd_store::{Manifest, OnDamage, RunKind, RunReader, RunSelector, Table};
 
 use crate::error::{MemoryError, Result};
 use crate::model::{
-    Block, BlockState, DeviceMemory, Event, Frame, HistoryStatus, HistoryWindow, Segment,
+    Block, BlockState, DeviceMemory, Event, Frame, FxNode, HistoryStatus, HistoryWindow, Segment,
     StackTable,
 };
 use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
@@ -398,6 +398,12 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
         f.int("line")?,
         f.str("name")?,
     );
+    let fx = [
+        f.str("fx_node_op")?,
+        f.str("fx_node_name")?,
+        f.str("fx_node_target")?,
+        f.str("fx_original_trace")?,
+    ];
     let mut by_id: BTreeMap<i64, Frame> = BTreeMap::new();
     for i in 0..frames.num_rows() {
         by_id.insert(
@@ -406,6 +412,12 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
                 filename: file.value(i).to_owned(),
                 line: line.value(i),
                 name: name.value(i).to_owned(),
+                fx: FxNode::of(
+                    opt_string(fx[0], i),
+                    opt_string(fx[1], i),
+                    opt_string(fx[2], i),
+                    opt_string(fx[3], i),
+                ),
             },
         );
     }

@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field};
 use tcgd_store::Table;
 
 use crate::error::{MemoryError, Result};
-use crate::model::{Block, DeviceMemory, HistoryStatus, StackMark};
+use crate::model::{Block, DeviceMemory, FxNode, HistoryStatus, StackMark};
 use crate::owners::{DevicePeaks, PoolOwner};
 use crate::state::MemoryState;
 use crate::stats::PoolKind;
@@ -291,6 +291,19 @@ pub(crate) fn state_batches(
         strs(frames.iter().map(|f| f.filename.as_str())),
         ints(frames.iter().map(|f| f.line)),
         strs(frames.iter().map(|f| f.name.as_str())),
+    ]);
+    let fx = |field: fn(&FxNode) -> &Option<String>| {
+        opt_strs(
+            frames
+                .iter()
+                .map(move |f| f.fx.as_deref().and_then(|n| field(n).as_deref())),
+        )
+    };
+    columns.extend([
+        fx(|n| &n.op),
+        fx(|n| &n.name),
+        fx(|n| &n.target),
+        fx(|n| &n.original_trace),
     ]);
     out.push(batch(Table::MemoryFrames, columns)?);
 

@@ -22,6 +22,16 @@ pub(crate) fn frames_tuple<'py>(
             d.set_item("filename", &f.filename)?;
             d.set_item("line", f.line)?;
             d.set_item("name", &f.name)?;
+            for (key, value) in [
+                ("fx_node_op", &f.fx_node_op),
+                ("fx_node_name", &f.fx_node_name),
+                ("fx_node_target", &f.fx_node_target),
+                ("fx_original_trace", &f.fx_original_trace),
+            ] {
+                if let Some(value) = value {
+                    d.set_item(key, value)?;
+                }
+            }
             Ok(d)
         })
         .collect::<PyResult<Vec<_>>>()?;
