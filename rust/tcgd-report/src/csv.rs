@@ -1,37 +1,120 @@
-//! CSV cells (RFC 4180) that are safe to open in a spreadsheet.
+//! CSV tables (RFC 4180) that are safe to open in a spreadsheet, written from Arrow record
+//! batches through `arrow-csv`.
 //!
 //! Spreadsheets run a cell that starts with `=`, `+`, `-` or `@` as a formula (and some
 //! strip a leading tab or carriage return first), so a label like `=HYPERLINK(...)` in a
-//! report would become a live link or worse. Such a cell is written with a leading `'`,
-//! which spreadsheets read as "this is text". Numbers are left alone: `-1.5`, `-inf` and
-//! `1-2j` cannot carry a formula, and prefixing them would turn numbers into text for
+//! report would become a live link or worse. Such a text cell is written with a leading
+//! `'`, which spreadsheets read as "this is text". Numbers are left alone: `-1.5`, `-inf`
+//! and `1-2j` cannot carry a formula, and prefixing them would turn numbers into text for
 //! every program that reads the file.
 
-/// One cell, neutralised if a spreadsheet would run it and quoted if it needs quoting.
-pub fn cell(value: &str) -> String {
-    let neutral;
-    let value = if runs_as_formula(value) {
-        neutral = format!("'{value}");
-        neutral.as_str()
-    } else {
-        value
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, StringArray};
+use arrow::csv::writer::{Terminator, WriterBuilder};
+use arrow::datatypes::{DataType, Field, Float64Type, Schema};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+
+/// How a CSV line ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// `\n` (memory reports).
+    Lf,
+    /// `\r\n` (tensor reports, as Python's `csv` module writes them).
+    CrLf,
+}
+
+/// `batch` as CSV: a header row of its field names, then one line per row. Text columns
+/// are neutralised cell by cell ([`neutral`]); floats are written at full precision with
+/// non-finite values as `nan`, `inf`, `-inf` ([`float`]); other numbers and booleans as
+/// `arrow-csv` writes them; a null is an empty cell. Cells are quoted only when they hold
+/// `,`, `"`, CR or LF.
+pub fn write(batch: &RecordBatch, ending: Ending) -> Result<String, ArrowError> {
+    let mut fields = Vec::with_capacity(batch.num_columns());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let text: Option<StringArray> = match column.data_type() {
+            DataType::Utf8 => Some(
+                column
+                    .as_string::<i32>()
+                    .iter()
+                    .map(|v| v.map(neutral))
+                    .collect(),
+            ),
+            DataType::Float64 => Some(
+                column
+                    .as_primitive::<Float64Type>()
+                    .iter()
+                    .map(|v| v.map(float))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        match text {
+            Some(text) => {
+                fields.push(Field::new(field.name(), DataType::Utf8, true));
+                columns.push(Arc::new(text));
+            }
+            None => {
+                fields.push(Field::clone(field));
+                columns.push(column.clone());
+            }
+        }
+    }
+    let safe = RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )?;
+    let terminator = match ending {
+        Ending::Lf => Terminator::Any(b'\n'),
+        Ending::CrLf => Terminator::CRLF,
     };
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
+    let mut out = Vec::new();
+    {
+        let mut writer = WriterBuilder::new()
+            .with_header(true)
+            .with_null(String::new())
+            .with_line_terminator(terminator)
+            .build(&mut out);
+        writer.write(&safe)?;
+    }
+    String::from_utf8(out).map_err(|e| ArrowError::CsvError(e.to_string()))
+}
+
+/// A float at full precision (the shortest text that reads back as the same value), with
+/// non-finite values spelled as in the JSON reports: `nan`, `inf`, `-inf`.
+pub fn float(v: f64) -> String {
+    if v.is_nan() {
+        "nan".into()
+    } else if v == f64::INFINITY {
+        "inf".into()
+    } else if v == f64::NEG_INFINITY {
+        "-inf".into()
+    } else {
+        format!("{v:?}")
+    }
+}
+
+/// A text cell as a spreadsheet may read it: `'` before one it would run as a formula,
+/// anything else unchanged. Quoting is the CSV writer's job.
+pub fn neutral(value: &str) -> String {
+    if runs_as_formula(value) {
+        format!("'{value}")
     } else {
         value.to_owned()
     }
 }
 
-/// Appends one line of cells and `ending` (`"\n"` or `"\r\n"`).
-pub fn line<S: AsRef<str>>(out: &mut String, cells: &[S], ending: &str) {
-    for (i, c) in cells.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&cell(c.as_ref()));
+/// One cell, neutralised if a spreadsheet would run it and quoted if it needs quoting.
+pub fn cell(value: &str) -> String {
+    let value = neutral(value);
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value
     }
-    out.push_str(ending);
 }
 
 fn runs_as_formula(value: &str) -> bool {
@@ -79,6 +162,8 @@ fn is_real(value: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use arrow::array::Float64Array;
+
     use super::*;
 
     #[test]
@@ -125,10 +210,73 @@ mod tests {
         assert_eq!(cell(""), "");
     }
 
+    fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
     #[test]
-    fn lines_join_cells() {
-        let mut out = String::new();
-        line(&mut out, &["=1", "-1", "x"], "\r\n");
-        assert_eq!(out, "'=1,-1,x\r\n");
+    fn fault_text_columns_are_neutralised_and_numbers_kept() {
+        let b = batch(vec![
+            (
+                "label",
+                Arc::new(StringArray::from(vec![
+                    Some("=1"),
+                    Some("-1"),
+                    Some("a,\"b\""),
+                    None,
+                ])) as ArrayRef,
+            ),
+            (
+                "n",
+                Arc::new(arrow::array::Int64Array::from(vec![
+                    Some(-3),
+                    None,
+                    Some(4),
+                    Some(0),
+                ])) as ArrayRef,
+            ),
+            (
+                "x",
+                Arc::new(Float64Array::from(vec![
+                    Some(-0.5),
+                    Some(f64::NAN),
+                    Some(f64::NEG_INFINITY),
+                    None,
+                ])) as ArrayRef,
+            ),
+            (
+                "ok",
+                Arc::new(arrow::array::BooleanArray::from(vec![
+                    Some(true),
+                    Some(false),
+                    None,
+                    Some(true),
+                ])) as ArrayRef,
+            ),
+        ]);
+        assert_eq!(
+            write(&b, Ending::Lf).unwrap(),
+            "label,n,x,ok\n'=1,-3,-0.5,true\n-1,,nan,false\n\"a,\"\"b\"\"\",4,-inf,\n,0,,true\n"
+        );
+        assert_eq!(
+            write(&b, Ending::CrLf).unwrap().split('\n').next(),
+            Some("label,n,x,ok\r")
+        );
+    }
+
+    #[test]
+    fn empty_tables_keep_their_header() {
+        let b = batch(vec![(
+            "a",
+            Arc::new(StringArray::from(Vec::<Option<&str>>::new())) as ArrayRef,
+        )]);
+        assert_eq!(write(&b, Ending::CrLf).unwrap(), "a\r\n");
+    }
+
+    #[test]
+    fn floats_at_full_precision() {
+        assert_eq!(float(0.1), "0.1");
+        assert_eq!(float(1.0), "1.0");
+        assert_eq!(float(f64::NEG_INFINITY), "-inf");
     }
 }

@@ -1,8 +1,13 @@
 //! Report files shared by tensor reports (tcgd-compare) and memory reports (tcgd-memory):
-//! CSV cells that a spreadsheet cannot execute, and the rules for writing a report
-//! directory. One implementation of each, so both kinds of report behave the same.
+//! tables as Arrow record batches written as CSV that a spreadsheet cannot execute
+//! ([`table`], [`csv`]), one HTML shell and escaping ([`html`]), and the rules for writing
+//! a report directory ([`dir`]). One implementation of each, so both kinds of report
+//! behave the same.
 
 pub mod csv;
 pub mod dir;
+pub mod html;
+pub mod table;
 
 pub use dir::{write_report, ReportDirError};
+pub use table::{Cell, Table};

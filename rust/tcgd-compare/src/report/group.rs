@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CompareError, Result};
 use crate::group::{GroupMember, MemberPoint, RunGroup};
+use tcgd_report::Table as CsvTable;
+
 use crate::report::html::{self, cell, escape, head, num};
 use crate::report::text::{self, Table};
 
@@ -149,16 +151,9 @@ pub fn to_text(g: &RunGroup, limit: usize) -> String {
 }
 
 pub fn to_html(g: &RunGroup, limit: usize) -> String {
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'\">\n<title>{}</title>\n<style>\n{}</style>\n</head>\n\
-         <body>\n<h1>torch-cudagraph-debug run group summary</h1>\n",
-        escape(&format!("tcgd run group summary: {}", g.name)),
-        html::STYLE
-    );
+    let mut out =
+        tcgd_report::html::page_head(&format!("tcgd run group summary: {}", g.name), html::STYLE);
+    out.push_str("<h1>torch-cudagraph-debug run group summary</h1>\n");
     let _ = writeln!(
         out,
         "<table class=\"facts\"><tr><th>group</th>{}</tr><tr><th>missing ranks</th>{}</tr>\
@@ -222,14 +217,13 @@ pub fn to_html(g: &RunGroup, limit: usize) -> String {
     }
     out.push_str("</tbody></table>\n");
     html::more(&mut out, rows.len().min(limit), rows.len(), limit);
-    out.push_str("</body>\n</html>\n");
+    out.push_str(tcgd_report::html::PAGE_END);
     out
 }
 
 /// `rank_points.csv`: one row per rank and point, every row.
 pub fn rank_points_csv(g: &RunGroup) -> String {
-    let mut out = String::new();
-    let header: Vec<String> = [
+    let mut table = CsvTable::new(&[
         "rank",
         "point_index",
         "label",
@@ -239,29 +233,21 @@ pub fn rank_points_csv(g: &RunGroup) -> String {
         "summary_payload_count",
         "run_id",
         "complete",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    tcgd_report::csv::line(&mut out, &header, "\r\n");
+    ]);
     for (m, p) in rank_points(g) {
-        tcgd_report::csv::line(
-            &mut out,
-            &[
-                m.rank.to_string(),
-                p.index.to_string(),
-                p.label.clone(),
-                p.replay_index.map(|r| r.to_string()).unwrap_or_default(),
-                p.observations.to_string(),
-                p.full.to_string(),
-                p.summary.to_string(),
-                m.run_id.clone(),
-                m.complete.to_string(),
-            ],
-            "\r\n",
-        );
+        table.push(vec![
+            m.rank.into(),
+            p.index.into(),
+            p.label.as_str().into(),
+            p.replay_index.into(),
+            p.observations.into(),
+            p.full.into(),
+            p.summary.into(),
+            m.run_id.as_str().into(),
+            m.complete.into(),
+        ]);
     }
-    out
+    crate::report::csv::write(&table)
 }
 
 /// Writes the summary files into `dir` by the rules of every report directory: one that

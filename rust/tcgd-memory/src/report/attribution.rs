@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use super::{csv_line, escape_html, format_bytes, format_change, html_table, opt, pool_name};
+use tcgd_report::{Cell, Table};
+
+use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
     Attribution, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
     StackFrames, StackSummary,
@@ -285,79 +287,64 @@ const EVENT_COLUMNS: &[&str] = &[
     "attribution_confidence",
 ];
 
-fn pool_cell(p: Option<PoolId>) -> String {
-    p.map(|(a, b)| format!("{a},{b}")).unwrap_or_default()
-}
-
-fn header(columns: &[&str]) -> String {
-    let mut out = String::new();
-    csv_line(
-        &mut out,
-        &columns.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>(),
-    );
-    out
+fn pool_cell(p: Option<PoolId>) -> Cell {
+    Cell::text(p.map(|(a, b)| format!("{a},{b}")))
 }
 
 /// `allocation_stack_comparisons.csv`: every stack delta of every attribution
 /// (`include_unchanged=false` drops unchanged rows).
 pub fn stack_deltas_csv(items: &[&Attribution], include_unchanged: bool) -> String {
-    let mut out = header(STACK_COLUMNS);
+    let mut table = Table::new(STACK_COLUMNS);
     for a in items {
         for d in visible_deltas(a, include_unchanged) {
-            csv_line(
-                &mut out,
-                &[
-                    a.reference_title.clone(),
-                    a.candidate_title.clone(),
-                    opt(d.reference_key.map(|k| k.0)),
-                    pool_cell(d.reference_key.map(|k| k.1)),
-                    opt(d.candidate_key.map(|k| k.0)),
-                    pool_cell(d.candidate_key.map(|k| k.1)),
-                    opt(d.stream),
-                    d.stack_frames.key(),
-                    d.stack_frames.fingerprint(),
-                    d.stack_frames.to_json(),
-                    d.reference_size_bytes.to_string(),
-                    d.candidate_size_bytes.to_string(),
-                    d.delta_size_bytes.to_string(),
-                    d.reference_requested_bytes.to_string(),
-                    d.candidate_requested_bytes.to_string(),
-                    d.delta_requested_bytes.to_string(),
-                    d.reference_count.to_string(),
-                    d.candidate_count.to_string(),
-                    d.delta_count.to_string(),
-                ],
-            );
+            table.push(vec![
+                a.reference_title.as_str().into(),
+                a.candidate_title.as_str().into(),
+                opt(d.reference_key.map(|k| k.0)),
+                pool_cell(d.reference_key.map(|k| k.1)),
+                opt(d.candidate_key.map(|k| k.0)),
+                pool_cell(d.candidate_key.map(|k| k.1)),
+                opt(d.stream),
+                d.stack_frames.key().into(),
+                d.stack_frames.fingerprint().into(),
+                d.stack_frames.to_json().into(),
+                d.reference_size_bytes.into(),
+                d.candidate_size_bytes.into(),
+                d.delta_size_bytes.into(),
+                d.reference_requested_bytes.into(),
+                d.candidate_requested_bytes.into(),
+                d.delta_requested_bytes.into(),
+                d.reference_count.into(),
+                d.candidate_count.into(),
+                d.delta_count.into(),
+            ]);
         }
     }
-    out
+    csv_table(&table)
 }
 
 /// `events.csv`: every event row of every attribution.
 pub fn events_csv(items: &[&Attribution]) -> String {
-    let mut out = header(EVENT_COLUMNS);
+    let mut table = Table::new(EVENT_COLUMNS);
     for a in items {
         for e in &a.events {
-            csv_line(
-                &mut out,
-                &[
-                    a.reference_title.clone(),
-                    a.candidate_title.clone(),
-                    e.device_index.to_string(),
-                    pool_cell(e.pool_id),
-                    e.stream.to_string(),
-                    e.action.clone(),
-                    e.stack_frames.key(),
-                    e.stack_frames.fingerprint(),
-                    e.stack_frames.to_json(),
-                    e.total_bytes.to_string(),
-                    e.count.to_string(),
-                    e.attribution_confidence.as_str().to_owned(),
-                ],
-            );
+            table.push(vec![
+                a.reference_title.as_str().into(),
+                a.candidate_title.as_str().into(),
+                e.device_index.into(),
+                pool_cell(e.pool_id),
+                e.stream.into(),
+                e.action.as_str().into(),
+                e.stack_frames.key().into(),
+                e.stack_frames.fingerprint().into(),
+                e.stack_frames.to_json().into(),
+                e.total_bytes.into(),
+                e.count.into(),
+                e.attribution_confidence.as_str().into(),
+            ]);
         }
     }
-    out
+    csv_table(&table)
 }
 
 /// The HTML fragment of one attribution (tables limited to `display.limit` rows, each
@@ -391,18 +378,18 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
             rows.len().min(display.limit),
             rows.len()
         );
-        let cells: Vec<Vec<String>> = rows
+        let cells: Vec<Vec<Cell>> = rows
             .iter()
             .take(display.limit)
             .map(|d| {
                 vec![
-                    side_key(d.reference_key),
-                    side_key(d.candidate_key),
-                    d.reference_size_bytes.to_string(),
-                    d.candidate_size_bytes.to_string(),
-                    d.delta_size_bytes.to_string(),
-                    d.delta_count.to_string(),
-                    d.stack_frames.key_at_depth(display.stack_depth),
+                    side_key(d.reference_key).into(),
+                    side_key(d.candidate_key).into(),
+                    d.reference_size_bytes.into(),
+                    d.candidate_size_bytes.into(),
+                    d.delta_size_bytes.into(),
+                    d.delta_count.into(),
+                    d.stack_frames.key_at_depth(display.stack_depth).into(),
                 ]
             })
             .collect();
@@ -427,20 +414,20 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
             a.events.len().min(display.limit),
             a.events.len()
         );
-        let cells: Vec<Vec<String>> = a
+        let cells: Vec<Vec<Cell>> = a
             .events
             .iter()
             .take(display.limit)
             .map(|e| {
                 vec![
-                    e.device_index.to_string(),
-                    pool_label(e.pool_id, e.attribution_confidence),
-                    format!("0x{:x}", e.stream),
-                    e.action.clone(),
-                    e.total_bytes.to_string(),
-                    e.count.to_string(),
-                    e.attribution_confidence.as_str().to_owned(),
-                    e.stack_frames.key_at_depth(display.stack_depth),
+                    e.device_index.into(),
+                    pool_label(e.pool_id, e.attribution_confidence).into(),
+                    format!("0x{:x}", e.stream).into(),
+                    e.action.as_str().into(),
+                    e.total_bytes.into(),
+                    e.count.into(),
+                    e.attribution_confidence.as_str().into(),
+                    e.stack_frames.key_at_depth(display.stack_depth).into(),
                 ]
             })
             .collect();

@@ -443,8 +443,8 @@ pub(super) const CSV_HEADER: [&str; 12] = [
 ];
 
 /// Where a CSV/HTML row belongs: devices, pools (`a,b`), pool kind, streams.
-type RowId = [String; 7];
-type Row = [String; 12];
+type RowId = [Cell; 7];
+type Row = [Cell; 12];
 
 pub(super) fn push_row(
     rows: &mut Vec<Row>,
@@ -455,7 +455,7 @@ pub(super) fn push_row(
 ) {
     let [a, b, c, d, e, f, g] = id.clone();
     rows.push([
-        level.to_owned(),
+        level.into(),
         a,
         b,
         c,
@@ -463,7 +463,7 @@ pub(super) fn push_row(
         e,
         f,
         g,
-        metric.to_owned(),
+        metric.into(),
         opt(values[0]),
         opt(values[1]),
         opt(values[2]),
@@ -508,7 +508,7 @@ pub(super) fn comparison_rows(shown: &Comparison) -> Vec<Row> {
                 opt(d.candidate_device),
                 opt_pool(pools[0]),
                 opt_pool(pools[1]),
-                kind.to_owned(),
+                kind.into(),
                 opt(streams[0]),
                 opt(streams[1]),
             ]
@@ -547,12 +547,8 @@ pub(super) fn comparison_rows(shown: &Comparison) -> Vec<Row> {
 
 pub fn comparison_csv(comparison: &Comparison, options: ReportOptions) -> String {
     let shown = view(comparison, options);
-    let mut out = String::new();
-    csv_line(&mut out, &CSV_HEADER.map(str::to_owned));
-    for row in comparison_rows(&shown) {
-        csv_line(&mut out, &row);
-    }
-    out
+    let rows = comparison_rows(&shown).into_iter().map(Vec::from).collect();
+    csv_table(&Table::with_rows(&CSV_HEADER, rows))
 }
 
 // ---------------------------------------------------------------------- HTML
@@ -652,9 +648,9 @@ pub(super) fn comparison_html_body(
     body.push_str("<h2>Report</h2>\n<pre>");
     body.push_str(&escape_html(&text));
     body.push_str("</pre>\n<h2>Values</h2>\n");
-    let rows: Vec<Vec<String>> = comparison_rows(&shown).into_iter().map(Vec::from).collect();
+    let rows: Vec<Vec<Cell>> = comparison_rows(&shown).into_iter().map(Vec::from).collect();
     body.push_str(&html_table(&CSV_HEADER, &rows, |row| {
-        match row[0].as_str() {
+        match row[0].as_str().unwrap_or_default() {
             "device" | "allocator" => "device",
             "pool" => "pool",
             _ => "",

@@ -199,33 +199,28 @@ const RANK_POINT_STATS: [&str; 14] = [
     "expandable_inactive_bytes",
 ];
 
-fn stat_cells(stats: &[(String, i64)]) -> Vec<String> {
+fn stat_cells(stats: &[(String, i64)]) -> Vec<Cell> {
     RANK_POINT_STATS
         .iter()
         .map(|name| {
             stats
                 .iter()
                 .find(|(n, _)| n == name)
-                .map(|(_, v)| v.to_string())
-                .unwrap_or_default()
+                .map(|(_, v)| Cell::from(*v))
+                .unwrap_or(Cell::Null)
         })
         .collect()
 }
 
-fn table_csv(header: &[String], rows: &[Vec<String>]) -> String {
-    let mut out = String::new();
-    csv_line(&mut out, header);
-    for r in rows {
-        csv_line(&mut out, r);
-    }
-    out
+fn table_csv(header: &[String], rows: &[Vec<Cell>]) -> String {
+    csv_table(&Table::with_rows(header, rows.to_vec()))
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-fn rank_points_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
+fn rank_points_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
     let mut header = strings(&[
         "rank",
         "point_index",
@@ -239,13 +234,13 @@ fn rank_points_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
         .rank_points
         .iter()
         .map(|r| {
-            let mut row = vec![
-                r.rank.to_string(),
-                r.point_index.to_string(),
-                r.label.clone(),
-                r.scope.as_str().to_owned(),
-                r.observation_count.to_string(),
-                r.pool_count.to_string(),
+            let mut row: Vec<Cell> = vec![
+                r.rank.into(),
+                r.point_index.into(),
+                r.label.as_str().into(),
+                r.scope.as_str().into(),
+                r.observation_count.into(),
+                r.pool_count.into(),
             ];
             row.extend(stat_cells(&r.stats));
             row
@@ -254,7 +249,7 @@ fn rank_points_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn rank_devices_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
+fn rank_devices_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
     let mut header = strings(&[
         "rank",
         "point_index",
@@ -270,11 +265,11 @@ fn rank_devices_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
         .rank_devices
         .iter()
         .map(|r| {
-            let mut row = vec![
-                r.rank.to_string(),
-                r.point_index.to_string(),
-                r.label.clone(),
-                r.device_index.to_string(),
+            let mut row: Vec<Cell> = vec![
+                r.rank.into(),
+                r.point_index.into(),
+                r.label.as_str().into(),
+                r.device_index.into(),
                 opt(r.free_bytes),
                 opt(r.total_bytes),
                 opt(r.used_bytes),
@@ -298,23 +293,23 @@ const EXTREMA_HEADER: [&str; 8] = [
     "rank_count",
 ];
 
-fn extrema_cells(e: Option<&MetricExtrema>) -> Vec<String> {
+fn extrema_cells(e: Option<&MetricExtrema>) -> Vec<Cell> {
     match e {
-        None => vec![String::new(); EXTREMA_HEADER.len()],
+        None => vec![Cell::Null; EXTREMA_HEADER.len()],
         Some(e) => vec![
-            e.min_bytes.to_string(),
-            e.min_rank.to_string(),
-            ranks_text(&e.min_ranks),
-            e.max_bytes.to_string(),
-            e.max_rank.to_string(),
-            ranks_text(&e.max_ranks),
-            e.spread_bytes.to_string(),
-            e.rank_count.to_string(),
+            e.min_bytes.into(),
+            e.min_rank.into(),
+            ranks_text(&e.min_ranks).into(),
+            e.max_bytes.into(),
+            e.max_rank.into(),
+            ranks_text(&e.max_ranks).into(),
+            e.spread_bytes.into(),
+            e.rank_count.into(),
         ],
     }
 }
 
-fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
+fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
     let mut header = strings(&["point_index", "label", "scope", "metric"]);
     header.extend(strings(&EXTREMA_HEADER));
     header.push("worst_rank".to_owned());
@@ -322,14 +317,14 @@ fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
         .point_aggregates
         .iter()
         .map(|a| {
-            let mut row = vec![
-                a.point_index.to_string(),
-                a.label.clone(),
-                a.scope.as_str().to_owned(),
-                a.metric.clone(),
+            let mut row: Vec<Cell> = vec![
+                a.point_index.into(),
+                a.label.as_str().into(),
+                a.scope.as_str().into(),
+                a.metric.as_str().into(),
             ];
             row.extend(extrema_cells(Some(&a.extrema)));
-            row.push(a.worst_rank().to_string());
+            row.push(a.worst_rank().into());
             row
         })
         .collect();
@@ -337,9 +332,9 @@ fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<String>>) {
 }
 
 /// A table as the HTML page gets it: header cells and rows.
-type Table = (Vec<String>, Vec<Vec<String>>);
+type HtmlTable = (Vec<String>, Vec<Vec<Cell>>);
 
-fn html_of(title: &str, text: &str, tables: &[(&str, Table)]) -> String {
+fn html_of(title: &str, text: &str, tables: &[(&str, HtmlTable)]) -> String {
     let mut body = format!("<h1>{}</h1>\n<pre>", escape_html(title));
     body.push_str(&escape_html(text));
     body.push_str("</pre>\n");
@@ -368,9 +363,9 @@ pub fn render_group_summary(s: &GroupSummary, format: Format) -> String {
         Format::Html => {
             // The headline metrics of every point aggregate; rank rows are in the CSVs.
             let (h, rows) = point_aggregates_table(s);
-            let rows: Vec<Vec<String>> = rows
+            let rows: Vec<Vec<Cell>> = rows
                 .into_iter()
-                .filter(|r| r[2] == "all" && HEADLINE.contains(&r[3].as_str()))
+                .filter(|r| r[2] == "all" && r[3].as_str().is_some_and(|m| HEADLINE.contains(&m)))
                 .collect();
             html_of(
                 "Memory run group summary",
@@ -426,7 +421,7 @@ const TERMS: [&str; 9] = [
     "change_gap",
 ];
 
-fn term_cells(r: &RankPhaseRow) -> Vec<String> {
+fn term_cells(r: &RankPhaseRow) -> Vec<Cell> {
     let v = r.values();
     vec![
         opt(v.baseline_start),
@@ -438,9 +433,7 @@ fn term_cells(r: &RankPhaseRow) -> Vec<String> {
         opt(v.start_gap()),
         opt(v.end_gap()),
         opt(change_gap(v)),
-        v.identity_holds()
-            .map(|b| b.to_string())
-            .unwrap_or_default(),
+        v.identity_holds().into(),
     ]
 }
 
@@ -474,18 +467,15 @@ fn term_header(prefix: &[&str]) -> Vec<String> {
     h
 }
 
-fn rank_decomposition_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<String>>) {
+fn rank_decomposition_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
     let rows = c
         .rank_decomposition()
         .iter()
         .map(|r| {
-            let mut row = vec![
-                r.rank.to_string(),
-                r.row
-                    .scope
-                    .map(|s| s.as_str().to_owned())
-                    .unwrap_or_default(),
-                phase_metric_name(r.row.metric),
+            let mut row: Vec<Cell> = vec![
+                r.rank.into(),
+                Cell::text(r.row.scope.map(|s| s.as_str())),
+                phase_metric_name(r.row.metric).into(),
             ];
             row.extend(term_cells(r));
             row
@@ -494,18 +484,18 @@ fn rank_decomposition_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<S
     (term_header(&["rank", "scope"]), rows)
 }
 
-fn rank_pool_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<String>>) {
+fn rank_pool_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
     let rows = c
         .rank_pool_decomposition()
         .iter()
         .map(|r| {
-            let mut row = vec![
-                r.rank.to_string(),
+            let mut row: Vec<Cell> = vec![
+                r.rank.into(),
                 opt(r.row.baseline_device),
                 opt_pool(r.row.baseline_pool),
                 opt(r.row.candidate_device),
                 opt_pool(r.row.candidate_pool),
-                phase_metric_name(r.row.metric),
+                phase_metric_name(r.row.metric).into(),
             ];
             row.extend(term_cells(r));
             row
@@ -523,16 +513,16 @@ fn rank_pool_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<String>>) 
     )
 }
 
-fn rank_device_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<String>>) {
+fn rank_device_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
     let rows = c
         .rank_device_decomposition()
         .iter()
         .map(|r| {
-            let mut row = vec![
-                r.rank.to_string(),
+            let mut row: Vec<Cell> = vec![
+                r.rank.into(),
                 opt(r.row.baseline_device),
                 opt(r.row.candidate_device),
-                phase_metric_name(r.row.metric),
+                phase_metric_name(r.row.metric).into(),
             ];
             row.extend(term_cells(r));
             row
@@ -552,7 +542,7 @@ const AGGREGATE_TERMS: [&str; 5] = [
     "change_gap",
 ];
 
-fn phase_aggregates_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<String>>) {
+fn phase_aggregates_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
     let mut header = strings(&["scope", "metric", "rank_count"]);
     for t in AGGREGATE_TERMS {
         header.extend(EXTREMA_HEADER.iter().map(|h| format!("{t}_{h}")));
@@ -561,10 +551,10 @@ fn phase_aggregates_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Str
         .phase_aggregates
         .iter()
         .map(|a| {
-            let mut row = vec![
-                a.scope.as_str().to_owned(),
-                a.metric.clone(),
-                a.rank_count.to_string(),
+            let mut row: Vec<Cell> = vec![
+                a.scope.as_str().into(),
+                a.metric.as_str().into(),
+                a.rank_count.into(),
             ];
             for e in [
                 &a.baseline_change,
@@ -710,9 +700,9 @@ pub fn render_group_phases(
         }
         Format::Html => {
             let (h, rows) = rank_decomposition_table(c);
-            let rows: Vec<Vec<String>> = rows
+            let rows: Vec<Vec<Cell>> = rows
                 .into_iter()
-                .filter(|r| include_unchanged || r[7..11].iter().any(|x| !x.is_empty() && x != "0"))
+                .filter(|r| include_unchanged || r[7..11].iter().any(moved))
                 .collect();
             html_of(
                 "Memory run group phases",
@@ -729,14 +719,9 @@ pub fn group_phases_files(
     c: &GroupPhaseComparison,
     include_unchanged: bool,
 ) -> Vec<(String, String)> {
-    let keep = |rows: Vec<Vec<String>>, first_term: usize| -> Vec<Vec<String>> {
+    let keep = |rows: Vec<Vec<Cell>>, first_term: usize| -> Vec<Vec<Cell>> {
         rows.into_iter()
-            .filter(|r| {
-                include_unchanged
-                    || r[first_term + 4..first_term + 8]
-                        .iter()
-                        .any(|x| !x.is_empty() && x != "0")
-            })
+            .filter(|r| include_unchanged || r[first_term + 4..first_term + 8].iter().any(moved))
             .collect()
     };
     let mut files = vec![
@@ -782,3 +767,8 @@ pub const GROUP_PHASE_FILES: [&str; 7] = [
     "rank_device_decomposition.csv",
     "phase_aggregates.csv",
 ];
+
+/// A byte term that moved: present and not zero.
+fn moved(x: &Cell) -> bool {
+    !x.is_null() && *x != Cell::Int(0)
+}

@@ -37,8 +37,8 @@ fn frames_json(frames: &[StackFrame]) -> String {
     serde_json::to_string(frames).unwrap_or_default()
 }
 
-fn point_label(p: &Option<crate::lifetimes::PointRef>) -> String {
-    p.as_ref().map(|p| p.label.clone()).unwrap_or_default()
+fn point_label(p: &Option<crate::lifetimes::PointRef>) -> Cell {
+    Cell::text(p.as_ref().map(|p| p.label.as_str()))
 }
 
 pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
@@ -205,56 +205,49 @@ fn pool_cell(c: &AllocationCohort) -> String {
         .map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a},{b}"))
 }
 
-fn cohort_row(c: &AllocationCohort) -> Vec<String> {
+fn cohort_row(c: &AllocationCohort) -> Vec<Cell> {
     vec![
-        c.cohort_id.clone(),
-        c.display_rank.to_string(),
-        c.device.to_string(),
-        pool_cell(c),
-        c.pool_label.clone(),
-        c.stack_key.clone(),
-        frames_json(&c.stack_frames),
+        c.cohort_id.as_str().into(),
+        c.display_rank.into(),
+        c.device.into(),
+        pool_cell(c).into(),
+        c.pool_label.as_str().into(),
+        c.stack_key.as_str().into(),
+        frames_json(&c.stack_frames).into(),
         opt(c.block_size_bytes),
         opt(c.requested_size_bytes),
         c.streams
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
-            .join(";"),
-        c.generation_count.to_string(),
-        c.peak_active_bytes.to_string(),
-        c.peak_owner_active_bytes.to_string(),
-        c.peak_awaiting_free_bytes.to_string(),
-        c.peak_block_count.to_string(),
-        c.active_span_bytes.to_string(),
-        c.event_owner_peak_bytes.to_string(),
-        c.event_unreusable_peak_bytes.to_string(),
+            .join(";")
+            .into(),
+        c.generation_count.into(),
+        c.peak_active_bytes.into(),
+        c.peak_owner_active_bytes.into(),
+        c.peak_awaiting_free_bytes.into(),
+        c.peak_block_count.into(),
+        c.active_span_bytes.into(),
+        c.event_owner_peak_bytes.into(),
+        c.event_unreusable_peak_bytes.into(),
         point_label(&c.first_sampled_point),
         point_label(&c.last_sampled_point),
         point_label(&c.first_event_point),
         point_label(&c.last_event_point),
-        c.born_bytes.to_string(),
-        c.born_count.to_string(),
-        c.free_requested_bytes.to_string(),
-        c.free_requested_count.to_string(),
-        c.free_completed_bytes.to_string(),
-        c.free_completed_count.to_string(),
-        c.terminal_owner_active_bytes.to_string(),
-        c.terminal_owner_active_count.to_string(),
-        c.terminal_awaiting_free_bytes.to_string(),
+        c.born_bytes.into(),
+        c.born_count.into(),
+        c.free_requested_bytes.into(),
+        c.free_requested_count.into(),
+        c.free_completed_bytes.into(),
+        c.free_completed_count.into(),
+        c.terminal_owner_active_bytes.into(),
+        c.terminal_owner_active_count.into(),
+        c.terminal_awaiting_free_bytes.into(),
     ]
 }
 
-fn table(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
-    let mut out = String::new();
-    csv_line(
-        &mut out,
-        &header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>(),
-    );
-    for row in rows {
-        csv_line(&mut out, &row);
-    }
-    out
+fn table(header: &[&str], rows: impl Iterator<Item = Vec<Cell>>) -> String {
+    csv_table(&Table::with_rows(header, rows.collect()))
 }
 
 const TRANSITION_HEADER: [&str; 8] = [
@@ -271,18 +264,18 @@ const TRANSITION_HEADER: [&str; 8] = [
 fn transition_rows<'a>(
     r: &'a LifetimeAnalysis,
     of: fn(&AllocationCohort) -> &Vec<CohortTransition>,
-) -> impl Iterator<Item = Vec<String>> + 'a {
+) -> impl Iterator<Item = Vec<Cell>> + 'a {
     r.cohorts.iter().flat_map(move |c| {
         of(c).iter().map(move |t| {
             vec![
-                c.cohort_id.clone(),
+                c.cohort_id.as_str().into(),
                 point_label(&t.start_point),
-                t.end_point.label.clone(),
-                t.origin.as_str().to_owned(),
-                t.stack_key.clone(),
-                frames_json(&t.stack_frames),
-                t.bytes.to_string(),
-                t.count.to_string(),
+                t.end_point.label.as_str().into(),
+                t.origin.as_str().into(),
+                t.stack_key.as_str().into(),
+                frames_json(&t.stack_frames).into(),
+                t.bytes.into(),
+                t.count.into(),
             ]
         })
     })
@@ -314,16 +307,16 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
                 r.cohorts.iter().flat_map(|c| {
                     c.points.iter().map(|p| {
                         vec![
-                            c.cohort_id.clone(),
-                            p.point_index.to_string(),
-                            p.label.clone(),
-                            p.owner_active_bytes.to_string(),
-                            p.owner_active_count.to_string(),
-                            p.awaiting_free_bytes.to_string(),
-                            p.awaiting_free_count.to_string(),
-                            p.active_bytes.to_string(),
-                            p.block_count.to_string(),
-                            p.requested_bytes.to_string(),
+                            c.cohort_id.as_str().into(),
+                            p.point_index.into(),
+                            p.label.as_str().into(),
+                            p.owner_active_bytes.into(),
+                            p.owner_active_count.into(),
+                            p.awaiting_free_bytes.into(),
+                            p.awaiting_free_count.into(),
+                            p.active_bytes.into(),
+                            p.block_count.into(),
+                            p.requested_bytes.into(),
                         ]
                     })
                 }),
@@ -342,11 +335,11 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
                 r.cohorts.iter().flat_map(|c| {
                     c.size_histogram.iter().map(|b| {
                         vec![
-                            c.cohort_id.clone(),
-                            b.size_bytes.to_string(),
-                            b.requested_size_bytes.to_string(),
-                            b.count.to_string(),
-                            b.total_bytes.to_string(),
+                            c.cohort_id.as_str().into(),
+                            b.size_bytes.into(),
+                            b.requested_size_bytes.into(),
+                            b.count.into(),
+                            b.total_bytes.into(),
                         ]
                     })
                 }),
@@ -366,12 +359,12 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
                 r.cohorts.iter().flat_map(|c| {
                     c.size_outcomes.iter().map(|o| {
                         vec![
-                            c.cohort_id.clone(),
-                            o.size_bytes.to_string(),
-                            o.requested_size_bytes.to_string(),
-                            o.outcome.as_str().to_owned(),
-                            o.count.to_string(),
-                            o.total_bytes.to_string(),
+                            c.cohort_id.as_str().into(),
+                            o.size_bytes.into(),
+                            o.requested_size_bytes.into(),
+                            o.outcome.as_str().into(),
+                            o.count.into(),
+                            o.total_bytes.into(),
                         ]
                     })
                 }),
@@ -497,7 +490,7 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
         "terminal owner-active",
         "terminal awaiting free",
     ];
-    let rows: Vec<Vec<String>> = r
+    let rows: Vec<Vec<Cell>> = r
         .cohorts
         .iter()
         .take(d.limit)
@@ -513,18 +506,18 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
                     .join(" < ")
             };
             vec![
-                c.display_rank.to_string(),
-                c.cohort_id.clone(),
-                c.device.to_string(),
-                c.pool_label.clone(),
-                stack,
-                c.generation_count.to_string(),
-                c.peak_active_bytes.to_string(),
-                c.peak_block_count.to_string(),
-                c.event_owner_peak_bytes.to_string(),
-                c.event_unreusable_peak_bytes.to_string(),
-                c.terminal_owner_active_bytes.to_string(),
-                c.terminal_awaiting_free_bytes.to_string(),
+                c.display_rank.into(),
+                c.cohort_id.as_str().into(),
+                c.device.into(),
+                c.pool_label.as_str().into(),
+                stack.into(),
+                c.generation_count.into(),
+                c.peak_active_bytes.into(),
+                c.peak_block_count.into(),
+                c.event_owner_peak_bytes.into(),
+                c.event_unreusable_peak_bytes.into(),
+                c.terminal_owner_active_bytes.into(),
+                c.terminal_awaiting_free_bytes.into(),
             ]
         })
         .collect();

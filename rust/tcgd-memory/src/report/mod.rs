@@ -6,9 +6,13 @@
 //! One file per report: [`comparison`] (the state tree of two snapshots or points),
 //! [`summary`] (the states of a run), [`phases`] (four-point equations), [`timeline`]
 //! (every point against its predecessor). This module holds what they share: options,
-//! byte formatting, CSV cells, the HTML shell and escaping.
+//! byte formatting, tables (written as CSV through the shared writer) and the page style.
 
 use std::fmt::Write as _;
+
+use tcgd_report::csv::Ending;
+pub use tcgd_report::html::escape as escape_html;
+use tcgd_report::{Cell, Table};
 
 use crate::model::PoolId;
 
@@ -133,69 +137,52 @@ fn stream_name(stream: i64) -> String {
     format!("stream 0x{stream:x}")
 }
 
-// ---------------------------------------------------------------------- pruned view
+// ---------------------------------------------------------------------- tables
 
-/// Cells go through the shared writer, which neutralises text a spreadsheet would run as
-/// a formula (a point label like `=HYPERLINK(...)`) and leaves numbers as numbers.
-fn csv_line(out: &mut String, fields: &[String]) {
-    tcgd_report::csv::line(out, fields, "\n");
+/// A CSV file of a memory report: the table as an Arrow record batch, written through the
+/// shared writer, which neutralises text a spreadsheet would run as a formula (a point
+/// label like `=HYPERLINK(...)`) and leaves numbers as numbers.
+fn csv_table(table: &Table) -> String {
+    table.csv(Ending::Lf)
 }
 
-fn opt(v: Option<i64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_default()
+fn opt(v: Option<i64>) -> Cell {
+    v.into()
 }
 
-fn opt_pool(p: Option<PoolId>) -> String {
-    p.map(|(a, b)| format!("{a},{b}")).unwrap_or_default()
+fn opt_pool(p: Option<PoolId>) -> Cell {
+    Cell::text(p.map(|(a, b)| format!("{a},{b}")))
 }
 
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px}\
-td.n{text-align:right;font-variant-numeric:tabular-nums}tr.device td{background:#eef}\
-tr.pool td{background:#f7f7f7}.warn{color:#a40}pre{background:#f5f5f5;padding:8px}";
+/// What memory pages add to the shared style: device and pool rows stand out, cells are
+/// boxed.
+const STYLE: &str = "td,th{border:1px solid #ccc;padding:2px 6px}\
+tr.device td{background:#eef}tr.pool td{background:#f7f7f7}\n";
 
 fn html_page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{}</title>\
-         <style>{STYLE}</style></head>\n<body>\n{body}</body></html>\n",
-        escape_html(title)
-    )
+    tcgd_report::html::page(title, STYLE, body)
 }
 
 fn html_table(
-    header: &[&str],
-    rows: &[Vec<String>],
-    class_of: impl Fn(&[String]) -> &'static str,
+    header: &[impl AsRef<str>],
+    rows: &[Vec<Cell>],
+    class_of: impl Fn(&[Cell]) -> &'static str,
 ) -> String {
     let mut out = String::from("<table>\n<thead><tr>");
     for h in header {
-        let _ = write!(out, "<th>{}</th>", escape_html(h));
+        let _ = write!(out, "<th>{}</th>", escape_html(h.as_ref()));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     for row in rows {
         let _ = write!(out, "<tr class=\"{}\">", class_of(row));
         for cell in row {
-            let numeric = !cell.is_empty() && cell.parse::<i64>().is_ok();
+            let text = cell.to_string();
+            let numeric = !text.is_empty() && text.parse::<i64>().is_ok();
             let _ = write!(
                 out,
                 "<td{}>{}</td>",
                 if numeric { " class=\"n\"" } else { "" },
-                escape_html(cell)
+                escape_html(&text)
             );
         }
         out.push_str("</tr>\n");

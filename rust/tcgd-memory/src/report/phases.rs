@@ -26,20 +26,20 @@ pub(super) const PHASE_HEADER: [&str; 16] = [
     "identity_holds",
 ];
 
-pub(super) fn phase_rows(phases: &PhaseComparison) -> Vec<Vec<String>> {
+pub(super) fn phase_rows(phases: &PhaseComparison) -> Vec<Vec<Cell>> {
     phases
         .rows
         .iter()
         .map(|r| {
             let v = &r.values;
             vec![
-                r.level.as_str().to_owned(),
-                r.scope.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                r.level.as_str().into(),
+                Cell::text(r.scope.map(|s| s.as_str())),
                 opt(r.baseline_device),
                 opt(r.candidate_device),
                 opt_pool(r.baseline_pool),
                 opt_pool(r.candidate_pool),
-                r.metric.to_owned(),
+                r.metric.into(),
                 opt(v.baseline_start),
                 opt(v.baseline_end),
                 opt(v.candidate_start),
@@ -48,9 +48,7 @@ pub(super) fn phase_rows(phases: &PhaseComparison) -> Vec<Vec<String>> {
                 opt(v.candidate_change()),
                 opt(v.start_gap()),
                 opt(v.end_gap()),
-                v.identity_holds()
-                    .map(|b| b.to_string())
-                    .unwrap_or_default(),
+                v.identity_holds().into(),
             ]
         })
         .collect()
@@ -178,14 +176,7 @@ pub fn render_phases(phases: &PhaseComparison, format: Format, options: ReportOp
             s.push('\n');
             s
         }
-        Format::Csv => {
-            let mut out = String::new();
-            csv_line(&mut out, &PHASE_HEADER.map(str::to_owned));
-            for row in phase_rows(phases) {
-                csv_line(&mut out, &row);
-            }
-            out
-        }
+        Format::Csv => csv_table(&Table::with_rows(&PHASE_HEADER, phase_rows(phases))),
         Format::Html => {
             let mut body = String::from("<h1>Memory phases</h1>\n<pre>");
             body.push_str(&escape_html(&phases_text(
@@ -194,7 +185,7 @@ pub fn render_phases(phases: &PhaseComparison, format: Format, options: ReportOp
             )));
             body.push_str("</pre>\n");
             body.push_str(&html_table(&PHASE_HEADER, &phase_rows(phases), |row| {
-                if row[15] == "false" {
+                if row[15] == Cell::Bool(false) {
                     "device"
                 } else {
                     ""

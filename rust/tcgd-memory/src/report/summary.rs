@@ -45,21 +45,15 @@ pub fn render_summaries(states: &[&MemoryState], format: Format, options: Report
             s
         }
         Format::Csv => {
-            let mut out = String::new();
-            let header: Vec<String> = std::iter::once("point")
-                .chain(CSV_HEADER)
-                .map(str::to_owned)
-                .collect();
-            csv_line(&mut out, &header);
+            let header: Vec<&str> = std::iter::once("point").chain(CSV_HEADER).collect();
+            let mut table = Table::new(&header);
             for (state, c) in states.iter().zip(&summaries) {
                 for row in comparison_rows(&view(c, options)) {
-                    let cells: Vec<String> = std::iter::once(state.identity.label.clone())
-                        .chain(row)
-                        .collect();
-                    csv_line(&mut out, &cells);
+                    let point = Cell::from(&state.identity.label);
+                    table.push(std::iter::once(point).chain(row).collect());
                 }
             }
-            out
+            csv_table(&table)
         }
         Format::Html => {
             let bodies: Vec<String> = summaries

@@ -36,34 +36,32 @@ pub(super) const TIMELINE_HEADER: [&str; 25] = [
     "ooms_between",
 ];
 
-pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<String>> {
+pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
     t.rows
         .iter()
         .map(|r| {
             let ch = |f: fn(&MemoryStats) -> i64| opt(r.change.as_ref().map(f));
             vec![
-                r.point_index.to_string(),
-                r.label.clone(),
-                r.level.as_str().to_owned(),
-                r.scope.map(|s| s.as_str().to_owned()).unwrap_or_default(),
+                r.point_index.into(),
+                r.label.as_str().into(),
+                r.level.as_str().into(),
+                Cell::text(r.scope.map(|s| s.as_str())),
                 opt(r.device),
                 opt_pool(r.pool),
-                r.pool_kind
-                    .map(|k| k.as_str().to_owned())
-                    .unwrap_or_default(),
-                r.stats.reserved.to_string(),
+                Cell::text(r.pool_kind.map(|k| k.as_str())),
+                r.stats.reserved.into(),
                 ch(|s| s.reserved),
-                r.stats.allocated.to_string(),
+                r.stats.allocated.into(),
                 ch(|s| s.allocated),
-                r.stats.active.to_string(),
+                r.stats.active.into(),
                 ch(|s| s.active),
-                r.stats.requested.to_string(),
+                r.stats.requested.into(),
                 ch(|s| s.requested),
                 opt(r.cuda_used),
                 opt(r.cuda_used_change),
                 opt(r.residual),
                 opt(r.residual_change),
-                r.pool_owner.clone().unwrap_or_default(),
+                Cell::text(r.pool_owner.clone()),
                 opt(r.peaks.and_then(|p| p.peak_reserved_bytes)),
                 opt(r.peaks.and_then(|p| p.peak_allocated_bytes)),
                 opt(r.peaks.and_then(|p| p.peak_active_bytes)),
@@ -208,14 +206,7 @@ pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> 
             s.push('\n');
             s
         }
-        Format::Csv => {
-            let mut out = String::new();
-            csv_line(&mut out, &TIMELINE_HEADER.map(str::to_owned));
-            for row in timeline_rows(t) {
-                csv_line(&mut out, &row);
-            }
-            out
-        }
+        Format::Csv => csv_table(&Table::with_rows(&TIMELINE_HEADER, timeline_rows(t))),
         Format::Html => {
             let mut body = String::from("<h1>Memory timeline</h1>\n<pre>");
             body.push_str(&escape_html(&timeline_text(t, options.include_unchanged)));
