@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import torch_cudagraph_debug.memory_debug._leaves as _leaves
 import torch_cudagraph_debug.memory_debug.attribution as _attribution
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.memory_debug import _leaves
 from torch_cudagraph_debug.memory_debug._leaves import (
     MemoryAllocatorScopeComparison,
     MemoryDeviceComparison,
