@@ -114,7 +114,6 @@ __all__ = [
     "list_runs",
     "memory_attribution",
     "memory_lifetimes",
-    "memory_range_lifetimes",
     "memory_state_from_pickle",
     "memory_timeline",
     "probe_memory",
@@ -1115,9 +1114,6 @@ def memory_lifetimes(
     kind: Literal["all", "active_at", "born_between"],
     points: list[int],
     through: int | None = None,
-) -> MemoryAllocationLifetimeAnalysis: ...
-def memory_range_lifetimes(
-    reader: MemoryRunReader, start: int, end: int
 ) -> MemoryAllocationLifetimeAnalysis: ...
 
 # ---------------------------------------------------------------- memory run groups

@@ -13,6 +13,16 @@ from typing import Any
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 
 
+def _attribution_flags(p: argparse.ArgumentParser) -> None:
+    """The attribution requests and their display bounds (read by ``_attribution``)."""
+    att = p.add_argument_group("attribution (needs allocator history)")
+    att.add_argument("--stacks", action="store_true", help="attribute growth to allocation stacks")
+    att.add_argument("--events", action="store_true", help="attribute growth to allocator events")
+    att.add_argument("--lifetimes", action="store_true", help="track allocation lifetimes")
+    att.add_argument("--stack-depth", type=int, default=2, help="frames shown per stack")
+    att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
+
+
 def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:
     out = p.add_argument_group("report")
     out.add_argument("--json", action="store_true", help="print the JSON report to stdout")
@@ -36,12 +46,7 @@ def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:
         )
     out.add_argument("--output", metavar="DIR", help="also write the report in every format to DIR")
     out.add_argument("--overwrite", action="store_true", help="replace report files in --output")
-    att = p.add_argument_group("attribution (needs allocator history)")
-    att.add_argument("--stacks", action="store_true", help="attribute growth to allocation stacks")
-    att.add_argument("--events", action="store_true", help="attribute growth to allocator events")
-    att.add_argument("--lifetimes", action="store_true", help="track allocation lifetimes")
-    att.add_argument("--stack-depth", type=int, default=2, help="frames shown per stack")
-    att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
+    _attribution_flags(p)
 
 
 def _run_flags(p: argparse.ArgumentParser, *, candidate: bool = False) -> None:
@@ -111,12 +116,7 @@ def _group_output_flags(p: argparse.ArgumentParser, *, phases: bool = False) -> 
         out.add_argument(
             "--only-changed", action="store_true", help="leave out rows with no change or gap"
         )
-        att = p.add_argument_group("attribution (needs allocator history)")
-        att.add_argument("--stacks", action="store_true", help="attribute to allocation stacks")
-        att.add_argument("--events", action="store_true", help="attribute to allocator events")
-        att.add_argument("--lifetimes", action="store_true", help="track allocation lifetimes")
-        att.add_argument("--stack-depth", type=int, default=2, help="frames shown per stack")
-        att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
+        _attribution_flags(p)
 
 
 def _invalid(message: str) -> Exception:
