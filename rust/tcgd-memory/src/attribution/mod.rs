@@ -292,7 +292,6 @@ pub fn attribute(
             available: false,
             complete: false,
         };
-        out.warnings.push(LIFETIMES_NEED_A_RUN.to_owned());
     }
     Ok(out)
 }
@@ -301,12 +300,19 @@ const LIFETIMES_NEED_A_RUN: &str = "lifetime attribution is not available here: 
      the stored history of one recorded run, so it needs two different points of one run \
      (MemoryRun.lifetimes() analyses a whole run)";
 
-/// Completes a lifetime request with the run's cohort report of the compared range:
+/// Completes a lifetime request with the run's cohort report of the compared range
+/// (`None`: there is no run history to replay, as for probe snapshots or one point):
 /// attached when the history covers the range; when it does not (disabled, truncated,
 /// unrecognisable boundary), the status stays unavailable and the warning says why.
 /// History that contradicts the states is an error, as it is for `run.lifetimes()`.
-pub fn attach_lifetimes(out: &mut Attribution, found: Result<LifetimeAnalysis>) -> Result<()> {
-    out.warnings.retain(|w| w != LIFETIMES_NEED_A_RUN);
+pub fn attach_lifetimes(
+    out: &mut Attribution,
+    found: Option<Result<LifetimeAnalysis>>,
+) -> Result<()> {
+    let Some(found) = found else {
+        out.warnings.push(LIFETIMES_NEED_A_RUN.to_owned());
+        return Ok(());
+    };
     match found {
         Ok(analysis) => {
             out.status.lifetimes = EvidenceStatus {

@@ -539,21 +539,6 @@ pub(super) fn memory_lifetimes(
     })
 }
 
-/// The cohort report of one range `(start, end]` of a run (point indexes): what a
-/// same-run comparison or timeline attaches with lifetime attribution.
-#[pyfunction]
-pub(super) fn memory_range_lifetimes(
-    py: Python<'_>,
-    reader: &MemoryRunReader,
-    start: i64,
-    end: i64,
-) -> PyResult<MemoryAllocationLifetimeAnalysis> {
-    guard(py, || {
-        let inner = py.detach(|| lt::range_lifetimes(&reader.inner, start, end))?;
-        Ok(MemoryAllocationLifetimeAnalysis::new(inner))
-    })
-}
-
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryAllocationLifetimeAnalysis>()?;
     m.add_class::<AllocationCohort>()?;
@@ -564,6 +549,5 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CohortSizeBucket>()?;
     m.add_class::<CohortSizeOutcome>()?;
     m.add_function(wrap_pyfunction!(memory_lifetimes, m)?)?;
-    m.add_function(wrap_pyfunction!(memory_range_lifetimes, m)?)?;
     Ok(())
 }

@@ -151,13 +151,16 @@ pub(super) fn memory_attribution(
             .collect();
         let mut inner = att::attribute(r, c, cmp, &request, Some(&windows))?;
         // Lifetimes replay the run's stored history over the compared range.
-        if let (true, Some(reader)) = (lifetimes, &reader) {
+        if lifetimes {
             let (a, b) = (r.identity.index, c.identity.index);
-            if a != b {
-                let run = &reader.inner;
-                let found = py.detach(|| lt::range_lifetimes(run, a.min(b), a.max(b)));
-                att::attach_lifetimes(&mut inner, found)?;
-            }
+            let found = match &reader {
+                Some(reader) if a != b => {
+                    let run = &reader.inner;
+                    Some(py.detach(|| lt::range_lifetimes(run, a.min(b), a.max(b))))
+                }
+                _ => None,
+            };
+            att::attach_lifetimes(&mut inner, found)?;
         }
         Ok(MemoryAttribution { inner })
     })
