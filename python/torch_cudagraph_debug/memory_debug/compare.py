@@ -12,21 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import torch_cudagraph_debug.memory_debug._leaves as _leaves
 import torch_cudagraph_debug.memory_debug.attribution as _attribution
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.memory_debug._leaves import (
-    MemoryAllocatorScopeComparison,
-    MemoryDeviceComparison,
-    MemoryObservationComparison,
-    MemoryPoolComparison,
-)
-from torch_cudagraph_debug.memory_debug._model import (
-    MemoryObservationKey,
-    MemoryPoolKey,
-    MemoryStatsDelta,
-)
+from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
 from torch_cudagraph_debug.memory_debug.lifetimes import MemoryAllocationLifetimeAnalysis
 from torch_cudagraph_debug.memory_debug.options import (
     MemoryAttributionOptions,
@@ -34,6 +23,22 @@ from torch_cudagraph_debug.memory_debug.options import (
 
 if TYPE_CHECKING:
     from torch_cudagraph_debug.memory_debug.run import MemoryRange
+
+# The rows of comparisons, timelines and phase decompositions: frozen native classes,
+# built (paired, computed, serialised) by the native core.
+MemoryLifecycleDelta = _native.MemoryLifecycleDelta
+MemoryAllocatorScopeComparison = _native.MemoryAllocatorScopeComparison
+MemoryPoolComparison = _native.MemoryPoolComparison
+MemoryObservationComparison = _native.MemoryObservationComparison
+MemoryDeviceComparison = _native.MemoryDeviceComparison
+MemoryAllocatorScopeTimelineEntry = _native.MemoryAllocatorScopeTimelineEntry
+MemoryPoolTimelineEntry = _native.MemoryPoolTimelineEntry
+MemoryObservationTimelineEntry = _native.MemoryObservationTimelineEntry
+MemoryDeviceTimelineEntry = _native.MemoryDeviceTimelineEntry
+MemoryPhaseComponents = _native.MemoryPhaseComponents
+MemoryAllocatorScopePhaseDecomposition = _native.MemoryAllocatorScopePhaseDecomposition
+MemoryPoolPhaseDecomposition = _native.MemoryPoolPhaseDecomposition
+MemoryDevicePhaseDecomposition = _native.MemoryDevicePhaseDecomposition
 
 Depth = Literal["device", "pool", "stream"]
 _FORMATS = {"text": "txt", "json": "json", "csv": "csv", "html": "html"}
@@ -180,7 +185,7 @@ class _Rendered:
         }
         files.update(self._csv_files())
         files.update(_attribution.csv_files(self._attributions, include_unchanged))
-        own = [*files, *_leaves.ALL_CSV_FILES, *_attribution.ATTRIBUTION_CSV_FILES]
+        own = [*files, *_native.MEMORY_ROW_CSV_FILES, *_attribution.ATTRIBUTION_CSV_FILES]
         paths = _native.write_report_files(
             os.fspath(output_dir), list(files.items()), sorted(set(own)), overwrite
         )
@@ -237,13 +242,6 @@ def _row_dict(row: Any) -> Any:
     return None if row is None else row.to_dict()
 
 
-def _pool_key_of(side: tuple[int | None, Any]) -> MemoryPoolKey | None:
-    device, pool = side
-    if device is None or pool is None:
-        return None
-    return MemoryPoolKey(int(device), (int(pool[0]), int(pool[1])))
-
-
 class MemoryComparison(_Rendered):
     """Two states side by side: the report tree device -> CUDA used -> residual +
     allocator -> pools -> streams, with the address lifecycle where it means something
@@ -259,8 +257,6 @@ class MemoryComparison(_Rendered):
         candidate: Any,
         attribution: Any = None,
         options: MemoryAttributionOptions | None = None,
-        pool_mapping: Sequence[tuple[Any, Any]] = (),
-        device_mapping: Sequence[tuple[int, int]] = (),
     ):
         self._native = native
         self.reference = reference
@@ -268,59 +264,10 @@ class MemoryComparison(_Rendered):
         self._attribution = attribution
         self._attributions = [attribution] if attribution is not None else []
         self._options = options
-        self._pool_mapping = list(pool_mapping)
-        self._device_mapping = list(device_mapping)
-        same = self.relation == "same_origin"
-        owner = "same_run" if hasattr(reference, "run_id") else "same_probe"
-        self._same_kind = owner if same else None
-        self.allocator_scopes: tuple[MemoryAllocatorScopeComparison, ...] = tuple(
-            MemoryAllocatorScopeComparison(
-                scope,
-                reference.allocator_scope_stats[scope],
-                candidate.allocator_scope_stats[scope],
-                candidate.allocator_scope_stats[scope] - reference.allocator_scope_stats[scope],
-            )
-            for scope in ("all", "default", "private")
-        )
-        self.pools: tuple[MemoryPoolComparison, ...] = tuple(
-            MemoryPoolComparison(
-                _pool_key_of(r),
-                _pool_key_of(c),
-                kind,
-                self._pool_match(_pool_key_of(r), _pool_key_of(c)),
-                rs,
-                cs,
-                delta,
-                _leaves.lifecycle(lc),
-            )
-            for r, c, _, _, kind, rs, cs, delta, lc in native.pool_rows()
-        )
-        observations = []
-        for r, c, rstream, cstream, kind, rs, cs, delta, lc in native.observation_rows():
-            rk, ck = _pool_key_of(r), _pool_key_of(c)
-            rkey = None if rk is None or rstream is None else MemoryObservationKey(*rk, rstream)
-            ckey = None if ck is None or cstream is None else MemoryObservationKey(*ck, cstream)
-            match = self._pool_match(None if rkey is None else rk, None if ckey is None else ck)
-            observations.append(
-                MemoryObservationComparison(
-                    rkey, ckey, kind, match, rs, cs, delta, _leaves.lifecycle(lc)
-                )
-            )
-        self.observations: tuple[MemoryObservationComparison, ...] = tuple(observations)
-        self.device_comparisons: tuple[MemoryDeviceComparison, ...] = tuple(
-            MemoryDeviceComparison(
-                rd,
-                cd,
-                self._device_match(rd, cd),
-                rsample,
-                csample,
-                rs,
-                cs,
-                delta,
-                _leaves.lifecycle(lc),
-            )
-            for rd, cd, rsample, csample, rs, cs, delta, lc in native.device_rows()
-        )
+        self.allocator_scopes: tuple[MemoryAllocatorScopeComparison, ...] = native.allocator_scopes
+        self.pools: tuple[MemoryPoolComparison, ...] = native.pools
+        self.observations: tuple[MemoryObservationComparison, ...] = native.observations
+        self.device_comparisons: tuple[MemoryDeviceComparison, ...] = native.device_comparisons
 
     @property
     def attribution_status(self) -> _native.MemoryAttributionStatus:
@@ -358,32 +305,6 @@ class MemoryComparison(_Rendered):
         """Allocator events of the interval by device, pool, stream, action and stack
         (empty unless events were requested)."""
         return () if self._attribution is None else tuple(self._attribution.event_summaries)
-
-    def _pool_match(self, r: MemoryPoolKey | None, c: MemoryPoolKey | None) -> str:
-        if r is None:
-            return "candidate_only"
-        if c is None:
-            return "reference_only"
-        if self._same_kind is not None:
-            return self._same_kind
-        mapped = {(int(a[0]), tuple(a[1])) for a, _ in self._pool_mapping}
-        if (r.device_index, tuple(r.pool_id)) in mapped:
-            return "mapped"
-        # Across runs only default pools pair without a mapping.
-        return "default"
-
-    def _device_match(self, r: int | None, c: int | None) -> str:
-        if r is None:
-            return "candidate_only"
-        if c is None:
-            return "reference_only"
-        if self._same_kind is not None:
-            return self._same_kind
-        if (r, c) in self._device_mapping:
-            return "mapped"
-        if r != c and any(a[0] == r and b[0] == c for a, b in self._pool_mapping):
-            return "pool_mapping"
-        return "same_index"
 
     @property
     def relation(self) -> str:
@@ -443,20 +364,7 @@ class MemoryComparison(_Rendered):
         }
 
     def _csv_files(self) -> dict[str, str]:
-        files = {
-            "allocator_scopes.csv": _leaves.csv_text(
-                [r.csv_row() for r in self.allocator_scopes], _leaves.SCOPE_COLUMNS
-            ),
-            "pools.csv": _leaves.csv_text([r.csv_row() for r in self.pools], _leaves.POOL_COLUMNS),
-            "observations.csv": _leaves.csv_text(
-                [r.csv_row() for r in self.observations], _leaves.OBSERVATION_COLUMNS
-            ),
-        }
-        if self.device_comparisons:
-            files["devices.csv"] = _leaves.csv_text(
-                [r.csv_row() for r in self.device_comparisons], _leaves.DEVICE_COLUMNS
-            )
-        return files
+        return dict(self._native.csv_files())
 
     def __repr__(self) -> str:
         return (
@@ -488,10 +396,14 @@ def _compare_states(
             )
     pools, devices = _mappings(reference, candidate, pool_mapping, device_mapping)
     native = _native.compare_states(
-        reference._state, candidate._state, pool_mapping=pools, device_mapping=devices
+        reference._state,
+        candidate._state,
+        pool_mapping=pools,
+        device_mapping=devices,
+        origin="run" if hasattr(reference, "run_id") else "probe",
     )
     found = _attribution.attribute(reference, candidate, native, attribution)
-    return result(native, reference, candidate, found, attribution, pools, devices)
+    return result(native, reference, candidate, found, attribution)
 
 
 def compare_snapshots(
@@ -538,26 +450,6 @@ def compare_points(
     )
 
 
-_STAT_NAMES = {
-    "reserved": "reserved_bytes",
-    "allocated": "allocated_bytes",
-    "active": "active_bytes",
-    "awaiting_free": "awaiting_free_bytes",
-    "inactive": "inactive_bytes",
-    "requested": "requested_bytes",
-    "internal_fragmentation": "internal_fragmentation_bytes",
-    "expandable_reserved": "expandable_reserved_bytes",
-    "expandable_inactive": "expandable_inactive_bytes",
-}
-# A device row's allocator rollup is named as a device metric, next to the samples'.
-_DEVICE_NAMES = {
-    **_STAT_NAMES,
-    "reserved": "allocator_reserved_bytes",
-    "cuda_used": "used_bytes",
-    "residual": "cuda_allocator_residual_bytes",
-}
-
-
 def _gap(
     reference: Any,
     candidate: Any,
@@ -600,33 +492,15 @@ class MemoryPhaseComparison(_Rendered):
         self.baseline = baseline
         self.candidate = candidate
         self._options = attribution
-        scopes, pools, devices = [], [], []
-        for level, scope, bd, cd, bp, cp, metric, readings in native.rows():
-            components = _leaves.MemoryPhaseComponents.of(readings)
-            if level == "scope":
-                scopes.append(
-                    _leaves.MemoryAllocatorScopePhaseDecomposition(
-                        scope, _STAT_NAMES[metric], components
-                    )
-                )
-            elif level == "pool":
-                pools.append(
-                    _leaves.MemoryPoolPhaseDecomposition(
-                        _pool_key_of((bd, bp)),
-                        _pool_key_of((cd, cp)),
-                        _STAT_NAMES[metric],
-                        components,
-                    )
-                )
-            else:
-                devices.append(
-                    _leaves.MemoryDevicePhaseDecomposition(
-                        bd, cd, _DEVICE_NAMES[metric], components
-                    )
-                )
-        self.allocator_scope_decomposition = tuple(scopes)
-        self.pool_decomposition = tuple(pools)
-        self.device_decomposition = tuple(devices)
+        self.allocator_scope_decomposition: tuple[MemoryAllocatorScopePhaseDecomposition, ...] = (
+            native.allocator_scope_decomposition
+        )
+        self.pool_decomposition: tuple[MemoryPoolPhaseDecomposition, ...] = (
+            native.pool_decomposition
+        )
+        self.device_decomposition: tuple[MemoryDevicePhaseDecomposition, ...] = (
+            native.device_decomposition
+        )
         if baseline is not None and candidate is not None:
             # With attribution the two changes carry it (events included: they are inside
             # one run) and the gaps carry stack attribution only.
@@ -689,29 +563,9 @@ class MemoryPhaseComparison(_Rendered):
         }
 
     def _csv_files(self) -> dict[str, str]:
-        files = {
-            "allocator_scopes.csv": _leaves.csv_text(
-                [_leaves.phase_csv_row(r) for r in self.allocator_scope_decomposition],
-                _leaves.PHASE_SCOPE_COLUMNS,
-            ),
-            "pools.csv": _leaves.csv_text(
-                [_leaves.phase_csv_row(r) for r in self.pool_decomposition],
-                _leaves.PHASE_POOL_COLUMNS,
-            ),
-        }
+        files = dict(self._native.csv_files())
         if self.end_gap is not None:
-            files["observations.csv"] = _leaves.csv_text(
-                [r.csv_row() for r in self.end_gap.observations], _leaves.OBSERVATION_COLUMNS
-            )
-            if self.end_gap.device_comparisons:
-                files["devices.csv"] = _leaves.csv_text(
-                    [r.csv_row() for r in self.end_gap.device_comparisons], _leaves.DEVICE_COLUMNS
-                )
-        if self.device_decomposition:
-            files["device_decomposition.csv"] = _leaves.csv_text(
-                [_leaves.phase_csv_row(r) for r in self.device_decomposition],
-                _leaves.PHASE_DEVICE_COLUMNS,
-            )
+            files.update(self.end_gap._native.end_gap_csv_files())
         return files
 
 
@@ -752,51 +606,14 @@ class MemoryTimeline(_Rendered):
     ):
         self._native = native
         self.points = tuple(points)
-        scopes, pools = [], []
-        device_rows: dict[tuple[int, int], Any] = {}
-        for index, label, level, scope, device, pool, stats, delta in native.rows():
-            if level == "scope":
-                scopes.append(
-                    _leaves.MemoryAllocatorScopeTimelineEntry(index, label, scope, stats, delta)
-                )
-            elif level == "pool":
-                key = _pool_key_of((device, pool))
-                pools.append(
-                    _leaves.MemoryPoolTimelineEntry(index, label, key, key.kind, stats, delta)  # type: ignore[union-attr]
-                )
-            else:
-                device_rows[(index, device)] = (label, stats, delta)
-        self.allocator_scope_entries = tuple(scopes)
-        self.pool_entries = tuple(pools)
-        self.observation_entries = tuple(self._observation_entries())
-        devices = []
-        previous: dict[int, Any] = {}
-        by_index = {p.index: p for p in self.points}
-        for (index, device), (label, stats, delta) in device_rows.items():
-            point = by_index.get(index)
-            sample = None if point is None else point.device_memory.get(device)
-            before = previous.get(device, ...)
-            first = before is ...
-            both = not first and sample is not None and before is not None
-
-            def change(name: str, now: Any = sample, then: Any = before, ok: bool = both) -> Any:
-                return getattr(now, name) - getattr(then, name) if ok else None
-
-            devices.append(
-                _leaves.MemoryDeviceTimelineEntry(
-                    index,
-                    label,
-                    device,
-                    sample,
-                    stats,
-                    delta,
-                    change("used_bytes"),
-                    change("free_bytes"),
-                    change("total_bytes"),
-                )
-            )
-            previous[device] = sample
-        self.device_entries = tuple(devices)
+        self.allocator_scope_entries: tuple[MemoryAllocatorScopeTimelineEntry, ...] = (
+            native.allocator_scope_entries
+        )
+        self.pool_entries: tuple[MemoryPoolTimelineEntry, ...] = native.pool_entries
+        self.observation_entries: tuple[MemoryObservationTimelineEntry, ...] = (
+            native.observation_entries
+        )
+        self.device_entries: tuple[MemoryDeviceTimelineEntry, ...] = native.device_entries
         # Attributed adjacent comparisons (stack or event attribution); empty for the
         # default timeline, which reads no allocator-state payloads.
         self.point_comparisons: tuple[MemoryPointComparison, ...] = tuple(point_comparisons)
@@ -804,28 +621,6 @@ class MemoryTimeline(_Rendered):
         self._options = attribution
         # The whole run's cohort report, with lifetime attribution (set by the run).
         self.allocation_lifetimes: Any = None
-
-    def _observation_entries(self) -> list[_leaves.MemoryObservationTimelineEntry]:
-        out = []
-        seen: dict[MemoryObservationKey, Any] = {}
-        zero = _native.MemoryStats()
-        for i, point in enumerate(self.points):
-            current = dict(point.observation_stats)
-            for key in seen:
-                current.setdefault(key, zero)
-            for key in sorted(
-                current, key=lambda k: (k.device_index, k.pool_id != (0, 0), k.pool_id, k.stream)
-            ):
-                stats = current[key]
-                before = seen.get(key)
-                delta = None if i == 0 else MemoryStatsDelta.between(before or zero, stats)
-                out.append(
-                    _leaves.MemoryObservationTimelineEntry(
-                        point.index, point.label, key, stats, delta
-                    )
-                )
-            seen = current
-        return out
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -850,23 +645,7 @@ class MemoryTimeline(_Rendered):
         }
 
     def _csv_files(self) -> dict[str, str]:
-        files = {
-            "allocator_scopes.csv": _leaves.csv_text(
-                [e.csv_row() for e in self.allocator_scope_entries], _leaves.TIMELINE_SCOPE_COLUMNS
-            ),
-            "pools.csv": _leaves.csv_text(
-                [e.csv_row() for e in self.pool_entries], _leaves.TIMELINE_POOL_COLUMNS
-            ),
-            "observations.csv": _leaves.csv_text(
-                [e.csv_row() for e in self.observation_entries],
-                _leaves.TIMELINE_OBSERVATION_COLUMNS,
-            ),
-        }
-        if self.device_entries:
-            files["devices.csv"] = _leaves.csv_text(
-                [e.csv_row() for e in self.device_entries], _leaves.TIMELINE_DEVICE_COLUMNS
-            )
-        return files
+        return dict(self._native.csv_files())
 
 
 class MemoryStateReport(_Rendered):

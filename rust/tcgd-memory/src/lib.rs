@@ -5,7 +5,8 @@
 //! `_dump_snapshot` writes, read by [`pickle`] without executing anything) is ingested once
 //! into rows ([`ingest`]), summarised per (device, pool, stream) ([`stats`]), stored in a
 //! run with the crash-safe machinery of tcgd-store ([`run`]), compared ([`compare`],
-//! [`phases`], [`timeline`]) and reported ([`report`]). `docs/memory-debug.md` is the user
+//! [`phases`], [`timeline`]), named as the reference design's rows ([`rows`]) and reported
+//! ([`report`]). `docs/memory-debug.md` is the user
 //! guide; `docs/storage.md` documents the tables.
 
 pub mod attribution;
@@ -21,6 +22,7 @@ pub mod phases;
 pub mod pickle;
 pub mod pickle_write;
 pub mod report;
+pub mod rows;
 pub mod run;
 pub mod state;
 pub mod stats;
@@ -39,6 +41,6 @@ pub use phases::{compare_phases, PhaseComparison};
 pub use report::{Depth, Format, ReportOptions};
 pub use run::{MemoryRunReader, MemoryRunWriter, PendingPoint, PointExtras, PointMeta};
 pub use state::{MemoryState, StateIdentity};
-pub use stats::{MemoryStats, ObservationKey, PoolKind, Scope};
+pub use stats::{MemoryStats, ObservationKey, PoolKind, Scope, PUBLIC_STAT_NAMES};
 pub use timeline::{timeline, Timeline};
 pub use tree::{Field, JsonSnapshot, PickleSnapshot, SnapshotTree};

@@ -149,6 +149,70 @@ impl MemoryStats {
         ]
     }
 
+    /// `self - other` for every field, `None` when a difference does not fit. The fields
+    /// of a state's statistics are `>= 0`, so two readings always differ by a value that
+    /// fits; checked all the same, as every difference of snapshot values is.
+    pub fn checked_sub(&self, other: &MemoryStats) -> Option<MemoryStats> {
+        let [a, b] = [self, other].map(MemoryStats::stored);
+        let mut out = [0i64; 11];
+        for (slot, (x, y)) in out.iter_mut().zip(a.iter().zip(b)) {
+            *slot = x.checked_sub(y)?;
+        }
+        Some(MemoryStats::from_stored(out))
+    }
+
+    /// The eleven stored fields in [`PUBLIC_STAT_NAMES`] order.
+    pub fn stored(&self) -> [i64; 11] {
+        [
+            self.reserved,
+            self.allocated,
+            self.active,
+            self.requested,
+            self.segment_count,
+            self.block_count,
+            self.inactive_block_count,
+            self.largest_inactive_block,
+            self.expandable_segment_count,
+            self.expandable_reserved,
+            self.expandable_inactive,
+        ]
+    }
+
+    /// The inverse of [`MemoryStats::stored`].
+    pub fn from_stored(v: [i64; 11]) -> MemoryStats {
+        let [reserved, allocated, active, requested, segment_count, block_count, inactive_block_count, largest_inactive_block, expandable_segment_count, expandable_reserved, expandable_inactive] =
+            v;
+        MemoryStats {
+            reserved,
+            allocated,
+            active,
+            requested,
+            segment_count,
+            block_count,
+            inactive_block_count,
+            largest_inactive_block,
+            expandable_segment_count,
+            expandable_reserved,
+            expandable_inactive,
+        }
+    }
+
+    /// Every field under its public name ([`PUBLIC_STAT_NAMES`]), the derived ones last:
+    /// what Python's `MemoryStats` shows and what `to_dict()` and reference-shaped CSV
+    /// files hold.
+    pub fn public_columns(&self) -> [(&'static str, i64); 14] {
+        let stored = self.stored();
+        let derived = [
+            self.awaiting_free(),
+            self.inactive(),
+            self.internal_fragmentation(),
+        ];
+        std::array::from_fn(|i| {
+            let value = if i < 11 { stored[i] } else { derived[i - 11] };
+            (PUBLIC_STAT_NAMES[i], value)
+        })
+    }
+
     /// Every column as stored in `memory_stats`, derived ones included.
     pub fn columns(&self) -> [(&'static str, i64); 14] {
         [
@@ -167,6 +231,35 @@ impl MemoryStats {
             ("expandable_reserved", self.expandable_reserved),
             ("expandable_inactive", self.expandable_inactive),
         ]
+    }
+}
+
+/// The public names of the statistics: the eleven stored fields, then the three derived
+/// ones (`awaiting_free_bytes`, `inactive_bytes`, `internal_fragmentation_bytes`).
+pub const PUBLIC_STAT_NAMES: [&str; 14] = [
+    "reserved_bytes",
+    "allocated_bytes",
+    "active_bytes",
+    "requested_bytes",
+    "segment_count",
+    "block_count",
+    "inactive_block_count",
+    "largest_inactive_block_bytes",
+    "expandable_segment_count",
+    "expandable_reserved_bytes",
+    "expandable_inactive_bytes",
+    "awaiting_free_bytes",
+    "inactive_bytes",
+    "internal_fragmentation_bytes",
+];
+
+/// A metric's public name from its short one (`reserved` -> `reserved_bytes`); counts keep
+/// theirs.
+pub fn public_metric_name(metric: &str) -> String {
+    if metric.ends_with("_bytes") || metric.ends_with("_count") {
+        metric.to_owned()
+    } else {
+        format!("{metric}_bytes")
     }
 }
 

@@ -58,28 +58,6 @@ pub struct Timeline {
     pub rows: Vec<TimelineRow>,
 }
 
-/// `a - b` for every field. Statistics are `>= 0` and fit in 64 bits, so each difference
-/// fits; checked all the same, as every difference of snapshot values is.
-fn minus(a: &MemoryStats, b: &MemoryStats) -> Option<MemoryStats> {
-    Some(MemoryStats {
-        reserved: a.reserved.checked_sub(b.reserved)?,
-        allocated: a.allocated.checked_sub(b.allocated)?,
-        active: a.active.checked_sub(b.active)?,
-        requested: a.requested.checked_sub(b.requested)?,
-        segment_count: a.segment_count.checked_sub(b.segment_count)?,
-        block_count: a.block_count.checked_sub(b.block_count)?,
-        inactive_block_count: a.inactive_block_count.checked_sub(b.inactive_block_count)?,
-        largest_inactive_block: a
-            .largest_inactive_block
-            .checked_sub(b.largest_inactive_block)?,
-        expandable_segment_count: a
-            .expandable_segment_count
-            .checked_sub(b.expandable_segment_count)?,
-        expandable_reserved: a.expandable_reserved.checked_sub(b.expandable_reserved)?,
-        expandable_inactive: a.expandable_inactive.checked_sub(b.expandable_inactive)?,
-    })
-}
-
 /// A change between two points that does not fit in 64 bits, as an error naming it.
 fn overflow(state: &MemoryState, field: String, what: String) -> MemoryError {
     MemoryError::Overflow {
@@ -130,7 +108,7 @@ pub fn timeline(states: &[&MemoryState]) -> Result<Timeline> {
                    before: Option<MemoryStats>|
          -> Result<TimelineRow> {
             let change = match before {
-                Some(b) => Some(minus(&now, &b).ok_or_else(|| {
+                Some(b) => Some(now.checked_sub(&b).ok_or_else(|| {
                     overflow(
                         state,
                         "allocator statistics".to_owned(),

@@ -142,7 +142,7 @@ fn stream_name(stream: i64) -> String {
 /// A CSV file of a memory report: the table as an Arrow record batch, written through the
 /// shared writer, which neutralises text a spreadsheet would run as a formula (a point
 /// label like `=HYPERLINK(...)`) and leaves numbers as numbers.
-fn csv_table(table: &Table) -> String {
+pub(crate) fn csv_table(table: &Table) -> String {
     table.csv(Ending::Lf)
 }
 

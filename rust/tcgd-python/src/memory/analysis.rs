@@ -2,12 +2,12 @@
 
 use super::*;
 
-/// A rendered-on-demand comparison of two states.
+/// A comparison of two states: the report tree (rendered on demand) and the reference's
+/// rows, built once.
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryComparison {
     pub(super) inner: tcgd_memory::Comparison,
-    reference: Arc<RustState>,
-    candidate: Arc<RustState>,
+    rows: tcgd_memory::rows::ComparisonRows,
 }
 
 #[pymethods]
@@ -47,43 +47,73 @@ impl MemoryComparison {
         self.inner.suggested_pool_mapping.clone()
     }
 
+    /// One row per scope (`all`, `default`, `private`).
+    #[getter]
+    fn allocator_scopes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryAllocatorScopeComparison>(py, &self.rows.allocator_scopes)
+    }
+
     /// One row per paired or one-sided pool, in report order.
-    fn pool_rows(&self) -> PyResult<Vec<ComparisonRow>> {
-        comparison_rows(&self.inner, false)
+    #[getter]
+    fn pools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryPoolComparison>(py, &self.rows.pools)
     }
 
     /// One row per paired or one-sided (device, pool, stream) observation.
-    fn observation_rows(&self) -> PyResult<Vec<ComparisonRow>> {
-        comparison_rows(&self.inner, true)
+    #[getter]
+    fn observations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryObservationComparison>(py, &self.rows.observations)
     }
 
     /// One row per paired or one-sided device: samples and allocator rollups.
-    fn device_rows(&self) -> PyResult<Vec<DeviceRow>> {
-        device_rows(
-            &self.inner,
-            Some(self.reference.as_ref()),
-            self.candidate.as_ref(),
-        )
+    #[getter]
+    fn device_comparisons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryDeviceComparison>(py, &self.rows.device_comparisons)
+    }
+
+    /// The reference's CSV files of this comparison, `[(file name, text)]`.
+    fn csv_files(&self) -> Vec<(String, String)> {
+        self.rows.csv_files()
+    }
+
+    /// `observations.csv` and, when there are devices, `devices.csv` (what a phase
+    /// comparison takes from its end gap).
+    fn end_gap_csv_files(&self) -> Vec<(String, String)> {
+        std::iter::once(self.rows.observations_csv())
+            .chain(self.rows.devices_csv())
+            .collect()
+    }
+}
+
+/// `run` or `probe`: what took the states of a same-origin comparison.
+fn origin_kind(origin: &str) -> BindResult<tcgd_memory::rows::OriginKind> {
+    match origin {
+        "run" => Ok(tcgd_memory::rows::OriginKind::Run),
+        "probe" => Ok(tcgd_memory::rows::OriginKind::Probe),
+        other => Err(BindingError::InvalidInput(format!(
+            "origin must be 'run' or 'probe', got '{other}'"
+        ))),
     }
 }
 
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, *, pool_mapping, device_mapping))]
+#[pyo3(signature = (reference, candidate, *, pool_mapping, device_mapping, origin="run"))]
 pub(super) fn compare_states(
     py: Python<'_>,
     reference: &MemoryState,
     candidate: &MemoryState,
     pool_mapping: PoolMappingArgs,
     device_mapping: Vec<(i64, i64)>,
+    origin: &str,
 ) -> PyResult<MemoryComparison> {
     guard(py, || {
+        let origin = origin_kind(origin)?;
         let opts = options(pool_mapping, device_mapping);
-        let inner =
-            py.detach(|| tcgd_memory::compare(&reference.inner, &candidate.inner, &opts))?;
-        Ok(MemoryComparison {
-            inner,
-            reference: reference.inner.clone(),
-            candidate: candidate.inner.clone(),
+        let (r, c) = (reference.inner.as_ref(), candidate.inner.as_ref());
+        py.detach(|| {
+            let inner = tcgd_memory::compare(r, c, &opts)?;
+            let rows = tcgd_memory::rows::ComparisonRows::build(&inner, r, c, &opts, origin)?;
+            Ok(MemoryComparison { inner, rows })
         })
     })
 }
@@ -91,6 +121,14 @@ pub(super) fn compare_states(
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryPhaseComparison {
     pub(super) inner: tcgd_memory::PhaseComparison,
+    rows: tcgd_memory::rows::PhaseRows,
+}
+
+impl MemoryPhaseComparison {
+    pub(super) fn of(inner: tcgd_memory::PhaseComparison) -> Self {
+        let rows = tcgd_memory::rows::PhaseRows::build(&inner);
+        MemoryPhaseComparison { inner, rows }
+    }
 }
 
 #[pymethods]
@@ -117,10 +155,27 @@ impl MemoryPhaseComparison {
         self.inner.warnings.clone()
     }
 
-    /// `(level, scope, baseline_device, candidate_device, baseline_pool, candidate_pool,
-    /// metric, [baseline_start, baseline_end, candidate_start, candidate_end])`.
-    fn rows(&self) -> Vec<PhaseRow> {
-        phase_rows(&self.inner)
+    #[getter]
+    fn allocator_scope_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryAllocatorScopePhaseDecomposition>(
+            py,
+            &self.rows.allocator_scope_decomposition,
+        )
+    }
+
+    #[getter]
+    fn pool_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryPoolPhaseDecomposition>(py, &self.rows.pool_decomposition)
+    }
+
+    #[getter]
+    fn device_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryDevicePhaseDecomposition>(py, &self.rows.device_decomposition)
+    }
+
+    /// The decomposition's CSV files, `[(file name, text)]`.
+    fn csv_files(&self) -> Vec<(String, String)> {
+        self.rows.csv_files()
     }
 }
 
@@ -144,13 +199,14 @@ pub(super) fn compare_phases(
                 &opts,
             )
         })?;
-        Ok(MemoryPhaseComparison { inner })
+        Ok(MemoryPhaseComparison::of(inner))
     })
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryTimeline {
     inner: tcgd_memory::Timeline,
+    rows: tcgd_memory::rows::TimelineRows,
 }
 
 #[pymethods]
@@ -167,9 +223,29 @@ impl MemoryTimeline {
         })
     }
 
-    /// `(point_index, label, level, scope, device, pool, stats, delta)` per row.
-    fn rows(&self) -> Vec<TimelineRow> {
-        timeline_rows(&self.inner)
+    #[getter]
+    fn allocator_scope_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryAllocatorScopeTimelineEntry>(py, &self.rows.allocator_scope_entries)
+    }
+
+    #[getter]
+    fn pool_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryPoolTimelineEntry>(py, &self.rows.pool_entries)
+    }
+
+    #[getter]
+    fn observation_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryObservationTimelineEntry>(py, &self.rows.observation_entries)
+    }
+
+    #[getter]
+    fn device_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        row_tuple::<_, MemoryDeviceTimelineEntry>(py, &self.rows.device_entries)
+    }
+
+    /// The timeline's CSV files, `[(file name, text)]`.
+    fn csv_files(&self) -> Vec<(String, String)> {
+        self.rows.csv_files()
     }
 }
 
@@ -180,11 +256,12 @@ pub(super) fn memory_timeline(
 ) -> PyResult<MemoryTimeline> {
     guard(py, || {
         let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
-        let inner = py.detach(|| {
+        py.detach(|| {
             let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
-            tcgd_memory::timeline(&refs)
-        })?;
-        Ok(MemoryTimeline { inner })
+            let inner = tcgd_memory::timeline(&refs)?;
+            let rows = tcgd_memory::rows::TimelineRows::build(&inner, &refs)?;
+            Ok(MemoryTimeline { inner, rows })
+        })
     })
 }
 

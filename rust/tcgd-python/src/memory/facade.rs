@@ -1,61 +1,9 @@
-//! The memory state as typed frozen classes with the reference design's names:
-//! `MemoryStats` (absolute), `MemoryStatsDelta` (signed), `DeviceMemorySample`, and the
-//! row tuples comparisons, timelines and phase decompositions hand to the Python facade.
+//! The memory state's values as typed frozen classes with the reference design's names:
+//! `MemoryStats` (absolute), `MemoryStatsDelta` (signed) and `DeviceMemorySample`.
 
 use pyo3::exceptions::{PyDeprecationWarning, PyValueError};
 
 use super::*;
-
-/// The eleven stored fields in their public order (the three derived ones follow them in
-/// `to_dict()`).
-const BASE_FIELDS: [&str; 11] = [
-    "reserved_bytes",
-    "allocated_bytes",
-    "active_bytes",
-    "requested_bytes",
-    "segment_count",
-    "block_count",
-    "inactive_block_count",
-    "largest_inactive_block_bytes",
-    "expandable_segment_count",
-    "expandable_reserved_bytes",
-    "expandable_inactive_bytes",
-];
-
-fn public_columns(s: &tcgd_memory::MemoryStats) -> [(&'static str, i64); 14] {
-    [
-        ("reserved_bytes", s.reserved),
-        ("allocated_bytes", s.allocated),
-        ("active_bytes", s.active),
-        ("requested_bytes", s.requested),
-        ("segment_count", s.segment_count),
-        ("block_count", s.block_count),
-        ("inactive_block_count", s.inactive_block_count),
-        ("largest_inactive_block_bytes", s.largest_inactive_block),
-        ("expandable_segment_count", s.expandable_segment_count),
-        ("expandable_reserved_bytes", s.expandable_reserved),
-        ("expandable_inactive_bytes", s.expandable_inactive),
-        ("awaiting_free_bytes", s.active - s.allocated),
-        ("inactive_bytes", s.reserved - s.active),
-        ("internal_fragmentation_bytes", s.active - s.requested),
-    ]
-}
-
-fn build(values: [i64; 11]) -> tcgd_memory::MemoryStats {
-    tcgd_memory::MemoryStats {
-        reserved: values[0],
-        allocated: values[1],
-        active: values[2],
-        requested: values[3],
-        segment_count: values[4],
-        block_count: values[5],
-        inactive_block_count: values[6],
-        largest_inactive_block: values[7],
-        expandable_segment_count: values[8],
-        expandable_reserved: values[9],
-        expandable_inactive: values[10],
-    }
-}
 
 /// `candidate - reference` field by field; a derived delta is then the same formula over
 /// the deltas, so `awaiting_free_bytes` of a delta is the change of `awaiting_free_bytes`.
@@ -63,27 +11,11 @@ pub(super) fn stats_delta(
     reference: &tcgd_memory::MemoryStats,
     candidate: &tcgd_memory::MemoryStats,
 ) -> PyResult<tcgd_memory::MemoryStats> {
-    let r = public_columns(reference);
-    let c = public_columns(candidate);
-    let mut out = [0i64; 11];
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = c[i].1.checked_sub(r[i].1).ok_or_else(|| {
-            PyValueError::new_err(format!("the change of {} does not fit in 64 bits", r[i].0))
-        })?;
-    }
-    Ok(build(out))
-}
-
-fn dict_of<'py>(py: Python<'py>, s: &tcgd_memory::MemoryStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    for (name, value) in public_columns(s) {
-        d.set_item(name, value)?;
-    }
-    Ok(d)
+    tcgd_memory::rows::stats_delta(reference, candidate).map_err(|e| BindingError::from(e).into())
 }
 
 fn repr_of(class: &str, s: &tcgd_memory::MemoryStats) -> String {
-    let fields: Vec<String> = public_columns(s)[..11]
+    let fields: Vec<String> = s.public_columns()[..11]
         .iter()
         .map(|(n, v)| format!("{n}={v}"))
         .collect();
@@ -208,20 +140,21 @@ macro_rules! stats_class {
             }
             /// One metric by its public name (`MemoryStatMetric`).
             fn metric(&self, name: &str) -> PyResult<i64> {
-                public_columns(&self.inner)
+                self.inner
+                    .public_columns()
                     .iter()
                     .find(|(n, _)| *n == name)
                     .map(|(_, v)| *v)
                     .ok_or_else(|| {
                         PyValueError::new_err(format!(
                             "unknown memory metric '{name}'; use one of {:?}",
-                            public_columns(&self.inner).map(|(n, _)| n)
+                            tcgd_memory::PUBLIC_STAT_NAMES
                         ))
                     })
             }
             /// Every field, the derived ones included, under its `*_bytes`/`*_count` name.
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                dict_of(py, &self.inner)
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                crate::results::serde_to_py(py, &tcgd_memory::rows::PublicStats(&self.inner))
             }
             fn __repr__(&self) -> String {
                 repr_of(stringify!($ty).trim_start_matches("Py"), &self.inner)
@@ -235,9 +168,10 @@ fn fields_of(kwargs: Option<&Bound<'_, PyDict>>, allow_negative: bool) -> PyResu
     if let Some(kwargs) = kwargs {
         for (key, value) in kwargs.iter() {
             let key: String = key.extract()?;
-            let index = BASE_FIELDS.iter().position(|f| *f == key).ok_or_else(|| {
+            let stored = &tcgd_memory::PUBLIC_STAT_NAMES[..11];
+            let index = stored.iter().position(|f| *f == key).ok_or_else(|| {
                 PyValueError::new_err(format!(
-                    "unknown MemoryStats field '{key}'; the fields are {BASE_FIELDS:?} (the \
+                    "unknown MemoryStats field '{key}'; the fields are {stored:?} (the \
                      derived *_bytes values are computed)"
                 ))
             })?;
@@ -258,7 +192,9 @@ stats_class!(PyMemoryStats, {
     #[new]
     #[pyo3(signature = (**fields))]
     fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        Ok(PyMemoryStats::of(build(fields_of(fields, false)?)))
+        Ok(PyMemoryStats::of(tcgd_memory::MemoryStats::from_stored(
+            fields_of(fields, false)?,
+        )))
     }
 
     fn __sub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
@@ -326,7 +262,9 @@ stats_class!(PyMemoryStatsDelta, {
     #[new]
     #[pyo3(signature = (**fields))]
     fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        Ok(PyMemoryStatsDelta::of(build(fields_of(fields, true)?)))
+        Ok(PyMemoryStatsDelta::of(
+            tcgd_memory::MemoryStats::from_stored(fields_of(fields, true)?),
+        ))
     }
 
     /// `candidate - reference`; a missing side counts as empty (zero) state.
@@ -360,8 +298,13 @@ stats_class!(PyMemoryStatsDelta, {
 )]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyDeviceMemorySample {
-    free: i64,
-    total: i64,
+    inner: tcgd_memory::rows::DeviceSample,
+}
+
+impl PyDeviceMemorySample {
+    pub(super) fn of(inner: tcgd_memory::rows::DeviceSample) -> Self {
+        PyDeviceMemorySample { inner }
+    }
 }
 
 #[pymethods]
@@ -375,235 +318,33 @@ impl PyDeviceMemorySample {
                  total {total_bytes}"
             )));
         }
-        Ok(PyDeviceMemorySample {
-            free: free_bytes,
-            total: total_bytes,
-        })
+        Ok(PyDeviceMemorySample::of(tcgd_memory::rows::DeviceSample {
+            free_bytes,
+            total_bytes,
+        }))
     }
     #[getter]
     fn free_bytes(&self) -> i64 {
-        self.free
+        self.inner.free_bytes
     }
     #[getter]
     fn total_bytes(&self) -> i64 {
-        self.total
+        self.inner.total_bytes
     }
     /// `total_bytes - free_bytes`: device-wide, other processes included.
     #[getter]
     fn used_bytes(&self) -> i64 {
-        self.total - self.free
+        self.inner.used_bytes()
     }
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("free_bytes", self.free)?;
-        d.set_item("total_bytes", self.total)?;
-        d.set_item("used_bytes", self.total - self.free)?;
-        Ok(d)
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!(
             "DeviceMemorySample(free_bytes={}, total_bytes={}, used_bytes={})",
-            self.free,
-            self.total,
-            self.total - self.free
+            self.inner.free_bytes,
+            self.inner.total_bytes,
+            self.inner.used_bytes()
         )
     }
-}
-
-/// The sample of a device when both readings are known (a failed query leaves none).
-pub(super) fn sample_of(state: &RustState, device: i64) -> Option<PyDeviceMemorySample> {
-    let m = state.memory(device);
-    match (m.free_bytes, m.total_bytes) {
-        (Some(free), Some(total)) if free <= total => Some(PyDeviceMemorySample { free, total }),
-        _ => None,
-    }
-}
-
-// ---------------------------------------------------------------------- rows for the facade
-
-/// `(device, pool_id)` or nothing.
-type Side = (Option<i64>, Option<(i64, i64)>);
-/// `(new_segment, removed_segment, newly_active, became_inactive)` bytes.
-type LifecycleRow = (i64, i64, i64, i64);
-
-fn lifecycle_row(l: &Option<tcgd_memory::Lifecycle>) -> Option<LifecycleRow> {
-    l.as_ref().map(|l| {
-        (
-            l.new_segment_bytes,
-            l.removed_segment_bytes,
-            l.newly_active_bytes,
-            l.became_inactive_bytes,
-        )
-    })
-}
-
-/// One comparison row: which pool (and stream) on each side, each side's stats (None for
-/// a side that lacks it), the delta, the address lifecycle.
-pub(super) type ComparisonRow = (
-    Side,
-    Side,
-    Option<i64>,
-    Option<i64>,
-    &'static str,
-    Option<PyMemoryStats>,
-    Option<PyMemoryStats>,
-    PyMemoryStatsDelta,
-    Option<LifecycleRow>,
-);
-
-fn side_stats(present: bool, s: &tcgd_memory::MemoryStats) -> Option<PyMemoryStats> {
-    present.then(|| PyMemoryStats::of(*s))
-}
-
-/// Pool rows (stream `None`) and observation rows of a comparison, in report order.
-pub(super) fn comparison_rows(
-    c: &tcgd_memory::Comparison,
-    streams: bool,
-) -> PyResult<Vec<ComparisonRow>> {
-    let mut out = Vec::new();
-    for d in &c.devices {
-        for p in &d.pools {
-            let r = (d.reference_device, p.reference_pool);
-            let k = (d.candidate_device, p.candidate_pool);
-            let (rp, cp) = (
-                d.reference_device.is_some() && p.reference_pool.is_some(),
-                d.candidate_device.is_some() && p.candidate_pool.is_some(),
-            );
-            if !streams {
-                out.push((
-                    r,
-                    k,
-                    None,
-                    None,
-                    p.kind.as_str(),
-                    side_stats(rp, &p.stats.reference),
-                    side_stats(cp, &p.stats.candidate),
-                    PyMemoryStatsDelta::of(stats_delta(&p.stats.reference, &p.stats.candidate)?),
-                    lifecycle_row(&p.lifecycle),
-                ));
-                continue;
-            }
-            for s in &p.streams {
-                out.push((
-                    r,
-                    k,
-                    s.reference_stream,
-                    s.candidate_stream,
-                    p.kind.as_str(),
-                    side_stats(rp && s.reference_stream.is_some(), &s.stats.reference),
-                    side_stats(cp && s.candidate_stream.is_some(), &s.stats.candidate),
-                    PyMemoryStatsDelta::of(stats_delta(&s.stats.reference, &s.stats.candidate)?),
-                    lifecycle_row(&s.lifecycle),
-                ));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// One device row: indexes, each side's sample and allocator rollup, residuals.
-pub(super) type DeviceRow = (
-    Option<i64>,
-    Option<i64>,
-    Option<PyDeviceMemorySample>,
-    Option<PyDeviceMemorySample>,
-    Option<PyMemoryStats>,
-    Option<PyMemoryStats>,
-    PyMemoryStatsDelta,
-    Option<LifecycleRow>,
-);
-
-pub(super) fn device_rows(
-    c: &tcgd_memory::Comparison,
-    reference: Option<&RustState>,
-    candidate: &RustState,
-) -> PyResult<Vec<DeviceRow>> {
-    c.devices
-        .iter()
-        .map(|d| {
-            let rs = reference
-                .zip(d.reference_device)
-                .and_then(|(s, i)| sample_of(s, i));
-            let cs = d.candidate_device.and_then(|i| sample_of(candidate, i));
-            Ok((
-                d.reference_device,
-                d.candidate_device,
-                rs,
-                cs,
-                side_stats(d.reference_device.is_some(), &d.allocator.reference),
-                side_stats(d.candidate_device.is_some(), &d.allocator.candidate),
-                PyMemoryStatsDelta::of(stats_delta(
-                    &d.allocator.reference,
-                    &d.allocator.candidate,
-                )?),
-                lifecycle_row(&d.lifecycle),
-            ))
-        })
-        .collect()
-}
-
-/// One timeline row: point, level, scope, device, pool, stats, previous-point delta.
-pub(super) type TimelineRow = (
-    i64,
-    String,
-    &'static str,
-    Option<&'static str>,
-    Option<i64>,
-    Option<(i64, i64)>,
-    PyMemoryStats,
-    Option<PyMemoryStatsDelta>,
-);
-
-pub(super) fn timeline_rows(t: &tcgd_memory::Timeline) -> Vec<TimelineRow> {
-    t.rows
-        .iter()
-        .map(|r| {
-            (
-                r.point_index,
-                r.label.clone(),
-                r.level.as_str(),
-                r.scope.map(|s| s.as_str()),
-                r.device,
-                r.pool,
-                PyMemoryStats::of(r.stats),
-                r.change.map(PyMemoryStatsDelta::of),
-            )
-        })
-        .collect()
-}
-
-/// One phase row: level, scope, devices, pools, metric, the four readings.
-pub(super) type PhaseRow = (
-    &'static str,
-    Option<&'static str>,
-    Option<i64>,
-    Option<i64>,
-    Option<(i64, i64)>,
-    Option<(i64, i64)>,
-    &'static str,
-    [Option<i64>; 4],
-);
-
-pub(super) fn phase_rows(p: &tcgd_memory::PhaseComparison) -> Vec<PhaseRow> {
-    p.rows
-        .iter()
-        .map(|r| {
-            let v = r.values;
-            (
-                r.level.as_str(),
-                r.scope.map(|s| s.as_str()),
-                r.baseline_device,
-                r.candidate_device,
-                r.baseline_pool,
-                r.candidate_pool,
-                r.metric,
-                [
-                    v.baseline_start,
-                    v.baseline_end,
-                    v.candidate_start,
-                    v.candidate_end,
-                ],
-            )
-        })
-        .collect()
 }

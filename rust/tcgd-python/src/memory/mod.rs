@@ -29,6 +29,7 @@ mod analysis;
 mod attribution;
 mod facade;
 mod lifetimes;
+mod rows;
 mod run;
 mod state;
 use analysis::*;
@@ -37,6 +38,7 @@ mod beyond;
 use beyond::*;
 mod group;
 use group::*;
+use rows::*;
 use run::*;
 use state::*;
 
@@ -196,6 +198,23 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryComparison>()?;
     m.add_class::<MemoryPhaseComparison>()?;
     m.add_class::<MemoryTimeline>()?;
+    m.add_class::<MemoryLifecycleDelta>()?;
+    m.add_class::<MemoryAllocatorScopeComparison>()?;
+    m.add_class::<MemoryPoolComparison>()?;
+    m.add_class::<MemoryObservationComparison>()?;
+    m.add_class::<MemoryDeviceComparison>()?;
+    m.add_class::<MemoryAllocatorScopeTimelineEntry>()?;
+    m.add_class::<MemoryPoolTimelineEntry>()?;
+    m.add_class::<MemoryObservationTimelineEntry>()?;
+    m.add_class::<MemoryDeviceTimelineEntry>()?;
+    m.add_class::<MemoryPhaseComponents>()?;
+    m.add_class::<MemoryAllocatorScopePhaseDecomposition>()?;
+    m.add_class::<MemoryPoolPhaseDecomposition>()?;
+    m.add_class::<MemoryDevicePhaseDecomposition>()?;
+    m.add(
+        "MEMORY_ROW_CSV_FILES",
+        tcgd_memory::rows::ROW_CSV_FILES.to_vec(),
+    )?;
     m.add_class::<MemoryPoolOwner>()?;
     m.add_class::<MemoryDevicePeaks>()?;
     m.add_function(wrap_pyfunction!(memory_state_from_pickle, m)?)?;

@@ -193,7 +193,10 @@ impl MemoryState {
         self.inner
             .devices
             .iter()
-            .filter_map(|&d| sample_of(&self.inner, d).map(|s| (d, s)))
+            .filter_map(|&d| {
+                tcgd_memory::rows::DeviceSample::of(&self.inner, d)
+                    .map(|s| (d, PyDeviceMemorySample::of(s)))
+            })
             .collect()
     }
 

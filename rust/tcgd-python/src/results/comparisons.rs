@@ -164,7 +164,7 @@ macro_rules! comparison_result {
             /// The complete comparison (the content of report.json); non-finite floats
             /// are the strings "nan", "inf" and "-inf".
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                to_py_dict(py, &*self.c)
+                serde_to_py(py, &*self.c)
             }
             /// report.json's text.
             fn to_json(&self, py: Python<'_>) -> PyResult<String> {

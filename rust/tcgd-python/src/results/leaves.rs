@@ -205,7 +205,7 @@ impl PySite {
         self.inner.compile_id.clone()
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!(
@@ -268,7 +268,7 @@ impl PySide {
         self.inner.site.clone().map(|inner| PySite { inner })
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         let s = &self.inner;
@@ -396,7 +396,7 @@ impl PyMetrics {
         self.inner.inf_introduced
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         let m = &self.inner;

@@ -65,8 +65,12 @@ pub(crate) fn json_to_py<'py>(
     })
 }
 
-/// Any serialisable part of a comparison as a plain dict, exactly as report.json holds it.
-fn to_py_dict<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+/// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
+/// as its JSON report holds it: the one way a native result becomes a `to_dict()`.
+pub(crate) fn serde_to_py<'py, T: Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
     let value = serde_json::to_value(value)
         .map_err(|e| BindingError::Internal(format!("cannot encode the result: {e}")))?;
     json_to_py(py, &value)

@@ -100,7 +100,7 @@ impl PyObservationComparison {
             .map(|inner| PyFirstMismatch { inner })
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!(
@@ -151,7 +151,7 @@ impl PyPointInfo {
         self.inner.timestamp.clone()
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!("PointInfo({})", self.inner.display())
@@ -211,7 +211,7 @@ impl PySubject {
         self.inner.detail.clone()
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         format!("ComparisonSubject({})", self.inner.display())
@@ -250,7 +250,7 @@ impl PyCounts {
         self.inner.inconclusive
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
     fn __repr__(&self) -> String {
         let c = &self.inner;

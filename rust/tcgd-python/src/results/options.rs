@@ -167,7 +167,7 @@ impl PyOptions {
 
     /// Every option by name, as a comparison's JSON report holds them under `options`.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py_dict(py, &self.inner)
+        serde_to_py(py, &self.inner)
     }
 
     /// These options with the given ones changed, checked like new options.

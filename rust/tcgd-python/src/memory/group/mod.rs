@@ -341,7 +341,7 @@ impl MemoryRunGroupPhaseComparison {
         self.inner
             .rank_comparisons
             .iter()
-            .map(|(r, c)| (*r, MemoryPhaseComparison { inner: c.clone() }))
+            .map(|(r, c)| (*r, MemoryPhaseComparison::of(c.clone())))
             .collect()
     }
 

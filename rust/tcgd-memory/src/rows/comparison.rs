@@ -1,0 +1,571 @@
+//! The rows of a two-state comparison: one per allocator scope, per paired or one-sided
+//! pool, per `(device, pool, stream)` observation and per device.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use tcgd_report::{Cell, Table};
+
+use super::{
+    change, csv_file, pool_cell, public, stat_cells, stats_delta, stats_table, CsvFile, MatchKind,
+    ObservationRef, OriginKind, PoolRef, PublicStats,
+};
+use crate::compare::{CompareOptions, Comparison, Relation};
+use crate::error::Result;
+use crate::lifecycle::Lifecycle;
+use crate::state::MemoryState;
+use crate::stats::{MemoryStats, PoolKind, Scope};
+
+/// One scope (`all`, `default`, `private`) summed over every device, unmatched private
+/// pools included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeComparison {
+    pub scope: Scope,
+    pub reference: MemoryStats,
+    pub candidate: MemoryStats,
+    pub delta: MemoryStats,
+}
+
+impl Serialize for ScopeComparison {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("scope", self.scope.as_str())?;
+        map.serialize_entry("reference", &PublicStats(&self.reference))?;
+        map.serialize_entry("candidate", &PublicStats(&self.candidate))?;
+        map.serialize_entry("delta", &PublicStats(&self.delta))?;
+        map.end()
+    }
+}
+
+/// How a row key appears in `to_dict()` and in CSV: pool rows spread their key over
+/// `*_device_index` / `*_pool_id`; observation rows nest it as `*_key`.
+pub trait RowKey: Copy {
+    fn pool(&self) -> PoolRef;
+    fn serialize_side<M: SerializeMap>(
+        side: &str,
+        key: Option<&Self>,
+        map: &mut M,
+    ) -> std::result::Result<(), M::Error>;
+    fn csv_names(side: &str) -> Vec<String>;
+    fn csv_cells(key: Option<&Self>) -> Vec<Cell>;
+}
+
+impl RowKey for PoolRef {
+    fn pool(&self) -> PoolRef {
+        *self
+    }
+
+    fn serialize_side<M: SerializeMap>(
+        side: &str,
+        key: Option<&Self>,
+        map: &mut M,
+    ) -> std::result::Result<(), M::Error> {
+        map.serialize_entry(
+            &format!("{side}_device_index"),
+            &key.map(|k| k.device_index),
+        )?;
+        map.serialize_entry(&format!("{side}_pool_id"), &key.map(|k| k.pool_id))
+    }
+
+    fn csv_names(side: &str) -> Vec<String> {
+        vec![format!("{side}_device_index"), format!("{side}_pool_id")]
+    }
+
+    fn csv_cells(key: Option<&Self>) -> Vec<Cell> {
+        vec![
+            key.map(|k| k.device_index).into(),
+            pool_cell(key.map(|k| k.pool_id)),
+        ]
+    }
+}
+
+impl RowKey for ObservationRef {
+    fn pool(&self) -> PoolRef {
+        ObservationRef::pool(self)
+    }
+
+    fn serialize_side<M: SerializeMap>(
+        side: &str,
+        key: Option<&Self>,
+        map: &mut M,
+    ) -> std::result::Result<(), M::Error> {
+        map.serialize_entry(&format!("{side}_key"), &key)
+    }
+
+    fn csv_names(side: &str) -> Vec<String> {
+        ["device_index", "pool_id", "stream"]
+            .iter()
+            .map(|n| format!("{side}_{n}"))
+            .collect()
+    }
+
+    fn csv_cells(key: Option<&Self>) -> Vec<Cell> {
+        vec![
+            key.map(|k| k.device_index).into(),
+            pool_cell(key.map(|k| k.pool_id)),
+            key.map(|k| k.stream).into(),
+        ]
+    }
+}
+
+/// One pool (`K = PoolRef`) or observation (`K = ObservationRef`) on each side, `None`
+/// on the side that lacks it, and how the two were paired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlotComparison<K> {
+    pub reference_key: Option<K>,
+    pub candidate_key: Option<K>,
+    pub pool_kind: PoolKind,
+    pub match_kind: MatchKind,
+    pub reference: Option<MemoryStats>,
+    pub candidate: Option<MemoryStats>,
+    pub delta: MemoryStats,
+    pub lifecycle: Option<Lifecycle>,
+}
+
+pub type PoolComparison = SlotComparison<PoolRef>;
+pub type ObservationComparison = SlotComparison<ObservationRef>;
+
+impl<K: RowKey> SlotComparison<K> {
+    /// A change of any statistic, or a slot present on one side only.
+    pub fn changed(&self) -> bool {
+        self.delta != MemoryStats::default() || self.reference.is_none() != self.candidate.is_none()
+    }
+
+    fn csv_names() -> Vec<String> {
+        let mut names = K::csv_names("reference");
+        names.extend(K::csv_names("candidate"));
+        names.extend(["pool_kind".to_owned(), "match".to_owned()]);
+        names
+    }
+
+    fn csv_row(&self) -> Vec<Cell> {
+        let mut row = K::csv_cells(self.reference_key.as_ref());
+        row.extend(K::csv_cells(self.candidate_key.as_ref()));
+        row.extend([
+            self.pool_kind.as_str().into(),
+            self.match_kind.as_str().into(),
+        ]);
+        row.extend(stat_cells(self.reference.as_ref()));
+        row.extend(stat_cells(self.candidate.as_ref()));
+        row.extend(stat_cells(Some(&self.delta)));
+        row
+    }
+}
+
+impl<K: RowKey> Serialize for SlotComparison<K>
+where
+    K: Serialize,
+{
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        K::serialize_side("reference", self.reference_key.as_ref(), &mut map)?;
+        K::serialize_side("candidate", self.candidate_key.as_ref(), &mut map)?;
+        map.serialize_entry("pool_kind", self.pool_kind.as_str())?;
+        map.serialize_entry("match", self.match_kind.as_str())?;
+        map.serialize_entry("reference", &public(self.reference.as_ref()))?;
+        map.serialize_entry("candidate", &public(self.candidate.as_ref()))?;
+        map.serialize_entry("delta", &PublicStats(&self.delta))?;
+        map.serialize_entry("lifecycle", &self.lifecycle)?;
+        map.end()
+    }
+}
+
+/// One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide, other
+/// processes included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DeviceSample {
+    pub free_bytes: i64,
+    pub total_bytes: i64,
+}
+
+impl DeviceSample {
+    /// The sample of a device when both readings are known and consistent (a failed
+    /// query leaves none).
+    pub fn of(state: &MemoryState, device: i64) -> Option<DeviceSample> {
+        let m = state.memory(device);
+        match (m.free_bytes, m.total_bytes) {
+            (Some(free_bytes), Some(total_bytes)) if (0..=total_bytes).contains(&free_bytes) => {
+                Some(DeviceSample {
+                    free_bytes,
+                    total_bytes,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// `total_bytes - free_bytes` (fits: `0 <= free <= total`).
+    pub fn used_bytes(&self) -> i64 {
+        self.total_bytes - self.free_bytes
+    }
+}
+
+impl Serialize for DeviceSample {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("free_bytes", &self.free_bytes)?;
+        map.serialize_entry("total_bytes", &self.total_bytes)?;
+        map.serialize_entry("used_bytes", &self.used_bytes())?;
+        map.end()
+    }
+}
+
+/// The device metrics of a device row, in CSV order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceMetric {
+    Used,
+    Free,
+    Total,
+    AllocatorReserved,
+    /// `used - allocator reserved`: signed, since the two readings are consecutive, not
+    /// atomic, and device-wide used memory includes other processes.
+    CudaAllocatorResidual,
+}
+
+impl DeviceMetric {
+    pub const ALL: [DeviceMetric; 5] = [
+        DeviceMetric::Used,
+        DeviceMetric::Free,
+        DeviceMetric::Total,
+        DeviceMetric::AllocatorReserved,
+        DeviceMetric::CudaAllocatorResidual,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceMetric::Used => "used_bytes",
+            DeviceMetric::Free => "free_bytes",
+            DeviceMetric::Total => "total_bytes",
+            DeviceMetric::AllocatorReserved => "allocator_reserved_bytes",
+            DeviceMetric::CudaAllocatorResidual => "cuda_allocator_residual_bytes",
+        }
+    }
+}
+
+/// Which side of a device row a value is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSide {
+    Reference,
+    Candidate,
+    /// `candidate - reference` (`None` when either is).
+    Delta,
+}
+
+/// One device on each side: its sample (`None` when the query failed or the side lacks
+/// the device), its allocator rollup, their delta and the address lifecycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceComparison {
+    pub reference_device_index: Option<i64>,
+    pub candidate_device_index: Option<i64>,
+    pub match_kind: MatchKind,
+    pub reference_sample: Option<DeviceSample>,
+    pub candidate_sample: Option<DeviceSample>,
+    pub reference_stats: Option<MemoryStats>,
+    pub candidate_stats: Option<MemoryStats>,
+    pub delta: MemoryStats,
+    pub lifecycle: Option<Lifecycle>,
+}
+
+impl DeviceComparison {
+    /// One device metric of one side.
+    pub fn metric(&self, side: DeviceSide, metric: DeviceMetric) -> Option<i64> {
+        let (sample, stats) = match side {
+            DeviceSide::Reference => (self.reference_sample, self.reference_stats),
+            DeviceSide::Candidate => (self.candidate_sample, self.candidate_stats),
+            DeviceSide::Delta if metric == DeviceMetric::AllocatorReserved => {
+                return Some(self.delta.reserved)
+            }
+            DeviceSide::Delta => {
+                return change(
+                    self.metric(DeviceSide::Candidate, metric),
+                    self.metric(DeviceSide::Reference, metric),
+                )
+            }
+        };
+        let reserved = stats.map(|s| s.reserved);
+        match metric {
+            DeviceMetric::Used => sample.map(|s| s.used_bytes()),
+            DeviceMetric::Free => sample.map(|s| s.free_bytes),
+            DeviceMetric::Total => sample.map(|s| s.total_bytes),
+            DeviceMetric::AllocatorReserved => reserved,
+            DeviceMetric::CudaAllocatorResidual => change(sample.map(|s| s.used_bytes()), reserved),
+        }
+    }
+
+    /// Whether anything differs; a sample present on one side only counts as a change
+    /// (no device delta is made up for it).
+    pub fn changed(&self) -> bool {
+        self.delta != MemoryStats::default() || self.reference_sample != self.candidate_sample
+    }
+
+    fn csv_names() -> Vec<String> {
+        let mut names: Vec<String> = ["reference_device_index", "candidate_device_index", "match"]
+            .map(str::to_owned)
+            .into();
+        for side in ["reference", "candidate", "delta"] {
+            names.extend(DeviceMetric::ALL.map(|m| format!("{side}_{}", m.name())));
+        }
+        names
+    }
+
+    fn csv_row(&self) -> Vec<Cell> {
+        let mut row = vec![
+            self.reference_device_index.into(),
+            self.candidate_device_index.into(),
+            self.match_kind.as_str().into(),
+        ];
+        for side in [
+            DeviceSide::Reference,
+            DeviceSide::Candidate,
+            DeviceSide::Delta,
+        ] {
+            row.extend(DeviceMetric::ALL.map(|m| self.metric(side, m).into()));
+        }
+        row
+    }
+}
+
+/// One side of a device row in `to_dict()`.
+struct DeviceSideView<'a>(&'a DeviceComparison, DeviceSide);
+
+impl Serialize for DeviceSideView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let DeviceSideView(row, side) = *self;
+        let mut map = serializer.serialize_map(None)?;
+        let (sample, stats) = match side {
+            DeviceSide::Reference => (Some(row.reference_sample), row.reference_stats.as_ref()),
+            DeviceSide::Candidate => (Some(row.candidate_sample), row.candidate_stats.as_ref()),
+            DeviceSide::Delta => (None, Some(&row.delta)),
+        };
+        if let Some(sample) = sample {
+            map.serialize_entry("sample", &sample)?;
+        }
+        for m in DeviceMetric::ALL {
+            map.serialize_entry(m.name(), &row.metric(side, m))?;
+        }
+        map.serialize_entry("allocator", &public(stats))?;
+        map.end()
+    }
+}
+
+impl Serialize for DeviceComparison {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("reference_device_index", &self.reference_device_index)?;
+        map.serialize_entry("candidate_device_index", &self.candidate_device_index)?;
+        map.serialize_entry("match", self.match_kind.as_str())?;
+        map.serialize_entry("changed", &self.changed())?;
+        for (key, side) in [
+            ("reference", DeviceSide::Reference),
+            ("candidate", DeviceSide::Candidate),
+            ("delta", DeviceSide::Delta),
+        ] {
+            map.serialize_entry(key, &DeviceSideView(self, side))?;
+        }
+        map.serialize_entry("lifecycle", &self.lifecycle)?;
+        map.end()
+    }
+}
+
+/// Every row of one comparison, in report order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComparisonRows {
+    pub allocator_scopes: Vec<ScopeComparison>,
+    pub pools: Vec<PoolComparison>,
+    pub observations: Vec<ObservationComparison>,
+    pub device_comparisons: Vec<DeviceComparison>,
+}
+
+/// The pairing rules of one comparison, applied to each row.
+struct Pairing<'a> {
+    same: Option<MatchKind>,
+    options: &'a CompareOptions,
+}
+
+impl Pairing<'_> {
+    fn pool(&self, reference: Option<PoolRef>, candidate: Option<PoolRef>) -> MatchKind {
+        match (reference, candidate, self.same) {
+            (None, _, _) => MatchKind::CandidateOnly,
+            (_, None, _) => MatchKind::ReferenceOnly,
+            (_, _, Some(same)) => same,
+            (Some(r), _, None) => {
+                let key = (r.device_index, r.pool_id);
+                if self.options.pool_mapping.iter().any(|(a, _)| *a == key) {
+                    MatchKind::Mapped
+                } else {
+                    // Across runs only default pools pair without a mapping.
+                    MatchKind::Default
+                }
+            }
+        }
+    }
+
+    fn device(&self, reference: Option<i64>, candidate: Option<i64>) -> MatchKind {
+        match (reference, candidate, self.same) {
+            (None, _, _) => MatchKind::CandidateOnly,
+            (_, None, _) => MatchKind::ReferenceOnly,
+            (_, _, Some(same)) => same,
+            (Some(r), Some(c), None) => {
+                let by_pools = || {
+                    self.options
+                        .pool_mapping
+                        .iter()
+                        .any(|(a, b)| a.0 == r && b.0 == c)
+                };
+                if self.options.device_mapping.contains(&(r, c)) {
+                    MatchKind::Mapped
+                } else if r != c && by_pools() {
+                    MatchKind::PoolMapping
+                } else {
+                    MatchKind::SameIndex
+                }
+            }
+        }
+    }
+}
+
+impl ComparisonRows {
+    /// The rows of `comparison`, made by [`crate::compare`] from `reference` and
+    /// `candidate` with `options`; `origin` names what took states of one origin.
+    pub fn build(
+        comparison: &Comparison,
+        reference: &MemoryState,
+        candidate: &MemoryState,
+        options: &CompareOptions,
+        origin: OriginKind,
+    ) -> Result<ComparisonRows> {
+        let pairing = Pairing {
+            same: (comparison.relation == Relation::SameOrigin).then(|| origin.same()),
+            options,
+        };
+        let allocator_scopes = Scope::ALL
+            .iter()
+            .map(|&scope| {
+                let r = reference.scope_stats(None, scope);
+                let c = candidate.scope_stats(None, scope);
+                Ok(ScopeComparison {
+                    scope,
+                    reference: r,
+                    candidate: c,
+                    delta: stats_delta(&r, &c)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let (mut pools, mut observations, mut device_comparisons) = (vec![], vec![], vec![]);
+        for d in &comparison.devices {
+            for p in &d.pools {
+                let side = |device: Option<i64>, pool| {
+                    Some(PoolRef {
+                        device_index: device?,
+                        pool_id: pool?,
+                    })
+                };
+                let r = side(d.reference_device, p.reference_pool);
+                let c = side(d.candidate_device, p.candidate_pool);
+                let stats = |key: Option<PoolRef>, s: &MemoryStats| key.map(|_| *s);
+                pools.push(PoolComparison {
+                    reference_key: r,
+                    candidate_key: c,
+                    pool_kind: p.kind,
+                    match_kind: pairing.pool(r, c),
+                    reference: stats(r, &p.stats.reference),
+                    candidate: stats(c, &p.stats.candidate),
+                    delta: stats_delta(&p.stats.reference, &p.stats.candidate)?,
+                    lifecycle: p.lifecycle,
+                });
+                for s in &p.streams {
+                    let observe = |pool: Option<PoolRef>, stream: Option<i64>| {
+                        let pool = pool?;
+                        Some(ObservationRef {
+                            device_index: pool.device_index,
+                            pool_id: pool.pool_id,
+                            stream: stream?,
+                        })
+                    };
+                    let rk = observe(r, s.reference_stream);
+                    let ck = observe(c, s.candidate_stream);
+                    observations.push(ObservationComparison {
+                        reference_key: rk,
+                        candidate_key: ck,
+                        pool_kind: p.kind,
+                        match_kind: pairing.pool(rk.map(|k| k.pool()), ck.map(|k| k.pool())),
+                        reference: rk.map(|_| s.stats.reference),
+                        candidate: ck.map(|_| s.stats.candidate),
+                        delta: stats_delta(&s.stats.reference, &s.stats.candidate)?,
+                        lifecycle: s.lifecycle,
+                    });
+                }
+            }
+            let (rd, cd) = (d.reference_device, d.candidate_device);
+            device_comparisons.push(DeviceComparison {
+                reference_device_index: rd,
+                candidate_device_index: cd,
+                match_kind: pairing.device(rd, cd),
+                reference_sample: rd.and_then(|i| DeviceSample::of(reference, i)),
+                candidate_sample: cd.and_then(|i| DeviceSample::of(candidate, i)),
+                reference_stats: rd.map(|_| d.allocator.reference),
+                candidate_stats: cd.map(|_| d.allocator.candidate),
+                delta: stats_delta(&d.allocator.reference, &d.allocator.candidate)?,
+                lifecycle: d.lifecycle,
+            });
+        }
+        Ok(ComparisonRows {
+            allocator_scopes,
+            pools,
+            observations,
+            device_comparisons,
+        })
+    }
+
+    /// `allocator_scopes.csv`, `pools.csv`, `observations.csv` and, when there are
+    /// devices, `devices.csv`.
+    pub fn csv_files(&self) -> Vec<CsvFile> {
+        let mut scopes = stats_table(&["scope"], &["reference", "candidate", "delta"]);
+        for s in &self.allocator_scopes {
+            let mut row = vec![s.scope.as_str().into()];
+            row.extend(stat_cells(Some(&s.reference)));
+            row.extend(stat_cells(Some(&s.candidate)));
+            row.extend(stat_cells(Some(&s.delta)));
+            scopes.push(row);
+        }
+        let mut files = vec![
+            csv_file("allocator_scopes.csv", &scopes),
+            csv_file("pools.csv", &slot_table(&self.pools)),
+            csv_file("observations.csv", &slot_table(&self.observations)),
+        ];
+        if let Some(devices) = self.devices_csv() {
+            files.push(devices);
+        }
+        files
+    }
+
+    /// `observations.csv` alone (a phase comparison writes its end gap's).
+    pub fn observations_csv(&self) -> CsvFile {
+        csv_file("observations.csv", &slot_table(&self.observations))
+    }
+
+    /// `devices.csv`, when there are devices.
+    pub fn devices_csv(&self) -> Option<CsvFile> {
+        if self.device_comparisons.is_empty() {
+            return None;
+        }
+        let rows = self
+            .device_comparisons
+            .iter()
+            .map(|d| d.csv_row())
+            .collect();
+        Some(csv_file(
+            "devices.csv",
+            &Table::with_rows(&DeviceComparison::csv_names(), rows),
+        ))
+    }
+}
+
+fn slot_table<K: RowKey>(rows: &[SlotComparison<K>]) -> Table {
+    let identity = SlotComparison::<K>::csv_names();
+    let identity: Vec<&str> = identity.iter().map(String::as_str).collect();
+    let mut table = stats_table(&identity, &["reference", "candidate", "delta"]);
+    for r in rows {
+        table.push(r.csv_row());
+    }
+    table
+}
