@@ -57,6 +57,12 @@ impl PhaseValues {
         self.candidate_end?.checked_sub(self.baseline_end?)
     }
 
+    /// `candidate_change - baseline_change`: how much more the candidate phase changed.
+    pub fn change_gap(&self) -> Option<i64> {
+        self.candidate_change()?
+            .checked_sub(self.baseline_change()?)
+    }
+
     /// `None` when a value is missing (no counterpart, or no CUDA reading). Evaluated in
     /// 128 bits: the right-hand side of the identity can exceed 64 bits on its way even
     /// when every term fits.

@@ -9,7 +9,7 @@ use super::{
     change, csv_file, pool_cell, public, stat_cells, stats_delta, stats_table, CsvFile, MatchKind,
     ObservationRef, OriginKind, PoolRef, PublicStats,
 };
-use crate::compare::{CompareOptions, Comparison, Relation};
+use crate::compare::{CompareOptions, Comparison, Pair, Relation};
 use crate::error::Result;
 use crate::lifecycle::Lifecycle;
 use crate::state::MemoryState;
@@ -111,12 +111,10 @@ impl RowKey for ObservationRef {
 /// on the side that lacks it, and how the two were paired.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlotComparison<K> {
-    pub reference_key: Option<K>,
-    pub candidate_key: Option<K>,
+    pub keys: Pair<Option<K>>,
     pub pool_kind: PoolKind,
     pub match_kind: MatchKind,
-    pub reference: Option<MemoryStats>,
-    pub candidate: Option<MemoryStats>,
+    pub stats: Pair<Option<MemoryStats>>,
     pub delta: MemoryStats,
     pub lifecycle: Option<Lifecycle>,
 }
@@ -127,7 +125,8 @@ pub type ObservationComparison = SlotComparison<ObservationRef>;
 impl<K: RowKey> SlotComparison<K> {
     /// A change of any statistic, or a slot present on one side only.
     pub fn changed(&self) -> bool {
-        self.delta != MemoryStats::default() || self.reference.is_none() != self.candidate.is_none()
+        let s = &self.stats;
+        self.delta != MemoryStats::default() || s.reference.is_none() != s.candidate.is_none()
     }
 
     fn csv_names() -> Vec<String> {
@@ -138,14 +137,14 @@ impl<K: RowKey> SlotComparison<K> {
     }
 
     fn csv_row(&self) -> Vec<Cell> {
-        let mut row = K::csv_cells(self.reference_key.as_ref());
-        row.extend(K::csv_cells(self.candidate_key.as_ref()));
+        let mut row = K::csv_cells(self.keys.reference.as_ref());
+        row.extend(K::csv_cells(self.keys.candidate.as_ref()));
         row.extend([
             self.pool_kind.as_str().into(),
             self.match_kind.as_str().into(),
         ]);
-        row.extend(stat_cells(self.reference.as_ref()));
-        row.extend(stat_cells(self.candidate.as_ref()));
+        row.extend(stat_cells(self.stats.reference.as_ref()));
+        row.extend(stat_cells(self.stats.candidate.as_ref()));
         row.extend(stat_cells(Some(&self.delta)));
         row
     }
@@ -157,12 +156,12 @@ where
 {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        K::serialize_side("reference", self.reference_key.as_ref(), &mut map)?;
-        K::serialize_side("candidate", self.candidate_key.as_ref(), &mut map)?;
+        K::serialize_side("reference", self.keys.reference.as_ref(), &mut map)?;
+        K::serialize_side("candidate", self.keys.candidate.as_ref(), &mut map)?;
         map.serialize_entry("pool_kind", self.pool_kind.as_str())?;
         map.serialize_entry("match", self.match_kind.as_str())?;
-        map.serialize_entry("reference", &public(self.reference.as_ref()))?;
-        map.serialize_entry("candidate", &public(self.candidate.as_ref()))?;
+        map.serialize_entry("reference", &public(self.stats.reference.as_ref()))?;
+        map.serialize_entry("candidate", &public(self.stats.candidate.as_ref()))?;
         map.serialize_entry("delta", &PublicStats(&self.delta))?;
         map.serialize_entry("lifecycle", &self.lifecycle)?;
         map.end()
@@ -254,13 +253,10 @@ pub enum DeviceSide {
 /// the device), its allocator rollup, their delta and the address lifecycle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceComparison {
-    pub reference_device_index: Option<i64>,
-    pub candidate_device_index: Option<i64>,
+    pub device_index: Pair<Option<i64>>,
     pub match_kind: MatchKind,
-    pub reference_sample: Option<DeviceSample>,
-    pub candidate_sample: Option<DeviceSample>,
-    pub reference_stats: Option<MemoryStats>,
-    pub candidate_stats: Option<MemoryStats>,
+    pub sample: Pair<Option<DeviceSample>>,
+    pub stats: Pair<Option<MemoryStats>>,
     pub delta: MemoryStats,
     pub lifecycle: Option<Lifecycle>,
 }
@@ -269,8 +265,8 @@ impl DeviceComparison {
     /// One device metric of one side.
     pub fn metric(&self, side: DeviceSide, metric: DeviceMetric) -> Option<i64> {
         let (sample, stats) = match side {
-            DeviceSide::Reference => (self.reference_sample, self.reference_stats),
-            DeviceSide::Candidate => (self.candidate_sample, self.candidate_stats),
+            DeviceSide::Reference => (self.sample.reference, self.stats.reference),
+            DeviceSide::Candidate => (self.sample.candidate, self.stats.candidate),
             DeviceSide::Delta if metric == DeviceMetric::AllocatorReserved => {
                 return Some(self.delta.reserved)
             }
@@ -294,7 +290,7 @@ impl DeviceComparison {
     /// Whether anything differs; a sample present on one side only counts as a change
     /// (no device delta is made up for it).
     pub fn changed(&self) -> bool {
-        self.delta != MemoryStats::default() || self.reference_sample != self.candidate_sample
+        self.delta != MemoryStats::default() || self.sample.reference != self.sample.candidate
     }
 
     fn csv_names() -> Vec<String> {
@@ -309,8 +305,8 @@ impl DeviceComparison {
 
     fn csv_row(&self) -> Vec<Cell> {
         let mut row = vec![
-            self.reference_device_index.into(),
-            self.candidate_device_index.into(),
+            self.device_index.reference.into(),
+            self.device_index.candidate.into(),
             self.match_kind.as_str().into(),
         ];
         for side in [
@@ -332,8 +328,8 @@ impl Serialize for DeviceSideView<'_> {
         let DeviceSideView(row, side) = *self;
         let mut map = serializer.serialize_map(None)?;
         let (sample, stats) = match side {
-            DeviceSide::Reference => (Some(row.reference_sample), row.reference_stats.as_ref()),
-            DeviceSide::Candidate => (Some(row.candidate_sample), row.candidate_stats.as_ref()),
+            DeviceSide::Reference => (Some(row.sample.reference), row.stats.reference.as_ref()),
+            DeviceSide::Candidate => (Some(row.sample.candidate), row.stats.candidate.as_ref()),
             DeviceSide::Delta => (None, Some(&row.delta)),
         };
         if let Some(sample) = sample {
@@ -350,8 +346,8 @@ impl Serialize for DeviceSideView<'_> {
 impl Serialize for DeviceComparison {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("reference_device_index", &self.reference_device_index)?;
-        map.serialize_entry("candidate_device_index", &self.candidate_device_index)?;
+        map.serialize_entry("reference_device_index", &self.device_index.reference)?;
+        map.serialize_entry("candidate_device_index", &self.device_index.candidate)?;
         map.serialize_entry("match", self.match_kind.as_str())?;
         map.serialize_entry("changed", &self.changed())?;
         for (key, side) in [
@@ -382,8 +378,8 @@ struct Pairing<'a> {
 }
 
 impl Pairing<'_> {
-    fn pool(&self, reference: Option<PoolRef>, candidate: Option<PoolRef>) -> MatchKind {
-        match (reference, candidate, self.same) {
+    fn pool(&self, keys: Pair<Option<PoolRef>>) -> MatchKind {
+        match (keys.reference, keys.candidate, self.same) {
             (None, _, _) => MatchKind::CandidateOnly,
             (_, None, _) => MatchKind::ReferenceOnly,
             (_, _, Some(same)) => same,
@@ -399,8 +395,8 @@ impl Pairing<'_> {
         }
     }
 
-    fn device(&self, reference: Option<i64>, candidate: Option<i64>) -> MatchKind {
-        match (reference, candidate, self.same) {
+    fn device(&self, index: Pair<Option<i64>>) -> MatchKind {
+        match (index.reference, index.candidate, self.same) {
             (None, _, _) => MatchKind::CandidateOnly,
             (_, None, _) => MatchKind::ReferenceOnly,
             (_, _, Some(same)) => same,
@@ -453,22 +449,19 @@ impl ComparisonRows {
         let (mut pools, mut observations, mut device_comparisons) = (vec![], vec![], vec![]);
         for d in &comparison.devices {
             for p in &d.pools {
-                let side = |device: Option<i64>, pool| {
-                    Some(PoolRef {
-                        device_index: device?,
-                        pool_id: pool?,
-                    })
+                let keys = Pair {
+                    reference: PoolRef::of(d.reference_device, p.reference_pool),
+                    candidate: PoolRef::of(d.candidate_device, p.candidate_pool),
                 };
-                let r = side(d.reference_device, p.reference_pool);
-                let c = side(d.candidate_device, p.candidate_pool);
                 let stats = |key: Option<PoolRef>, s: &MemoryStats| key.map(|_| *s);
                 pools.push(PoolComparison {
-                    reference_key: r,
-                    candidate_key: c,
+                    keys,
                     pool_kind: p.kind,
-                    match_kind: pairing.pool(r, c),
-                    reference: stats(r, &p.stats.reference),
-                    candidate: stats(c, &p.stats.candidate),
+                    match_kind: pairing.pool(keys),
+                    stats: Pair {
+                        reference: stats(keys.reference, &p.stats.reference),
+                        candidate: stats(keys.candidate, &p.stats.candidate),
+                    },
                     delta: stats_delta(&p.stats.reference, &p.stats.candidate)?,
                     lifecycle: p.lifecycle,
                 });
@@ -481,29 +474,45 @@ impl ComparisonRows {
                             stream: stream?,
                         })
                     };
-                    let rk = observe(r, s.reference_stream);
-                    let ck = observe(c, s.candidate_stream);
+                    let keys = Pair {
+                        reference: observe(keys.reference, s.reference_stream),
+                        candidate: observe(keys.candidate, s.candidate_stream),
+                    };
                     observations.push(ObservationComparison {
-                        reference_key: rk,
-                        candidate_key: ck,
+                        keys,
                         pool_kind: p.kind,
-                        match_kind: pairing.pool(rk.map(|k| k.pool()), ck.map(|k| k.pool())),
-                        reference: rk.map(|_| s.stats.reference),
-                        candidate: ck.map(|_| s.stats.candidate),
+                        match_kind: pairing.pool(Pair {
+                            reference: keys.reference.map(|k| k.pool()),
+                            candidate: keys.candidate.map(|k| k.pool()),
+                        }),
+                        stats: Pair {
+                            reference: keys.reference.map(|_| s.stats.reference),
+                            candidate: keys.candidate.map(|_| s.stats.candidate),
+                        },
                         delta: stats_delta(&s.stats.reference, &s.stats.candidate)?,
                         lifecycle: s.lifecycle,
                     });
                 }
             }
-            let (rd, cd) = (d.reference_device, d.candidate_device);
+            let device_index = Pair {
+                reference: d.reference_device,
+                candidate: d.candidate_device,
+            };
             device_comparisons.push(DeviceComparison {
-                reference_device_index: rd,
-                candidate_device_index: cd,
-                match_kind: pairing.device(rd, cd),
-                reference_sample: rd.and_then(|i| DeviceSample::of(reference, i)),
-                candidate_sample: cd.and_then(|i| DeviceSample::of(candidate, i)),
-                reference_stats: rd.map(|_| d.allocator.reference),
-                candidate_stats: cd.map(|_| d.allocator.candidate),
+                device_index,
+                match_kind: pairing.device(device_index),
+                sample: Pair {
+                    reference: device_index
+                        .reference
+                        .and_then(|i| DeviceSample::of(reference, i)),
+                    candidate: device_index
+                        .candidate
+                        .and_then(|i| DeviceSample::of(candidate, i)),
+                },
+                stats: Pair {
+                    reference: device_index.reference.map(|_| d.allocator.reference),
+                    candidate: device_index.candidate.map(|_| d.allocator.candidate),
+                },
                 delta: stats_delta(&d.allocator.reference, &d.allocator.candidate)?,
                 lifecycle: d.lifecycle,
             });

@@ -48,6 +48,16 @@ pub struct PoolRef {
     pub pool_id: PoolId,
 }
 
+impl PoolRef {
+    /// The pool of a row side that has both a device and a pool.
+    pub fn of(device: Option<i64>, pool: Option<PoolId>) -> Option<PoolRef> {
+        Some(PoolRef {
+            device_index: device?,
+            pool_id: pool?,
+        })
+    }
+}
+
 /// One `(device, pool, stream)` slice of the allocator, as rows name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ObservationRef {

@@ -116,11 +116,11 @@ pub struct DeviceTimelineEntry {
     pub point: PointTag,
     pub device_index: i64,
     pub sample: Option<DeviceSample>,
+    /// The sample at the previous point (`None` at the device's first point, or when that
+    /// query failed).
+    pub previous_sample: Option<DeviceSample>,
     pub stats: MemoryStats,
     pub delta: Option<MemoryStats>,
-    pub delta_used_bytes: Option<i64>,
-    pub delta_free_bytes: Option<i64>,
-    pub delta_total_bytes: Option<i64>,
 }
 
 impl DeviceTimelineEntry {
@@ -130,6 +130,26 @@ impl DeviceTimelineEntry {
             self.sample.map(|s| s.used_bytes()),
             Some(self.stats.reserved),
         )
+    }
+
+    /// The change of one sample reading since the previous point.
+    pub fn sample_change(&self, reading: fn(&DeviceSample) -> i64) -> Option<i64> {
+        change(
+            self.sample.as_ref().map(reading),
+            self.previous_sample.as_ref().map(reading),
+        )
+    }
+
+    pub fn delta_used_bytes(&self) -> Option<i64> {
+        self.sample_change(DeviceSample::used_bytes)
+    }
+
+    pub fn delta_free_bytes(&self) -> Option<i64> {
+        self.sample_change(|s| s.free_bytes)
+    }
+
+    pub fn delta_total_bytes(&self) -> Option<i64> {
+        self.sample_change(|s| s.total_bytes)
     }
 
     const CSV_NAMES: [&'static str; 12] = [
@@ -157,9 +177,9 @@ impl DeviceTimelineEntry {
             self.sample.map(|s| s.total_bytes).into(),
             self.stats.reserved.into(),
             self.cuda_allocator_residual_bytes().into(),
-            self.delta_used_bytes.into(),
-            self.delta_free_bytes.into(),
-            self.delta_total_bytes.into(),
+            self.delta_used_bytes().into(),
+            self.delta_free_bytes().into(),
+            self.delta_total_bytes().into(),
             self.delta.map(|d| d.reserved).into(),
         ]
     }
@@ -178,9 +198,9 @@ impl Serialize for DeviceTimelineEntry {
         )?;
         map.serialize_entry("stats", &PublicStats(&self.stats))?;
         map.serialize_entry("delta", &public(self.delta.as_ref()))?;
-        map.serialize_entry("delta_used_bytes", &self.delta_used_bytes)?;
-        map.serialize_entry("delta_free_bytes", &self.delta_free_bytes)?;
-        map.serialize_entry("delta_total_bytes", &self.delta_total_bytes)?;
+        map.serialize_entry("delta_used_bytes", &self.delta_used_bytes())?;
+        map.serialize_entry("delta_free_bytes", &self.delta_free_bytes())?;
+        map.serialize_entry("delta_total_bytes", &self.delta_total_bytes())?;
         map.end()
     }
 }
@@ -236,19 +256,13 @@ impl TimelineRows {
                     let sample = by_index
                         .get(&r.point_index)
                         .and_then(|s| DeviceSample::of(s, device));
-                    let before = previous.insert(device, sample).flatten();
-                    let sample_change = |f: fn(&DeviceSample) -> i64| {
-                        change(sample.as_ref().map(f), before.as_ref().map(f))
-                    };
                     rows.device_entries.push(DeviceTimelineEntry {
                         point,
                         device_index: device,
                         sample,
+                        previous_sample: previous.insert(device, sample).flatten(),
                         stats: r.stats,
                         delta: r.change,
-                        delta_used_bytes: sample_change(DeviceSample::used_bytes),
-                        delta_free_bytes: sample_change(|s| s.free_bytes),
-                        delta_total_bytes: sample_change(|s| s.total_bytes),
                     });
                 }
                 _ => {}

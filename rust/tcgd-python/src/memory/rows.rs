@@ -147,12 +147,12 @@ impl ReprFields for rows::ScopeComparison {
 macro_rules! slot_class {
     ($class:ident($key:ty, $key_fn:ident)) => {
         row_class!($class(rows::SlotComparison<$key>) |r, py| {
-            reference_key => $key_fn(py, r.reference_key);
-            candidate_key => $key_fn(py, r.candidate_key);
+            reference_key => $key_fn(py, r.keys.reference);
+            candidate_key => $key_fn(py, r.keys.candidate);
             pool_kind => any(py, r.pool_kind.as_str());
             r#match => any(py, r.match_kind.as_str());
-            reference => stats(py, r.reference.as_ref());
-            candidate => stats(py, r.candidate.as_ref());
+            reference => stats(py, r.stats.reference.as_ref());
+            candidate => stats(py, r.stats.candidate.as_ref());
             delta => delta(py, Some(&r.delta));
             lifecycle => lifecycle(py, r.lifecycle);
             changed => any(py, r.changed());
@@ -167,8 +167,8 @@ impl<K: std::fmt::Debug> ReprFields for rows::SlotComparison<K> {
     fn repr_fields(&self) -> String {
         format!(
             "reference_key={:?}, candidate_key={:?}, match={:?}, delta_reserved_bytes={}",
-            self.reference_key,
-            self.candidate_key,
+            self.keys.reference,
+            self.keys.candidate,
             self.match_kind.as_str(),
             self.delta.reserved
         )
@@ -176,13 +176,13 @@ impl<K: std::fmt::Debug> ReprFields for rows::SlotComparison<K> {
 }
 
 row_class!(MemoryDeviceComparison(rows::DeviceComparison) |r, py| {
-    reference_device_index => any(py, r.reference_device_index);
-    candidate_device_index => any(py, r.candidate_device_index);
+    reference_device_index => any(py, r.device_index.reference);
+    candidate_device_index => any(py, r.device_index.candidate);
     r#match => any(py, r.match_kind.as_str());
-    reference_sample => sample(py, r.reference_sample);
-    candidate_sample => sample(py, r.candidate_sample);
-    reference_stats => stats(py, r.reference_stats.as_ref());
-    candidate_stats => stats(py, r.candidate_stats.as_ref());
+    reference_sample => sample(py, r.sample.reference);
+    candidate_sample => sample(py, r.sample.candidate);
+    reference_stats => stats(py, r.stats.reference.as_ref());
+    candidate_stats => stats(py, r.stats.candidate.as_ref());
     delta => delta(py, Some(&r.delta));
     lifecycle => lifecycle(py, r.lifecycle);
     changed => any(py, r.changed());
@@ -209,8 +209,8 @@ impl ReprFields for rows::DeviceComparison {
     fn repr_fields(&self) -> String {
         format!(
             "reference_device_index={:?}, candidate_device_index={:?}, match={:?}",
-            self.reference_device_index,
-            self.candidate_device_index,
+            self.device_index.reference,
+            self.device_index.candidate,
             self.match_kind.as_str()
         )
     }
@@ -259,9 +259,9 @@ row_class!(MemoryDeviceTimelineEntry(rows::DeviceTimelineEntry) |r, py| {
     sample => sample(py, r.sample);
     stats => stats(py, Some(&r.stats));
     delta => delta(py, r.delta.as_ref());
-    delta_used_bytes => any(py, r.delta_used_bytes);
-    delta_free_bytes => any(py, r.delta_free_bytes);
-    delta_total_bytes => any(py, r.delta_total_bytes);
+    delta_used_bytes => any(py, r.delta_used_bytes());
+    delta_free_bytes => any(py, r.delta_free_bytes());
+    delta_total_bytes => any(py, r.delta_total_bytes());
     cuda_allocator_residual_bytes => any(py, r.cuda_allocator_residual_bytes());
 });
 
@@ -277,19 +277,21 @@ impl ReprFields for rows::DeviceTimelineEntry {
 // ---------------------------------------------------------------------- phase rows
 
 row_class!(MemoryPhaseComponents(rows::PhaseComponents) |r, py| {
-    baseline_change_bytes => any(py, r.baseline_change_bytes);
-    candidate_change_bytes => any(py, r.candidate_change_bytes);
-    start_gap_bytes => any(py, r.start_gap_bytes);
-    end_gap_bytes => any(py, r.end_gap_bytes);
-    change_gap_bytes => any(py, r.change_gap_bytes);
-    identity_holds => any(py, r.identity_holds);
+    baseline_change_bytes => any(py, r.0.baseline_change());
+    candidate_change_bytes => any(py, r.0.candidate_change());
+    start_gap_bytes => any(py, r.0.start_gap());
+    end_gap_bytes => any(py, r.0.end_gap());
+    change_gap_bytes => any(py, r.0.change_gap());
+    identity_holds => any(py, r.0.identity_holds());
 });
 
 impl ReprFields for rows::PhaseComponents {
     fn repr_fields(&self) -> String {
         format!(
             "end_gap_bytes={:?}, change_gap_bytes={:?}, identity_holds={:?}",
-            self.end_gap_bytes, self.change_gap_bytes, self.identity_holds
+            self.0.end_gap(),
+            self.0.change_gap(),
+            self.0.identity_holds()
         )
     }
 }
@@ -298,8 +300,8 @@ impl ReprFields for rows::PhaseDecomposition {
     fn repr_fields(&self) -> String {
         format!(
             "metric={:?}, {}",
-            self.metric,
-            self.components.repr_fields()
+            self.metric(),
+            self.components().repr_fields()
         )
     }
 }
@@ -309,23 +311,23 @@ macro_rules! phase_class {
     ($class:ident |$r:ident, $py:ident| { $($getter:ident => $value:expr;)* }) => {
         row_class!($class(rows::PhaseDecomposition) |$r, $py| {
             $($getter => $value;)*
-            metric => any($py, $r.metric.as_str());
-            components => any($py, MemoryPhaseComponents::from($r.components));
-            identity_holds => any($py, $r.components.identity_holds);
+            metric => any($py, $r.metric());
+            components => any($py, MemoryPhaseComponents::from($r.components()));
+            identity_holds => any($py, $r.0.values.identity_holds());
         });
     };
 }
 
 phase_class!(MemoryAllocatorScopePhaseDecomposition |r, py| {
-    scope => any(py, r.scope.map(|s| s.as_str()));
+    scope => any(py, r.0.scope.map(|s| s.as_str()));
 });
 phase_class!(MemoryPoolPhaseDecomposition |r, py| {
-    baseline_pool => pool_key(py, r.baseline_pool);
-    candidate_pool => pool_key(py, r.candidate_pool);
+    baseline_pool => pool_key(py, r.baseline_pool());
+    candidate_pool => pool_key(py, r.candidate_pool());
 });
 phase_class!(MemoryDevicePhaseDecomposition |r, py| {
-    baseline_device_index => any(py, r.baseline_device_index);
-    candidate_device_index => any(py, r.candidate_device_index);
+    baseline_device_index => any(py, r.0.baseline_device);
+    candidate_device_index => any(py, r.0.candidate_device);
 });
 
 /// Rows as a tuple of their Python class.
