@@ -196,7 +196,7 @@ def _summary(args: argparse.Namespace) -> int:
     points = [_point(run, p) for p in args.point] if args.point else list(run.points)
     if not points:
         raise _invalid(f"run '{args.run}' has no points")
-    from torch_cudagraph_debug.memory_debug.compare import MemoryStateReport
+    from torch_cudagraph_debug.memory_debug._rendered import MemoryStateReport
 
     return _emit(args, MemoryStateReport(points), "memory-summary")
 

@@ -46,6 +46,7 @@ from torch_cudagraph_debug.memory_debug._model import (
     StreamId,
 )
 from torch_cudagraph_debug.memory_debug._owners import name_pool
+from torch_cudagraph_debug.memory_debug._rendered import MemoryStateReport
 from torch_cudagraph_debug.memory_debug.attribution import (
     AllocationStackCoverage,
     AllocationStackDelta,
@@ -56,25 +57,13 @@ from torch_cudagraph_debug.memory_debug.attribution import (
 )
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAllocatorScopeComparison,
-    MemoryAllocatorScopePhaseDecomposition,
-    MemoryAllocatorScopeTimelineEntry,
     MemoryComparison,
     MemoryDeviceComparison,
-    MemoryDevicePhaseDecomposition,
-    MemoryDeviceTimelineEntry,
     MemoryLifecycleDelta,
     MemoryObservationComparison,
-    MemoryObservationTimelineEntry,
-    MemoryPhaseComparison,
-    MemoryPhaseComponents,
     MemoryPointComparison,
     MemoryPoolComparison,
-    MemoryPoolPhaseDecomposition,
-    MemoryPoolTimelineEntry,
     MemorySnapshotComparison,
-    MemoryStateReport,
-    MemoryTimeline,
-    compare_phases,
     compare_points,
     compare_snapshots,
 )
@@ -108,6 +97,14 @@ from torch_cudagraph_debug.memory_debug.options import (
     MemoryAttributionOptions,
     MemoryDisplayOptions,
 )
+from torch_cudagraph_debug.memory_debug.phases import (
+    MemoryAllocatorScopePhaseDecomposition,
+    MemoryDevicePhaseDecomposition,
+    MemoryPhaseComparison,
+    MemoryPhaseComponents,
+    MemoryPoolPhaseDecomposition,
+    compare_phases,
+)
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbe, MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.recorder import MemoryRecorder, import_snapshots
 from torch_cudagraph_debug.memory_debug.run import (
@@ -115,6 +112,13 @@ from torch_cudagraph_debug.memory_debug.run import (
     MemoryPoint,
     MemoryRange,
     MemoryRun,
+)
+from torch_cudagraph_debug.memory_debug.timeline import (
+    MemoryAllocatorScopeTimelineEntry,
+    MemoryDeviceTimelineEntry,
+    MemoryObservationTimelineEntry,
+    MemoryPoolTimelineEntry,
+    MemoryTimeline,
 )
 
 __all__ = [

@@ -21,10 +21,10 @@ from torch_cudagraph_debug.memory_debug._source import (
     take,
 )
 from torch_cudagraph_debug.memory_debug.compare import (
-    MemoryAttributionOptions,
     MemorySnapshotComparison,
     compare_snapshots,
 )
+from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 
 
 class MemoryProbeSnapshot(_StateView):

@@ -20,17 +20,14 @@ from torch_cudagraph_debug.errors import (
     MemoryOwnershipError,
 )
 from torch_cudagraph_debug.memory_debug._model import _StateView
-from torch_cudagraph_debug.memory_debug.compare import (
-    MemoryPointComparison,
-    MemoryTimeline,
-    _compare_states,
-)
+from torch_cudagraph_debug.memory_debug.compare import MemoryPointComparison, _compare_states
 from torch_cudagraph_debug.memory_debug.lifetimes import (
     MemoryAllocationLifetimeAnalysis,
     MemoryLifetimeOptions,
     MemoryLifetimeSelection,
 )
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
+from torch_cudagraph_debug.memory_debug.timeline import MemoryTimeline
 
 
 class MemoryPoint(_StateView):

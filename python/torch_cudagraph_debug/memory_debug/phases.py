@@ -1,0 +1,169 @@
+"""Phase comparisons: how a baseline and a candidate phase (two points of one run each)
+changed, and how far apart they were at the start and at the end, with the identity
+``end_gap = start_gap + candidate_change - baseline_change`` checked on every row."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.memory_debug._rendered import Depth, _Rendered
+from torch_cudagraph_debug.memory_debug.compare import (
+    MemoryPointComparison,
+    _compare_states,
+    _mappings,
+)
+from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
+
+if TYPE_CHECKING:
+    from torch_cudagraph_debug.memory_debug.run import MemoryRange
+
+# The rows of a phase comparison (native classes).
+MemoryPhaseComponents = _native.MemoryPhaseComponents
+MemoryAllocatorScopePhaseDecomposition = _native.MemoryAllocatorScopePhaseDecomposition
+MemoryPoolPhaseDecomposition = _native.MemoryPoolPhaseDecomposition
+MemoryDevicePhaseDecomposition = _native.MemoryDevicePhaseDecomposition
+
+
+def _gap(
+    reference: Any,
+    candidate: Any,
+    pool_mapping: Mapping[Any, Any] | None,
+    device_mapping: Mapping[int, int] | None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> MemoryPointComparison:
+    """The comparison of two phase endpoints. A phase's mappings name pools and devices of
+    any endpoint, so each gap keeps the pairs whose two ends exist at its own points."""
+    pools, devices = _mappings(reference, candidate, pool_mapping, device_mapping)
+    present = (
+        {(k.device_index, tuple(k.pool_id)) for k in reference.pool_stats},
+        {(k.device_index, tuple(k.pool_id)) for k in candidate.pool_stats},
+    )
+    kept_pools = {r: c for r, c in pools if r in present[0] and c in present[1]}
+    kept_devices = {r: c for r, c in devices if r in reference.devices and c in candidate.devices}
+    return _compare_states(
+        reference, candidate, kept_pools, kept_devices, attribution, MemoryPointComparison
+    )
+
+
+class MemoryPhaseComparison(_Rendered):
+    """Baseline change, candidate change, start gap and end gap per scope, device and
+    pool; every row checks ``end_gap = start_gap + candidate_change - baseline_change``.
+
+    ``baseline_change`` / ``candidate_change`` / ``start_gap`` / ``end_gap`` are the four
+    ordinary comparisons the equation is made of; ``allocator_scope_decomposition``,
+    ``pool_decomposition`` and ``device_decomposition`` hold one row per phase metric."""
+
+    def __init__(
+        self,
+        native: _native.MemoryPhaseComparison,
+        baseline: MemoryRange | None = None,
+        candidate: MemoryRange | None = None,
+        pool_mapping: Mapping[Any, Any] | None = None,
+        device_mapping: Mapping[int, int] | None = None,
+        attribution: MemoryAttributionOptions | None = None,
+    ):
+        self._native = native
+        self.baseline = baseline
+        self.candidate = candidate
+        self._options = attribution
+        self.allocator_scope_decomposition: tuple[MemoryAllocatorScopePhaseDecomposition, ...] = (
+            native.allocator_scope_decomposition
+        )
+        self.pool_decomposition: tuple[MemoryPoolPhaseDecomposition, ...] = (
+            native.pool_decomposition
+        )
+        self.device_decomposition: tuple[MemoryDevicePhaseDecomposition, ...] = (
+            native.device_decomposition
+        )
+        if baseline is not None and candidate is not None:
+            # With attribution the two changes carry it (events included: they are inside
+            # one run) and the gaps carry stack attribution only.
+            wanted = attribution is not None and (
+                attribution.stacks or attribution.events or attribution.lifetimes
+            )
+            change = attribution if wanted else None
+            gap = (
+                dataclasses.replace(attribution, events=False, lifetimes=False) if wanted else None
+            )
+            gap = gap if gap is not None and gap.stacks else None
+            self.baseline_change: MemoryPointComparison | None = baseline.compare(
+                attribution=change
+            )
+            self.candidate_change: MemoryPointComparison | None = candidate.compare(
+                attribution=change
+            )
+            self.start_gap: MemoryPointComparison | None = _gap(
+                baseline.start, candidate.start, pool_mapping, device_mapping, gap
+            )
+            self.end_gap: MemoryPointComparison | None = _gap(
+                baseline.end, candidate.end, pool_mapping, device_mapping, gap
+            )
+            legs = (self.baseline_change, self.candidate_change, self.start_gap, self.end_gap)
+            self._attributions = [leg._attribution for leg in legs if leg._attribution]
+        else:
+            self.baseline_change = self.candidate_change = None
+            self.start_gap = self.end_gap = None
+
+    @property
+    def identity_failures(self) -> int:
+        """Rows whose identity does not hold (0 unless something is wrong)."""
+        return self._native.identity_failures
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self._native.warnings)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.to_json()["rows"]
+
+    def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
+        return self._native.render(format, include_unchanged)
+
+    def to_dict(self) -> dict[str, Any]:
+        legs = ("baseline_change", "candidate_change", "start_gap", "end_gap")
+        return {
+            "kind": "MemoryPhaseComparison",
+            **{
+                leg: None if getattr(self, leg) is None else getattr(self, leg).to_dict()
+                for leg in legs
+            },
+            "allocator_scope_decomposition": [
+                r.to_dict() for r in self.allocator_scope_decomposition
+            ],
+            "pool_decomposition": [r.to_dict() for r in self.pool_decomposition],
+            "device_decomposition": [r.to_dict() for r in self.device_decomposition],
+            "warnings": list(self.warnings),
+        }
+
+    def _csv_files(self) -> dict[str, str]:
+        files = dict(self._native.csv_files())
+        if self.end_gap is not None:
+            files.update(self.end_gap._native.end_gap_csv_files())
+        return files
+
+
+def compare_phases(
+    baseline: MemoryRange,
+    candidate: MemoryRange,
+    *,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> MemoryPhaseComparison:
+    """Compares two phases (``run.between(a, b)``), of one run or of two."""
+    pools, devices = _mappings(baseline.start, candidate.start, pool_mapping, device_mapping)
+    native = _native.compare_phases(
+        baseline.start._state,
+        baseline.end._state,
+        candidate.start._state,
+        candidate.end._state,
+        pool_mapping=pools,
+        device_mapping=devices,
+    )
+    return MemoryPhaseComparison(
+        native, baseline, candidate, pool_mapping, device_mapping, attribution
+    )
