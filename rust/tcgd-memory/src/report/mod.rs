@@ -191,6 +191,73 @@ fn html_table(
     out
 }
 
+/// Line colours of charts, one per series in turn.
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// One line of a chart: its name (the tooltip) and one value per point.
+pub(crate) struct Series {
+    pub name: String,
+    pub values: Vec<i64>,
+}
+
+/// An SVG line chart of byte values per point, scaled to the largest value, each series a
+/// polyline whose tooltip names it; `title` and every label are escaped.
+pub(crate) fn line_chart(class: &str, title: &str, labels: &[&str], series: &[Series]) -> String {
+    let n = labels.len();
+    if series.is_empty() || n == 0 {
+        return "<p>Nothing to chart.</p>\n".to_owned();
+    }
+    let (w, h, pad) = (720.0f64, 260.0f64, 40.0f64);
+    let top = series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let x = |i: usize| match n {
+        1 => w / 2.0,
+        _ => pad + (w - 2.0 * pad) * i as f64 / (n - 1) as f64,
+    };
+    let y = |v: i64| h - pad - (h - 2.0 * pad) * v as f64 / top;
+    let mut svg = format!(
+        "<svg class=\"{}\" width=\"{w}\" height=\"{h}\" \
+         xmlns=\"http://www.w3.org/2000/svg\">\n<text x=\"{pad}\" y=\"16\" \
+         font-size=\"12\">{} (peak {})</text>\n",
+        escape_html(class),
+        escape_html(title),
+        escape_html(&format_bytes(top as i64))
+    );
+    for (i, label) in labels.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
+            x(i),
+            h - pad / 3.0,
+            escape_html(label)
+        );
+    }
+    for (k, s) in series.iter().enumerate() {
+        let points: Vec<String> = s
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\">\
+             <title>{}</title></polyline>",
+            COLORS[k % COLORS.len()],
+            points.join(" "),
+            escape_html(&s.name)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -198,6 +198,60 @@ pub fn timeline_json(t: &Timeline) -> Value {
     json!({"kind": "memory_timeline", "points": t.points, "rows": rows})
 }
 
+/// Most private pools a timeline chart draws a line for (the largest by peak).
+const CHART_POOLS: usize = 6;
+
+/// Reserved and allocated bytes of every pool together, and reserved bytes of the largest
+/// pools, per point.
+fn timeline_chart(t: &Timeline) -> String {
+    let labels: Vec<&str> = t.points.iter().map(|p| p.label.as_str()).collect();
+    let at = |index: i64| t.points.iter().position(|p| p.index == index);
+    let mut series = Vec::new();
+    for (name, value) in [
+        (
+            "reserved, all pools",
+            (|s: &MemoryStats| s.reserved) as fn(&MemoryStats) -> i64,
+        ),
+        ("allocated, all pools", |s: &MemoryStats| s.allocated),
+    ] {
+        let mut values = vec![0; labels.len()];
+        for r in t
+            .rows
+            .iter()
+            .filter(|r| r.scope == Some(crate::stats::Scope::All))
+        {
+            if let Some(i) = at(r.point_index) {
+                values[i] = value(&r.stats);
+            }
+        }
+        series.push(Series {
+            name: name.to_owned(),
+            values,
+        });
+    }
+    let mut pools: std::collections::BTreeMap<(i64, crate::model::PoolId), Vec<i64>> =
+        std::collections::BTreeMap::new();
+    for r in &t.rows {
+        if let (Some(device), Some(pool), Some(i)) = (r.device, r.pool, at(r.point_index)) {
+            pools
+                .entry((device, pool))
+                .or_insert_with(|| vec![0; labels.len()])[i] = r.stats.reserved;
+        }
+    }
+    let mut pools: Vec<_> = pools.into_iter().collect();
+    pools.sort_by_key(|(_, v)| std::cmp::Reverse(v.iter().copied().max().unwrap_or(0)));
+    series.extend(
+        pools
+            .into_iter()
+            .take(CHART_POOLS)
+            .map(|((d, p), values)| Series {
+                name: format!("reserved, device {d} {}", pool_name(p)),
+                values,
+            }),
+    );
+    line_chart("timeline-chart", "bytes per point", &labels, &series)
+}
+
 pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> String {
     match format {
         Format::Text => timeline_text(t, options.include_unchanged),
@@ -208,7 +262,9 @@ pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> 
         }
         Format::Csv => csv_table(&Table::with_rows(&TIMELINE_HEADER, timeline_rows(t))),
         Format::Html => {
-            let mut body = String::from("<h1>Memory timeline</h1>\n<pre>");
+            let mut body = String::from("<h1>Memory timeline</h1>\n");
+            body.push_str(&timeline_chart(t));
+            body.push_str("<pre>");
             body.push_str(&escape_html(&timeline_text(t, options.include_unchanged)));
             body.push_str("</pre>\n");
             body.push_str(&html_table(&TIMELINE_HEADER, &timeline_rows(t), |row| {
