@@ -8,6 +8,41 @@ use super::*;
 pub struct MemoryComparison {
     pub(super) inner: tcgd_memory::Comparison,
     rows: tcgd_memory::rows::ComparisonRows,
+    /// One row per scope (`all`, `default`, `private`).
+    #[pyo3(get)]
+    allocator_scopes: Py<PyTuple>,
+    /// One row per paired or one-sided pool, in report order.
+    #[pyo3(get)]
+    pools: Py<PyTuple>,
+    /// One row per paired or one-sided (device, pool, stream) observation.
+    #[pyo3(get)]
+    observations: Py<PyTuple>,
+    /// One row per paired or one-sided device: samples and allocator rollups.
+    #[pyo3(get)]
+    device_comparisons: Py<PyTuple>,
+}
+
+impl MemoryComparison {
+    fn of(
+        py: Python<'_>,
+        inner: tcgd_memory::Comparison,
+        rows: tcgd_memory::rows::ComparisonRows,
+    ) -> PyResult<Self> {
+        Ok(MemoryComparison {
+            allocator_scopes: row_tuple::<MemoryAllocatorScopeComparison, _>(
+                py,
+                &rows.allocator_scopes,
+            )?,
+            pools: row_tuple::<MemoryPoolComparison, _>(py, &rows.pools)?,
+            observations: row_tuple::<MemoryObservationComparison, _>(py, &rows.observations)?,
+            device_comparisons: row_tuple::<MemoryDeviceComparison, _>(
+                py,
+                &rows.device_comparisons,
+            )?,
+            inner,
+            rows,
+        })
+    }
 }
 
 #[pymethods]
@@ -20,10 +55,8 @@ impl MemoryComparison {
         include_unchanged: bool,
         depth: &str,
     ) -> PyResult<String> {
-        guard(py, || {
-            let format = format_of(format)?;
-            let opts = report_options(include_unchanged, depth)?;
-            Ok(py.detach(|| tcgd_memory::report::render_comparison(&self.inner, format, opts)))
+        render_report(py, format, include_unchanged, depth, |f, o| {
+            tcgd_memory::report::render_comparison(&self.inner, f, o)
         })
     }
 
@@ -45,30 +78,6 @@ impl MemoryComparison {
     #[getter]
     fn suggested_pool_mapping(&self) -> PoolMappingArgs {
         self.inner.suggested_pool_mapping.clone()
-    }
-
-    /// One row per scope (`all`, `default`, `private`).
-    #[getter]
-    fn allocator_scopes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryAllocatorScopeComparison>(py, &self.rows.allocator_scopes)
-    }
-
-    /// One row per paired or one-sided pool, in report order.
-    #[getter]
-    fn pools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryPoolComparison>(py, &self.rows.pools)
-    }
-
-    /// One row per paired or one-sided (device, pool, stream) observation.
-    #[getter]
-    fn observations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryObservationComparison>(py, &self.rows.observations)
-    }
-
-    /// One row per paired or one-sided device: samples and allocator rollups.
-    #[getter]
-    fn device_comparisons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryDeviceComparison>(py, &self.rows.device_comparisons)
     }
 
     /// The reference's CSV files of this comparison, `[(file name, text)]`.
@@ -110,11 +119,12 @@ pub(super) fn compare_states(
         let origin = origin_kind(origin)?;
         let opts = options(pool_mapping, device_mapping);
         let (r, c) = (reference.inner.as_ref(), candidate.inner.as_ref());
-        py.detach(|| {
+        let (inner, rows) = py.detach(|| -> BindResult<_> {
             let inner = tcgd_memory::compare(r, c, &opts)?;
             let rows = tcgd_memory::rows::ComparisonRows::build(&inner, r, c, &opts, origin)?;
-            Ok(MemoryComparison { inner, rows })
-        })
+            Ok((inner, rows))
+        })?;
+        Ok(MemoryComparison::of(py, inner, rows)?)
     })
 }
 
@@ -122,12 +132,33 @@ pub(super) fn compare_states(
 pub struct MemoryPhaseComparison {
     pub(super) inner: tcgd_memory::PhaseComparison,
     rows: tcgd_memory::rows::PhaseRows,
+    #[pyo3(get)]
+    allocator_scope_decomposition: Py<PyTuple>,
+    #[pyo3(get)]
+    pool_decomposition: Py<PyTuple>,
+    #[pyo3(get)]
+    device_decomposition: Py<PyTuple>,
 }
 
 impl MemoryPhaseComparison {
-    pub(super) fn of(inner: tcgd_memory::PhaseComparison) -> Self {
+    pub(super) fn of(py: Python<'_>, inner: tcgd_memory::PhaseComparison) -> PyResult<Self> {
         let rows = tcgd_memory::rows::PhaseRows::build(&inner);
-        MemoryPhaseComparison { inner, rows }
+        Ok(MemoryPhaseComparison {
+            allocator_scope_decomposition: row_tuple::<MemoryAllocatorScopePhaseDecomposition, _>(
+                py,
+                &rows.allocator_scope_decomposition,
+            )?,
+            pool_decomposition: row_tuple::<MemoryPoolPhaseDecomposition, _>(
+                py,
+                &rows.pool_decomposition,
+            )?,
+            device_decomposition: row_tuple::<MemoryDevicePhaseDecomposition, _>(
+                py,
+                &rows.device_decomposition,
+            )?,
+            inner,
+            rows,
+        })
     }
 }
 
@@ -135,13 +166,8 @@ impl MemoryPhaseComparison {
 impl MemoryPhaseComparison {
     #[pyo3(signature = (format="text", include_unchanged=true))]
     fn render(&self, py: Python<'_>, format: &str, include_unchanged: bool) -> PyResult<String> {
-        guard(py, || {
-            let format = format_of(format)?;
-            let opts = ReportOptions {
-                include_unchanged,
-                depth: Depth::Stream,
-            };
-            Ok(py.detach(|| tcgd_memory::report::render_phases(&self.inner, format, opts)))
+        render_report(py, format, include_unchanged, "stream", |f, o| {
+            tcgd_memory::report::render_phases(&self.inner, f, o)
         })
     }
 
@@ -153,24 +179,6 @@ impl MemoryPhaseComparison {
     #[getter]
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings.clone()
-    }
-
-    #[getter]
-    fn allocator_scope_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryAllocatorScopePhaseDecomposition>(
-            py,
-            &self.rows.allocator_scope_decomposition,
-        )
-    }
-
-    #[getter]
-    fn pool_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryPoolPhaseDecomposition>(py, &self.rows.pool_decomposition)
-    }
-
-    #[getter]
-    fn device_decomposition<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryDevicePhaseDecomposition>(py, &self.rows.device_decomposition)
     }
 
     /// The decomposition's CSV files, `[(file name, text)]`.
@@ -199,7 +207,7 @@ pub(super) fn compare_phases(
                 &opts,
             )
         })?;
-        Ok(MemoryPhaseComparison::of(inner))
+        Ok(MemoryPhaseComparison::of(py, inner)?)
     })
 }
 
@@ -207,40 +215,23 @@ pub(super) fn compare_phases(
 pub struct MemoryTimeline {
     inner: tcgd_memory::Timeline,
     rows: tcgd_memory::rows::TimelineRows,
+    #[pyo3(get)]
+    allocator_scope_entries: Py<PyTuple>,
+    #[pyo3(get)]
+    pool_entries: Py<PyTuple>,
+    #[pyo3(get)]
+    observation_entries: Py<PyTuple>,
+    #[pyo3(get)]
+    device_entries: Py<PyTuple>,
 }
 
 #[pymethods]
 impl MemoryTimeline {
     #[pyo3(signature = (format="text", include_unchanged=true))]
     fn render(&self, py: Python<'_>, format: &str, include_unchanged: bool) -> PyResult<String> {
-        guard(py, || {
-            let format = format_of(format)?;
-            let opts = ReportOptions {
-                include_unchanged,
-                depth: Depth::Stream,
-            };
-            Ok(py.detach(|| tcgd_memory::report::render_timeline(&self.inner, format, opts)))
+        render_report(py, format, include_unchanged, "stream", |f, o| {
+            tcgd_memory::report::render_timeline(&self.inner, f, o)
         })
-    }
-
-    #[getter]
-    fn allocator_scope_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryAllocatorScopeTimelineEntry>(py, &self.rows.allocator_scope_entries)
-    }
-
-    #[getter]
-    fn pool_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryPoolTimelineEntry>(py, &self.rows.pool_entries)
-    }
-
-    #[getter]
-    fn observation_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryObservationTimelineEntry>(py, &self.rows.observation_entries)
-    }
-
-    #[getter]
-    fn device_entries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        row_tuple::<_, MemoryDeviceTimelineEntry>(py, &self.rows.device_entries)
     }
 
     /// The timeline's CSV files, `[(file name, text)]`.
@@ -256,11 +247,25 @@ pub(super) fn memory_timeline(
 ) -> PyResult<MemoryTimeline> {
     guard(py, || {
         let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
-        py.detach(|| {
+        let (inner, rows) = py.detach(|| -> BindResult<_> {
             let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
             let inner = tcgd_memory::timeline(&refs)?;
             let rows = tcgd_memory::rows::TimelineRows::build(&inner, &refs)?;
-            Ok(MemoryTimeline { inner, rows })
+            Ok((inner, rows))
+        })?;
+        Ok(MemoryTimeline {
+            allocator_scope_entries: row_tuple::<MemoryAllocatorScopeTimelineEntry, _>(
+                py,
+                &rows.allocator_scope_entries,
+            )?,
+            pool_entries: row_tuple::<MemoryPoolTimelineEntry, _>(py, &rows.pool_entries)?,
+            observation_entries: row_tuple::<MemoryObservationTimelineEntry, _>(
+                py,
+                &rows.observation_entries,
+            )?,
+            device_entries: row_tuple::<MemoryDeviceTimelineEntry, _>(py, &rows.device_entries)?,
+            inner,
+            rows,
         })
     })
 }
@@ -275,14 +280,10 @@ pub(super) fn render_memory_summaries(
     include_unchanged: bool,
     depth: &str,
 ) -> PyResult<String> {
-    guard(py, || {
-        let format = format_of(format)?;
-        let opts = report_options(include_unchanged, depth)?;
-        let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
-        Ok(py.detach(|| {
-            let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
-            tcgd_memory::report::render_summaries(&refs, format, opts)
-        }))
+    let owned: Vec<Arc<RustState>> = states.iter().map(|s| s.inner.clone()).collect();
+    render_report(py, format, include_unchanged, depth, |f, o| {
+        let refs: Vec<&RustState> = owned.iter().map(|s| s.as_ref()).collect();
+        tcgd_memory::report::render_summaries(&refs, f, o)
     })
 }
 

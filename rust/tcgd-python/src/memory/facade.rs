@@ -31,136 +31,98 @@ fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
     PyErr::warn(py, category.as_any(), &message, 1)
 }
 
-/// What the caching allocator holds in one slice of its state (bytes or counts).
-#[pyclass(
-    name = "MemoryStats",
-    module = "torch_cudagraph_debug._native",
-    frozen,
-    eq,
-    hash,
-    skip_from_py_object
-)]
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct PyMemoryStats {
-    pub(super) inner: tcgd_memory::MemoryStats,
-}
-
-impl PyMemoryStats {
-    pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
-        PyMemoryStats { inner }
-    }
-}
-
-/// `candidate - reference` of every `MemoryStats` field (signed).
-#[pyclass(
-    name = "MemoryStatsDelta",
-    module = "torch_cudagraph_debug._native",
-    frozen,
-    eq,
-    hash,
-    skip_from_py_object
-)]
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct PyMemoryStatsDelta {
-    pub(super) inner: tcgd_memory::MemoryStats,
-}
-
-impl PyMemoryStatsDelta {
-    pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
-        PyMemoryStatsDelta { inner }
-    }
-}
-
-/// One `#[pymethods]` block per class (without the `multiple-pymethods` feature): the
-/// getters both stats classes share, then the class's own methods.
+/// The classes over `tcgd_memory::MemoryStats`, one `#[pymethods]` block each (without
+/// the `multiple-pymethods` feature): the struct, the getter of every public metric by
+/// its position in `MemoryStats::public_columns`, then the class's own methods.
 macro_rules! stats_class {
-    ($ty:ident, { $($extra:tt)* }) => {
+    ($ty:ident, $name:literal, $doc:literal, { $($extra:tt)* }) => {
+        #[doc = $doc]
+        #[pyclass(
+            name = $name,
+            module = "torch_cudagraph_debug._native",
+            frozen,
+            eq,
+            hash,
+            skip_from_py_object
+        )]
+        #[derive(Clone, PartialEq, Eq, Hash)]
+        pub struct $ty {
+            pub(super) inner: tcgd_memory::MemoryStats,
+        }
+
+        impl $ty {
+            pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
+                $ty { inner }
+            }
+
+            fn column(&self, index: usize) -> i64 {
+                self.inner.public_columns()[index].1
+            }
+        }
+
         #[pymethods]
         impl $ty {
             $($extra)*
 
             #[getter]
-            fn reserved_bytes(&self) -> i64 {
-                self.inner.reserved
-            }
+            fn reserved_bytes(&self) -> i64 { self.column(0) }
             #[getter]
-            fn allocated_bytes(&self) -> i64 {
-                self.inner.allocated
-            }
+            fn allocated_bytes(&self) -> i64 { self.column(1) }
             #[getter]
-            fn active_bytes(&self) -> i64 {
-                self.inner.active
-            }
+            fn active_bytes(&self) -> i64 { self.column(2) }
             #[getter]
-            fn requested_bytes(&self) -> i64 {
-                self.inner.requested
-            }
+            fn requested_bytes(&self) -> i64 { self.column(3) }
             #[getter]
-            fn segment_count(&self) -> i64 {
-                self.inner.segment_count
-            }
+            fn segment_count(&self) -> i64 { self.column(4) }
             #[getter]
-            fn block_count(&self) -> i64 {
-                self.inner.block_count
-            }
+            fn block_count(&self) -> i64 { self.column(5) }
             #[getter]
-            fn inactive_block_count(&self) -> i64 {
-                self.inner.inactive_block_count
-            }
+            fn inactive_block_count(&self) -> i64 { self.column(6) }
             #[getter]
-            fn largest_inactive_block_bytes(&self) -> i64 {
-                self.inner.largest_inactive_block
-            }
+            fn largest_inactive_block_bytes(&self) -> i64 { self.column(7) }
             #[getter]
-            fn expandable_segment_count(&self) -> i64 {
-                self.inner.expandable_segment_count
-            }
+            fn expandable_segment_count(&self) -> i64 { self.column(8) }
             #[getter]
-            fn expandable_reserved_bytes(&self) -> i64 {
-                self.inner.expandable_reserved
-            }
+            fn expandable_reserved_bytes(&self) -> i64 { self.column(9) }
             #[getter]
-            fn expandable_inactive_bytes(&self) -> i64 {
-                self.inner.expandable_inactive
-            }
+            fn expandable_inactive_bytes(&self) -> i64 { self.column(10) }
             /// `active_bytes - allocated_bytes`: freed by the owner, not yet reusable.
             #[getter]
-            fn awaiting_free_bytes(&self) -> i64 {
-                self.inner.active - self.inner.allocated
-            }
+            fn awaiting_free_bytes(&self) -> i64 { self.column(11) }
             /// `reserved_bytes - active_bytes`: reusable only inside its own pool.
             #[getter]
-            fn inactive_bytes(&self) -> i64 {
-                self.inner.reserved - self.inner.active
-            }
+            fn inactive_bytes(&self) -> i64 { self.column(12) }
             /// `active_bytes - requested_bytes`: rounding inside active blocks.
             #[getter]
-            fn internal_fragmentation_bytes(&self) -> i64 {
-                self.inner.active - self.inner.requested
-            }
+            fn internal_fragmentation_bytes(&self) -> i64 { self.column(13) }
+
             /// One metric by its public name (`MemoryStatMetric`).
             fn metric(&self, name: &str) -> PyResult<i64> {
-                self.inner
-                    .public_columns()
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| *v)
-                    .ok_or_else(|| {
-                        PyValueError::new_err(format!(
-                            "unknown memory metric '{name}'; use one of {:?}",
-                            tcgd_memory::PUBLIC_STAT_NAMES
-                        ))
-                    })
+                metric_named(&self.inner, name)
             }
             /// Every field, the derived ones included, under its `*_bytes`/`*_count` name.
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
                 crate::results::serde_to_py(py, &tcgd_memory::rows::PublicStats(&self.inner))
             }
             fn __repr__(&self) -> String {
-                repr_of(stringify!($ty).trim_start_matches("Py"), &self.inner)
+                repr_of($name, &self.inner)
             }
         }
     };
+}
+
+fn metric_named(stats: &tcgd_memory::MemoryStats, name: &str) -> PyResult<i64> {
+    let columns = stats.public_columns();
+    columns
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown memory metric '{name}'; use one of {:?}",
+                tcgd_memory::PUBLIC_STAT_NAMES
+            ))
+        })
 }
 
 fn fields_of(kwargs: Option<&Bound<'_, PyDict>>, allow_negative: bool) -> PyResult<[i64; 11]> {
@@ -187,105 +149,115 @@ fn fields_of(kwargs: Option<&Bound<'_, PyDict>>, allow_negative: bool) -> PyResu
     Ok(values)
 }
 
-stats_class!(PyMemoryStats, {
-    /// Every field keyword-only, missing ones 0; values must be `>= 0`.
-    #[new]
-    #[pyo3(signature = (**fields))]
-    fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        Ok(PyMemoryStats::of(tcgd_memory::MemoryStats::from_stored(
-            fields_of(fields, false)?,
-        )))
-    }
+/// The first release's spelling of a metric (without `_bytes`): its value, with a
+/// `DeprecationWarning` naming the new one.
+fn deprecated_metric(py: Python<'_>, stats: &tcgd_memory::MemoryStats, old: &str) -> PyResult<i64> {
+    let new = format!("{old}_bytes");
+    deprecated(py, old, &new)?;
+    metric_named(stats, &new)
+}
 
-    fn __sub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
-        Ok(PyMemoryStatsDelta::of(stats_delta(
-            &other.inner,
-            &self.inner,
-        )?))
-    }
+stats_class!(
+    PyMemoryStats,
+    "MemoryStats",
+    "What the caching allocator holds in one slice of its state (bytes or counts).",
+    {
+        /// Every field keyword-only, missing ones 0; values must be `>= 0`.
+        #[new]
+        #[pyo3(signature = (**fields))]
+        fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+            let values = fields_of(fields, false)?;
+            Ok(PyMemoryStats::of(tcgd_memory::MemoryStats::from_stored(
+                values,
+            )))
+        }
 
-    // Deprecated spellings of the first release (without the `_bytes` suffix).
-    #[getter]
-    fn reserved(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "reserved", "reserved_bytes")?;
-        Ok(self.inner.reserved)
-    }
-    #[getter]
-    fn allocated(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "allocated", "allocated_bytes")?;
-        Ok(self.inner.allocated)
-    }
-    #[getter]
-    fn active(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "active", "active_bytes")?;
-        Ok(self.inner.active)
-    }
-    #[getter]
-    fn requested(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "requested", "requested_bytes")?;
-        Ok(self.inner.requested)
-    }
-    #[getter]
-    fn largest_inactive_block(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "largest_inactive_block", "largest_inactive_block_bytes")?;
-        Ok(self.inner.largest_inactive_block)
-    }
-    #[getter]
-    fn expandable_reserved(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "expandable_reserved", "expandable_reserved_bytes")?;
-        Ok(self.inner.expandable_reserved)
-    }
-    #[getter]
-    fn expandable_inactive(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "expandable_inactive", "expandable_inactive_bytes")?;
-        Ok(self.inner.expandable_inactive)
-    }
-    #[getter]
-    fn awaiting_free(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "awaiting_free", "awaiting_free_bytes")?;
-        Ok(self.inner.active - self.inner.allocated)
-    }
-    #[getter]
-    fn inactive(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "inactive", "inactive_bytes")?;
-        Ok(self.inner.reserved - self.inner.active)
-    }
-    #[getter]
-    fn internal_fragmentation(&self, py: Python<'_>) -> PyResult<i64> {
-        deprecated(py, "internal_fragmentation", "internal_fragmentation_bytes")?;
-        Ok(self.inner.active - self.inner.requested)
-    }
-});
+        fn __sub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
+            Ok(PyMemoryStatsDelta::of(stats_delta(
+                &other.inner,
+                &self.inner,
+            )?))
+        }
 
-stats_class!(PyMemoryStatsDelta, {
-    /// Every field keyword-only (signed), missing ones 0.
-    #[new]
-    #[pyo3(signature = (**fields))]
-    fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        Ok(PyMemoryStatsDelta::of(
-            tcgd_memory::MemoryStats::from_stored(fields_of(fields, true)?),
-        ))
+        // Deprecated spellings of the first release (without the `_bytes` suffix).
+        #[getter]
+        fn reserved(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "reserved")
+        }
+        #[getter]
+        fn allocated(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "allocated")
+        }
+        #[getter]
+        fn active(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "active")
+        }
+        #[getter]
+        fn requested(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "requested")
+        }
+        #[getter]
+        fn largest_inactive_block(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "largest_inactive_block")
+        }
+        #[getter]
+        fn expandable_reserved(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "expandable_reserved")
+        }
+        #[getter]
+        fn expandable_inactive(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "expandable_inactive")
+        }
+        #[getter]
+        fn awaiting_free(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "awaiting_free")
+        }
+        #[getter]
+        fn inactive(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "inactive")
+        }
+        #[getter]
+        fn internal_fragmentation(&self, py: Python<'_>) -> PyResult<i64> {
+            deprecated_metric(py, &self.inner, "internal_fragmentation")
+        }
     }
+);
 
-    /// `candidate - reference`; a missing side counts as empty (zero) state.
-    #[staticmethod]
-    #[pyo3(signature = (reference, candidate))]
-    fn between(
-        reference: Option<PyRef<'_, PyMemoryStats>>,
-        candidate: Option<PyRef<'_, PyMemoryStats>>,
-    ) -> PyResult<Self> {
-        let zero = tcgd_memory::MemoryStats::default();
-        let r = reference.map_or(zero, |s| s.inner);
-        let c = candidate.map_or(zero, |s| s.inner);
-        Ok(PyMemoryStatsDelta::of(stats_delta(&r, &c)?))
-    }
+stats_class!(
+    PyMemoryStatsDelta,
+    "MemoryStatsDelta",
+    "`candidate - reference` of every `MemoryStats` field (signed).",
+    {
+        /// Every field keyword-only (signed), missing ones 0.
+        #[new]
+        #[pyo3(signature = (**fields))]
+        fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+            let values = fields_of(fields, true)?;
+            Ok(PyMemoryStatsDelta::of(
+                tcgd_memory::MemoryStats::from_stored(values),
+            ))
+        }
 
-    /// Whether any field changed.
-    #[getter]
-    fn changed(&self) -> bool {
-        self.inner != tcgd_memory::MemoryStats::default()
+        /// `candidate - reference`; a missing side counts as empty (zero) state.
+        #[staticmethod]
+        #[pyo3(signature = (reference, candidate))]
+        fn between(
+            reference: Option<PyRef<'_, PyMemoryStats>>,
+            candidate: Option<PyRef<'_, PyMemoryStats>>,
+        ) -> PyResult<Self> {
+            let zero = tcgd_memory::MemoryStats::default();
+            let r = reference.map_or(zero, |s| s.inner);
+            let c = candidate.map_or(zero, |s| s.inner);
+            Ok(PyMemoryStatsDelta::of(stats_delta(&r, &c)?))
+        }
+
+        /// Whether any field changed.
+        #[getter]
+        fn changed(&self) -> bool {
+            self.inner != tcgd_memory::MemoryStats::default()
+        }
     }
-});
+);
 
 /// One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide.
 #[pyclass(

@@ -172,6 +172,21 @@ fn report_options(include_unchanged: bool, depth: &str) -> BindResult<ReportOpti
     })
 }
 
+/// A report rendered with the GIL released, once its format and options are checked.
+fn render_report(
+    py: Python<'_>,
+    format: &str,
+    include_unchanged: bool,
+    depth: &str,
+    render: impl FnOnce(Format, ReportOptions) -> String + Send,
+) -> PyResult<String> {
+    guard(py, || {
+        let format = format_of(format)?;
+        let options = report_options(include_unchanged, depth)?;
+        Ok(py.detach(|| render(format, options)))
+    })
+}
+
 fn format_of(format: &str) -> BindResult<Format> {
     Format::parse(format).ok_or_else(|| {
         BindingError::InvalidInput(format!(

@@ -11,32 +11,31 @@ use tcgd_memory::rows::{self as rows, ObservationRef, PoolRef};
 
 use super::*;
 
-/// `MemoryPoolKey(device_index, pool_id)`, the facade's named tuple.
-fn pool_key(py: Python<'_>, key: Option<PoolRef>) -> PyResult<Py<PyAny>> {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let Some(k) = key else {
+/// One of the facade's named tuples (`MemoryPoolKey`, `MemoryObservationKey`), imported
+/// once into `class`, made from `fields`; `None` for a missing key.
+fn model_tuple<'py>(
+    py: Python<'py>,
+    class: &PyOnceLock<Py<PyType>>,
+    name: &str,
+    fields: Option<impl pyo3::call::PyCallArgs<'py>>,
+) -> PyResult<Py<PyAny>> {
+    let Some(fields) = fields else {
         return Ok(py.None());
     };
-    let class = CLASS.import(
-        py,
-        "torch_cudagraph_debug.memory_debug._model",
-        "MemoryPoolKey",
-    )?;
-    Ok(class.call1((k.device_index, k.pool_id))?.unbind())
+    let class = class.import(py, "torch_cudagraph_debug.memory_debug._model", name)?;
+    Ok(class.call1(fields)?.unbind())
 }
 
-/// `MemoryObservationKey(device_index, pool_id, stream)`.
+fn pool_key(py: Python<'_>, key: Option<PoolRef>) -> PyResult<Py<PyAny>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let fields = key.map(|k| (k.device_index, k.pool_id));
+    model_tuple(py, &CLASS, "MemoryPoolKey", fields)
+}
+
 fn observation_key(py: Python<'_>, key: Option<ObservationRef>) -> PyResult<Py<PyAny>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let Some(k) = key else {
-        return Ok(py.None());
-    };
-    let class = CLASS.import(
-        py,
-        "torch_cudagraph_debug.memory_debug._model",
-        "MemoryObservationKey",
-    )?;
-    Ok(class.call1((k.device_index, k.pool_id, k.stream))?.unbind())
+    let fields = key.map(|k| (k.device_index, k.pool_id, k.stream));
+    model_tuple(py, &CLASS, "MemoryObservationKey", fields)
 }
 
 fn stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<Py<PyAny>> {
@@ -330,18 +329,15 @@ phase_class!(MemoryDevicePhaseDecomposition |r, py| {
     candidate_device_index => any(py, r.0.candidate_device);
 });
 
-/// Rows as a tuple of their Python class.
-pub(super) fn row_tuple<
-    'py,
+/// Rows as a tuple of their Python class, made once with the result that holds them.
+pub(super) fn row_tuple<C, R>(py: Python<'_>, items: &[R]) -> PyResult<Py<PyTuple>>
+where
     R: Clone,
     C: From<R> + pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>,
->(
-    py: Python<'py>,
-    items: &[R],
-) -> PyResult<Bound<'py, PyTuple>> {
+{
     let objects = items
         .iter()
         .map(|r| Bound::new(py, C::from(r.clone())))
         .collect::<PyResult<Vec<_>>>()?;
-    PyTuple::new(py, objects)
+    Ok(PyTuple::new(py, objects)?.unbind())
 }

@@ -299,16 +299,8 @@ impl MemoryState {
         include_unchanged: bool,
         depth: &str,
     ) -> PyResult<String> {
-        guard(py, || {
-            let format = format_of(format)?;
-            let opts = report_options(include_unchanged, depth)?;
-            Ok(py.detach(|| {
-                tcgd_memory::report::render_comparison(
-                    &tcgd_memory::summary(&self.inner),
-                    format,
-                    opts,
-                )
-            }))
+        render_report(py, format, include_unchanged, depth, |f, o| {
+            tcgd_memory::report::render_comparison(&tcgd_memory::summary(&self.inner), f, o)
         })
     }
 }

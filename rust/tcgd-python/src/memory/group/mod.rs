@@ -337,11 +337,11 @@ impl MemoryRunGroupPhaseComparison {
 
     /// `(rank, MemoryPhaseComparison)` of every compared rank.
     #[getter]
-    fn rank_comparisons(&self) -> Vec<(i64, MemoryPhaseComparison)> {
+    fn rank_comparisons(&self, py: Python<'_>) -> PyResult<Vec<(i64, MemoryPhaseComparison)>> {
         self.inner
             .rank_comparisons
             .iter()
-            .map(|(r, c)| (*r, MemoryPhaseComparison::of(c.clone())))
+            .map(|(r, c)| Ok((*r, MemoryPhaseComparison::of(py, c.clone())?)))
             .collect()
     }
 
