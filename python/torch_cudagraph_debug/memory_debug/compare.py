@@ -188,10 +188,7 @@ class MemoryComparison(_Rendered):
             "candidate_stack_coverage": _row_dict(self.candidate_stack_coverage),
             "stack_deltas": [r.to_dict() for r in self.stack_deltas],
             "event_summaries": [r.to_dict() for r in self.event_summaries],
-            "allocator_scopes": [r.to_dict() for r in self.allocator_scopes],
-            "pools": [r.to_dict() for r in self.pools],
-            "observations": [r.to_dict() for r in self.observations],
-            "device_comparisons": [r.to_dict() for r in self.device_comparisons],
+            **self._native.rows_dict(),
             "allocation_lifetimes": _row_dict(self.allocation_lifetimes),
             "warnings": list(self.warnings),
         }

@@ -131,11 +131,7 @@ class MemoryPhaseComparison(_Rendered):
                 leg: None if getattr(self, leg) is None else getattr(self, leg).to_dict()
                 for leg in legs
             },
-            "allocator_scope_decomposition": [
-                r.to_dict() for r in self.allocator_scope_decomposition
-            ],
-            "pool_decomposition": [r.to_dict() for r in self.pool_decomposition],
-            "device_decomposition": [r.to_dict() for r in self.device_decomposition],
+            **self._native.rows_dict(),
             "warnings": list(self.warnings),
         }
 

@@ -64,10 +64,7 @@ class MemoryTimeline(_Rendered):
         return {
             "kind": "MemoryTimeline",
             "points": [p.descriptor() for p in self.points],
-            "allocator_scope_entries": [e.to_dict() for e in self.allocator_scope_entries],
-            "pool_entries": [e.to_dict() for e in self.pool_entries],
-            "observation_entries": [e.to_dict() for e in self.observation_entries],
-            "device_entries": [e.to_dict() for e in self.device_entries],
+            **self._native.rows_dict(),
             "warnings": list(self.warnings),
         }
 

@@ -151,7 +151,7 @@ impl Serialize for PhaseDecomposition {
 }
 
 /// Every row of one phase comparison, by level.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PhaseRows {
     pub allocator_scope_decomposition: Vec<PhaseDecomposition>,
     pub pool_decomposition: Vec<PhaseDecomposition>,

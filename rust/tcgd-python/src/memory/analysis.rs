@@ -80,6 +80,11 @@ impl MemoryComparison {
         self.inner.suggested_pool_mapping.clone()
     }
 
+    /// Every row as its dict, by attribute name (what `to_dict()` holds).
+    fn rows_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.rows)
+    }
+
     /// The reference's CSV files of this comparison, `[(file name, text)]`.
     fn csv_files(&self) -> Vec<(String, String)> {
         self.rows.csv_files()
@@ -181,6 +186,11 @@ impl MemoryPhaseComparison {
         self.inner.warnings.clone()
     }
 
+    /// Every row as its dict, by attribute name (what `to_dict()` holds).
+    fn rows_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.rows)
+    }
+
     /// The decomposition's CSV files, `[(file name, text)]`.
     fn csv_files(&self) -> Vec<(String, String)> {
         self.rows.csv_files()
@@ -232,6 +242,11 @@ impl MemoryTimeline {
         render_report(py, format, include_unchanged, "stream", |f, o| {
             tcgd_memory::report::render_timeline(&self.inner, f, o)
         })
+    }
+
+    /// Every row as its dict, by attribute name (what `to_dict()` holds).
+    fn rows_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.rows)
     }
 
     /// The timeline's CSV files, `[(file name, text)]`.
