@@ -454,7 +454,7 @@ fn run_group(
     runs: Vec<RunAddress>,
 ) -> PyResult<results::PyGroupInfo> {
     guard(py, || {
-        Ok(results::PyGroupInfo::new(group(py, (root, name, runs))?))
+        Ok(Arc::new(group(py, (root, name, runs))?).into())
     })
 }
 

@@ -4,6 +4,7 @@
 //! mapping. Logic lives in the crates below.
 
 mod anomaly;
+mod classes;
 mod compare;
 mod config;
 mod errors;

@@ -428,7 +428,7 @@ fn json_object<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Boun
     if value.is_null() {
         return Ok(PyDict::new(py).into_any());
     }
-    crate::results::json_to_py(py, value)
+    crate::results::serde_to_py(py, value)
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]

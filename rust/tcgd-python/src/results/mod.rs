@@ -16,6 +16,7 @@ use tcgd_compare::{
     Subject, SummaryView,
 };
 
+use crate::classes::{frozen_class, value_class};
 use crate::errors::{guard, BindResult, BindingError};
 
 mod comparisons;
@@ -34,7 +35,7 @@ pub(crate) use points::*;
 // ------------------------------------------------------------------------------ helpers
 
 /// A JSON value as the Python value `json.loads` would give for it.
-pub(crate) fn json_to_py<'py>(
+fn json_to_py<'py>(
     py: Python<'py>,
     value: &serde_json::Value,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -66,7 +67,8 @@ pub(crate) fn json_to_py<'py>(
 }
 
 /// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
-/// as its JSON report holds it: the one way a native result becomes a `to_dict()`.
+/// as its JSON report holds it: the one way a native result (a report layer's JSON value
+/// among them) becomes Python values.
 pub(crate) fn serde_to_py<'py, T: Serialize>(
     py: Python<'py>,
     value: &T,
@@ -78,9 +80,9 @@ pub(crate) fn serde_to_py<'py, T: Serialize>(
 
 fn tuple<'py, T: IntoPyObject<'py>>(
     py: Python<'py>,
-    items: impl IntoIterator<Item = T, IntoIter: ExactSizeIterator>,
+    items: impl IntoIterator<Item = T>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, items)
+    PyTuple::new(py, items.into_iter().collect::<Vec<_>>())
 }
 
 fn scalar<'py>(py: Python<'py>, s: &Scalar) -> PyResult<Bound<'py, PyAny>> {
