@@ -72,17 +72,16 @@ pub(crate) fn attrs_repr(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<Str
 ///         /// A getter's docs.
 ///         getter_name: ReturnType => expression;   // `'py` is the interpreter's lifetime
 ///     }
-///     eq;                 // optional: equal when the values are (`PartialEq`)
-///     to_dict(serde);     // optional: `inner`'s serde form, or `getters` (in table order)
-///     repr(getter, ...);  // optional: those getters (or all: `getters`) in the repr
-///     { /* the class's own methods, optional */ }
+///     // Then, each optional, in this order (see `class_methods!`):
+///     eq;
+///     to_dict(serde);     // or `to_dict(Python)`: the getters by name, in table order
+///     repr(all);          // or `repr(getter, ...)`
+///     { /* the class's own methods */ }
 /// }
 /// ```
 ///
 /// It is `From` its value. `impl PyClass |value, py| { ... } ...` gives the methods alone,
-/// for a class written by hand with a field `inner`. One macro writes the one
-/// `#[pymethods]` block a class can have. (`eq` is a method here, not pyo3's option: the
-/// code pyo3 writes for that option does not resolve inside a macro's expansion.)
+/// for a class written by hand with a field `inner`.
 macro_rules! frozen_class {
     (
         $(#$meta:tt)*
@@ -109,7 +108,7 @@ macro_rules! frozen_class {
         }
         $($options:tt)*
     ) => {
-        $crate::classes::frozen_class!(@options $class [$($getter)*] [
+        $crate::classes::class_methods!($class [$($getter)*] [inner] [
             $(
                 $(#[$gmeta])*
                 #[getter]
@@ -121,63 +120,6 @@ macro_rules! frozen_class {
             )*
         ] $($options)*);
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] eq; $($rest:tt)*) => {
-        $crate::classes::frozen_class!(@options $class [$($name)*] [
-            $($methods)*
-            /// Equal to an object of this class that holds an equal value (`NotImplemented`
-            /// for any other object, as Python's protocol has it).
-            fn __eq__(&self, other: &Bound<'_, PyAny>) -> Py<PyAny> {
-                let py = other.py();
-                match other.cast::<Self>() {
-                    Ok(o) => pyo3::types::PyBool::new(py, o.get().inner == self.inner)
-                        .to_owned()
-                        .into_any()
-                        .unbind(),
-                    Err(_) => py.NotImplemented(),
-                }
-            }
-        ] $($rest)*);
-    };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] to_dict(serde); $($rest:tt)*) => {
-        $crate::classes::frozen_class!(@options $class [$($name)*] [
-            $($methods)*
-            /// The value as its JSON report holds it.
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                $crate::results::serde_to_py(py, &self.inner)
-            }
-        ] $($rest)*);
-    };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] to_dict(getters); $($rest:tt)*) => {
-        $crate::classes::frozen_class!(@options $class [$($name)*] [
-            $($methods)*
-            /// Every getter by name, in order.
-            fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-                $crate::classes::attrs_dict(
-                    slf.as_any(),
-                    &[$(stringify!($name)),*],
-                    $crate::classes::DictValues::Python,
-                )
-            }
-        ] $($rest)*);
-    };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] repr(getters); $($rest:tt)*) => {
-        $crate::classes::frozen_class!(@options $class [$($name)*] [$($methods)*] repr($($name),*); $($rest)*);
-    };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] repr($($shown:ident),* $(,)?); $($rest:tt)*) => {
-        $crate::classes::frozen_class!(@options $class [$($name)*] [
-            $($methods)*
-            fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-                $crate::classes::attrs_repr(slf.as_any(), &[$(stringify!($shown)),*])
-            }
-        ] $($rest)*);
-    };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] $({ $($extra:tt)* })?) => {
-        #[pymethods]
-        impl $class {
-            $($methods)*
-            $($($extra)*)?
-        }
-    };
 }
 
 /// A frozen class whose fields are its Python values (`get_all`), given as:
@@ -188,10 +130,7 @@ macro_rules! frozen_class {
 ///     #[pyclass(...)]           // module, `frozen` and `get_all` are added
 ///     #[derive(Clone, PartialEq)]
 ///     pub struct Class { field: Type, ... }
-///     eq;               // optional: equal when the fields are (`PartialEq`)
-///     to_dict(Python);  // optional: the fields by name (`DictValues`)
-///     repr(fields);     // optional: every field in the repr; or `repr(field, ...)`
-///     { /* the class's own methods, optional */ }
+///     // Then the options of `frozen_class!` (`to_dict(serde)` aside).
 /// }
 /// ```
 macro_rules! value_class {
@@ -208,17 +147,28 @@ macro_rules! value_class {
             $($(#[$fmeta])* $fvis $field: $ty),*
         }
 
-        $crate::classes::value_class!(@options $class [$($field)*] [] $($options)*);
+        $crate::classes::class_methods!($class [$($field)*] [] [] $($options)*);
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] eq; $($rest:tt)*) => {
-        $crate::classes::value_class!(@options $class [$($name)*] [
+}
+
+/// The one `#[pymethods]` block of a class: its attribute methods (`$methods`: getters),
+/// then what its options ask for, then its own methods. `$names` are its attributes, in
+/// order; `$value` the field that holds the value it stands for (none: the class itself).
+///
+/// - `eq;`: equal to an object of this class whose value is equal (`NotImplemented` for any
+///   other object, as Python's protocol has it). A method, not pyo3's `eq` option: the code
+///   pyo3 writes for that option does not resolve inside a macro's expansion.
+/// - `to_dict(serde);`: the value's serde form ([`crate::results::serde_to_py`]);
+///   `to_dict(Python);` or `to_dict(Json);`: the attributes by name ([`DictValues`]).
+/// - `repr(all);` or `repr(name, ...);`: `Class(name=value, ...)` of those attributes.
+macro_rules! class_methods {
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] eq; $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
             $($methods)*
-            /// Equal to an object of this class that holds an equal value (`NotImplemented`
-            /// for any other object, as Python's protocol has it).
             fn __eq__(&self, other: &Bound<'_, PyAny>) -> Py<PyAny> {
                 let py = other.py();
                 match other.cast::<Self>() {
-                    Ok(o) => pyo3::types::PyBool::new(py, *o.get() == *self)
+                    Ok(o) => pyo3::types::PyBool::new(py, &o.get()$(.$value)? == &self$(.$value)?)
                         .to_owned()
                         .into_any()
                         .unbind(),
@@ -227,10 +177,19 @@ macro_rules! value_class {
             }
         ] $($rest)*);
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] to_dict($style:ident); $($rest:tt)*) => {
-        $crate::classes::value_class!(@options $class [$($name)*] [
+    ($class:ident [$($name:ident)*] [$value:ident] [$($methods:tt)*] to_dict(serde); $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$value] [
             $($methods)*
-            /// Every field by name, in order.
+            /// The value as its JSON report holds it.
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                $crate::results::serde_to_py(py, &self.$value)
+            }
+        ] $($rest)*);
+    };
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] to_dict($style:ident); $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
+            $($methods)*
+            /// Every attribute by name, in order.
             fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
                 $crate::classes::attrs_dict(
                     slf.as_any(),
@@ -240,24 +199,26 @@ macro_rules! value_class {
             }
         ] $($rest)*);
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] repr(fields); $($rest:tt)*) => {
-        $crate::classes::value_class!(@options $class [$($name)*] [$($methods)*] repr($($name),*); $($rest)*);
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] repr(all); $($rest:tt)*) => {
+        $crate::classes::class_methods!(
+            $class [$($name)*] [$($value)?] [$($methods)*] repr($($name),*); $($rest)*
+        );
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] repr($($shown:ident),* $(,)?); $($rest:tt)*) => {
-        $crate::classes::value_class!(@options $class [$($name)*] [
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] repr($($shown:ident),* $(,)?); $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
             $($methods)*
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
                 $crate::classes::attrs_repr(slf.as_any(), &[$(stringify!($shown)),*])
             }
         ] $($rest)*);
     };
-    (@options $class:ident [$($name:ident)*] [$($methods:tt)*] $({ $($extra:tt)* })?) => {
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] $({ $($own:tt)* })?) => {
         #[pymethods]
         impl $class {
             $($methods)*
-            $($($extra)*)?
+            $($($own)*)?
         }
     };
 }
 
-pub(crate) use {frozen_class, value_class};
+pub(crate) use {class_methods, frozen_class, value_class};

@@ -87,6 +87,5 @@ pub fn check_run_name(name: &str) -> Result<(), BindingError> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ProbeConfig>()?;
-    m.add_function(wrap_pyfunction!(check_run_name, m)?)
+    add_to_module!(m, [ProbeConfig], [check_run_name])
 }

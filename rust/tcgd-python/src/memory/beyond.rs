@@ -93,7 +93,7 @@ frozen_class! {
         /// The line reports show next to the pool.
         description: String => o.describe();
     }
-    to_dict(getters);
+    to_dict(Python);
     {
         fn __repr__(&self) -> String {
             format!(
@@ -120,8 +120,8 @@ frozen_class! {
         /// The peaks were reset at the previous point (they cover only the time since).
         since_previous_point: bool => p.since_previous_point;
     }
-    to_dict(getters);
-    repr(getters);
+    to_dict(Python);
+    repr(all);
 }
 
 pub(super) fn owners_of(state: &RustState) -> Vec<MemoryPoolOwner> {

@@ -30,8 +30,8 @@ frozen_class! {
         block_count: i64 => p.block_count;
         requested_bytes: i64 => p.requested_bytes;
     }
-    to_dict(getters);
-    repr(getters);
+    to_dict(Python);
+    repr(all);
 }
 
 frozen_class! {
@@ -44,8 +44,8 @@ frozen_class! {
         count: i64 => b.count;
         total_bytes: i64 => b.total_bytes;
     }
-    to_dict(getters);
-    repr(getters);
+    to_dict(Python);
+    repr(all);
 }
 
 frozen_class! {
@@ -59,8 +59,8 @@ frozen_class! {
         count: i64 => o.count;
         total_bytes: i64 => o.total_bytes;
     }
-    to_dict(getters);
-    repr(getters);
+    to_dict(Python);
+    repr(all);
 }
 
 /// A class of one kind of cohort transition in one interval (births, free requests, free
@@ -82,7 +82,7 @@ macro_rules! transition_class {
                 count: i64,
             }
             to_dict(Json);
-            repr(fields);
+            repr(all);
         }
 
         impl $class {
@@ -160,7 +160,7 @@ value_class! {
         terminal_awaiting_free_count: i64,
     }
     to_dict(Json);
-    repr(fields);
+    repr(all);
 }
 
 fn tuple<'py, T: IntoPyObject<'py>>(
@@ -199,7 +199,10 @@ fn transitions<T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(
     rows: &[CohortTransition],
     of: fn(Python<'_>, &CohortTransition) -> PyResult<T>,
 ) -> PyResult<Py<PyTuple>> {
-    let items = rows.iter().map(|t| of(py, t)).collect::<PyResult<Vec<_>>>()?;
+    let items = rows
+        .iter()
+        .map(|t| of(py, t))
+        .collect::<PyResult<Vec<_>>>()?;
     objects(py, items)
 }
 
@@ -411,14 +414,18 @@ pub(super) fn memory_lifetimes(
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryAllocationLifetimeAnalysis>()?;
-    m.add_class::<AllocationCohort>()?;
-    m.add_class::<CohortBirth>()?;
-    m.add_class::<CohortFreeRequest>()?;
-    m.add_class::<CohortFreeCompletion>()?;
-    m.add_class::<CohortPointState>()?;
-    m.add_class::<CohortSizeBucket>()?;
-    m.add_class::<CohortSizeOutcome>()?;
-    m.add_function(wrap_pyfunction!(memory_lifetimes, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            MemoryAllocationLifetimeAnalysis,
+            AllocationCohort,
+            CohortBirth,
+            CohortFreeRequest,
+            CohortFreeCompletion,
+            CohortPointState,
+            CohortSizeBucket,
+            CohortSizeOutcome
+        ],
+        [memory_lifetimes]
+    )
 }

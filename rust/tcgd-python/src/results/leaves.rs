@@ -25,8 +25,8 @@ frozen_class! {
     }
     eq;
     // The fields by their names here (report.json keeps its own, shorter names).
-    to_dict(getters);
-    repr(getters);
+    to_dict(Python);
+    repr(all);
     {
         #[new]
         #[pyo3(signature = (

@@ -26,7 +26,7 @@ frozen_class! {
     }
     // Every option by name, as a comparison's JSON report holds them under `options`.
     to_dict(serde);
-    repr(getters);
+    repr(all);
     {
         #[new]
         #[pyo3(signature = (
@@ -117,7 +117,15 @@ frozen_class! {
 
 /// The options a `TensorComparisonOptions` is made from, in the order `new` takes them:
 /// what a pickle holds, and what equal options hash alike by.
-type OptionArgs = (&'static str, f64, f64, bool, &'static str, &'static str, usize);
+type OptionArgs = (
+    &'static str,
+    f64,
+    f64,
+    bool,
+    &'static str,
+    &'static str,
+    usize,
+);
 
 impl PyOptions {
     fn args(&self) -> OptionArgs {

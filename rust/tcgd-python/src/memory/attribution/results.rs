@@ -54,7 +54,7 @@ value_class! {
     }
     eq;
     to_dict(Python);
-    repr(fields);
+    repr(all);
     {
         #[new]
         #[pyo3(signature = (requested, available, complete))]
@@ -84,7 +84,7 @@ value_class! {
     }
     eq;
     to_dict(Python);
-    repr(fields);
+    repr(all);
     {
         #[new]
         #[pyo3(signature = (stacks, events, lifetimes))]
@@ -156,14 +156,9 @@ fn row<'py>(py: Python<'py>, value: serde_json::Value) -> PyResult<Bound<'py, Py
 /// `to_dict()` is the row as the report's JSON holds it (`$json`), `to_row()` its flat
 /// form.
 macro_rules! stack_row {
-    (
-        $(#$meta:tt)*
-        pub struct $class:ident($inner:ty) as $json:path;
-        |$v:ident, $py:ident| { $($getters:tt)* }
-        $($options:tt)*
-    ) => {
+    ($class:ident($inner:ty) as $json:path, |$v:ident, $py:ident| { $($getters:tt)* } $($options:tt)*) => {
         frozen_class! {
-            $(#$meta)*
+            #[pyclass]
             pub struct $class($inner);
             |$v, $py| {
                 stack_frames: PyResult<Bound<'py, PyTuple>> => frames_tuple($py, &$v.stack_frames);
@@ -185,8 +180,7 @@ macro_rules! stack_row {
 }
 
 stack_row! {
-    #[pyclass]
-    pub struct AllocationStackSummary(att::StackSummary) as rep::summary_json;
+    AllocationStackSummary(att::StackSummary) as rep::summary_json,
     |s, py| {
         device_index: i64 => s.device_index;
         pool_id: (i64, i64) => s.pool_id;
@@ -199,8 +193,7 @@ stack_row! {
 }
 
 stack_row! {
-    #[pyclass]
-    pub struct AllocationStackDelta(att::StackDelta) as rep::delta_json;
+    AllocationStackDelta(att::StackDelta) as rep::delta_json,
     |d, py| {
         reference_key: SideKeyArg => d.reference_key;
         candidate_key: SideKeyArg => d.candidate_key;
@@ -220,8 +213,7 @@ stack_row! {
 }
 
 stack_row! {
-    #[pyclass]
-    pub struct AllocatorEventSummary(att::EventSummary) as rep::event_json;
+    AllocatorEventSummary(att::EventSummary) as rep::event_json,
     |e, py| {
         device_index: i64 => e.device_index;
         pool_id: Option<(i64, i64)> => e.pool_id;

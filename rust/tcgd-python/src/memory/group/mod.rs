@@ -332,17 +332,21 @@ pub(super) fn compare_run_group_phases(
 }
 
 pub(super) fn register_group(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryRunGroup>()?;
-    m.add_class::<MemoryRunGroupSummary>()?;
-    m.add_class::<MemoryRunGroupPhaseComparison>()?;
-    m.add_class::<MemoryRankPointState>()?;
-    m.add_class::<MemoryRankDevicePointState>()?;
-    m.add_class::<MemoryRankPointAggregate>()?;
-    m.add_class::<MemoryRankPhaseDecomposition>()?;
-    m.add_class::<MemoryRankPoolPhaseDecomposition>()?;
-    m.add_class::<MemoryRankDevicePhaseDecomposition>()?;
-    m.add_class::<MemoryMetricExtrema>()?;
-    m.add_class::<MemoryRunGroupPhaseAggregate>()?;
-    m.add_function(wrap_pyfunction!(compare_run_group_phases, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            MemoryRunGroup,
+            MemoryRunGroupSummary,
+            MemoryRunGroupPhaseComparison,
+            MemoryRankPointState,
+            MemoryRankDevicePointState,
+            MemoryRankPointAggregate,
+            MemoryRankPhaseDecomposition,
+            MemoryRankPoolPhaseDecomposition,
+            MemoryRankDevicePhaseDecomposition,
+            MemoryMetricExtrema,
+            MemoryRunGroupPhaseAggregate
+        ],
+        [compare_run_group_phases]
+    )
 }
