@@ -177,7 +177,10 @@ macro_rules! class_methods {
             }
         ] $($rest)*);
     };
-    ($class:ident [$($name:ident)*] [$value:ident] [$($methods:tt)*] to_dict(serde); $($rest:tt)*) => {
+    (
+        $class:ident [$($name:ident)*] [$value:ident] [$($methods:tt)*]
+        to_dict(serde); $($rest:tt)*
+    ) => {
         $crate::classes::class_methods!($class [$($name)*] [$value] [
             $($methods)*
             /// The value as its JSON report holds it.
@@ -186,7 +189,10 @@ macro_rules! class_methods {
             }
         ] $($rest)*);
     };
-    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] to_dict($style:ident); $($rest:tt)*) => {
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        to_dict($style:ident); $($rest:tt)*
+    ) => {
         $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
             $($methods)*
             /// Every attribute by name, in order.
@@ -199,12 +205,18 @@ macro_rules! class_methods {
             }
         ] $($rest)*);
     };
-    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] repr(all); $($rest:tt)*) => {
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        repr(all); $($rest:tt)*
+    ) => {
         $crate::classes::class_methods!(
             $class [$($name)*] [$($value)?] [$($methods)*] repr($($name),*); $($rest)*
         );
     };
-    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] repr($($shown:ident),* $(,)?); $($rest:tt)*) => {
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        repr($($shown:ident),* $(,)?); $($rest:tt)*
+    ) => {
         $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
             $($methods)*
             fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

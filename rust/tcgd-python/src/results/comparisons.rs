@@ -158,7 +158,9 @@ macro_rules! comparison_result {
                 /// `directory` and returns their paths. A directory that already holds
                 /// anything needs `overwrite=True`, which replaces only the files this
                 /// method writes.
-                #[pyo3(signature = (directory, overwrite=false, *, include_unchanged=true, limit=None))]
+                #[pyo3(signature = (
+                    directory, overwrite=false, *, include_unchanged=true, limit=None
+                ))]
                 fn write<'py>(
                     &self,
                     py: Python<'py>,

@@ -163,7 +163,8 @@ frozen_class! {
         max_abs_error: Option<f64> => m.max_abs_error;
         max_rel_error: Option<f64> => m.max_rel_error;
         mean_abs_error: Option<f64> => m.mean_abs_error;
-        first_mismatch: Option<PyFirstMismatch> => m.first_mismatch.clone().map(PyFirstMismatch::from);
+        first_mismatch: Option<PyFirstMismatch> =>
+            m.first_mismatch.clone().map(PyFirstMismatch::from);
         cosine_similarity: Option<f64> => m.cosine_similarity;
         relative_l2_error: Option<f64> => m.relative_l2_error;
         max_ulp_distance: Option<u64> => m.max_ulp_distance;

@@ -52,7 +52,8 @@ frozen_class! {
                     option(atol, d.atol, |v| number_option("atol", v))?,
                     option(equal_nan, d.equal_nan, |v| {
                         v.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
-                            invalid_option("equal_nan", format!("must be a bool, got {}", py_repr(v)))
+                            let reason = format!("must be a bool, got {}", py_repr(v));
+                            invalid_option("equal_nan", reason)
                         })
                     })?,
                     &option(dtype_policy, d.dtype_policy.as_str().to_owned(), |v| {
@@ -71,7 +72,9 @@ frozen_class! {
                     })?,
                 )
                 .map_err(|e| match e {
-                    CompareError::InvalidOption { option, reason } => invalid_option(&option, reason),
+                    CompareError::InvalidOption { option, reason } => {
+                        invalid_option(&option, reason)
+                    }
                     other => other.into(),
                 })?;
                 Ok(PyOptions { inner })
@@ -80,7 +83,11 @@ frozen_class! {
 
         /// These options with the given ones changed, checked like new options.
         #[pyo3(signature = (**changes))]
-        fn replace(&self, py: Python<'_>, changes: Option<&Bound<'_, PyDict>>) -> PyResult<PyOptions> {
+        fn replace(
+            &self,
+            py: Python<'_>,
+            changes: Option<&Bound<'_, PyDict>>,
+        ) -> PyResult<PyOptions> {
             let kwargs = self.to_dict(py)?.cast_into::<PyDict>()?;
             if let Some(changes) = changes {
                 for (k, v) in changes.iter() {

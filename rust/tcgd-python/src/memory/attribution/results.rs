@@ -156,7 +156,11 @@ fn row<'py>(py: Python<'py>, value: serde_json::Value) -> PyResult<Bound<'py, Py
 /// `to_dict()` is the row as the report's JSON holds it (`$json`), `to_row()` its flat
 /// form.
 macro_rules! stack_row {
-    ($class:ident($inner:ty) as $json:path, |$v:ident, $py:ident| { $($getters:tt)* } $($options:tt)*) => {
+    (
+        $class:ident($inner:ty) as $json:path,
+        |$v:ident, $py:ident| { $($getters:tt)* }
+        $($options:tt)*
+    ) => {
         frozen_class! {
             #[pyclass]
             pub struct $class($inner);

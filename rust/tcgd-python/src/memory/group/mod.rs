@@ -260,8 +260,9 @@ frozen_class! {
             overwrite: bool,
         ) -> PyResult<BTreeMap<String, PathBuf>> {
             guard(py, || check_display(limit, stack_depth))?;
-            let files =
-                py.detach(|| tcgd_memory::report::group_phases_files(&self.inner, include_unchanged));
+            let files = py.detach(|| {
+                tcgd_memory::report::group_phases_files(&self.inner, include_unchanged)
+            });
             write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
         }
 
