@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import threading
 import warnings
 from typing import Any
@@ -191,10 +190,10 @@ def install(manager_class: Any = None) -> bool:
 
 def for_config(config: Any, default_root: str) -> CompileMemoryPoints | None:
     """The memory points a probe config asks for (``None`` without ``[memory]``)."""
-    settings = json.loads(config.memory_json())
+    settings = config.memory
     if settings is None:
         return None
-    points = CompileMemoryPoints(settings, default_root)
+    points = CompileMemoryPoints(settings.to_dict(), default_root)
     if points.points & {"before_recording", "after_recording", "after_warmup"}:
         install()
     with _LOCK:

@@ -70,19 +70,19 @@ class ProbeSession(RunRecorder[TensorRun]):
         overwrite: bool | None = None,
         auto_points: bool = True,
     ):
-        settings = json.loads(config.run_json())
+        settings = config.run
         self.config = config
         if name is not None:
             _native.check_run_name(name)
-        self.name = name or settings["name"]
-        self.payload = payload or settings["payload"]
+        self.name = name or settings.name
+        self.payload = payload or settings.payload
         if self.payload not in ("full", "summary"):
             raise InvalidInputError(f"payload must be 'full' or 'summary', got {self.payload!r}")
         self.key = f"compile:{config.digest[:16]}:{self.name}"
-        self.history = int(settings.get("history", 0))
-        self.full_every = int(settings.get("full_every", 0))
-        self._trigger_nonfinite = bool(settings.get("trigger_nonfinite", True))
-        self._trigger_abs_max = settings.get("trigger_abs_max")
+        self.history = settings.history
+        self.full_every = settings.full_every
+        self._trigger_nonfinite = settings.trigger_nonfinite
+        self._trigger_abs_max = settings.trigger_abs_max
         # Summaries (and the history) of captured sites are recorded on the device and
         # harvested by the core; created at the first capture.
         self._device: _native.DeviceRecorder | None = None
@@ -95,14 +95,14 @@ class ProbeSession(RunRecorder[TensorRun]):
         self.rank = rank or 0
         writer = open_run_writer(
             name=self.name,
-            root=run_root(settings, run_dir, self.name),
+            root=run_root(settings.dir, run_dir, self.name),
             execution="compiled",
             rank=rank,
             world_size=world_size,
             group_id=None,
             devices=None,
             run_metadata={"probe_config": config.source_name, "config_digest": config.digest},
-            overwrite=settings["overwrite"] if overwrite is None else bool(overwrite),
+            overwrite=settings.overwrite if overwrite is None else bool(overwrite),
         )
         self._lock = threading.RLock()
         self._start(writer, str(writer.path))
@@ -476,14 +476,14 @@ class ProbeSession(RunRecorder[TensorRun]):
 
 
 def run_root(
-    settings: dict[str, Any], run_dir: str | os.PathLike[str] | None, name: str
+    config_dir: str | None, run_dir: str | os.PathLike[str] | None, name: str
 ) -> str | None:
     """Where a session's run goes: ``run_dir`` when given, else ``[run] dir``/name, else a
     fresh temporary directory (None)."""
     if run_dir is not None:
         return os.fspath(run_dir)
-    if settings.get("dir") is not None:
-        return os.path.join(settings["dir"], name)
+    if config_dir is not None:
+        return os.path.join(config_dir, name)
     return None
 
 
@@ -499,14 +499,14 @@ def _session_key(
     payload: str | None,
 ) -> _SessionKey:
     # The resolved, absolute run path: "runs/x", "runs/x/" and "/abs/runs/x" are one run.
-    settings = json.loads(config.run_json())
-    run_name = name or settings["name"]
-    root = run_root(settings, run_dir, run_name)
+    settings = config.run
+    run_name = name or settings.name
+    root = run_root(settings.dir, run_dir, run_name)
     return (
         config.digest,
         None if root is None else os.path.abspath(root),
         run_name,
-        payload or settings["payload"],
+        payload or settings.payload,
     )
 
 
@@ -564,7 +564,7 @@ def load_config(probes: Any) -> _native.ProbeConfig:
     if isinstance(probes, _native.ProbeConfig):
         return probes
     if isinstance(probes, dict):
-        return _native.ProbeConfig.from_json(json.dumps(probes))
+        return _native.ProbeConfig.from_dict(probes)
     if isinstance(probes, str | os.PathLike):
         return _native.ProbeConfig.load(os.fspath(probes))
     raise InvalidInputError(

@@ -292,7 +292,7 @@ class ProbeInsertionPass(CustomGraphPass):
         kind = graph_kind_of(graph)
         candidates = _candidates(graph)
         facts = [node_facts(n, kind) for n in candidates]
-        decisions = json.loads(self.config.select(json.dumps(facts)))
+        decisions = [d.to_dict() for d in self.config.select(facts)]
         record = GraphDecisions(kind, _compile_id())
         sites: dict[torch.fx.Node, dict[str, Any]] = {}
         for node, decision in zip(candidates, decisions, strict=True):

@@ -5,214 +5,93 @@
 use pyo3::prelude::*;
 use tcgd_compare::{AnomalyHit, AnomalyQuery, FirstAnomaly};
 
+use crate::classes::frozen_class;
 use crate::errors::{guard, BindingError};
 use crate::store::RunReader;
 
-/// One observation that hit the rule: where it is (point, replay, order, name, site) and
-/// what it holds (element counts, finite extremes).
-#[pyclass(module = "torch_cudagraph_debug._native", name = "AnomalySite", frozen)]
-pub struct PyAnomalySite {
-    inner: AnomalyHit,
-}
-
-/// The per-site getters, shared by `AnomalySite` and `FirstAnomaly` (whose values are
-/// those of its first site). A macro, because pyo3 classes cannot inherit methods.
-macro_rules! site_getters {
-    ($class:ty, { $($extra:tt)* }) => {
-        #[pymethods]
-        impl $class {
-            #[getter]
-            fn point_index(&self) -> i64 {
-                self.hit().point_index
+/// An anomaly class over `$inner`: the getters of one site (`$hit`, read from the value
+/// `$v`), then the class's own getters and options.
+macro_rules! anomaly_class {
+    (
+        $(#$meta:tt)*
+        pub struct $class:ident($inner:ty);
+        |$v:ident, $py:ident| site = ($($hit:tt)*) { $($getters:tt)* }
+        $($options:tt)*
+    ) => {
+        frozen_class! {
+            $(#$meta)*
+            pub struct $class($inner);
+            |$v, $py| {
+                point_index: i64 => $($hit)*.point_index;
+                label: String => $($hit)*.label.clone();
+                replay_index: Option<i64> => $($hit)*.replay_index;
+                order: i64 => $($hit)*.order;
+                name: String => $($hit)*.name.clone();
+                invocation_index: i64 => $($hit)*.invocation_index;
+                site_id: Option<String> => $($hit)*.site_id.clone();
+                graph_kind: Option<String> => $($hit)*.graph_kind.clone();
+                node_name: Option<String> => $($hit)*.node_name.clone();
+                aten_op: Option<String> => $($hit)*.aten_op.clone();
+                module_path: Option<String> => $($hit)*.module_path.clone();
+                nan: u64 => $($hit)*.nan;
+                posinf: u64 => $($hit)*.posinf;
+                neginf: u64 => $($hit)*.neginf;
+                min: Option<f64> => $($hit)*.min;
+                max: Option<f64> => $($hit)*.max;
+                /// max(|min|, |max|) of the finite values; None when none is finite.
+                abs_max: Option<f64> => $($hit)*.abs_max();
+                $($getters)*
             }
-            #[getter]
-            fn label(&self) -> String {
-                self.hit().label.clone()
-            }
-            #[getter]
-            fn replay_index(&self) -> Option<i64> {
-                self.hit().replay_index
-            }
-            #[getter]
-            fn order(&self) -> i64 {
-                self.hit().order
-            }
-            #[getter]
-            fn name(&self) -> String {
-                self.hit().name.clone()
-            }
-            #[getter]
-            fn invocation_index(&self) -> i64 {
-                self.hit().invocation_index
-            }
-            #[getter]
-            fn site_id(&self) -> Option<String> {
-                self.hit().site_id.clone()
-            }
-            #[getter]
-            fn graph_kind(&self) -> Option<String> {
-                self.hit().graph_kind.clone()
-            }
-            #[getter]
-            fn node_name(&self) -> Option<String> {
-                self.hit().node_name.clone()
-            }
-            #[getter]
-            fn aten_op(&self) -> Option<String> {
-                self.hit().aten_op.clone()
-            }
-            #[getter]
-            fn module_path(&self) -> Option<String> {
-                self.hit().module_path.clone()
-            }
-            #[getter]
-            fn nan(&self) -> u64 {
-                self.hit().nan
-            }
-            #[getter]
-            fn posinf(&self) -> u64 {
-                self.hit().posinf
-            }
-            #[getter]
-            fn neginf(&self) -> u64 {
-                self.hit().neginf
-            }
-            #[getter]
-            fn min(&self) -> Option<f64> {
-                self.hit().min
-            }
-            #[getter]
-            fn max(&self) -> Option<f64> {
-                self.hit().max
-            }
-            /// max(|min|, |max|) of the finite values; None when none is finite.
-            #[getter]
-            fn abs_max(&self) -> Option<f64> {
-                self.hit().abs_max()
-            }
-
-            $($extra)*
+            $($options)*
         }
     };
 }
 
-impl PyAnomalySite {
-    fn hit(&self) -> &AnomalyHit {
-        &self.inner
-    }
+anomaly_class! {
+    /// One observation that hit the rule: where it is (point, replay, order, name, site)
+    /// and what it holds (element counts, finite extremes).
+    #[pyclass(name = "AnomalySite")]
+    pub struct PyAnomalySite(AnomalyHit);
+    |h, py| site = (h) {}
+    repr(point_index, label, replay_index, order, name, nan, posinf, neginf);
 }
 
-site_getters!(PyAnomalySite, {
-    fn __repr__(&self) -> String {
-        let h = &self.inner;
-        format!(
-            "AnomalySite(point_index={}, label={}, replay_index={}, order={}, name={}, \
-             nan={}, posinf={}, neginf={})",
-            h.point_index,
-            quoted(&h.label),
-            opt(h.replay_index),
-            h.order,
-            quoted(&h.name),
-            h.nan,
-            h.posinf,
-            h.neginf
-        )
-    }
-});
-
-/// The first anomaly of a run: the first site's values (as `AnomalySite` has them), the
-/// rule that was applied, how many observations were visited, and every site that hit at
-/// the same replay (`sites`, the first of them being this one).
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "FirstAnomaly",
-    frozen
-)]
-pub struct PyFirstAnomaly {
-    inner: FirstAnomaly,
+/// A first anomaly with its sites as Python objects, made once.
+pub struct AnomalyAt {
+    anomaly: FirstAnomaly,
     sites: Vec<Py<PyAnomalySite>>,
 }
 
-impl PyFirstAnomaly {
-    fn hit(&self) -> &AnomalyHit {
-        self.inner.first()
+anomaly_class! {
+    /// The first anomaly of a run: the first site's values (as `AnomalySite` has them), the
+    /// rule that was applied, how many observations were visited, and every site that hit
+    /// at the same replay (`sites`, the first of them being this one).
+    #[pyclass(name = "FirstAnomaly")]
+    pub struct PyFirstAnomaly(AnomalyAt);
+    |a, py| site = (a.anomaly.first()) {
+        /// `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
+        kind: &'static str => a.anomaly.kind;
+        threshold: Option<f64> => a.anomaly.threshold;
+        /// The site filter the search used, as given.
+        site_filter: Option<String> => a.anomaly.site_filter.clone();
+        /// Observations visited in execution order up to and including the first hit.
+        scanned: u64 => a.anomaly.scanned;
+        /// Every site that hit at the first hit's replay (its point, for a point without a
+        /// replay index), in execution order.
+        sites: Vec<Py<PyAnomalySite>> => a.sites.iter().map(|s| s.clone_ref(py)).collect();
     }
-}
-
-site_getters!(PyFirstAnomaly, {
-    /// `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
-    #[getter]
-    fn kind(&self) -> &'static str {
-        self.inner.kind
-    }
-
-    #[getter]
-    fn threshold(&self) -> Option<f64> {
-        self.inner.threshold
-    }
-
-    /// The site filter the search used, as given.
-    #[getter]
-    fn site_filter(&self) -> Option<String> {
-        self.inner.site_filter.clone()
-    }
-
-    /// Observations visited in execution order up to and including the first hit.
-    #[getter]
-    fn scanned(&self) -> u64 {
-        self.inner.scanned
-    }
-
-    /// Every site that hit at the first hit's replay (its point, for a point without a
-    /// replay index), in execution order.
-    #[getter]
-    fn sites(&self, py: Python<'_>) -> Vec<Py<PyAnomalySite>> {
-        self.sites.iter().map(|s| s.clone_ref(py)).collect()
-    }
-
-    /// The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
-    /// prints).
-    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-        guard(py, || {
-            serde_json::to_string(&self.inner)
-                .map_err(|e| BindingError::Internal(format!("cannot encode the anomaly: {e}")))
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        let h = self.inner.first();
-        format!(
-            "FirstAnomaly(kind={}, point_index={}, label={}, replay_index={}, name={}, \
-             sites={}, scanned={})",
-            quoted(self.inner.kind),
-            h.point_index,
-            quoted(&h.label),
-            opt(h.replay_index),
-            quoted(&h.name),
-            self.inner.hits.len(),
-            self.inner.scanned
-        )
-    }
-});
-
-/// A string as Python's `repr` writes it (single quotes), so reprs read like Python's.
-fn quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\'' => out.push_str("\\'"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
+    repr(kind, point_index, label, replay_index, name, scanned);
+    {
+        /// The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
+        /// prints).
+        fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+            guard(py, || {
+                serde_json::to_string(&self.inner.anomaly).map_err(|e| {
+                    BindingError::Internal(format!("cannot encode the anomaly: {e}"))
+                })
+            })
         }
     }
-    out.push('\'');
-    out
-}
-
-fn opt(value: Option<i64>) -> String {
-    value.map_or_else(|| "None".to_owned(), |v| v.to_string())
 }
 
 /// The first anomaly of the tensor run `reader` has open, or None. `kind` is `"nan"`,
@@ -235,20 +114,17 @@ fn first_anomaly(
         py.detach(|| tcgd_compare::first_anomaly_in_run(reader.store(), &query))
             .map_err(BindingError::from)
     })?;
-    let Some(inner) = found else {
+    let Some(anomaly) = found else {
         return Ok(None);
     };
-    let sites = inner
+    let sites = anomaly
         .hits
         .iter()
-        .map(|h| Py::new(py, PyAnomalySite { inner: h.clone() }))
+        .map(|h| Py::new(py, PyAnomalySite::from(h.clone())))
         .collect::<PyResult<Vec<_>>>()?;
-    Ok(Some(PyFirstAnomaly { inner, sites }))
+    Ok(Some(PyFirstAnomaly::from(AnomalyAt { anomaly, sites })))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyAnomalySite>()?;
-    m.add_class::<PyFirstAnomaly>()?;
-    m.add_function(wrap_pyfunction!(first_anomaly, m)?)?;
-    Ok(())
+    add_to_module!(m, [PyAnomalySite, PyFirstAnomaly], [first_anomaly])
 }

@@ -8,41 +8,27 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use tcgd_compare::{
-    CompareError, Comparison, ComparisonKind, ObservationMeta, ObservationSet, PayloadBuf,
-    PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup, SiteView,
-    Subject, SummaryView,
+    CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
+    PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
+    SiteView, Subject, SummaryView,
 };
-use tcgd_store::{PayloadKind, RunKind, RunSelector};
+use tcgd_store::{RunKind, RunSelector};
 
+use crate::args::{Joined, ObservationArgs};
 use crate::errors::{guard, BindResult, BindingError};
 use crate::results::{self, PyOptions};
 use crate::store::RunAddress;
-use crate::{parse_dtype, to_summary, SummaryArgs};
+use crate::{to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
 
-/// One observation's metadata, as a mapping with every key present.
+/// A compared observation's value: the digest of its stored bytes, or its summary.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct ObservationArgs {
-    order: i64,
-    name: String,
-    invocation_index: i64,
-    dtype: String,
-    shape: Vec<i64>,
-    stride: Vec<i64>,
-    source_device: String,
-    payload: String,
+struct StoredValueArgs {
     digest: Option<String>,
     /// (numel, finite, nan, posinf, neginf, zero, min, max, mean, std, l2)
     summary: Option<SummaryArgs>,
-    site_id: Option<String>,
-    graph_kind: Option<String>,
-    node_name: Option<String>,
-    aten_op: Option<String>,
-    module_path: Option<String>,
-    source_location: Option<String>,
-    compile_id: Option<String>,
 }
 
 #[derive(FromPyObject)]
@@ -93,7 +79,7 @@ impl From<SubjectArgs> for Subject {
 struct SetArgs {
     subject: SubjectArgs,
     point: PointArgs,
-    observations: Vec<ObservationArgs>,
+    observations: Vec<ObservationArgs<StoredValueArgs>>,
     loader: Py<PyAny>,
 }
 
@@ -161,27 +147,20 @@ fn build_set(
     error: &Arc<Mutex<Option<PyErr>>>,
 ) -> BindResult<(ObservationSet, Subject)> {
     let mut observations = Vec::with_capacity(args.observations.len());
-    for o in args.observations {
-        let site = SiteView {
-            site_id: o.site_id,
-            graph_kind: o.graph_kind,
-            node_name: o.node_name,
-            aten_op: o.aten_op,
-            module_path: o.module_path,
-            source_location: o.source_location,
-            compile_id: o.compile_id,
-        };
+    for Joined(descriptor, Joined(value, site)) in args.observations {
+        let d = descriptor.check()?;
+        let site = SiteView::from(tcgd_store::Site::from(site));
         observations.push(ObservationMeta {
-            order: o.order,
-            name: o.name,
-            invocation_index: o.invocation_index,
-            dtype: parse_dtype(&o.dtype)?,
-            shape: o.shape,
-            stride: o.stride,
-            source_device: o.source_device,
-            payload: PayloadKind::parse(&o.payload)?,
-            digest: o.digest,
-            summary: o.summary.map(summary),
+            order: d.order,
+            name: d.name,
+            invocation_index: d.invocation_index,
+            dtype: d.dtype,
+            shape: d.shape,
+            stride: d.stride,
+            source_device: d.source_device,
+            payload: d.payload,
+            digest: value.digest,
+            summary: value.summary.map(summary),
             site: Some(site).filter(|s| !s.is_empty()),
         });
     }
@@ -239,29 +218,58 @@ impl Progress for PyProgress {
     }
 }
 
-/// Runs a comparison with the GIL released and returns its result class; a Python error
-/// raised by a loader or the progress callback is re-raised unchanged.
-fn run(
-    py: Python<'_>,
-    error: &Arc<Mutex<Option<PyErr>>>,
-    work: impl FnOnce() -> tcgd_compare::Result<Comparison> + Send,
-) -> BindResult<Py<PyAny>> {
-    let result = py.detach(work);
-    match result {
-        Ok(c) => results::result(py, c).map_err(BindingError::Python),
-        Err(e) => {
-            let kept = error.lock().ok().and_then(|mut slot| slot.take());
-            Err(kept.map_or_else(|| BindingError::from(e), BindingError::Python))
+/// A comparison called from Python: its options, and its progress reporter, which keeps
+/// the first Python error a callback (the progress callback or a set's loader) raised.
+struct Call {
+    options: CompareOptions,
+    progress: PyProgress,
+}
+
+impl Call {
+    fn new(
+        options: Option<&Bound<'_, PyAny>>,
+        progress_callback: Option<Py<PyAny>>,
+    ) -> BindResult<Call> {
+        Ok(Call {
+            options: PyOptions::of(options)?,
+            progress: PyProgress {
+                callback: progress_callback,
+                last: Mutex::new(None),
+                error: Arc::default(),
+            },
+        })
+    }
+
+    /// A set from Python, whose loader keeps its errors with the call's.
+    fn set(&self, args: SetArgs) -> BindResult<(ObservationSet, Subject)> {
+        build_set(args, &self.progress.error)
+    }
+
+    /// Runs the comparison with the GIL released and returns its result class; a Python
+    /// error raised by a loader or the progress callback is re-raised unchanged.
+    fn run(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&CompareOptions, &PyProgress) -> tcgd_compare::Result<Comparison> + Send,
+    ) -> BindResult<Py<PyAny>> {
+        match py.detach(|| work(&self.options, &self.progress)) {
+            Ok(c) => results::result(py, c).map_err(BindingError::Python),
+            Err(e) => {
+                let kept = self
+                    .progress
+                    .error
+                    .lock()
+                    .ok()
+                    .and_then(|mut slot| slot.take());
+                Err(kept.map_or_else(|| BindingError::from(e), BindingError::Python))
+            }
         }
     }
 }
 
-fn progress(callback: Option<Py<PyAny>>, error: &Arc<Mutex<Option<PyErr>>>) -> PyProgress {
-    PyProgress {
-        callback,
-        last: Mutex::new(None),
-        error: error.clone(),
-    }
+/// A tensor run as the engine reads it.
+fn open(run: &RunAddress) -> tcgd_compare::Result<RunData> {
+    RunData::open_selected(run.root(), &run.selector(RunKind::Tensor))
 }
 
 fn selector(value: &Bound<'_, PyAny>) -> BindResult<PointSelector> {
@@ -348,18 +356,16 @@ fn compare_sets(
                 )))
             }
         };
-        let options = PyOptions::of(options)?;
-        let error = Arc::new(Mutex::new(None));
-        let reference = build_set(reference, &error)?;
-        let candidate = build_set(candidate, &error)?;
-        let progress = progress(progress_callback, &error);
-        run(py, &error, || {
+        let call = Call::new(options, progress_callback)?;
+        let reference = call.set(reference)?;
+        let candidate = call.set(candidate)?;
+        call.run(py, |options, progress| {
             tcgd_compare::compare_sets(
                 kind,
                 (&reference.0, reference.1),
                 (&candidate.0, candidate.1),
-                &options,
-                &progress,
+                options,
+                progress,
             )
         })
     })
@@ -377,16 +383,11 @@ fn compare_runs(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = PyOptions::of(options)?;
+        let call = Call::new(options, progress_callback)?;
         let mapping = mapping(point_mapping)?;
-        let error = Arc::new(Mutex::new(None));
-        let progress = progress(progress_callback, &error);
-        run(py, &error, || {
-            let reference =
-                RunData::open_selected(reference.root(), &reference.selector(RunKind::Tensor))?;
-            let candidate =
-                RunData::open_selected(candidate.root(), &candidate.selector(RunKind::Tensor))?;
-            tcgd_compare::compare_runs(&reference, &candidate, &mapping, &options, &progress)
+        call.run(py, |options, progress| {
+            let (reference, candidate) = (open(&reference)?, open(&candidate)?);
+            tcgd_compare::compare_runs(&reference, &candidate, &mapping, options, progress)
         })
     })
 }
@@ -402,17 +403,14 @@ fn compare_point_series(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = PyOptions::of(options)?;
-        let error = Arc::new(Mutex::new(None));
-        let reference = build_set(reference, &error)?;
-        let progress = progress(progress_callback, &error);
-        self::run(py, &error, || {
-            let data = RunData::open_selected(run.root(), &run.selector(RunKind::Tensor))?;
+        let call = Call::new(options, progress_callback)?;
+        let reference = call.set(reference)?;
+        call.run(py, |options, progress| {
             tcgd_compare::compare_point_series(
                 (&reference.0, reference.1),
-                &data,
-                &options,
-                &progress,
+                &open(&run)?,
+                options,
+                progress,
             )
         })
     })
@@ -431,14 +429,12 @@ fn compare_run_groups(
     progress_callback: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
-        let options = PyOptions::of(options)?;
+        let call = Call::new(options, progress_callback)?;
         let mapping = mapping(point_mapping)?;
         let reference = group_of(py, reference)?;
         let candidate = group_of(py, candidate)?;
-        let error = Arc::new(Mutex::new(None));
-        let progress = progress(progress_callback, &error);
-        run(py, &error, || {
-            tcgd_compare::compare_run_groups(&reference, &candidate, &mapping, &options, &progress)
+        call.run(py, |options, progress| {
+            tcgd_compare::compare_run_groups(&reference, &candidate, &mapping, options, progress)
         })
     })
 }
@@ -453,16 +449,19 @@ fn run_group(
     name: Option<String>,
     runs: Vec<RunAddress>,
 ) -> PyResult<results::PyGroupInfo> {
-    guard(py, || {
-        Ok(results::PyGroupInfo::new(group(py, (root, name, runs))?))
-    })
+    guard(py, || Ok(Arc::new(group(py, (root, name, runs))?).into()))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(compare_sets, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_runs, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_point_series, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_run_groups, m)?)?;
-    m.add_function(wrap_pyfunction!(run_group, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [],
+        [
+            compare_sets,
+            compare_runs,
+            compare_point_series,
+            compare_run_groups,
+            run_group
+        ]
+    )
 }

@@ -1,81 +1,238 @@
-//! `ProbeConfig`: probe config files and node selection for the compile pass.
+//! `ProbeConfig`: probe config files, their `[run]` and `[memory]` settings (defaults
+//! applied by tcgd-config) and node selection for the compile pass, as typed objects.
 
 use pyo3::prelude::*;
-use tcgd_config::{select_nodes, NodeFacts};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use tcgd_config::{select_nodes, Decision, MemorySettings, NodeFacts, RunSettings};
 
-use crate::errors::{guard, BindingError};
+use crate::classes::frozen_class;
+use crate::errors::{guard, BindResult, BindingError};
+use crate::results::serde_to_py;
 
-#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
-pub struct ProbeConfig {
-    inner: tcgd_config::ProbeConfig,
+frozen_class! {
+    /// A validated probe config.
+    #[pyclass]
+    pub struct ProbeConfig(tcgd_config::ProbeConfig);
+    |c, py| {
+        /// blake3 of the config text and the package version.
+        digest: String => c.digest.clone();
+        source_name: String => c.source_name.clone();
+        /// The `[run]` settings, every default applied.
+        run: PyRunSettings => c.run.clone().into();
+        /// The `[memory]` settings (`None` when the config has no `[memory]`).
+        memory: Option<PyMemorySettings> => c.memory.clone().map(PyMemorySettings::from);
+    }
+    {
+        /// Reads and validates a TOML config file.
+        #[staticmethod]
+        fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
+            guard(py, || {
+                let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))?;
+                Ok(ProbeConfig { inner })
+            })
+        }
+
+        /// Validates config text; `name` stands for the file in error messages.
+        #[staticmethod]
+        fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
+            guard(py, || Ok(ProbeConfig { inner: parse(name, text)? }))
+        }
+
+        /// Validates a config given as data (a dict with the file's structure), through
+        /// the same TOML schema.
+        #[staticmethod]
+        fn from_dict(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<ProbeConfig> {
+            guard(py, || {
+                let table = toml_value(data).map_err(not_a_table)?;
+                Ok(ProbeConfig { inner: from_table(&table)? })
+            })
+        }
+
+        /// `from_dict` of the JSON text of a dict.
+        #[staticmethod]
+        fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
+            guard(py, || {
+                let table: toml::Value = serde_json::from_str(json).map_err(not_a_table)?;
+                Ok(ProbeConfig { inner: from_table(&table)? })
+            })
+        }
+
+        /// The `[run]` settings as JSON (the `run` object's fields).
+        fn run_json(&self) -> BindResult<String> {
+            json(&self.inner.run)
+        }
+
+        /// The `[memory]` settings as JSON (`null` when the config has none).
+        fn memory_json(&self) -> BindResult<String> {
+            json(&self.inner.memory)
+        }
+
+        /// Decides every candidate node of one graph, in graph order: one
+        /// `ProbeDecision` per node's facts (a dict with every `NodeFacts` key).
+        fn select(&self, nodes: Vec<NodeArgs>) -> Vec<PyProbeDecision> {
+            let nodes: Vec<NodeFacts> = nodes.into_iter().map(NodeFacts::from).collect();
+            select_nodes(&self.inner.select, &self.inner.exclude, &nodes)
+                .into_iter()
+                .map(PyProbeDecision::from)
+                .collect()
+        }
+    }
 }
 
-#[pymethods]
-impl ProbeConfig {
-    /// Reads and validates a TOML config file.
-    #[staticmethod]
-    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
-        guard(py, || {
-            let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))?;
-            Ok(ProbeConfig { inner })
-        })
+frozen_class! {
+    /// The `[run]` settings of a probe config.
+    #[pyclass(name = "ProbeRunSettings")]
+    pub struct PyRunSettings(RunSettings);
+    |r, py| {
+        name: String => r.name.clone();
+        dir: Option<String> => r.dir.clone();
+        /// `"full"` or `"summary"`.
+        payload: PyResult<Bound<'py, PyAny>> => serde_to_py(py, &r.payload);
+        /// Calls whose full values each site keeps on the device (0: none).
+        history: u32 => r.history;
+        /// With summary payloads, also full values every this many calls (0: never).
+        full_every: u32 => r.full_every;
+        trigger_nonfinite: bool => r.trigger_nonfinite;
+        trigger_abs_max: Option<f64> => r.trigger_abs_max;
+        overwrite: bool => r.overwrite;
     }
+    repr(all);
+}
 
-    /// Validates config text; `name` stands for the file in error messages.
-    #[staticmethod]
-    fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
-        guard(py, || {
-            let inner = tcgd_config::ProbeConfig::parse(name, text, env!("CARGO_PKG_VERSION"))?;
-            Ok(ProbeConfig { inner })
-        })
+frozen_class! {
+    /// The `[memory]` settings of a probe config: the memory points the compile plugin
+    /// records on its own.
+    #[pyclass(name = "ProbeMemorySettings")]
+    pub struct PyMemorySettings(MemorySettings);
+    |m, py| {
+        dir: Option<String> => m.dir.clone();
+        name: String => m.name.clone();
+        points: Vec<String> => m.points.clone();
+        every: u32 => m.every;
+        reset_peaks: bool => m.reset_peaks;
+        overwrite: bool => m.overwrite;
     }
+    to_dict(Python);
+    repr(all);
+}
 
-    /// Validates a config given as data (the JSON text of a dict), through the same TOML
-    /// schema.
-    #[staticmethod]
-    fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
-        guard(py, || {
-            let value: toml::Value = serde_json::from_str(json)
-                .map_err(|e| BindingError::Config(format!("<dict>: not a config table: {e}")))?;
-            let text = toml::to_string(&value)
-                .map_err(|e| BindingError::Config(format!("<dict>: not a config table: {e}")))?;
-            let inner =
-                tcgd_config::ProbeConfig::parse("<dict>", &text, env!("CARGO_PKG_VERSION"))?;
-            Ok(ProbeConfig { inner })
-        })
+frozen_class! {
+    /// What the selection decided for one candidate node, and why.
+    #[pyclass(name = "ProbeDecision")]
+    pub struct PyProbeDecision(Decision);
+    |d, py| {
+        node_name: String => d.node_name.clone();
+        op: String => d.op.clone();
+        module_path: Option<String> => d.module_path.clone();
+        source_location: Option<String> => d.source_location.clone();
+        selected: bool => d.selected;
+        /// The index of the `[[select]]` rule that selected the node.
+        rule: Option<usize> => d.rule;
+        /// `"record"` and/or `"print"`.
+        actions: PyResult<Bound<'py, PyAny>> => serde_to_py(py, &d.actions);
+        reason: String => d.reason.clone();
     }
+    to_dict(Python);
+    repr(node_name, op, selected, reason);
+}
 
-    /// blake3 of the config text and the package version.
-    #[getter]
-    fn digest(&self) -> String {
-        self.inner.digest.clone()
-    }
+/// What the pass knows about one candidate node, as Python hands it over.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct NodeArgs {
+    graph_kind: String,
+    node_name: String,
+    op: String,
+    module_path: Option<String>,
+    stack_trace: Option<String>,
+    dtype: Option<String>,
+    numel: Option<u64>,
+    is_tensor: bool,
+}
 
-    #[getter]
-    fn source_name(&self) -> String {
-        self.inner.source_name.clone()
+impl From<NodeArgs> for NodeFacts {
+    fn from(n: NodeArgs) -> NodeFacts {
+        NodeFacts {
+            graph_kind: n.graph_kind,
+            node_name: n.node_name,
+            op: n.op,
+            module_path: n.module_path,
+            stack_trace: n.stack_trace,
+            dtype: n.dtype,
+            numel: n.numel,
+            is_tensor: n.is_tensor,
+        }
     }
+}
 
-    /// The `[run]` settings as JSON.
-    fn run_json(&self) -> Result<String, BindingError> {
-        serde_json::to_string(&self.inner.run).map_err(|e| BindingError::Internal(e.to_string()))
-    }
+fn parse(name: &str, text: &str) -> BindResult<tcgd_config::ProbeConfig> {
+    Ok(tcgd_config::ProbeConfig::parse(
+        name,
+        text,
+        env!("CARGO_PKG_VERSION"),
+    )?)
+}
 
-    /// The `[memory]` settings as JSON (`null` when the config has none).
-    fn memory_json(&self) -> Result<String, BindingError> {
-        serde_json::to_string(&self.inner.memory).map_err(|e| BindingError::Internal(e.to_string()))
-    }
+/// A config given as data, checked as its TOML text would be (errors name `<dict>`).
+fn from_table(table: &toml::Value) -> BindResult<tcgd_config::ProbeConfig> {
+    parse("<dict>", &toml::to_string(table).map_err(not_a_table)?)
+}
 
-    /// Decides every candidate node of one graph: JSON list of node facts in, JSON list
-    /// of decisions out (graph order).
-    fn select(&self, py: Python<'_>, nodes_json: &str) -> PyResult<String> {
-        guard(py, || {
-            let nodes: Vec<NodeFacts> = serde_json::from_str(nodes_json)
-                .map_err(|e| BindingError::InvalidInput(format!("node facts: {e}")))?;
-            let decisions = select_nodes(&self.inner.select, &self.inner.exclude, &nodes);
-            serde_json::to_string(&decisions).map_err(|e| BindingError::Internal(e.to_string()))
-        })
+fn not_a_table(why: impl std::fmt::Display) -> BindingError {
+    BindingError::Config(format!("<dict>: not a config table: {why}"))
+}
+
+/// Python data as a TOML value: dicts (with string keys) as tables, lists and tuples as
+/// arrays, booleans, integers, floats and strings as themselves.
+fn toml_value(value: &Bound<'_, PyAny>) -> Result<toml::Value, String> {
+    if let Ok(dict) = value.cast::<PyDict>() {
+        let mut table = toml::Table::new();
+        for (key, item) in dict.iter() {
+            let key: String = key
+                .extract()
+                .map_err(|_| format!("the key {} is not a string", describe(&key)))?;
+            table.insert(key, toml_value(&item)?);
+        }
+        return Ok(toml::Value::Table(table));
     }
+    let items = if let Ok(list) = value.cast::<PyList>() {
+        Some(list.iter().collect::<Vec<_>>())
+    } else {
+        value.cast::<PyTuple>().ok().map(|t| t.iter().collect())
+    };
+    if let Some(items) = items {
+        let array = items.iter().map(toml_value).collect::<Result<_, _>>()?;
+        return Ok(toml::Value::Array(array));
+    }
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(toml::Value::Boolean(b.is_true()));
+    }
+    if value.cast::<PyInt>().is_ok() {
+        let int = value
+            .extract::<i64>()
+            .map_err(|_| format!("{} does not fit in 64 bits", describe(value)))?;
+        return Ok(toml::Value::Integer(int));
+    }
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return Ok(toml::Value::Float(f.value()));
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(toml::Value::String(
+            s.to_str().map_err(|e| e.to_string())?.to_owned(),
+        ));
+    }
+    Err(format!("{} is not a TOML value", describe(value)))
+}
+
+fn describe(value: &Bound<'_, PyAny>) -> String {
+    value
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "a value".to_owned())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> BindResult<String> {
+    serde_json::to_string(value).map_err(|e| BindingError::Internal(e.to_string()))
 }
 
 /// Checks a run name given in code (`run_name=`) by the rule `[run] name` follows: one
@@ -87,6 +244,14 @@ pub fn check_run_name(name: &str) -> Result<(), BindingError> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ProbeConfig>()?;
-    m.add_function(wrap_pyfunction!(check_run_name, m)?)
+    add_to_module!(
+        m,
+        [
+            ProbeConfig,
+            PyRunSettings,
+            PyMemorySettings,
+            PyProbeDecision
+        ],
+        [check_run_name]
+    )
 }

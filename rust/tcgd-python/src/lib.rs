@@ -3,7 +3,18 @@
 //! Thin on purpose: argument conversion, GIL release around heavy work, and error
 //! mapping. Logic lives in the crates below.
 
+/// Adds classes and functions to the module `m`: the body of a `register(m)`.
+macro_rules! add_to_module {
+    ($m:expr, [$($class:ty),* $(,)?], [$($function:path),* $(,)?] $(,)?) => {{
+        $($m.add_class::<$class>()?;)*
+        $($m.add_function(pyo3::wrap_pyfunction!($function, $m)?)?;)*
+        Ok(())
+    }};
+}
+
 mod anomaly;
+mod args;
+mod classes;
 mod compare;
 mod config;
 mod errors;
@@ -125,27 +136,33 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::check_classes(m.py())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", tcgd_store::FORMAT_VERSION)?;
-    m.add_function(wrap_pyfunction!(summarize, m)?)?;
-    m.add_function(wrap_pyfunction!(content_digest, m)?)?;
-    m.add_function(wrap_pyfunction!(supported_dtypes, m)?)?;
-    m.add_function(wrap_pyfunction!(check_dtype, m)?)?;
-    m.add_function(wrap_pyfunction!(format_bytes, m)?)?;
-    m.add_class::<store::RunWriter>()?;
-    m.add_class::<store::RunReader>()?;
-    m.add_class::<store::PyRunManifest>()?;
-    m.add_function(wrap_pyfunction!(store::list_runs, m)?)?;
-    m.add_function(wrap_pyfunction!(store::compact_root, m)?)?;
-    m.add_class::<probe::ProbeRuntime>()?;
-    m.add_class::<recording::DeviceRecorder>()?;
-    m.add_function(wrap_pyfunction!(recording::add_nvrtc_search_dir, m)?)?;
-    m.add_function(wrap_pyfunction!(probe::cuda_available, m)?)?;
-    m.add_function(wrap_pyfunction!(probe::release_deferred, m)?)?;
-    m.add_function(wrap_pyfunction!(probe::probe_memory, m)?)?;
-    m.add_function(wrap_pyfunction!(probe::capture_id, m)?)?;
     config::register(m)?;
     compare::register(m)?;
     results::register(m)?;
     anomaly::register(m)?;
     memory::register(m)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            store::RunWriter,
+            store::RunReader,
+            store::PyRunManifest,
+            probe::ProbeRuntime,
+            recording::DeviceRecorder,
+        ],
+        [
+            summarize,
+            content_digest,
+            supported_dtypes,
+            check_dtype,
+            format_bytes,
+            store::list_runs,
+            store::compact_root,
+            recording::add_nvrtc_search_dir,
+            probe::cuda_available,
+            probe::release_deferred,
+            probe::probe_memory,
+            probe::capture_id,
+        ],
+    )
 }

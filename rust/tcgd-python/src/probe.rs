@@ -20,6 +20,15 @@ impl ProbeRuntime {
             .lock()
             .map_err(|_| BindingError::Internal("probe runtime lock poisoned".into()))
     }
+
+    /// Runs `call` on the runtime: how a method reaches it (errors typed, a panic caught).
+    fn with<T, E: Into<BindingError>>(
+        &self,
+        py: Python<'_>,
+        call: impl FnOnce(&mut tcgd_cuda::ProbeRuntime) -> Result<T, E>,
+    ) -> PyResult<T> {
+        guard(py, || call(&mut *self.lock()?).map_err(Into::into))
+    }
 }
 
 /// (replay, name, invocation, element, actual, expected)
@@ -50,17 +59,11 @@ impl ProbeRuntime {
     }
 
     fn bind_capture(&self, py: Python<'_>, stream: usize) -> PyResult<bool> {
-        guard(py, || {
-            self.lock()?
-                .bind_capture(stream)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.bind_capture(stream))
     }
 
     fn add_slot(&self, py: Python<'_>, nbytes: usize) -> PyResult<usize> {
-        guard(py, || {
-            self.lock()?.add_slot(nbytes).map_err(BindingError::from)
-        })
+        self.with(py, |r| r.add_slot(nbytes))
     }
 
     fn copy_into_slot(
@@ -71,11 +74,7 @@ impl ProbeRuntime {
         nbytes: usize,
         stream: usize,
     ) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?
-                .copy_into_slot(slot, src, nbytes, stream)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.copy_into_slot(slot, src, nbytes, stream))
     }
 
     /// One kernel launch copying each `(slot, src)` value into its slot (at most 16).
@@ -85,20 +84,12 @@ impl ProbeRuntime {
         copies: Vec<(usize, u64)>,
         stream: usize,
     ) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?
-                .copy_into_slots(&copies, stream)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.copy_into_slots(&copies, stream))
     }
 
     /// A history ring of `depth` values of `slot`'s size; returns its index.
     fn add_ring(&self, py: Python<'_>, slot: usize, depth: u64) -> PyResult<usize> {
-        guard(py, || {
-            self.lock()?
-                .add_ring(slot, depth)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.add_ring(slot, depth))
     }
 
     /// Copy launches (16 values each) of each `(ring, slot)` slot into its ring.
@@ -108,11 +99,7 @@ impl ProbeRuntime {
         copies: Vec<(usize, usize)>,
         stream: usize,
     ) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?
-                .copy_slots_into_rings(&copies, stream)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.copy_slots_into_rings(&copies, stream))
     }
 
     /// (values of every ring slot, concatenated; the replay each slot holds, 0: none).
@@ -130,23 +117,15 @@ impl ProbeRuntime {
 
     #[getter]
     fn history_frozen_at(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        guard(py, || {
-            self.lock()?.history_frozen_at().map_err(BindingError::from)
-        })
+        self.with(py, |r| r.history_frozen_at())
     }
 
     fn freeze_history(&self, py: Python<'_>, replay: u64) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?
-                .freeze_history(replay)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.freeze_history(replay))
     }
 
     fn rearm_history(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?.rearm_history().map_err(BindingError::from)
-        })
+        self.with(py, |r| r.rearm_history())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -219,17 +198,11 @@ impl ProbeRuntime {
     }
 
     fn relaunch_action(&self, py: Python<'_>, action: usize, stream: usize) -> PyResult<()> {
-        guard(py, || {
-            self.lock()?
-                .relaunch_action(action, stream)
-                .map_err(BindingError::from)
-        })
+        self.with(py, |r| r.relaunch_action(action, stream))
     }
 
     fn replay_count(&self, py: Python<'_>) -> PyResult<u64> {
-        guard(py, || {
-            self.lock()?.replay_count().map_err(BindingError::from)
-        })
+        self.with(py, |r| r.replay_count())
     }
 
     fn read_slot<'py>(&self, py: Python<'py>, slot: usize) -> PyResult<Bound<'py, PyBytes>> {

@@ -12,10 +12,11 @@ use tcgd_store::{
 };
 use tcgd_tensor::DType;
 
+use crate::args::{Joined, ObservationArgs, SiteArgs};
 use crate::errors::{guard, BindResult, BindingError};
 use crate::parse_dtype;
 use crate::probe::ProbeRuntime;
-use crate::store::{observation_inputs, ObservationArgs, RunWriter};
+use crate::store::{observation_inputs, HostValueArgs, RunWriter};
 
 /// Observations the host took itself for a point (eager values), carried with the point
 /// to the harvester so that every point is committed in order by one path.
@@ -41,10 +42,11 @@ struct SiteFacts {
 /// (registration, at capture time, copies it only while a point still holds it).
 type Facts = Arc<Mutex<Arc<Vec<SiteFacts>>>>;
 
-/// One probed value as Python hands it over: a mapping with every key present.
+/// One probed value as Python hands it over: a mapping with every key present, these
+/// and the site's ([`SiteArgs`]).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct SiteArgs {
+struct ProbedValueArgs {
     src: u64,
     dtype: String,
     shape: Vec<i64>,
@@ -52,14 +54,6 @@ struct SiteArgs {
     source_device: String,
     name: String,
     order: i64,
-    site_id: Option<String>,
-    graph_kind: Option<String>,
-    node_name: Option<String>,
-    aten_op: Option<String>,
-    module_path: Option<String>,
-    source_location: Option<String>,
-    compile_id: Option<String>,
-    materialized_by_probe: Option<bool>,
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
@@ -277,7 +271,7 @@ impl DeviceRecorder {
         py: Python<'_>,
         runtime: &ProbeRuntime,
         capture: usize,
-        sites: Vec<SiteArgs>,
+        sites: Vec<Joined<ProbedValueArgs, SiteArgs>>,
         stream: usize,
         sample_every: u32,
         sample_full: bool,
@@ -293,7 +287,7 @@ impl DeviceRecorder {
         guard(py, || {
             let mut values = Vec::with_capacity(sites.len());
             let mut new_facts = Vec::with_capacity(sites.len());
-            for a in sites {
+            for Joined(a, site) in sites {
                 let dtype = parse_dtype(&a.dtype)?;
                 let numel = a.shape.iter().try_fold(1u64, |acc, &d| {
                     u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
@@ -316,16 +310,7 @@ impl DeviceRecorder {
                     shape: a.shape,
                     stride: a.stride,
                     source_device: a.source_device,
-                    site: Site {
-                        site_id: a.site_id,
-                        graph_kind: a.graph_kind,
-                        node_name: a.node_name,
-                        aten_op: a.aten_op,
-                        module_path: a.module_path,
-                        source_location: a.source_location,
-                        compile_id: a.compile_id,
-                        materialized_by_probe: a.materialized_by_probe,
-                    },
+                    site: site.into(),
                 });
             }
             let runtime = runtime.lock()?;
@@ -350,7 +335,7 @@ impl DeviceRecorder {
         metadata_json: String,
         stream: usize,
         dump: Option<String>,
-        host_observations: Vec<ObservationArgs>,
+        host_observations: Vec<ObservationArgs<HostValueArgs>>,
     ) -> PyResult<u32> {
         guard(py, || {
             let attachment: Option<tcgd_cuda::Attachment> = if host_observations.is_empty() {

@@ -10,25 +10,19 @@ use std::time::Duration;
 
 use tcgd_store::{
     check_point, now_micros, CommitJob, CommitPolicy, CommitQueue, ObservationInput, OnDamage,
-    PayloadKind, PointInput, RunHeader, RunKind, RunSelector, Site, Table, Value,
+    PointInput, RunHeader, RunKind, RunSelector, Table, Value,
 };
 
+use crate::args::{Joined, ObservationArgs};
+use crate::classes::frozen_class;
 use crate::errors::{guard, try_lock, BindResult, BindingError};
-use crate::{parse_dtype, to_summary, HostBytes, SummaryArgs};
+use crate::results::serde_to_py;
+use crate::{to_summary, HostBytes, SummaryArgs};
 
-/// One observation as Python hands it over: a mapping with every key present (None where
-/// a value is absent).
+/// A recorded observation's value: host bytes, or a summary computed on the device.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-pub(crate) struct ObservationArgs {
-    order: i64,
-    name: String,
-    invocation_index: i64,
-    dtype: String,
-    shape: Vec<i64>,
-    stride: Vec<i64>,
-    source_device: String,
-    payload: String,
+pub(crate) struct HostValueArgs {
     /// Host bytes as (address, length); None for a device-computed summary.
     data: Option<HostBytes>,
     /// The object that owns `data` (a private host tensor the recorder never writes
@@ -37,30 +31,22 @@ pub(crate) struct ObservationArgs {
     /// A device-computed summary: (numel, finite, nan, posinf, neginf, zero, min, max,
     /// mean, std, l2).
     summary: Option<SummaryArgs>,
-    site_id: Option<String>,
-    graph_kind: Option<String>,
-    node_name: Option<String>,
-    aten_op: Option<String>,
-    module_path: Option<String>,
-    source_location: Option<String>,
-    compile_id: Option<String>,
-    materialized_by_probe: Option<bool>,
 }
 
 /// Python's observations as the store takes them, with the objects that own their bytes
 /// (to be dropped after the inputs).
 pub(crate) fn observation_inputs(
-    observations: Vec<ObservationArgs>,
+    observations: Vec<ObservationArgs<HostValueArgs>>,
 ) -> BindResult<(Vec<ObservationInput<'static>>, Vec<Py<PyAny>>)> {
     let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(observations.len());
     let mut owners: Vec<Py<PyAny>> = Vec::new();
-    for o in observations {
-        let value = match (o.data, o.summary) {
+    for Joined(descriptor, Joined(v, site)) in observations {
+        let value = match (v.data, v.summary) {
             (Some(data), _) => {
-                let Some(owner) = o.owner else {
+                let Some(owner) = v.owner else {
                     return Err(BindingError::InvalidInput(format!(
                         "observation '{}' has bytes but no owner",
-                        o.name
+                        descriptor.name()
                     )));
                 };
                 owners.push(owner);
@@ -73,34 +59,120 @@ pub(crate) fn observation_inputs(
             (None, None) => {
                 return Err(BindingError::InvalidInput(format!(
                     "observation '{}' has neither bytes nor a summary",
-                    o.name
+                    descriptor.name()
                 )))
             }
         };
+        let d = descriptor.check()?;
         inputs.push(ObservationInput {
-            order: o.order,
-            name: o.name,
-            invocation_index: o.invocation_index,
-            site: Site {
-                site_id: o.site_id,
-                graph_kind: o.graph_kind,
-                node_name: o.node_name,
-                aten_op: o.aten_op,
-                module_path: o.module_path,
-                source_location: o.source_location,
-                compile_id: o.compile_id,
-                materialized_by_probe: o.materialized_by_probe,
-            },
-            dtype: parse_dtype(&o.dtype)?,
-            shape: o.shape,
-            stride: o.stride,
-            source_device: o.source_device,
-            payload: PayloadKind::parse(&o.payload)?,
+            order: d.order,
+            name: d.name,
+            invocation_index: d.invocation_index,
+            site: site.into(),
+            dtype: d.dtype,
+            shape: d.shape,
+            stride: d.stride,
+            source_device: d.source_device,
+            payload: d.payload,
             value,
         });
     }
     Ok((inputs, owners))
 }
+
+/// Runs `work` on the writer behind `lock` with the GIL released: how every blocking call
+/// of a writer class reaches it. `what` names the writer in errors.
+pub(crate) fn with_locked<W: Send, T: Send, E: Into<BindingError> + Send>(
+    py: Python<'_>,
+    lock: &Mutex<W>,
+    what: &str,
+    work: impl FnOnce(&mut W) -> Result<T, E> + Send,
+) -> BindResult<T> {
+    let mut locked = try_lock(lock, what)?;
+    let writer: &mut W = &mut locked;
+    py.detach(|| work(writer)).map_err(Into::into)
+}
+
+/// A run's header as Python passes it (its fields as JSON text).
+pub(crate) fn run_header(header_json: &str) -> BindResult<RunHeader> {
+    serde_json::from_str(header_json)
+        .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))
+}
+
+/// A run writer class over `inner` (a lock around the store's writer, named `$what` in
+/// errors): the methods every writer has, then the class's own. `new` opens the writer
+/// with the class's `open(path, header, producer, overwrite, policy, compact)`.
+macro_rules! run_writer {
+    ($class:ident, $what:literal, { $($own:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            /// Claims a run (name and rank) in a job root; `header_json` holds the
+            /// `RunHeader` fields; `overwrite` replaces a run already there.
+            #[new]
+            #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
+            fn new(
+                py: Python<'_>,
+                path: PathBuf,
+                header_json: &str,
+                producer: &str,
+                overwrite: bool,
+                commit_interval: Option<f64>,
+                compact: bool,
+            ) -> PyResult<Self> {
+                $crate::errors::guard(py, || {
+                    let header = $crate::store::run_header(header_json)?;
+                    let policy = $crate::store::commit_policy(commit_interval)?;
+                    py.detach(|| Self::open(&path, header, producer, overwrite, policy, compact))
+                })
+            }
+
+            fn has_label(&self, label: &str) -> PyResult<bool> {
+                Ok($crate::errors::try_lock(&self.inner, $what)?.has_label(label))
+            }
+
+            #[getter]
+            fn point_count(&self) -> PyResult<u64> {
+                Ok($crate::errors::try_lock(&self.inner, $what)?.point_count())
+            }
+
+            #[getter]
+            fn closed(&self) -> PyResult<bool> {
+                Ok($crate::errors::try_lock(&self.inner, $what)?.is_closed())
+            }
+
+            #[getter]
+            fn path(&self) -> PyResult<PathBuf> {
+                Ok($crate::errors::try_lock(&self.inner, $what)?.dir().to_path_buf())
+            }
+
+            /// Waits until every point handed over is durable.
+            fn flush(&self, py: Python<'_>) -> PyResult<()> {
+                $crate::errors::guard(py, || {
+                    $crate::store::with_locked(py, &self.inner, $what, |w| w.flush())
+                })
+            }
+
+            /// Commits what is queued, then ends the run, complete or not. Idempotent.
+            fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
+                $crate::errors::guard(py, || {
+                    $crate::store::with_locked(py, &self.inner, $what, |w| w.close(complete))
+                })
+            }
+
+            /// Removes the run instead of ending it: for a creation (or an import) that
+            /// failed as a whole.
+            fn discard(&self, py: Python<'_>) -> PyResult<()> {
+                $crate::errors::guard(py, || {
+                    $crate::store::with_locked(py, &self.inner, $what, |w| w.discard())
+                })
+            }
+
+            $($own)*
+        }
+    };
+}
+
+pub(crate) use run_writer;
 
 /// A tensor run's writer. Points are committed on a writer thread: `commit_point` checks
 /// the point and hands it over; digests, summaries, Parquet and the fsyncs happen there.
@@ -112,40 +184,26 @@ pub struct RunWriter {
 /// Tensor points waiting for the writer thread at most (each holds its host tensors).
 const QUEUE_DEPTH: usize = 2;
 
-#[pymethods]
 impl RunWriter {
-    /// Claims a run (name and rank) in a job root and commits its first `runs` row. `header_json` holds
-    /// the `RunHeader` fields; `overwrite` replaces a run already there.
-    #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
-    fn new(
-        py: Python<'_>,
-        path: PathBuf,
-        header_json: &str,
+    /// Creates the run (committing its first `runs` row) and starts its writer thread.
+    fn open(
+        path: &std::path::Path,
+        header: RunHeader,
         producer: &str,
         overwrite: bool,
-        commit_interval: Option<f64>,
+        policy: CommitPolicy,
         compact: bool,
-    ) -> PyResult<Self> {
-        guard(py, || {
-            let header: RunHeader = serde_json::from_str(header_json)
-                .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
-            let policy = commit_policy(commit_interval)?;
-            let queue = py.detach(|| {
-                tcgd_store::RunWriter::create_with(&path, header, producer, overwrite).and_then(
-                    |mut writer| {
-                        writer.set_commit_policy(policy)?;
-                        writer.set_compact_on_close(compact);
-                        CommitQueue::start(writer, QUEUE_DEPTH)
-                    },
-                )
-            })?;
-            Ok(RunWriter {
-                inner: std::sync::Arc::new(Mutex::new(queue)),
-            })
+    ) -> BindResult<Self> {
+        let mut writer = tcgd_store::RunWriter::create_with(path, header, producer, overwrite)?;
+        writer.set_commit_policy(policy)?;
+        writer.set_compact_on_close(compact);
+        Ok(RunWriter {
+            inner: std::sync::Arc::new(Mutex::new(CommitQueue::start(writer, QUEUE_DEPTH)?)),
         })
     }
+}
 
+run_writer!(RunWriter, "run writer", {
     /// Checks one point and hands it to the writer thread; returns its point index. The
     /// point is durable once `flush` (or `close`) returns; a failed background commit is
     /// raised by the next call.
@@ -157,7 +215,7 @@ impl RunWriter {
         metadata_json: String,
         replay_index: Option<i64>,
         timestamp_us: Option<i64>,
-        observations: Vec<ObservationArgs>,
+        observations: Vec<ObservationArgs<HostValueArgs>>,
     ) -> PyResult<u64> {
         guard(py, || {
             let (inputs, owners) = observation_inputs(observations)?;
@@ -169,7 +227,6 @@ impl RunWriter {
                 timestamp_us: Some(timestamp_us.unwrap_or_else(now_micros)),
             };
             check_point(&point, &inputs)?;
-            let mut queue = try_lock(&self.inner, "run writer")?;
             let label = point.label.clone();
             let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
                 let committed = writer.commit_point(&point, &inputs).map(|_| ());
@@ -178,59 +235,12 @@ impl RunWriter {
                 drop(owners);
                 committed
             });
-            let queue: &mut CommitQueue = &mut queue;
-            py.detach(|| queue.submit(&label, job))
-                .map_err(BindingError::from)
+            with_locked(py, &self.inner, "run writer", |queue| {
+                queue.submit(&label, job)
+            })
         })
     }
-
-    /// Waits until every point handed over is durable.
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let mut locked = try_lock(&self.inner, "run writer")?;
-            let queue: &mut CommitQueue = &mut locked;
-            py.detach(|| queue.flush()).map_err(BindingError::from)
-        })
-    }
-
-    fn has_label(&self, label: &str) -> PyResult<bool> {
-        Ok(try_lock(&self.inner, "run writer")?.has_label(label))
-    }
-
-    #[getter]
-    fn point_count(&self) -> PyResult<u64> {
-        Ok(try_lock(&self.inner, "run writer")?.point_count())
-    }
-
-    #[getter]
-    fn closed(&self) -> PyResult<bool> {
-        Ok(try_lock(&self.inner, "run writer")?.is_closed())
-    }
-
-    #[getter]
-    fn path(&self) -> PyResult<PathBuf> {
-        Ok(try_lock(&self.inner, "run writer")?.dir().to_path_buf())
-    }
-
-    /// Commits what is queued, then ends the run, complete or not. Idempotent.
-    fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
-        guard(py, || {
-            let mut locked = try_lock(&self.inner, "run writer")?;
-            let queue: &mut CommitQueue = &mut locked;
-            py.detach(|| queue.close(complete))
-                .map_err(BindingError::from)
-        })
-    }
-
-    /// Removes the run instead of ending it: for a creation that failed as a whole.
-    fn discard(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let mut locked = try_lock(&self.inner, "run writer")?;
-            let queue: &mut CommitQueue = &mut locked;
-            py.detach(|| queue.discard()).map_err(BindingError::from)
-        })
-    }
-}
+});
 
 /// When a writer commits its groups: `commit_interval` seconds (default 1.0).
 pub fn commit_policy(commit_interval: Option<f64>) -> BindResult<CommitPolicy> {
@@ -288,18 +298,10 @@ pub fn list_runs<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, PyA
 /// Tidies a job root whose writers are done (`tcgd_store::compact_root`); returns what
 /// it did as a dict.
 #[pyfunction]
-pub fn compact_root<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+pub fn compact_root<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, PyAny>> {
     guard(py, || {
         let report = py.detach(|| tcgd_store::compact_root(&root))?;
-        let out = PyDict::new(py);
-        out.set_item("runs_compacted", report.runs_compacted)?;
-        out.set_item("runs_in_use", report.runs_in_use)?;
-        out.set_item("files_before", report.files_before)?;
-        out.set_item("files_after", report.files_after)?;
-        out.set_item("uncommitted_removed", report.uncommitted_removed)?;
-        out.set_item("orphans_deleted", report.orphans_deleted)?;
-        out.set_item("runs_skipped", report.runs_skipped)?;
-        Ok(out)
+        Ok(serde_to_py(py, &report)?)
     })
 }
 
@@ -327,108 +329,48 @@ pub fn on_damage(value: &str) -> BindResult<OnDamage> {
     Ok(OnDamage::parse(value)?)
 }
 
-/// What a run's manifest says about the run (its part list aside): identity, rank, times,
-/// completeness, provenance. Shared by tensor and memory runs.
-#[pyclass(module = "torch_cudagraph_debug._native", name = "RunManifest", frozen)]
-pub struct PyRunManifest {
-    inner: tcgd_store::Manifest,
+frozen_class! {
+    /// What a run's manifest says about the run (its part list aside): identity, rank,
+    /// times, completeness, provenance. Shared by tensor and memory runs.
+    #[pyclass(name = "RunManifest")]
+    pub struct PyRunManifest(tcgd_store::Manifest);
+    |m, py| {
+        run_id: String => m.header.run_id.clone();
+        name: String => m.header.name.clone();
+        /// `"tensor"` or `"memory"`.
+        kind: &'static str => match m.header.kind {
+            RunKind::Tensor => "tensor",
+            RunKind::Memory => "memory",
+        };
+        execution: String => m.header.execution.clone();
+        rank: Option<i64> => m.header.rank;
+        group_id: Option<String> => m.header.group_id.clone();
+        world_size: Option<i64> => m.header.world_size;
+        /// RFC 3339, UTC.
+        created_at: String => m.created_at.clone();
+        finished_at: Option<String> => m.finished_at.clone();
+        complete: bool => m.complete;
+        format_version: u32 => m.format_version;
+        point_count: u64 => m.point_count;
+        /// Package, Python, platform, torch and CUDA versions of the recording process
+        /// (absent: empty).
+        provenance: PyResult<Bound<'py, PyAny>> =>
+            serde_to_py(py, m.header.provenance.as_object().unwrap_or(&Default::default()));
+        /// The application's own metadata for the run (absent: empty).
+        run_metadata: PyResult<Bound<'py, PyAny>> =>
+            serde_to_py(py, m.header.run_metadata.as_object().unwrap_or(&Default::default()));
+    }
+    repr(name, kind, rank, point_count, complete);
 }
 
 impl PyRunManifest {
     pub(crate) fn of(manifest: &tcgd_store::Manifest) -> PyRunManifest {
-        PyRunManifest {
-            inner: tcgd_store::Manifest {
-                // The parts are the reader's business; a copy of them is not needed here.
-                parts: Vec::new(),
-                ..manifest.clone()
-            },
-        }
+        PyRunManifest::from(tcgd_store::Manifest {
+            // The parts are the reader's business; a copy of them is not needed here.
+            parts: Vec::new(),
+            ..manifest.clone()
+        })
     }
-}
-
-#[pymethods]
-impl PyRunManifest {
-    #[getter]
-    fn run_id(&self) -> &str {
-        &self.inner.header.run_id
-    }
-    #[getter]
-    fn name(&self) -> &str {
-        &self.inner.header.name
-    }
-    /// `"tensor"` or `"memory"`.
-    #[getter]
-    fn kind(&self) -> &'static str {
-        match self.inner.header.kind {
-            tcgd_store::RunKind::Tensor => "tensor",
-            tcgd_store::RunKind::Memory => "memory",
-        }
-    }
-    #[getter]
-    fn execution(&self) -> &str {
-        &self.inner.header.execution
-    }
-    #[getter]
-    fn rank(&self) -> Option<i64> {
-        self.inner.header.rank
-    }
-    #[getter]
-    fn group_id(&self) -> Option<&str> {
-        self.inner.header.group_id.as_deref()
-    }
-    #[getter]
-    fn world_size(&self) -> Option<i64> {
-        self.inner.header.world_size
-    }
-    /// RFC 3339, UTC.
-    #[getter]
-    fn created_at(&self) -> &str {
-        &self.inner.created_at
-    }
-    #[getter]
-    fn finished_at(&self) -> Option<&str> {
-        self.inner.finished_at.as_deref()
-    }
-    #[getter]
-    fn complete(&self) -> bool {
-        self.inner.complete
-    }
-    #[getter]
-    fn format_version(&self) -> u32 {
-        self.inner.format_version
-    }
-    #[getter]
-    fn point_count(&self) -> u64 {
-        self.inner.point_count
-    }
-    /// Package, Python, platform, torch and CUDA versions of the recording process.
-    #[getter]
-    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_object(py, &self.inner.header.provenance)
-    }
-    /// The application's own metadata for the run.
-    #[getter]
-    fn run_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_object(py, &self.inner.header.run_metadata)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "RunManifest(name={:?}, kind={:?}, rank={:?}, point_count={}, complete={})",
-            self.inner.header.name,
-            self.kind(),
-            self.inner.header.rank,
-            self.inner.point_count,
-            self.inner.complete
-        )
-    }
-}
-
-/// A JSON object of the manifest as a dict (`null`: an empty one).
-fn json_object<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    if value.is_null() {
-        return Ok(PyDict::new(py).into_any());
-    }
-    crate::results::json_to_py(py, value)
 }
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]

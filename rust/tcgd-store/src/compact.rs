@@ -21,7 +21,7 @@ use crate::schema::Table;
 use crate::writer::{compaction_bins, delete_files, stage_file, COMPACT_TARGET_BYTES};
 
 /// What `compact_root` did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CompactionReport {
     pub runs_compacted: u64,
     /// Runs skipped because a writer holds them.

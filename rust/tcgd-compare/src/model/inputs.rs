@@ -59,6 +59,22 @@ pub struct SiteView {
     pub compile_id: Option<String>,
 }
 
+/// A stored site as a comparison shows it (whether the probe materialised the value is a
+/// recording fact, not compared).
+impl From<tcgd_store::Site> for SiteView {
+    fn from(site: tcgd_store::Site) -> SiteView {
+        SiteView {
+            site_id: site.site_id,
+            graph_kind: site.graph_kind,
+            node_name: site.node_name,
+            aten_op: site.aten_op,
+            module_path: site.module_path,
+            source_location: site.source_location,
+            compile_id: site.compile_id,
+        }
+    }
+}
+
 impl SiteView {
     pub fn is_empty(&self) -> bool {
         *self == SiteView::default()

@@ -11,136 +11,115 @@ use tcgd_memory::lifetimes::{
 };
 use tcgd_memory::report::{self as rep, LifetimeDisplay};
 
-use pyo3::IntoPyObjectExt;
+use crate::classes::{frozen_class, value_class};
 
 use super::*;
 
-/// A value as `to_dict()` gives it: row objects become dicts, tuples become lists.
-fn plain<'py>(value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    if let Ok(tuple) = value.cast::<PyTuple>() {
-        let items: Vec<Bound<'py, PyAny>> = tuple.iter().map(plain).collect::<PyResult<_>>()?;
-        return Ok(PyList::new(value.py(), items)?.into_any());
+frozen_class! {
+    /// One cohort at one point: owner-active and awaiting-free bytes and counts.
+    #[pyclass]
+    pub struct CohortPointState(lt::CohortPointState);
+    |p, py| {
+        point_index: i64 => p.point_index;
+        label: String => p.label.clone();
+        owner_active_bytes: i64 => p.owner_active_bytes;
+        owner_active_count: i64 => p.owner_active_count;
+        awaiting_free_bytes: i64 => p.awaiting_free_bytes;
+        awaiting_free_count: i64 => p.awaiting_free_count;
+        active_bytes: i64 => p.active_bytes;
+        block_count: i64 => p.block_count;
+        requested_bytes: i64 => p.requested_bytes;
     }
-    if value.hasattr("to_dict")? {
-        return value.call_method0("to_dict");
-    }
-    Ok(value)
+    to_dict(Python);
+    repr(all);
 }
 
-macro_rules! row_class {
-    ($(#[$doc:meta])* $name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
-        $(#[$doc])*
-        #[pyclass(module = "torch_cudagraph_debug._native", frozen, get_all)]
-        pub struct $name {
-            $(pub $field: $ty),*
+frozen_class! {
+    /// Generations of one (size, requested size), each counted once.
+    #[pyclass]
+    pub struct CohortSizeBucket(lt::CohortSizeBucket);
+    |b, py| {
+        size_bytes: i64 => b.size_bytes;
+        requested_size_bytes: i64 => b.requested_size_bytes;
+        count: i64 => b.count;
+        total_bytes: i64 => b.total_bytes;
+    }
+    to_dict(Python);
+    repr(all);
+}
+
+frozen_class! {
+    /// Generations of one size by where they ended at the last analysed point.
+    #[pyclass]
+    pub struct CohortSizeOutcome(lt::CohortSizeOutcome);
+    |o, py| {
+        size_bytes: i64 => o.size_bytes;
+        requested_size_bytes: i64 => o.requested_size_bytes;
+        outcome: &'static str => o.outcome.as_str();
+        count: i64 => o.count;
+        total_bytes: i64 => o.total_bytes;
+    }
+    to_dict(Python);
+    repr(all);
+}
+
+/// A class of one kind of cohort transition in one interval (births, free requests, free
+/// completions): origin, stack, bytes and count.
+macro_rules! transition_class {
+    ($(#$meta:tt)* $class:ident) => {
+        value_class! {
+            $(#$meta)*
+            #[pyclass]
+            pub struct $class {
+                start_point: Option<String>,
+                start_point_index: Option<i64>,
+                end_point: String,
+                end_point_index: i64,
+                origin: String,
+                stack_frames: Py<PyTuple>,
+                stack_key: String,
+                bytes: i64,
+                count: i64,
+            }
+            to_dict(Json);
+            repr(all);
         }
 
-        #[pymethods]
-        impl $name {
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                let d = PyDict::new(py);
-                $(d.set_item(stringify!($field), plain((&self.$field).into_bound_py_any(py)?)?)?;)*
-                Ok(d)
-            }
-
-            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-                let parts: Vec<String> = vec![$(
-                    format!(
-                        "{}={}",
-                        stringify!($field),
-                        (&self.$field).into_bound_py_any(py)?.repr()?
-                    )
-                ),*];
-                Ok(format!("{}({})", stringify!($name), parts.join(", ")))
+        impl $class {
+            fn of(py: Python<'_>, t: &CohortTransition) -> PyResult<Self> {
+                Ok($class {
+                    start_point: label(&t.start_point),
+                    start_point_index: t.start_point.as_ref().map(|p| p.index),
+                    end_point: t.end_point.label.clone(),
+                    end_point_index: t.end_point.index,
+                    origin: t.origin.as_str().to_owned(),
+                    stack_frames: frames(py, &t.stack_frames)?,
+                    stack_key: t.stack_key.clone(),
+                    bytes: t.bytes,
+                    count: t.count,
+                })
             }
         }
     };
 }
 
-row_class!(
-    /// One cohort at one point: owner-active and awaiting-free bytes and counts.
-    CohortPointState {
-        point_index: i64,
-        label: String,
-        owner_active_bytes: i64,
-        owner_active_count: i64,
-        awaiting_free_bytes: i64,
-        awaiting_free_count: i64,
-        active_bytes: i64,
-        block_count: i64,
-        requested_bytes: i64,
-    }
-);
-
-row_class!(
-    /// Generations of one (size, requested size), each counted once.
-    CohortSizeBucket {
-        size_bytes: i64,
-        requested_size_bytes: i64,
-        count: i64,
-        total_bytes: i64,
-    }
-);
-
-row_class!(
-    /// Generations of one size by where they ended at the last analysed point.
-    CohortSizeOutcome {
-        size_bytes: i64,
-        requested_size_bytes: i64,
-        outcome: String,
-        count: i64,
-        total_bytes: i64,
-    }
-);
-
-row_class!(
+transition_class!(
     /// Births of one cohort in one interval, origin and allocation stack.
-    CohortBirth {
-        start_point: Option<String>,
-        start_point_index: Option<i64>,
-        end_point: String,
-        end_point_index: i64,
-        origin: String,
-        stack_frames: Py<PyTuple>,
-        stack_key: String,
-        bytes: i64,
-        count: i64,
-    }
+    CohortBirth
 );
-
-row_class!(
+transition_class!(
     /// Free requests of one cohort in one interval, origin and event stack.
-    CohortFreeRequest {
-        start_point: Option<String>,
-        start_point_index: Option<i64>,
-        end_point: String,
-        end_point_index: i64,
-        origin: String,
-        stack_frames: Py<PyTuple>,
-        stack_key: String,
-        bytes: i64,
-        count: i64,
-    }
+    CohortFreeRequest
 );
-
-row_class!(
+transition_class!(
     /// Free completions of one cohort in one interval, origin and event stack.
-    CohortFreeCompletion {
-        start_point: Option<String>,
-        start_point_index: Option<i64>,
-        end_point: String,
-        end_point_index: i64,
-        origin: String,
-        stack_frames: Py<PyTuple>,
-        stack_key: String,
-        bytes: i64,
-        count: i64,
-    }
+    CohortFreeCompletion
 );
 
-row_class!(
+value_class! {
     /// Allocation generations of one (device, pool, complete allocation stack).
-    AllocationCohort {
+    #[pyclass]
+    pub struct AllocationCohort {
         cohort_id: String,
         display_rank: usize,
         device: i64,
@@ -180,7 +159,9 @@ row_class!(
         terminal_awaiting_free_bytes: i64,
         terminal_awaiting_free_count: i64,
     }
-);
+    to_dict(Json);
+    repr(all);
+}
 
 fn tuple<'py, T: IntoPyObject<'py>>(
     py: Python<'py>,
@@ -198,34 +179,6 @@ fn frames(py: Python<'_>, frames: &[StackFrame]) -> PyResult<Py<PyTuple>> {
     )
 }
 
-macro_rules! transitions {
-    ($py:expr, $rows:expr, $class:ident) => {{
-        let items: Vec<$class> = $rows
-            .iter()
-            .map(|t: &CohortTransition| -> PyResult<$class> {
-                Ok($class {
-                    start_point: t.start_point.as_ref().map(|p| p.label.clone()),
-                    start_point_index: t.start_point.as_ref().map(|p| p.index),
-                    end_point: t.end_point.label.clone(),
-                    end_point_index: t.end_point.index,
-                    origin: t.origin.as_str().to_owned(),
-                    stack_frames: frames($py, &t.stack_frames)?,
-                    stack_key: t.stack_key.clone(),
-                    bytes: t.bytes,
-                    count: t.count,
-                })
-            })
-            .collect::<PyResult<_>>()?;
-        tuple(
-            $py,
-            items
-                .into_iter()
-                .map(|i| Bound::new($py, i))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?
-    }};
-}
-
 fn label(p: &Option<lt::PointRef>) -> Option<String> {
     p.as_ref().map(|p| p.label.clone())
 }
@@ -241,47 +194,23 @@ fn objects<'py, T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(
     tuple(py, bound)
 }
 
+fn transitions<T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(
+    py: Python<'_>,
+    rows: &[CohortTransition],
+    of: fn(Python<'_>, &CohortTransition) -> PyResult<T>,
+) -> PyResult<Py<PyTuple>> {
+    let items = rows
+        .iter()
+        .map(|t| of(py, t))
+        .collect::<PyResult<Vec<_>>>()?;
+    objects(py, items)
+}
+
 fn cohort(py: Python<'_>, c: &RustCohort) -> PyResult<AllocationCohort> {
     let pool_id = match c.pool_id {
         Some((a, b)) => tuple(py, [a, b])?,
         None => tuple(py, ["unknown"])?,
     };
-    let points: Vec<CohortPointState> = c
-        .points
-        .iter()
-        .map(|p| CohortPointState {
-            point_index: p.point_index,
-            label: p.label.clone(),
-            owner_active_bytes: p.owner_active_bytes,
-            owner_active_count: p.owner_active_count,
-            awaiting_free_bytes: p.awaiting_free_bytes,
-            awaiting_free_count: p.awaiting_free_count,
-            active_bytes: p.active_bytes,
-            block_count: p.block_count,
-            requested_bytes: p.requested_bytes,
-        })
-        .collect();
-    let sizes: Vec<CohortSizeBucket> = c
-        .size_histogram
-        .iter()
-        .map(|b| CohortSizeBucket {
-            size_bytes: b.size_bytes,
-            requested_size_bytes: b.requested_size_bytes,
-            count: b.count,
-            total_bytes: b.total_bytes,
-        })
-        .collect();
-    let outcomes: Vec<CohortSizeOutcome> = c
-        .size_outcomes
-        .iter()
-        .map(|o| CohortSizeOutcome {
-            size_bytes: o.size_bytes,
-            requested_size_bytes: o.requested_size_bytes,
-            outcome: o.outcome.as_str().to_owned(),
-            count: o.count,
-            total_bytes: o.total_bytes,
-        })
-        .collect();
     Ok(AllocationCohort {
         cohort_id: c.cohort_id.clone(),
         display_rank: c.display_rank,
@@ -294,12 +223,12 @@ fn cohort(py: Python<'_>, c: &RustCohort) -> PyResult<AllocationCohort> {
         requested_size_bytes: c.requested_size_bytes,
         streams: tuple(py, c.streams.iter().copied())?,
         generation_count: c.generation_count,
-        points: objects(py, points)?,
-        size_histogram: objects(py, sizes)?,
-        size_outcomes: objects(py, outcomes)?,
-        births: transitions!(py, c.births, CohortBirth),
-        free_requests: transitions!(py, c.free_requests, CohortFreeRequest),
-        free_completions: transitions!(py, c.free_completions, CohortFreeCompletion),
+        points: row_tuple::<CohortPointState, _>(py, &c.points)?,
+        size_histogram: row_tuple::<CohortSizeBucket, _>(py, &c.size_histogram)?,
+        size_outcomes: row_tuple::<CohortSizeOutcome, _>(py, &c.size_outcomes)?,
+        births: transitions(py, &c.births, CohortBirth::of)?,
+        free_requests: transitions(py, &c.free_requests, CohortFreeRequest::of)?,
+        free_completions: transitions(py, &c.free_completions, CohortFreeCompletion::of)?,
         peak_active_bytes: c.peak_active_bytes,
         peak_owner_active_bytes: c.peak_owner_active_bytes,
         peak_awaiting_free_bytes: c.peak_awaiting_free_bytes,
@@ -348,8 +277,24 @@ pub struct MemoryAllocationLifetimeAnalysis {
     cohorts: OnceLock<Py<PyTuple>>,
 }
 
-#[pymethods]
-impl MemoryAllocationLifetimeAnalysis {
+frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
+    source_kind: &'static str => r.source_kind;
+    run_id: String => r.run_id.clone();
+    name: String => r.name.clone();
+    selection_kind: &'static str => r.selection.kind;
+    start_point: String => r.start_point.label.clone();
+    through_point: String => r.through_point.label.clone();
+    /// Labels of the analysed points, in order.
+    points: Vec<String> => r.points.iter().map(|p| p.label.clone()).collect();
+    /// `(device, windows, events, complete)` per device.
+    history: Vec<(i64, i64, i64, bool)> =>
+        r.history.iter().map(|h| (h.device, h.windows, h.events, h.complete)).collect();
+    tracked_generations: i64 => r.tracked_generations;
+    tracked_bytes: i64 => r.tracked_bytes;
+    attributed_bytes: i64 => r.attributed_bytes;
+    instance_stack_coverage: f64 => r.instance_stack_coverage;
+    warnings: Vec<String> => r.warnings.clone();
+} {
     /// `format` is text, json or html; `limit` and `stack_depth` shape text and HTML.
     #[pyo3(signature = (format="text", limit=None, stack_depth=None))]
     fn render(
@@ -400,77 +345,6 @@ impl MemoryAllocationLifetimeAnalysis {
         })
     }
 
-    #[getter]
-    fn source_kind(&self) -> &'static str {
-        self.inner.source_kind
-    }
-
-    #[getter]
-    fn run_id(&self) -> String {
-        self.inner.run_id.clone()
-    }
-
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-
-    #[getter]
-    fn selection_kind(&self) -> &'static str {
-        self.inner.selection.kind
-    }
-
-    #[getter]
-    fn start_point(&self) -> String {
-        self.inner.start_point.label.clone()
-    }
-
-    #[getter]
-    fn through_point(&self) -> String {
-        self.inner.through_point.label.clone()
-    }
-
-    /// Labels of the analysed points, in order.
-    #[getter]
-    fn points(&self) -> Vec<String> {
-        self.inner.points.iter().map(|p| p.label.clone()).collect()
-    }
-
-    /// `(device, windows, events, complete)` per device.
-    #[getter]
-    fn history(&self) -> Vec<(i64, i64, i64, bool)> {
-        self.inner
-            .history
-            .iter()
-            .map(|h| (h.device, h.windows, h.events, h.complete))
-            .collect()
-    }
-
-    #[getter]
-    fn tracked_generations(&self) -> i64 {
-        self.inner.tracked_generations
-    }
-
-    #[getter]
-    fn tracked_bytes(&self) -> i64 {
-        self.inner.tracked_bytes
-    }
-
-    #[getter]
-    fn attributed_bytes(&self) -> i64 {
-        self.inner.attributed_bytes
-    }
-
-    #[getter]
-    fn instance_stack_coverage(&self) -> f64 {
-        self.inner.instance_stack_coverage
-    }
-
-    #[getter]
-    fn warnings(&self) -> Vec<String> {
-        self.inner.warnings.clone()
-    }
-
     /// Every cohort, in report order (`display_rank`).
     #[getter]
     fn cohorts(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {
@@ -499,7 +373,7 @@ impl MemoryAllocationLifetimeAnalysis {
             self.inner.tracked_generations
         )
     }
-}
+});
 
 impl MemoryAllocationLifetimeAnalysis {
     pub(super) fn new(inner: LifetimeAnalysis) -> Self {
@@ -540,14 +414,18 @@ pub(super) fn memory_lifetimes(
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryAllocationLifetimeAnalysis>()?;
-    m.add_class::<AllocationCohort>()?;
-    m.add_class::<CohortBirth>()?;
-    m.add_class::<CohortFreeRequest>()?;
-    m.add_class::<CohortFreeCompletion>()?;
-    m.add_class::<CohortPointState>()?;
-    m.add_class::<CohortSizeBucket>()?;
-    m.add_class::<CohortSizeOutcome>()?;
-    m.add_function(wrap_pyfunction!(memory_lifetimes, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            MemoryAllocationLifetimeAnalysis,
+            AllocationCohort,
+            CohortBirth,
+            CohortFreeRequest,
+            CohortFreeCompletion,
+            CohortPointState,
+            CohortSizeBucket,
+            CohortSizeOutcome
+        ],
+        [memory_lifetimes]
+    )
 }

@@ -21,7 +21,7 @@ use tcgd_memory::{
     Field, HistoryCursor, IngestOptions, MemoryError, MemoryState as RustState, PickleSnapshot,
     SnapshotTree, StateIdentity,
 };
-use tcgd_store::{RunHeader, Table};
+use tcgd_store::Table;
 
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 

@@ -1,5 +1,7 @@
 //! Memory runs: the writer a `MemoryRecorder` commits points through, and the reader.
 
+use crate::store::{run_writer, with_locked};
+
 use super::*;
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
@@ -7,33 +9,24 @@ pub struct MemoryRunWriter {
     inner: Mutex<RustWriter>,
 }
 
-#[pymethods]
 impl MemoryRunWriter {
-    /// Claims a run (name and rank) in a job root; `overwrite` replaces a run already there.
-    #[new]
-    #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
-    fn new(
-        py: Python<'_>,
-        path: PathBuf,
-        header_json: &str,
+    fn open(
+        path: &std::path::Path,
+        header: tcgd_store::RunHeader,
         producer: &str,
         overwrite: bool,
-        commit_interval: Option<f64>,
+        policy: tcgd_store::CommitPolicy,
         compact: bool,
-    ) -> PyResult<Self> {
-        guard(py, || {
-            let header: RunHeader = serde_json::from_str(header_json)
-                .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))?;
-            let policy = crate::store::commit_policy(commit_interval)?;
-            let writer = py.detach(|| {
-                RustWriter::create_with_policy(&path, header, producer, overwrite, policy, compact)
-            })?;
-            Ok(MemoryRunWriter {
-                inner: Mutex::new(writer),
-            })
+    ) -> BindResult<Self> {
+        let writer =
+            RustWriter::create_with_policy(path, header, producer, overwrite, policy, compact)?;
+        Ok(MemoryRunWriter {
+            inner: Mutex::new(writer),
         })
     }
+}
 
+run_writer!(MemoryRunWriter, "recorder", {
     /// Records one point from a live snapshot dict: reads the state and the new history
     /// in place, then commits durably with the GIL released.
     #[pyo3(signature = (snapshot, *, label, metadata_json, marker, devices, device_memory, source, synchronized, during_capture, torch_version, pool_owners = None, peaks = None))]
@@ -92,10 +85,8 @@ impl MemoryRunWriter {
         device_memory: DeviceArgs,
     ) -> PyResult<MemoryState> {
         guard(py, || {
-            let mut writer = try_lock(&self.inner, "recorder")?;
-            let w: &mut RustWriter = &mut writer;
             let memory = self::device_memory(device_memory);
-            let state = py.detach(|| -> Result<Arc<RustState>, MemoryError> {
+            let inner = with_locked(py, &self.inner, "recorder", |w| {
                 let snap = tcgd_memory::run::read_pickle_file(&path)?;
                 let pending = w.ingest(&snap, &snap.root(), &IngestOptions::default())?;
                 w.commit(
@@ -113,61 +104,15 @@ impl MemoryRunWriter {
                     memory,
                 )
             })?;
-            Ok(MemoryState { inner: state })
+            Ok(MemoryState { inner })
         })
-    }
-
-    fn has_label(&self, label: &str) -> PyResult<bool> {
-        Ok(try_lock(&self.inner, "recorder")?.has_label(label))
-    }
-
-    #[getter]
-    fn point_count(&self) -> PyResult<u64> {
-        Ok(try_lock(&self.inner, "recorder")?.point_count())
-    }
-
-    #[getter]
-    fn closed(&self) -> PyResult<bool> {
-        Ok(try_lock(&self.inner, "recorder")?.is_closed())
-    }
-
-    #[getter]
-    fn path(&self) -> PyResult<PathBuf> {
-        Ok(try_lock(&self.inner, "recorder")?.dir().to_path_buf())
     }
 
     #[getter]
     fn run_id(&self) -> PyResult<String> {
         Ok(try_lock(&self.inner, "recorder")?.header().run_id.clone())
     }
-
-    /// Waits until every recorded point is durable on disk.
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let mut writer = try_lock(&self.inner, "recorder")?;
-            let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.flush()).map_err(BindingError::from)
-        })
-    }
-
-    /// Ends the run, complete or not: commits what is queued first. Idempotent.
-    fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
-        guard(py, || {
-            let mut writer = try_lock(&self.inner, "recorder")?;
-            let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.close(complete)).map_err(BindingError::from)
-        })
-    }
-
-    /// Removes the run instead of ending it: for an import that failed as a whole.
-    fn discard(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let mut writer = try_lock(&self.inner, "recorder")?;
-            let w: &mut RustWriter = &mut writer;
-            py.detach(|| w.discard()).map_err(BindingError::from)
-        })
-    }
-}
+});
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryRunReader {
@@ -231,15 +176,9 @@ impl MemoryRunReader {
     /// A point's state with the snapshot dict rebuilt (traces: the point's window).
     fn raw_snapshot<'py>(&self, py: Python<'py>, point_index: i64) -> PyResult<Bound<'py, PyDict>> {
         guard(py, || {
-            let state = self
-                .inner
-                .states()
-                .iter()
-                .find(|s| s.identity.index == point_index)
-                .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))?
-                .clone();
+            let state = self.point(point_index)?;
             let events = py.detach(|| self.inner.events(point_index))?;
-            Ok(raw_snapshot(py, &state, &events)?)
+            Ok(raw_snapshot(py, state, &events)?)
         })
     }
 
@@ -247,16 +186,10 @@ impl MemoryRunReader {
     /// `device_traces` the history window the point stored.
     fn export_memory_viz(&self, py: Python<'_>, point_index: i64, path: PathBuf) -> PyResult<()> {
         guard(py, || {
-            let state = self
-                .inner
-                .states()
-                .iter()
-                .find(|s| s.identity.index == point_index)
-                .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))?
-                .clone();
+            let state = self.point(point_index)?;
             py.detach(|| -> BindResult<()> {
                 let events = self.inner.events(point_index)?;
-                export_viz(&path, &state, &events)
+                export_viz(&path, state, &events)
             })
         })
     }
@@ -270,4 +203,14 @@ impl MemoryRunReader {
     }
 }
 
-// ---------------------------------------------------------------------- analyses
+impl MemoryRunReader {
+    /// The state of point `point_index`.
+    fn point(&self, point_index: i64) -> BindResult<&RustState> {
+        self.inner
+            .states()
+            .iter()
+            .find(|s| s.identity.index == point_index)
+            .map(|s| &**s)
+            .ok_or_else(|| BindingError::InvalidInput(format!("no point {point_index}")))
+    }
+}

@@ -9,25 +9,6 @@ pub struct MemoryState {
     pub(super) inner: Arc<RustState>,
 }
 
-pub(super) fn identity_dict<'py>(
-    py: Python<'py>,
-    id: &StateIdentity,
-) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("origin", &id.origin)?;
-    d.set_item("name", &id.name)?;
-    d.set_item("label", &id.label)?;
-    d.set_item("index", id.index)?;
-    d.set_item("source", &id.source)?;
-    d.set_item("source_path", &id.source_path)?;
-    d.set_item("marker", &id.marker)?;
-    d.set_item("boundary_recorded", id.boundary_recorded)?;
-    d.set_item("synchronized", id.synchronized)?;
-    d.set_item("during_capture", id.during_capture)?;
-    d.set_item("torch_version", &id.torch_version)?;
-    Ok(d)
-}
-
 pub(super) fn frames_list<'py>(
     py: Python<'py>,
     stacks: &StackTable,
@@ -155,8 +136,8 @@ pub(super) fn raw_snapshot<'py>(
 #[pymethods]
 impl MemoryState {
     /// Who took the state and how: origin, name, label, index, source, marker, ...
-    fn identity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        identity_dict(py, &self.inner.identity)
+    fn identity<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.inner.identity)
     }
 
     #[getter]
@@ -407,6 +388,19 @@ impl MemoryIngestor {
     }
 }
 
+/// A pickled snapshot read on its own: no history before it, a stack table of its own.
+fn ingest_alone(snap: &PickleSnapshot) -> Result<(tcgd_memory::Ingested, StackTable), MemoryError> {
+    let mut stacks = StackTable::default();
+    let ingested = tcgd_memory::ingest(
+        snap,
+        &snap.root(),
+        &IngestOptions::default(),
+        &HistoryCursor::new(),
+        &mut stacks,
+    )?;
+    Ok((ingested, stacks))
+}
+
 /// A standalone state from a `_dump_snapshot` pickle file (no run, fresh history).
 #[pyfunction]
 #[pyo3(signature = (path, *, origin, name, label, device_memory))]
@@ -420,15 +414,7 @@ pub(super) fn memory_state_from_pickle(
 ) -> PyResult<MemoryState> {
     guard(py, || {
         let state = py.detach(|| -> Result<RustState, MemoryError> {
-            let snap = tcgd_memory::run::read_pickle_file(&path)?;
-            let mut stacks = StackTable::default();
-            let ingested = tcgd_memory::ingest(
-                &snap,
-                &snap.root(),
-                &IngestOptions::default(),
-                &HistoryCursor::new(),
-                &mut stacks,
-            )?;
+            let (ingested, stacks) = ingest_alone(&tcgd_memory::run::read_pickle_file(&path)?)?;
             let identity = StateIdentity {
                 origin,
                 name,
@@ -463,19 +449,9 @@ pub(super) fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()>
                     path: PathBuf::from("<bytes>"),
                     source,
                 })?;
-            let snap = PickleSnapshot::new(tree);
-            let mut stacks = StackTable::default();
-            tcgd_memory::ingest(
-                &snap,
-                &snap.root(),
-                &IngestOptions::default(),
-                &HistoryCursor::new(),
-                &mut stacks,
-            )?;
+            ingest_alone(&PickleSnapshot::new(tree))?;
             Ok(())
         })
         .map_err(BindingError::from)
     })
 }
-
-// ---------------------------------------------------------------------- runs

@@ -21,581 +21,443 @@ pub(super) fn paths(
     written.into_iter().map(|p| path.call1((p,))).collect()
 }
 
-/// The aggregate methods every comparison result has, over its field `c`. A macro because
-/// pyo3 classes have one method table each; `$extra` holds a class's own methods.
+/// A comparison result class over the engine's `Comparison`: the getters and methods
+/// every result has, then the class's own (`|comparison, py| { getters } { methods }`).
 macro_rules! comparison_result {
-    ($class:ident, $title:literal, { $($extra:tt)* }) => {
-        #[pymethods]
-        impl $class {
-            /// `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-            #[getter]
-            fn kind(&self) -> &'static str {
-                self.c.kind.as_str()
+    (
+        $(#$meta:tt)*
+        pub struct $class:ident;
+        |$c:ident, $py:ident| { $($getters:tt)* }
+        { $($methods:tt)* }
+    ) => {
+        frozen_class! {
+            $(#$meta)*
+            pub struct $class(Arc<Comparison>);
+            |$c, $py| {
+                /// `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
+                kind: &'static str => $c.kind.as_str();
+                /// `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
+                status: &'static str => $c.status.as_str();
+                ok: bool => $c.ok;
+                conclusive: bool => $c.conclusive;
+                options: PyOptions => PyOptions::from($c.options.clone());
+                /// Observation comparisons by status, over every point (and rank).
+                counts: PyCounts => PyCounts::from($c.counts);
+                /// Point comparisons by status, over every rank.
+                point_counts: PyCounts => PyCounts::from($c.point_counts);
+                warnings: PyResult<Bound<'py, PyTuple>> => tuple($py, $c.warnings.iter());
+                /// The first problem in execution order, or `None` when everything matched.
+                first_issue: PyResult<Option<PyIssue>> => issue_of($py, $c);
+                /// Every observation comparison, in execution order (points, then ranks).
+                observations: PyResult<Bound<'py, PyTuple>> => observations_of($py, $c);
+                $($getters)*
             }
-            /// `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-            #[getter]
-            fn status(&self) -> &'static str {
-                self.c.status.as_str()
-            }
-            #[getter]
-            fn ok(&self) -> bool {
-                self.c.ok
-            }
-            #[getter]
-            fn conclusive(&self) -> bool {
-                self.c.conclusive
-            }
-            #[getter]
-            fn options(&self) -> PyOptions {
-                PyOptions { inner: self.c.options.clone() }
-            }
-            /// Observation comparisons by status, over every point (and rank).
-            #[getter]
-            fn counts(&self) -> PyCounts {
-                PyCounts { inner: self.c.counts }
-            }
-            /// Point comparisons by status, over every rank.
-            #[getter]
-            fn point_counts(&self) -> PyCounts {
-                PyCounts { inner: self.c.point_counts }
-            }
-            #[getter]
-            fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-                tuple(py, self.c.warnings.iter())
-            }
-            /// The first problem in execution order, or `None` when everything matched.
-            #[getter]
-            fn first_issue(&self, py: Python<'_>) -> PyResult<Option<PyIssue>> {
-                issue_of(py, &self.c)
-            }
-            /// Every observation comparison, in execution order (points, then ranks).
-            #[getter]
-            fn observations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-                observations_of(py, &self.c)
-            }
-            /// The `n` worst observation comparisons (all when `None`), worst first: by
-            /// status, then the share of elements that differ, then the largest absolute
-            /// and relative errors; ties keep execution order.
-            #[pyo3(signature = (n=None))]
-            fn worst_observation_comparisons(
-                &self,
-                n: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<Vec<PyObservationComparison>> {
-                let n = match n.filter(|n| !n.is_none()) {
-                    None => None,
-                    Some(v) => Some(
-                        v.cast::<PyBool>()
-                            .err()
-                            .and_then(|_| v.extract::<usize>().ok())
-                            .ok_or_else(|| {
-                                BindingError::InvalidInput(format!(
-                                    "n must be None or an integer >= 0, got {}",
-                                    py_repr(v)
-                                ))
-                            })?,
-                    ),
-                };
-                Ok(self
-                    .c
-                    .worst(n)
-                    .into_iter()
-                    .map(|(_, _, o)| PyObservationComparison { inner: o.clone() })
-                    .collect())
-            }
-            /// Raises `ComparisonFailedError` unless the status is `match` (an
-            /// inconclusive comparison proves nothing, so it fails too).
-            fn assert_ok(&self, py: Python<'_>) -> PyResult<()> {
-                if self.c.ok {
-                    return Ok(());
+            {
+                /// The `n` worst observation comparisons (all when `None`), worst first:
+                /// by status, then the share of elements that differ, then the largest
+                /// absolute and relative errors; ties keep execution order.
+                #[pyo3(signature = (n=None))]
+                fn worst_observation_comparisons(
+                    &self,
+                    n: Option<&Bound<'_, PyAny>>,
+                ) -> PyResult<Vec<PyObservationComparison>> {
+                    let n = option(n, None, |v| {
+                        count(v).map(Some).ok_or_else(|| {
+                            BindingError::InvalidInput(format!(
+                                "n must be None or an integer >= 0, got {}",
+                                py_repr(v)
+                            ))
+                        })
+                    })?;
+                    Ok(self
+                        .inner
+                        .worst(n)
+                        .into_iter()
+                        .map(|(_, _, o)| o.clone().into())
+                        .collect())
                 }
-                let n = &self.c.counts;
-                Err(failed(
-                    py,
-                    format!(
-                        "{}: {} ({} of {} observations mismatch, {} inconclusive); first \
-                         issue: {}",
-                        self.c.kind.title(),
-                        self.c.status.as_str(),
-                        n.mismatched,
-                        n.total,
-                        n.inconclusive,
-                        self.c
-                            .first_issue
-                            .as_ref()
-                            .map_or("none", |i| i.description.as_str())
-                    ),
-                ))
-            }
-            /// The text report. `include_unchanged=False` leaves out the rows of matching
-            /// ranks, points and observations; `limit` (default: the options') caps rows
-            /// per table.
-            #[pyo3(signature = (include_unchanged=true, limit=None))]
-            fn to_text(
-                &self,
-                py: Python<'_>,
-                include_unchanged: bool,
-                limit: Option<usize>,
-            ) -> PyResult<String> {
-                guard(py, || {
-                    Ok(tcgd_compare::report::to_text_with(
-                        &self.c,
-                        limit,
-                        Some(include_unchanged),
+                /// Raises `ComparisonFailedError` unless the status is `match` (an
+                /// inconclusive comparison proves nothing, so it fails too).
+                fn assert_ok(&self, py: Python<'_>) -> PyResult<()> {
+                    if self.inner.ok {
+                        return Ok(());
+                    }
+                    let n = &self.inner.counts;
+                    Err(failed(
+                        py,
+                        format!(
+                            "{}: {} ({} of {} observations mismatch, {} inconclusive); first \
+                             issue: {}",
+                            self.inner.kind.title(),
+                            self.inner.status.as_str(),
+                            n.mismatched,
+                            n.total,
+                            n.inconclusive,
+                            self.inner
+                                .first_issue
+                                .as_ref()
+                                .map_or("none", |i| i.description.as_str())
+                        ),
                     ))
-                })
-            }
-            /// A standalone HTML report (charts as inline SVG, no script), rows chosen as
-            /// `to_text` chooses them.
-            #[pyo3(signature = (include_unchanged=true, limit=None))]
-            fn to_html(
-                &self,
-                py: Python<'_>,
-                include_unchanged: bool,
-                limit: Option<usize>,
-            ) -> PyResult<String> {
-                guard(py, || {
-                    Ok(tcgd_compare::report::to_html_with(
-                        &self.c,
-                        limit,
-                        Some(include_unchanged),
-                    ))
-                })
-            }
-            /// The complete comparison (the content of report.json); non-finite floats
-            /// are the strings "nan", "inf" and "-inf".
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                serde_to_py(py, &*self.c)
-            }
-            /// report.json's text.
-            fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-                guard(py, || {
-                    tcgd_compare::report::to_json(&self.c).map_err(BindingError::from)
-                })
-            }
-            /// `{file name: CSV text}` for each table that applies.
-            fn csv_tables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                let tables = PyDict::new(py);
-                for (name, text) in tcgd_compare::report::csv_tables(&self.c) {
-                    tables.set_item(name, text)?;
                 }
-                Ok(tables)
-            }
-            /// Writes report.txt, report.json, report.html and the CSV tables into
-            /// `directory` and returns their paths. A directory that already holds
-            /// anything needs `overwrite=True`, which replaces only the files this method
-            /// writes.
-            #[pyo3(signature = (directory, overwrite=false, *, include_unchanged=true, limit=None))]
-            fn write<'py>(
-                &self,
-                py: Python<'py>,
-                directory: std::path::PathBuf,
-                overwrite: bool,
-                include_unchanged: bool,
-                limit: Option<usize>,
-            ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-                let written = guard(py, || {
-                    let c = Arc::clone(&self.c);
-                    py.detach(move || {
-                        tcgd_compare::report::write_with(
-                            &c,
-                            &directory,
-                            overwrite,
+                /// The text report. `include_unchanged=False` leaves out the rows of
+                /// matching ranks, points and observations; `limit` (default: the
+                /// options') caps rows per table.
+                #[pyo3(signature = (include_unchanged=true, limit=None))]
+                fn to_text(
+                    &self,
+                    py: Python<'_>,
+                    include_unchanged: bool,
+                    limit: Option<usize>,
+                ) -> PyResult<String> {
+                    guard(py, || {
+                        Ok(tcgd_compare::report::to_text_with(
+                            &self.inner,
                             limit,
                             Some(include_unchanged),
-                        )
+                        ))
                     })
-                    .map_err(BindingError::from)
-                })?;
-                paths(py, written)
-            }
-            fn __str__(&self) -> String {
-                tcgd_compare::report::to_text_with(&self.c, None, Some(true))
-            }
-            fn __repr__(&self) -> String {
-                let n = &self.c.counts;
-                format!(
-                    "{}(status='{}', observations={}, mismatch={}, inconclusive={})",
-                    $title,
-                    self.c.status.as_str(),
-                    n.total,
-                    n.mismatched,
-                    n.inconclusive
-                )
-            }
+                }
+                /// A standalone HTML report (charts as inline SVG, no script), rows chosen
+                /// as `to_text` chooses them.
+                #[pyo3(signature = (include_unchanged=true, limit=None))]
+                fn to_html(
+                    &self,
+                    py: Python<'_>,
+                    include_unchanged: bool,
+                    limit: Option<usize>,
+                ) -> PyResult<String> {
+                    guard(py, || {
+                        Ok(tcgd_compare::report::to_html_with(
+                            &self.inner,
+                            limit,
+                            Some(include_unchanged),
+                        ))
+                    })
+                }
+                /// The complete comparison (the content of report.json); non-finite
+                /// floats are the strings "nan", "inf" and "-inf".
+                fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                    serde_to_py(py, &*self.inner)
+                }
+                /// report.json's text.
+                fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+                    guard(py, || {
+                        tcgd_compare::report::to_json(&self.inner).map_err(BindingError::from)
+                    })
+                }
+                /// `{file name: CSV text}` for each table that applies.
+                fn csv_tables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                    let tables = PyDict::new(py);
+                    for (name, text) in tcgd_compare::report::csv_tables(&self.inner) {
+                        tables.set_item(name, text)?;
+                    }
+                    Ok(tables)
+                }
+                /// Writes report.txt, report.json, report.html and the CSV tables into
+                /// `directory` and returns their paths. A directory that already holds
+                /// anything needs `overwrite=True`, which replaces only the files this
+                /// method writes.
+                #[pyo3(signature = (
+                    directory, overwrite=false, *, include_unchanged=true, limit=None
+                ))]
+                fn write<'py>(
+                    &self,
+                    py: Python<'py>,
+                    directory: std::path::PathBuf,
+                    overwrite: bool,
+                    include_unchanged: bool,
+                    limit: Option<usize>,
+                ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                    let written = guard(py, || {
+                        let c = Arc::clone(&self.inner);
+                        py.detach(move || {
+                            tcgd_compare::report::write_with(
+                                &c,
+                                &directory,
+                                overwrite,
+                                limit,
+                                Some(include_unchanged),
+                            )
+                        })
+                        .map_err(BindingError::from)
+                    })?;
+                    paths(py, written)
+                }
+                fn __str__(&self) -> String {
+                    tcgd_compare::report::to_text_with(&self.inner, None, Some(true))
+                }
+                fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+                    let c = &slf.get().inner;
+                    Ok(format!(
+                        "{}(status='{}', observations={}, mismatch={}, inconclusive={})",
+                        slf.get_type().name()?,
+                        c.status.as_str(),
+                        c.counts.total,
+                        c.counts.mismatched,
+                        c.counts.inconclusive
+                    ))
+                }
 
-            $($extra)*
+                $($methods)*
+            }
         }
     };
 }
 
-/// The methods of a single point pair's result (snapshots or points).
+/// A result of a single point pair (snapshots or points): the pair's sides and
+/// observations.
 macro_rules! point_result {
-    ($class:ident, $title:literal) => {
-        comparison_result!($class, $title, {
-            /// The reference point or snapshot (`None` for a point recorded only in the
-            /// candidate, within a run comparison).
-            #[getter]
-            fn reference(&self) -> PyResult<Option<PyPointInfo>> {
-                Ok(single(&self.c)?
-                    .reference
-                    .clone()
-                    .map(|inner| PyPointInfo { inner }))
+    ($(#$meta:tt)* pub struct $class:ident;) => {
+        comparison_result! {
+            $(#$meta)*
+            pub struct $class;
+            |c, py| {
+                /// The reference point or snapshot (`None` for a point recorded only in
+                /// the candidate, within a run comparison).
+                reference: PyResult<Option<PyPointInfo>> =>
+                    Ok(single(c)?.reference.clone().map(PyPointInfo::from));
+                candidate: PyResult<Option<PyPointInfo>> =>
+                    Ok(single(c)?.candidate.clone().map(PyPointInfo::from));
+                /// Position among the point comparisons of the comparison it belongs to.
+                position: PyResult<usize> => Ok(single(c)?.position);
+                /// Why a one-sided point could not be compared; `None` otherwise.
+                reason: PyResult<Option<String>> => Ok(single(c)?.reason.clone());
+                /// Reference order, then candidate-only keys.
+                observation_comparisons: PyResult<Bound<'py, PyTuple>> => observations_of(py, c);
+                /// `{(name, invocation_index): TensorObservationComparison}`.
+                by_key: PyResult<Bound<'py, PyDict>> => by_key(py, single(c)?);
+                /// This comparison, as the one point pair of `point_comparisons`.
+                points: PyResult<Bound<'py, PyTuple>> => tuple(py, [point_view(c, single(c)?)]);
             }
-            #[getter]
-            fn candidate(&self) -> PyResult<Option<PyPointInfo>> {
-                Ok(single(&self.c)?
-                    .candidate
-                    .clone()
-                    .map(|inner| PyPointInfo { inner }))
-            }
-            /// Position among the point comparisons of the comparison it belongs to.
-            #[getter]
-            fn position(&self) -> PyResult<usize> {
-                Ok(single(&self.c)?.position)
-            }
-            /// Why a one-sided point could not be compared; `None` otherwise.
-            #[getter]
-            fn reason(&self) -> PyResult<Option<String>> {
-                Ok(single(&self.c)?.reason.clone())
-            }
-            /// Reference order, then candidate-only keys.
-            #[getter]
-            fn observation_comparisons<'py>(
-                &self,
-                py: Python<'py>,
-            ) -> PyResult<Bound<'py, PyTuple>> {
-                observations_of(py, &self.c)
-            }
-            /// `{(name, invocation_index): TensorObservationComparison}`.
-            #[getter]
-            fn by_key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-                let d = PyDict::new(py);
-                for o in &single(&self.c)?.observations {
-                    d.set_item(
-                        (o.name.clone(), o.invocation_index),
-                        PyObservationComparison { inner: o.clone() },
-                    )?;
+            {
+                /// The comparison of observation `(name, invocation_index)`.
+                #[pyo3(signature = (name, invocation_index=0))]
+                fn observation(
+                    &self,
+                    name: &str,
+                    invocation_index: i64,
+                ) -> PyResult<PyObservationComparison> {
+                    observation_of(single(&self.inner)?, name, invocation_index)
                 }
-                Ok(d)
             }
-            /// The comparison of observation `(name, invocation_index)`.
-            #[pyo3(signature = (name, invocation_index=0))]
-            fn observation(
-                &self,
-                name: &str,
-                invocation_index: i64,
-            ) -> PyResult<PyObservationComparison> {
-                let point = single(&self.c)?;
-                point
-                    .observations
-                    .iter()
-                    .find(|o| o.name == name && o.invocation_index == invocation_index)
-                    .map(|o| PyObservationComparison { inner: o.clone() })
-                    .ok_or_else(|| {
-                        let keys: Vec<String> = point
-                            .observations
-                            .iter()
-                            .map(|o| format!("({}, {})", quoted(&o.name), o.invocation_index))
-                            .collect();
-                        PyKeyError::new_err(format!(
-                            "no observation ({}, {invocation_index}) in this comparison; \
-                             keys: [{}]",
-                            quoted(name),
-                            keys.join(", ")
-                        ))
-                    })
-            }
-            /// This comparison, as the one point pair of `point_comparisons`.
-            #[getter]
-            fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-                let p = single(&self.c)?;
-                tuple(py, [point_view(&self.c, p)])
-            }
-        });
+        }
     };
 }
 
-/// Two probe snapshots compared observation by observation.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorSnapshotComparison",
-    frozen
-)]
-pub struct PySnapshotComparison {
-    pub(super) c: Arc<Comparison>,
+point_result! {
+    /// Two probe snapshots compared observation by observation.
+    #[pyclass(name = "TensorSnapshotComparison")]
+    pub struct PySnapshotComparison;
 }
-point_result!(PySnapshotComparison, "TensorSnapshotComparison");
 
-/// Two points compared observation by observation; also each point pair of a run,
-/// series or group comparison.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorPointComparison",
-    frozen
-)]
-pub struct PyPointComparison {
-    pub(super) c: Arc<Comparison>,
+point_result! {
+    /// Two points compared observation by observation; also each point pair of a run,
+    /// series or group comparison.
+    #[pyclass(name = "TensorPointComparison")]
+    pub struct PyPointComparison;
 }
-point_result!(PyPointComparison, "TensorPointComparison");
+
+fn by_key<'py>(py: Python<'py>, point: &PointComparison) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for o in &point.observations {
+        d.set_item(
+            (o.name.clone(), o.invocation_index),
+            PyObservationComparison::from(o.clone()),
+        )?;
+    }
+    Ok(d)
+}
+
+fn observation_of(
+    point: &PointComparison,
+    name: &str,
+    invocation_index: i64,
+) -> PyResult<PyObservationComparison> {
+    point
+        .observations
+        .iter()
+        .find(|o| o.name == name && o.invocation_index == invocation_index)
+        .map(|o| o.clone().into())
+        .ok_or_else(|| {
+            let keys: Vec<String> = point
+                .observations
+                .iter()
+                .map(|o| format!("({}, {})", quoted(&o.name), o.invocation_index))
+                .collect();
+            PyKeyError::new_err(format!(
+                "no observation ({}, {invocation_index}) in this comparison; keys: [{}]",
+                quoted(name),
+                keys.join(", ")
+            ))
+        })
+}
+
+/// A result of two wholes compared (runs, point series, run groups): their subjects, then
+/// the class's own getters and methods.
+macro_rules! whole_result {
+    (
+        $(#$meta:tt)*
+        pub struct $class:ident;
+        |$c:ident, $py:ident| { $($getters:tt)* }
+        { $($methods:tt)* }
+    ) => {
+        comparison_result! {
+            $(#$meta)*
+            pub struct $class;
+            |$c, $py| {
+                reference: PySubject => $c.reference.clone().into();
+                candidate: PySubject => $c.candidate.clone().into();
+                $($getters)*
+            }
+            { $($methods)* }
+        }
+    };
+}
 
 pub(super) fn point_views<'py>(py: Python<'py>, c: &Comparison) -> PyResult<Bound<'py, PyTuple>> {
     tuple(py, c.points.iter().map(|p| point_view(c, p)))
 }
 
-pub(super) fn point_by_label(c: &Comparison, label: &str) -> PyResult<PyPointComparison> {
+/// The point comparison whose side (as `side` picks it) is labelled `label`.
+fn point_labelled(
+    c: &Comparison,
+    label: &str,
+    side: impl Fn(&PointComparison) -> Option<&PointRef>,
+) -> PyResult<PyPointComparison> {
     c.points
         .iter()
-        .find(|p| {
-            p.reference
-                .as_ref()
-                .or(p.candidate.as_ref())
-                .is_some_and(|r| r.label.as_deref() == Some(label))
-        })
+        .find(|p| side(p).is_some_and(|r| r.label.as_deref() == Some(label)))
         .map(|p| point_view(c, p))
         .ok_or_else(|| PyKeyError::new_err(format!("no compared point labelled {}", quoted(label))))
 }
 
-/// Two runs compared point by point.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorRunComparison",
-    frozen
-)]
-pub struct PyRunComparison {
-    pub(super) c: Arc<Comparison>,
-}
-comparison_result!(PyRunComparison, "TensorRunComparison", {
-    #[getter]
-    fn reference(&self) -> PySubject {
-        PySubject {
-            inner: self.c.reference.clone(),
-        }
+whole_result! {
+    /// Two runs compared point by point.
+    #[pyclass(name = "TensorRunComparison")]
+    pub struct PyRunComparison;
+    |c, py| {
+        /// One comparison per point pair, in alignment order (one-sided points included).
+        point_comparisons: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
+        points: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
     }
-    #[getter]
-    fn candidate(&self) -> PySubject {
-        PySubject {
-            inner: self.c.candidate.clone(),
-        }
-    }
-    /// One comparison per point pair, in alignment order (one-sided points included).
-    #[getter]
-    fn point_comparisons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        point_views(py, &self.c)
-    }
-    #[getter]
-    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        point_views(py, &self.c)
-    }
-    /// The point comparison whose reference (or, one-sided, candidate) is `label`.
-    fn point(&self, label: &str) -> PyResult<PyPointComparison> {
-        point_by_label(&self.c, label)
-    }
-});
-
-/// One reference point against every point of a run.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorPointSeriesComparison",
-    frozen
-)]
-pub struct PySeriesComparison {
-    pub(super) c: Arc<Comparison>,
-}
-comparison_result!(PySeriesComparison, "TensorPointSeriesComparison", {
-    #[getter]
-    fn reference(&self) -> PySubject {
-        PySubject {
-            inner: self.c.reference.clone(),
-        }
-    }
-    #[getter]
-    fn candidate(&self) -> PySubject {
-        PySubject {
-            inner: self.c.candidate.clone(),
-        }
-    }
-    #[getter]
-    fn point_comparisons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        point_views(py, &self.c)
-    }
-    #[getter]
-    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        point_views(py, &self.c)
-    }
-    fn point(&self, label: &str) -> PyResult<PyPointComparison> {
-        self.c
-            .points
-            .iter()
-            .find(|p| {
-                p.candidate
-                    .as_ref()
-                    .is_some_and(|r| r.label.as_deref() == Some(label))
+    {
+        /// The point comparison whose reference (or, one-sided, candidate) is `label`.
+        fn point(&self, label: &str) -> PyResult<PyPointComparison> {
+            point_labelled(&self.inner, label, |p| {
+                p.reference.as_ref().or(p.candidate.as_ref())
             })
-            .map(|p| point_view(&self.c, p))
-            .ok_or_else(|| {
-                PyKeyError::new_err(format!("no compared point labelled {}", quoted(label)))
-            })
+        }
     }
-    /// The first point at which any observation mismatched.
-    #[getter]
-    fn first_divergence(&self) -> Option<PySeriesPoint> {
-        self.c
-            .series
-            .as_ref()
-            .and_then(|s| series_point(&s.first_divergence))
-    }
-    /// Per observation of the reference point, in its order: when it stopped matching.
-    #[getter]
-    fn divergence<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let items: Vec<PyDivergence> = self
-            .c
-            .series
-            .iter()
-            .flat_map(|s| s.observations.iter())
-            .map(|d| PyDivergence { inner: d.clone() })
-            .collect();
-        tuple(py, items)
-    }
-    #[pyo3(signature = (name, invocation_index=0))]
-    fn divergence_of(&self, name: &str, invocation_index: i64) -> PyResult<PyDivergence> {
-        self.c
-            .series
-            .iter()
-            .flat_map(|s| s.observations.iter())
-            .find(|d| d.name == name && d.invocation_index == invocation_index)
-            .map(|d| PyDivergence { inner: d.clone() })
-            .ok_or_else(|| {
-                PyKeyError::new_err(format!(
-                    "no observation ({}, {invocation_index}) in this series",
-                    quoted(name)
-                ))
-            })
-    }
-});
-
-/// One rank of a run group comparison: the rank, its run comparison (`None` for a rank
-/// present on one side only) and the status derived from it.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorRankRunComparison",
-    frozen
-)]
-pub struct PyRankComparison {
-    pub(super) rank: i64,
-    pub(super) status: Status,
-    pub(super) reason: Option<String>,
-    pub(super) comparison: Option<Arc<Comparison>>,
 }
 
-impl PyRankComparison {
-    fn new(r: &RankComparison) -> PyRankComparison {
-        PyRankComparison {
+whole_result! {
+    /// One reference point against every point of a run.
+    #[pyclass(name = "TensorPointSeriesComparison")]
+    pub struct PySeriesComparison;
+    |c, py| {
+        point_comparisons: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
+        points: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
+        /// The first point at which any observation mismatched.
+        first_divergence: Option<PySeriesPoint> =>
+            c.series.as_ref().and_then(|s| s.first_divergence.clone()).map(PySeriesPoint::from);
+        /// Per observation of the reference point, in its order: when it stopped matching.
+        divergence: PyResult<Bound<'py, PyTuple>> =>
+            tuple(py, divergences(c).cloned().map(PyDivergence::from));
+    }
+    {
+        fn point(&self, label: &str) -> PyResult<PyPointComparison> {
+            point_labelled(&self.inner, label, |p| p.candidate.as_ref())
+        }
+        #[pyo3(signature = (name, invocation_index=0))]
+        fn divergence_of(&self, name: &str, invocation_index: i64) -> PyResult<PyDivergence> {
+            divergences(&self.inner)
+                .find(|d| d.name == name && d.invocation_index == invocation_index)
+                .map(|d| d.clone().into())
+                .ok_or_else(|| {
+                    PyKeyError::new_err(format!(
+                        "no observation ({}, {invocation_index}) in this series",
+                        quoted(name)
+                    ))
+                })
+        }
+    }
+}
+
+fn divergences(c: &Comparison) -> impl Iterator<Item = &Divergence> {
+    c.series.iter().flat_map(|s| s.observations.iter())
+}
+
+/// One rank of a group comparison, its run comparison shared by every object made of it.
+pub struct RankView {
+    rank: i64,
+    status: Status,
+    reason: Option<String>,
+    comparison: Option<Arc<Comparison>>,
+}
+
+impl From<&RankComparison> for PyRankComparison {
+    fn from(r: &RankComparison) -> PyRankComparison {
+        PyRankComparison::from(RankView {
             rank: r.rank,
             status: r.status,
             reason: r.reason.clone(),
             comparison: r.comparison.as_ref().map(|c| Arc::new((**c).clone())),
-        }
+        })
     }
 }
 
-#[pymethods]
-impl PyRankComparison {
-    #[getter]
-    fn rank(&self) -> i64 {
-        self.rank
-    }
-    #[getter]
-    fn status(&self) -> &'static str {
-        self.status.as_str()
-    }
-    #[getter]
-    fn ok(&self) -> bool {
-        self.status == Status::Match
-    }
-    /// Why the rank could not be compared (missing on one side).
-    #[getter]
-    fn reason(&self) -> Option<String> {
-        self.reason.clone()
-    }
-    #[getter]
-    fn comparison(&self) -> Option<PyRunComparison> {
-        self.comparison
-            .as_ref()
-            .map(|c| PyRunComparison { c: Arc::clone(c) })
-    }
-    /// The rank's point comparisons; empty for a one-sided rank.
-    #[getter]
-    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        match &self.comparison {
+frozen_class! {
+    /// One rank of a run group comparison: the rank, its run comparison (`None` for a rank
+    /// present on one side only) and the status derived from it.
+    #[pyclass(name = "TensorRankRunComparison")]
+    pub struct PyRankComparison(RankView);
+    |r, py| {
+        rank: i64 => r.rank;
+        status: &'static str => r.status.as_str();
+        ok: bool => r.status == Status::Match;
+        /// Why the rank could not be compared (missing on one side).
+        reason: Option<String> => r.reason.clone();
+        comparison: Option<PyRunComparison> => r.comparison.clone().map(PyRunComparison::from);
+        /// The rank's point comparisons; empty for a one-sided rank.
+        points: PyResult<Bound<'py, PyTuple>> => match &r.comparison {
             Some(c) => point_views(py, c),
             None => Ok(PyTuple::empty(py)),
+        };
+        counts: Option<PyCounts> => r.comparison.as_ref().map(|c| PyCounts::from(c.counts));
+    }
+    repr(rank, status);
+}
+
+whole_result! {
+    /// Two run groups compared rank by rank.
+    #[pyclass(name = "TensorRunGroupComparison")]
+    pub struct PyGroupComparison;
+    |c, py| {
+        /// One entry per rank of either group, ascending.
+        rank_comparisons: PyResult<Bound<'py, PyTuple>> => rank_comparisons(py, c);
+        ranks: PyResult<Bound<'py, PyTuple>> => rank_comparisons(py, c);
+        /// Ranks with a run in one group only.
+        one_sided_ranks: PyResult<Bound<'py, PyTuple>> => tuple(
+            py,
+            c.ranks
+                .iter()
+                .filter(|r| r.comparison.is_none())
+                .map(|r| r.rank),
+        );
+    }
+    {
+        fn rank(&self, rank: i64) -> PyResult<PyRankComparison> {
+            self.inner
+                .ranks
+                .iter()
+                .find(|r| r.rank == rank)
+                .map(PyRankComparison::from)
+                .ok_or_else(|| PyKeyError::new_err(format!("no rank {rank} in this comparison")))
         }
-    }
-    #[getter]
-    fn counts(&self) -> Option<PyCounts> {
-        self.comparison
-            .as_ref()
-            .map(|c| PyCounts { inner: c.counts })
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "TensorRankRunComparison(rank={}, status='{}')",
-            self.rank,
-            self.status.as_str()
-        )
     }
 }
 
-/// Two run groups compared rank by rank.
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "TensorRunGroupComparison",
-    frozen
-)]
-pub struct PyGroupComparison {
-    pub(super) c: Arc<Comparison>,
+fn rank_comparisons<'py>(py: Python<'py>, c: &Comparison) -> PyResult<Bound<'py, PyTuple>> {
+    tuple(py, c.ranks.iter().map(PyRankComparison::from))
 }
-comparison_result!(PyGroupComparison, "TensorRunGroupComparison", {
-    #[getter]
-    fn reference(&self) -> PySubject {
-        PySubject {
-            inner: self.c.reference.clone(),
-        }
-    }
-    #[getter]
-    fn candidate(&self) -> PySubject {
-        PySubject {
-            inner: self.c.candidate.clone(),
-        }
-    }
-    /// One entry per rank of either group, ascending.
-    #[getter]
-    fn rank_comparisons<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        tuple(py, self.c.ranks.iter().map(PyRankComparison::new))
-    }
-    #[getter]
-    fn ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        tuple(py, self.c.ranks.iter().map(PyRankComparison::new))
-    }
-    /// Ranks with a run in one group only.
-    #[getter]
-    fn one_sided_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        tuple(
-            py,
-            self.c
-                .ranks
-                .iter()
-                .filter(|r| r.comparison.is_none())
-                .map(|r| r.rank)
-                .collect::<Vec<_>>(),
-        )
-    }
-    fn rank(&self, rank: i64) -> PyResult<PyRankComparison> {
-        self.c
-            .ranks
-            .iter()
-            .find(|r| r.rank == rank)
-            .map(PyRankComparison::new)
-            .ok_or_else(|| PyKeyError::new_err(format!("no rank {rank} in this comparison")))
-    }
-});

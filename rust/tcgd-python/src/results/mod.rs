@@ -16,6 +16,7 @@ use tcgd_compare::{
     Subject, SummaryView,
 };
 
+use crate::classes::{frozen_class, value_class};
 use crate::errors::{guard, BindResult, BindingError};
 
 mod comparisons;
@@ -34,10 +35,7 @@ pub(crate) use points::*;
 // ------------------------------------------------------------------------------ helpers
 
 /// A JSON value as the Python value `json.loads` would give for it.
-pub(crate) fn json_to_py<'py>(
-    py: Python<'py>,
-    value: &serde_json::Value,
-) -> PyResult<Bound<'py, PyAny>> {
+fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
     use serde_json::Value;
     Ok(match value {
         Value::Null => py.None().into_bound(py),
@@ -66,7 +64,8 @@ pub(crate) fn json_to_py<'py>(
 }
 
 /// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
-/// as its JSON report holds it: the one way a native result becomes a `to_dict()`.
+/// as its JSON report holds it: the one way a native result (a report layer's JSON value
+/// among them) becomes Python values.
 pub(crate) fn serde_to_py<'py, T: Serialize>(
     py: Python<'py>,
     value: &T,
@@ -78,9 +77,9 @@ pub(crate) fn serde_to_py<'py, T: Serialize>(
 
 fn tuple<'py, T: IntoPyObject<'py>>(
     py: Python<'py>,
-    items: impl IntoIterator<Item = T, IntoIter: ExactSizeIterator>,
+    items: impl IntoIterator<Item = T>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, items)
+    PyTuple::new(py, items.into_iter().collect::<Vec<_>>())
 }
 
 fn scalar<'py>(py: Python<'py>, s: &Scalar) -> PyResult<Bound<'py, PyAny>> {
@@ -150,29 +149,33 @@ fn comparison_literals(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyOptions>()?;
-    m.add_class::<PyValueSummary>()?;
-    m.add_class::<PySite>()?;
-    m.add_class::<PySide>()?;
-    m.add_class::<PyFirstMismatch>()?;
-    m.add_class::<PyMetrics>()?;
-    m.add_class::<PyObservationComparison>()?;
-    m.add_class::<PyPointInfo>()?;
-    m.add_class::<PySubject>()?;
-    m.add_class::<PyCounts>()?;
-    m.add_class::<PyIssue>()?;
-    m.add_class::<PySeriesPoint>()?;
-    m.add_class::<PyDivergence>()?;
-    m.add_class::<PyRankComparison>()?;
-    m.add_class::<PySnapshotComparison>()?;
-    m.add_class::<PyPointComparison>()?;
-    m.add_class::<PyRunComparison>()?;
-    m.add_class::<PySeriesComparison>()?;
-    m.add_class::<PyGroupComparison>()?;
-    m.add_class::<PyRankPoint>()?;
-    m.add_class::<PyGroupSummary>()?;
-    m.add_class::<PyGroupMember>()?;
-    m.add_class::<PyGroupInfo>()?;
-    m.add_function(wrap_pyfunction!(comparison_literals, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            PyOptions,
+            PyValueSummary,
+            PySite,
+            PySide,
+            PyFirstMismatch,
+            PyMetrics,
+            PyObservationComparison,
+            PyPointInfo,
+            PySubject,
+            PyCounts,
+            PyIssue,
+            PySeriesPoint,
+            PyDivergence,
+            PyRankComparison,
+            PySnapshotComparison,
+            PyPointComparison,
+            PyRunComparison,
+            PySeriesComparison,
+            PyGroupComparison,
+            PyRankPoint,
+            PyGroupSummary,
+            PyGroupMember,
+            PyGroupInfo
+        ],
+        [comparison_literals]
+    )
 }

@@ -39,7 +39,7 @@ pub(super) fn point_view(whole: &Comparison, p: &PointComparison) -> PyPointComp
         Vec::new(),
         whole.warnings.clone(),
     );
-    PyPointComparison { c: Arc::new(c) }
+    PyPointComparison::from(Arc::new(c))
 }
 
 pub(super) fn find_point(points: &[PointComparison], position: usize) -> Option<&PointComparison> {
@@ -54,7 +54,7 @@ pub(super) fn observations_of<'py>(
         py,
         c.observations()
             .into_iter()
-            .map(|(_, _, o)| PyObservationComparison { inner: o.clone() }),
+            .map(|(_, _, o)| PyObservationComparison::from(o.clone())),
     )
 }
 
@@ -66,20 +66,51 @@ pub(super) fn single(c: &Comparison) -> PyResult<&PointComparison> {
 
 // ------------------------------------------------------------------------------ issues
 
-/// The first problem in execution order. `scope` is `observation` (then `observation`
-/// is set), `point` (a point recorded on one side only) or `rank` (a rank missing from a
-/// group). Unpacks as `(label, issue)`: the label of the point it is at, and the
-/// observation comparison (or, for a point or rank issue, this issue itself).
-#[pyclass(
-    module = "torch_cudagraph_debug._native",
-    name = "ComparisonIssue",
-    frozen
-)]
-pub struct PyIssue {
-    pub(super) inner: Issue,
-    pub(super) label: Option<String>,
-    pub(super) point: Option<Py<PyPointComparison>>,
-    pub(super) observation: Option<Py<PyObservationComparison>>,
+/// An issue and what it is at: the label of its point, that point's comparison, and the
+/// observation comparison (for an observation issue).
+pub struct IssueAt {
+    issue: Issue,
+    label: Option<String>,
+    point: Option<Py<PyPointComparison>>,
+    observation: Option<Py<PyObservationComparison>>,
+}
+
+frozen_class! {
+    /// The first problem in execution order. `scope` is `observation` (then `observation`
+    /// is set), `point` (a point recorded on one side only) or `rank` (a rank missing from
+    /// a group). Unpacks as `(label, issue)`: the label of the point it is at, and the
+    /// observation comparison (or, for a point or rank issue, this issue itself).
+    #[pyclass(name = "ComparisonIssue")]
+    pub struct PyIssue(IssueAt);
+    |i, py| {
+        scope: &'static str => i.issue.scope;
+        status: &'static str => i.issue.status.as_str();
+        rank: Option<i64> => i.issue.rank;
+        /// The label of the point the issue is at (`None` for a missing rank).
+        label: Option<String> => i.label.clone();
+        point: Option<Py<PyPointComparison>> => i.point.as_ref().map(|p| p.clone_ref(py));
+        observation: Option<Py<PyObservationComparison>> =>
+            i.observation.as_ref().map(|o| o.clone_ref(py));
+        description: String => i.issue.description.clone();
+    }
+    repr(scope, status, description);
+    {
+        fn __len__(&self) -> usize {
+            2
+        }
+        fn __getitem__<'py>(slf: &Bound<'py, Self>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+            let py = slf.py();
+            let issue = &slf.get().inner;
+            match index {
+                0 | -2 => Ok(issue.label.clone().into_pyobject(py)?.into_any()),
+                1 | -1 => Ok(match &issue.observation {
+                    Some(o) => o.clone_ref(py).into_bound(py).into_any(),
+                    None => slf.clone().into_any(),
+                }),
+                _ => Err(PyIndexError::new_err("an issue unpacks as (label, issue)")),
+            }
+        }
+    }
 }
 
 pub(super) fn issue_of(py: Python<'_>, c: &Comparison) -> PyResult<Option<PyIssue>> {
@@ -119,69 +150,14 @@ pub(super) fn issue_of(py: Python<'_>, c: &Comparison) -> PyResult<Option<PyIssu
             .next()
             .map(|r| r.label.clone().unwrap_or_else(|| r.display()))
     });
-    Ok(Some(PyIssue {
+    Ok(Some(PyIssue::from(IssueAt {
         label,
         point: point
             .map(|p| Py::new(py, point_view(whole, p)))
             .transpose()?,
         observation: observation
-            .map(|o| Py::new(py, PyObservationComparison { inner: o.clone() }))
+            .map(|o| Py::new(py, PyObservationComparison::from(o.clone())))
             .transpose()?,
-        inner: issue,
-    }))
-}
-
-#[pymethods]
-impl PyIssue {
-    #[getter]
-    fn scope(&self) -> &'static str {
-        self.inner.scope
-    }
-    #[getter]
-    fn status(&self) -> &'static str {
-        self.inner.status.as_str()
-    }
-    #[getter]
-    fn rank(&self) -> Option<i64> {
-        self.inner.rank
-    }
-    /// The label of the point the issue is at (`None` for a missing rank).
-    #[getter]
-    fn label(&self) -> Option<String> {
-        self.label.clone()
-    }
-    #[getter]
-    fn point(&self, py: Python<'_>) -> Option<Py<PyPointComparison>> {
-        self.point.as_ref().map(|p| p.clone_ref(py))
-    }
-    #[getter]
-    fn observation(&self, py: Python<'_>) -> Option<Py<PyObservationComparison>> {
-        self.observation.as_ref().map(|o| o.clone_ref(py))
-    }
-    #[getter]
-    fn description(&self) -> String {
-        self.inner.description.clone()
-    }
-    fn __len__(&self) -> usize {
-        2
-    }
-    fn __getitem__<'py>(slf: &Bound<'py, Self>, index: isize) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        match index {
-            0 | -2 => Ok(slf.get().label.clone().into_pyobject(py)?.into_any()),
-            1 | -1 => Ok(match &slf.get().observation {
-                Some(o) => o.clone_ref(py).into_bound(py).into_any(),
-                None => slf.clone().into_any(),
-            }),
-            _ => Err(PyIndexError::new_err("an issue unpacks as (label, issue)")),
-        }
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ComparisonIssue(scope='{}', status='{}', description={})",
-            self.inner.scope,
-            self.inner.status.as_str(),
-            quoted(&self.inner.description)
-        )
-    }
+        issue,
+    })))
 }

@@ -279,19 +279,25 @@ pub(super) fn event_window(
 }
 
 pub(super) fn register_attribution(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryEvidenceStatus>()?;
-    m.add_class::<MemoryAttributionStatus>()?;
-    m.add_class::<AllocationStackCoverage>()?;
-    m.add_class::<AllocationStackSummary>()?;
-    m.add_class::<AllocationStackDelta>()?;
-    m.add_class::<AllocatorEventSummary>()?;
-    m.add_class::<MemoryAttribution>()?;
-    m.add_function(wrap_pyfunction!(memory_attribution, m)?)?;
-    m.add_function(wrap_pyfunction!(render_attributions, m)?)?;
-    m.add_function(wrap_pyfunction!(allocation_stack_coverage, m)?)?;
-    m.add_function(wrap_pyfunction!(summarize_allocation_stacks, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_allocation_stacks, m)?)?;
-    m.add_function(wrap_pyfunction!(summarize_state_events, m)?)?;
-    m.add_function(wrap_pyfunction!(event_window, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            MemoryEvidenceStatus,
+            MemoryAttributionStatus,
+            AllocationStackCoverage,
+            AllocationStackSummary,
+            AllocationStackDelta,
+            AllocatorEventSummary,
+            MemoryAttribution
+        ],
+        [
+            memory_attribution,
+            render_attributions,
+            allocation_stack_coverage,
+            summarize_allocation_stacks,
+            compare_allocation_stacks,
+            summarize_state_events,
+            event_window
+        ]
+    )
 }

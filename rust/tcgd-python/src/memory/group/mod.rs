@@ -4,19 +4,18 @@
 use std::collections::BTreeMap;
 
 use tcgd_memory::group::{
-    self as rg, GroupMember, GroupPhaseEndpoints, GroupPhaseOptions, MetricExtrema, PointRef,
+    self as rg, GroupMember, GroupPhaseEndpoints, GroupPhaseOptions, PointRef,
 };
 use tcgd_memory::report::{GROUP_PHASE_FILES, GROUP_SUMMARY_FILES};
+
+use crate::classes::frozen_class;
+use crate::results::serde_to_py;
 
 use super::*;
 
 mod rows;
 
 pub use rows::*;
-
-fn to_dict<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    crate::results::json_to_py(py, value)
-}
 
 /// A point as Python names it: a label or a position.
 #[derive(FromPyObject)]
@@ -34,100 +33,68 @@ impl From<PointArg> for PointRef {
     }
 }
 
-/// The memory runs of a multi-rank job, checked as one group.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
-pub struct MemoryRunGroup {
-    inner: rg::MemoryRunGroup,
-}
-
-#[pymethods]
-impl MemoryRunGroup {
-    /// A group from opened runs, `(job root, reader)` each.
-    #[new]
-    #[pyo3(signature = (runs, root = None))]
-    fn new(
-        py: Python<'_>,
-        runs: Vec<(PathBuf, PyRef<'_, MemoryRunReader>)>,
-        root: Option<PathBuf>,
-    ) -> PyResult<Self> {
-        guard(py, || {
-            let members = runs
-                .iter()
-                .map(|(path, reader)| GroupMember::from_reader(path, &reader.inner))
-                .collect::<Result<Vec<_>, _>>()?;
-            let inner = py.detach(|| rg::MemoryRunGroup::build(root, members))?;
-            Ok(MemoryRunGroup { inner })
-        })
+frozen_class! {
+    /// The memory runs of a multi-rank job, checked as one group.
+    #[pyclass]
+    pub struct MemoryRunGroup(rg::MemoryRunGroup);
+    |g, py| {
+        name: String => g.name.clone();
+        root: Option<PathBuf> => g.root.clone();
+        group_id: Option<String> => g.group_id.clone();
+        world_size: Option<i64> => g.world_size;
+        ranks: Vec<i64> => g.ranks();
+        missing_ranks: Vec<i64> => g.missing_ranks.clone();
+        complete: bool => g.complete;
+        labels: Vec<String> => g.labels.clone();
+        warnings: Vec<String> => g.warnings.clone();
     }
+    {
+        /// A group from opened runs, `(job root, reader)` each.
+        #[new]
+        #[pyo3(signature = (runs, root = None))]
+        fn new(
+            py: Python<'_>,
+            runs: Vec<(PathBuf, PyRef<'_, MemoryRunReader>)>,
+            root: Option<PathBuf>,
+        ) -> PyResult<Self> {
+            guard(py, || {
+                let members = runs
+                    .iter()
+                    .map(|(path, reader)| GroupMember::from_reader(path, &reader.inner))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let inner = py.detach(|| rg::MemoryRunGroup::build(root, members))?;
+                Ok(MemoryRunGroup { inner })
+            })
+        }
 
-    /// Where the memory runs under `root` are: `(job root, name, rank)` each, for the
-    /// root itself and for each direct child directory that is a job root.
-    #[staticmethod]
-    fn discover(py: Python<'_>, root: PathBuf) -> PyResult<Vec<(PathBuf, String, i64)>> {
-        guard(py, || {
-            let found = py.detach(|| rg::discover(&root))?;
-            Ok(found
-                .into_iter()
-                .map(|(p, s)| (p, s.name.unwrap_or_default(), s.rank.unwrap_or_default()))
-                .collect())
-        })
-    }
+        /// Where the memory runs under `root` are: `(job root, name, rank)` each, for the
+        /// root itself and for each direct child directory that is a job root.
+        #[staticmethod]
+        fn discover(py: Python<'_>, root: PathBuf) -> PyResult<Vec<(PathBuf, String, i64)>> {
+            guard(py, || {
+                let found = py.detach(|| rg::discover(&root))?;
+                Ok(found
+                    .into_iter()
+                    .map(|(p, s)| (p, s.name.unwrap_or_default(), s.rank.unwrap_or_default()))
+                    .collect())
+            })
+        }
 
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
+        fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            descriptor(py, &self.inner.descriptor())
+        }
 
-    #[getter]
-    fn root(&self) -> Option<PathBuf> {
-        self.inner.root.clone()
-    }
-
-    #[getter]
-    fn group_id(&self) -> Option<String> {
-        self.inner.group_id.clone()
-    }
-
-    #[getter]
-    fn world_size(&self) -> Option<i64> {
-        self.inner.world_size
-    }
-
-    #[getter]
-    fn ranks(&self) -> Vec<i64> {
-        self.inner.ranks()
-    }
-
-    #[getter]
-    fn missing_ranks(&self) -> Vec<i64> {
-        self.inner.missing_ranks.clone()
-    }
-
-    #[getter]
-    fn complete(&self) -> bool {
-        self.inner.complete
-    }
-
-    #[getter]
-    fn labels(&self) -> Vec<String> {
-        self.inner.labels.clone()
-    }
-
-    #[getter]
-    fn warnings(&self) -> Vec<String> {
-        self.inner.warnings.clone()
-    }
-
-    fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = tcgd_memory::report::group_descriptor_json(&self.inner.descriptor());
-        to_dict(py, &value)
-    }
-
-    fn summary(&self, py: Python<'_>) -> MemoryRunGroupSummary {
-        MemoryRunGroupSummary {
-            inner: py.detach(|| self.inner.summary()),
+        fn summary(&self, py: Python<'_>) -> MemoryRunGroupSummary {
+            MemoryRunGroupSummary {
+                inner: py.detach(|| self.inner.summary()),
+            }
         }
     }
+}
+
+/// What identifies a group, as its reports' JSON holds it.
+fn descriptor<'py>(py: Python<'py>, group: &rg::GroupDescriptor) -> PyResult<Bound<'py, PyAny>> {
+    serde_to_py(py, &tcgd_memory::report::group_descriptor_json(group))
 }
 
 // ---------------------------------------------------------------------- results
@@ -162,267 +129,161 @@ fn check_display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<()>
     Ok(())
 }
 
-/// Per-rank states of every point and their cross-rank extrema.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
-pub struct MemoryRunGroupSummary {
-    inner: rg::GroupSummary,
-}
-
-#[pymethods]
-impl MemoryRunGroupSummary {
-    #[getter]
-    fn group<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(
-            py,
-            &tcgd_memory::report::group_descriptor_json(&self.inner.group),
-        )
+frozen_class! {
+    /// Per-rank states of every point and their cross-rank extrema.
+    #[pyclass]
+    pub struct MemoryRunGroupSummary(rg::GroupSummary);
+    |s, py| {
+        group: PyResult<Bound<'py, PyAny>> => descriptor(py, &s.group);
+        rank_points: Vec<MemoryRankPointState> =>
+            s.rank_points.iter().cloned().map(MemoryRankPointState::from).collect();
+        rank_devices: Vec<MemoryRankDevicePointState> =>
+            s.rank_devices.iter().cloned().map(MemoryRankDevicePointState::from).collect();
+        point_aggregates: Vec<MemoryRankPointAggregate> =>
+            s.point_aggregates.iter().cloned().map(MemoryRankPointAggregate::from).collect();
+        warnings: Vec<String> => s.warnings.clone();
     }
+    {
+        fn to_text(&self, py: Python<'_>) -> String {
+            py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Text))
+        }
 
-    #[getter]
-    fn rank_points(&self) -> Vec<MemoryRankPointState> {
-        self.inner
-            .rank_points
-            .iter()
-            .map(|r| MemoryRankPointState {
-                rank: r.rank,
-                point_index: r.point_index,
-                label: r.label.clone(),
-                scope: r.scope.as_str().to_owned(),
-                observation_count: r.observation_count,
-                pool_count: r.pool_count,
-                stats: r.stats.iter().cloned().collect(),
-            })
-            .collect()
-    }
+        fn to_html(&self, py: Python<'_>) -> String {
+            py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Html))
+        }
 
-    #[getter]
-    fn rank_devices(&self) -> Vec<MemoryRankDevicePointState> {
-        self.inner
-            .rank_devices
-            .iter()
-            .map(|r| MemoryRankDevicePointState {
-                rank: r.rank,
-                point_index: r.point_index,
-                label: r.label.clone(),
-                device_index: r.device_index,
-                free_bytes: r.free_bytes,
-                total_bytes: r.total_bytes,
-                used_bytes: r.used_bytes,
-                cuda_allocator_residual_bytes: r.cuda_allocator_residual_bytes,
-                stats: r.stats.iter().cloned().collect(),
-            })
-            .collect()
-    }
+        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            serde_to_py(py, &tcgd_memory::report::group_summary_json(&self.inner))
+        }
 
-    #[getter]
-    fn point_aggregates(&self) -> Vec<MemoryRankPointAggregate> {
-        self.inner
-            .point_aggregates
-            .iter()
-            .map(|a| {
-                let e = &a.extrema;
-                MemoryRankPointAggregate {
-                    point_index: a.point_index,
-                    label: a.label.clone(),
-                    scope: a.scope.as_str().to_owned(),
-                    metric: a.metric.clone(),
-                    rank_count: e.rank_count,
-                    min_bytes: e.min_bytes,
-                    min_rank: e.min_rank,
-                    min_ranks: e.min_ranks.clone(),
-                    max_bytes: e.max_bytes,
-                    max_rank: e.max_rank,
-                    max_ranks: e.max_ranks.clone(),
-                    spread_bytes: e.spread_bytes,
-                    worst_rank: a.worst_rank(),
-                }
-            })
-            .collect()
-    }
+        /// `report.txt/.json/.html`, `rank_points.csv`, `rank_devices.csv` (when a rank has
+        /// a device) and `point_aggregates.csv`; `{file name: path}`.
+        #[pyo3(signature = (output_dir, overwrite = false))]
+        fn write(
+            &self,
+            py: Python<'_>,
+            output_dir: PathBuf,
+            overwrite: bool,
+        ) -> PyResult<BTreeMap<String, PathBuf>> {
+            let files = py.detach(|| tcgd_memory::report::group_summary_files(&self.inner));
+            write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
+        }
 
-    #[getter]
-    fn warnings(&self) -> Vec<String> {
-        self.inner.warnings.clone()
-    }
-
-    fn to_text(&self, py: Python<'_>) -> String {
-        py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Text))
-    }
-
-    fn to_html(&self, py: Python<'_>) -> String {
-        py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Html))
-    }
-
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(py, &tcgd_memory::report::group_summary_json(&self.inner))
-    }
-
-    /// `report.txt/.json/.html`, `rank_points.csv`, `rank_devices.csv` (when a rank has
-    /// a device) and `point_aggregates.csv`; `{file name: path}`.
-    #[pyo3(signature = (output_dir, overwrite = false))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        output_dir: PathBuf,
-        overwrite: bool,
-    ) -> PyResult<BTreeMap<String, PathBuf>> {
-        let files = py.detach(|| tcgd_memory::report::group_summary_files(&self.inner));
-        write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
-            self.inner.group.name,
-            self.inner.group.ranks,
-            self.inner.group.labels.len(),
-            self.inner.warnings.len()
-        )
+        fn __repr__(&self) -> String {
+            format!(
+                "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
+                self.inner.group.name,
+                self.inner.group.ranks,
+                self.inner.group.labels.len(),
+                self.inner.warnings.len()
+            )
+        }
     }
 }
 
-/// A baseline group's phase against a candidate group's, rank by rank.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
-pub struct MemoryRunGroupPhaseComparison {
-    inner: rg::GroupPhaseComparison,
-}
-
-#[pymethods]
-impl MemoryRunGroupPhaseComparison {
-    #[getter]
-    fn baseline<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(
-            py,
-            &tcgd_memory::report::group_descriptor_json(&self.inner.baseline),
-        )
-    }
-
-    #[getter]
-    fn candidate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(
-            py,
-            &tcgd_memory::report::group_descriptor_json(&self.inner.candidate),
-        )
-    }
-
-    #[getter]
-    fn ranks(&self) -> Vec<i64> {
-        self.inner.ranks.clone()
-    }
-
-    #[getter]
-    fn skipped_ranks(&self) -> Vec<i64> {
-        self.inner.skipped_ranks.clone()
-    }
-
-    #[getter]
-    fn baseline_only_ranks(&self) -> Vec<i64> {
-        self.inner.baseline_only_ranks.clone()
-    }
-
-    #[getter]
-    fn candidate_only_ranks(&self) -> Vec<i64> {
-        self.inner.candidate_only_ranks.clone()
-    }
-
-    #[getter]
-    fn identity_failures(&self) -> usize {
-        self.inner.identity_failures()
-    }
-
-    #[getter]
-    fn warnings(&self) -> Vec<String> {
-        self.inner.warnings.clone()
-    }
-
-    /// `(rank, MemoryPhaseComparison)` of every compared rank.
-    #[getter]
-    fn rank_comparisons(&self, py: Python<'_>) -> PyResult<Vec<(i64, MemoryPhaseComparison)>> {
-        self.inner
+frozen_class! {
+    /// A baseline group's phase against a candidate group's, rank by rank.
+    #[pyclass]
+    pub struct MemoryRunGroupPhaseComparison(rg::GroupPhaseComparison);
+    |c, py| {
+        baseline: PyResult<Bound<'py, PyAny>> => descriptor(py, &c.baseline);
+        candidate: PyResult<Bound<'py, PyAny>> => descriptor(py, &c.candidate);
+        ranks: Vec<i64> => c.ranks.clone();
+        skipped_ranks: Vec<i64> => c.skipped_ranks.clone();
+        baseline_only_ranks: Vec<i64> => c.baseline_only_ranks.clone();
+        candidate_only_ranks: Vec<i64> => c.candidate_only_ranks.clone();
+        identity_failures: usize => c.identity_failures();
+        warnings: Vec<String> => c.warnings.clone();
+        /// `(rank, MemoryPhaseComparison)` of every compared rank.
+        rank_comparisons: PyResult<Vec<(i64, MemoryPhaseComparison)>> => c
             .rank_comparisons
             .iter()
             .map(|(r, c)| Ok((*r, MemoryPhaseComparison::of(py, c.clone())?)))
-            .collect()
-    }
-
-    #[getter]
-    fn rank_decomposition(&self) -> Vec<MemoryRankPhaseDecomposition> {
-        self.inner
-            .rank_decomposition()
-            .iter()
-            .map(|r| {
-                MemoryRankPhaseDecomposition::of(
-                    r,
-                    r.row
-                        .scope
-                        .map(|s| s.as_str().to_owned())
-                        .unwrap_or_default(),
-                )
-            })
-            .collect()
-    }
-
-    #[getter]
-    fn rank_pool_decomposition(&self) -> Vec<MemoryRankPoolPhaseDecomposition> {
-        self.inner
+            .collect();
+        rank_decomposition: Vec<MemoryRankPhaseDecomposition> =>
+            c.rank_decomposition().into_iter().map(MemoryRankPhaseDecomposition::from).collect();
+        rank_pool_decomposition: Vec<MemoryRankPoolPhaseDecomposition> => c
             .rank_pool_decomposition()
-            .iter()
-            .map(|r| {
-                MemoryRankPoolPhaseDecomposition::of(
-                    r,
-                    r.row.baseline_device,
-                    r.row.baseline_pool,
-                    r.row.candidate_device,
-                    r.row.candidate_pool,
-                )
-            })
-            .collect()
-    }
-
-    #[getter]
-    fn rank_device_decomposition(&self) -> Vec<MemoryRankDevicePhaseDecomposition> {
-        self.inner
+            .into_iter()
+            .map(MemoryRankPoolPhaseDecomposition::from)
+            .collect();
+        rank_device_decomposition: Vec<MemoryRankDevicePhaseDecomposition> => c
             .rank_device_decomposition()
-            .iter()
-            .map(|r| {
-                MemoryRankDevicePhaseDecomposition::of(
-                    r,
-                    r.row.baseline_device,
-                    r.row.candidate_device,
-                )
-            })
-            .collect()
-    }
-
-    #[getter]
-    fn phase_aggregates(&self, py: Python<'_>) -> PyResult<Vec<MemoryRunGroupPhaseAggregate>> {
-        let wrap = |e: &Option<MetricExtrema>| -> PyResult<Option<Py<MemoryMetricExtrema>>> {
-            e.as_ref()
-                .map(|e| Py::new(py, MemoryMetricExtrema::from(e)))
-                .transpose()
-        };
-        self.inner
+            .into_iter()
+            .map(MemoryRankDevicePhaseDecomposition::from)
+            .collect();
+        phase_aggregates: Vec<MemoryRunGroupPhaseAggregate> => c
             .phase_aggregates
             .iter()
-            .map(|a| {
-                Ok(MemoryRunGroupPhaseAggregate {
-                    scope: a.scope.as_str().to_owned(),
-                    metric: a.metric.clone(),
-                    rank_count: a.rank_count,
-                    baseline_change: wrap(&a.baseline_change)?,
-                    candidate_change: wrap(&a.candidate_change)?,
-                    start_gap: wrap(&a.start_gap)?,
-                    end_gap: wrap(&a.end_gap)?,
-                    change_gap: wrap(&a.change_gap)?,
-                })
-            })
-            .collect()
+            .cloned()
+            .map(MemoryRunGroupPhaseAggregate::from)
+            .collect();
     }
+    {
+        #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
+        fn to_text(
+            &self,
+            py: Python<'_>,
+            include_unchanged: bool,
+            limit: Option<i64>,
+            stack_depth: Option<i64>,
+        ) -> PyResult<String> {
+            self.render(py, Format::Text, include_unchanged, limit, stack_depth)
+        }
 
-    #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
-    fn to_text(
+        #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
+        fn to_html(
+            &self,
+            py: Python<'_>,
+            include_unchanged: bool,
+            limit: Option<i64>,
+            stack_depth: Option<i64>,
+        ) -> PyResult<String> {
+            self.render(py, Format::Html, include_unchanged, limit, stack_depth)
+        }
+
+        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            serde_to_py(py, &tcgd_memory::report::group_phases_json(&self.inner))
+        }
+
+        /// `report.txt/.json/.html`, `rank_decomposition.csv`, `rank_pool_decomposition.csv`,
+        /// `rank_device_decomposition.csv` (when a device equation exists) and
+        /// `phase_aggregates.csv`; `{file name: path}`.
+        #[pyo3(signature = (output_dir, include_unchanged = true, limit = None, stack_depth = None, overwrite = false))]
+        fn write(
+            &self,
+            py: Python<'_>,
+            output_dir: PathBuf,
+            include_unchanged: bool,
+            limit: Option<i64>,
+            stack_depth: Option<i64>,
+            overwrite: bool,
+        ) -> PyResult<BTreeMap<String, PathBuf>> {
+            guard(py, || check_display(limit, stack_depth))?;
+            let files = py.detach(|| {
+                tcgd_memory::report::group_phases_files(&self.inner, include_unchanged)
+            });
+            write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
+        }
+
+        fn __repr__(&self) -> String {
+            format!(
+                "MemoryRunGroupPhaseComparison(ranks={:?}, skipped_ranks={:?}, \
+                 identity_failures={}, warnings={})",
+                self.inner.ranks,
+                self.inner.skipped_ranks,
+                self.inner.identity_failures(),
+                self.inner.warnings.len()
+            )
+        }
+    }
+}
+
+impl MemoryRunGroupPhaseComparison {
+    fn render(
         &self,
         py: Python<'_>,
+        format: Format,
         include_unchanged: bool,
         limit: Option<i64>,
         stack_depth: Option<i64>,
@@ -430,67 +291,9 @@ impl MemoryRunGroupPhaseComparison {
         guard(py, || {
             check_display(limit, stack_depth)?;
             Ok(py.detach(|| {
-                tcgd_memory::report::render_group_phases(
-                    &self.inner,
-                    Format::Text,
-                    include_unchanged,
-                )
+                tcgd_memory::report::render_group_phases(&self.inner, format, include_unchanged)
             }))
         })
-    }
-
-    #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
-    fn to_html(
-        &self,
-        py: Python<'_>,
-        include_unchanged: bool,
-        limit: Option<i64>,
-        stack_depth: Option<i64>,
-    ) -> PyResult<String> {
-        guard(py, || {
-            check_display(limit, stack_depth)?;
-            Ok(py.detach(|| {
-                tcgd_memory::report::render_group_phases(
-                    &self.inner,
-                    Format::Html,
-                    include_unchanged,
-                )
-            }))
-        })
-    }
-
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_dict(py, &tcgd_memory::report::group_phases_json(&self.inner))
-    }
-
-    /// `report.txt/.json/.html`, `rank_decomposition.csv`, `rank_pool_decomposition.csv`,
-    /// `rank_device_decomposition.csv` (when a device equation exists) and
-    /// `phase_aggregates.csv`; `{file name: path}`.
-    #[pyo3(signature = (output_dir, include_unchanged = true, limit = None, stack_depth = None, overwrite = false))]
-    fn write(
-        &self,
-        py: Python<'_>,
-        output_dir: PathBuf,
-        include_unchanged: bool,
-        limit: Option<i64>,
-        stack_depth: Option<i64>,
-        overwrite: bool,
-    ) -> PyResult<BTreeMap<String, PathBuf>> {
-        guard(py, || check_display(limit, stack_depth))?;
-        let files =
-            py.detach(|| tcgd_memory::report::group_phases_files(&self.inner, include_unchanged));
-        write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRunGroupPhaseComparison(ranks={:?}, skipped_ranks={:?}, \
-             identity_failures={}, warnings={})",
-            self.inner.ranks,
-            self.inner.skipped_ranks,
-            self.inner.identity_failures(),
-            self.inner.warnings.len()
-        )
     }
 }
 
@@ -530,17 +333,21 @@ pub(super) fn compare_run_group_phases(
 }
 
 pub(super) fn register_group(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryRunGroup>()?;
-    m.add_class::<MemoryRunGroupSummary>()?;
-    m.add_class::<MemoryRunGroupPhaseComparison>()?;
-    m.add_class::<MemoryRankPointState>()?;
-    m.add_class::<MemoryRankDevicePointState>()?;
-    m.add_class::<MemoryRankPointAggregate>()?;
-    m.add_class::<MemoryRankPhaseDecomposition>()?;
-    m.add_class::<MemoryRankPoolPhaseDecomposition>()?;
-    m.add_class::<MemoryRankDevicePhaseDecomposition>()?;
-    m.add_class::<MemoryMetricExtrema>()?;
-    m.add_class::<MemoryRunGroupPhaseAggregate>()?;
-    m.add_function(wrap_pyfunction!(compare_run_group_phases, m)?)?;
-    Ok(())
+    add_to_module!(
+        m,
+        [
+            MemoryRunGroup,
+            MemoryRunGroupSummary,
+            MemoryRunGroupPhaseComparison,
+            MemoryRankPointState,
+            MemoryRankDevicePointState,
+            MemoryRankPointAggregate,
+            MemoryRankPhaseDecomposition,
+            MemoryRankPoolPhaseDecomposition,
+            MemoryRankDevicePhaseDecomposition,
+            MemoryMetricExtrema,
+            MemoryRunGroupPhaseAggregate
+        ],
+        [compare_run_group_phases]
+    )
 }

@@ -1,0 +1,108 @@
+//! Argument mappings as Python hands them over, and the groups of keys several of them
+//! hold: each group is one struct, read from the same mapping as the rest.
+
+use pyo3::prelude::*;
+use tcgd_store::PayloadKind;
+use tcgd_tensor::DType;
+
+use crate::errors::BindResult;
+use crate::parse_dtype;
+
+/// Two argument structs read from one mapping, each taking the keys it names (pyo3's
+/// derive has no `flatten`).
+pub(crate) struct Joined<A, B>(pub(crate) A, pub(crate) B);
+
+impl<'a, 'py, A, B> FromPyObject<'a, 'py> for Joined<A, B>
+where
+    A: FromPyObjectOwned<'py>,
+    B: FromPyObjectOwned<'py>,
+{
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Joined(
+            obj.extract().map_err(Into::into)?,
+            obj.extract().map_err(Into::into)?,
+        ))
+    }
+}
+
+/// An observation as Python hands it over: one mapping with every key present (None where
+/// a value is absent), its descriptor's keys, its site's, and those of its value `V`.
+pub(crate) type ObservationArgs<V> = Joined<DescriptorArgs, Joined<V, SiteArgs>>;
+
+/// What an observation is and where it stands in its point.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct DescriptorArgs {
+    order: i64,
+    name: String,
+    invocation_index: i64,
+    dtype: String,
+    shape: Vec<i64>,
+    stride: Vec<i64>,
+    source_device: String,
+    payload: String,
+}
+
+/// A descriptor checked: its dtype and payload kind known.
+pub(crate) struct Descriptor {
+    pub(crate) order: i64,
+    pub(crate) name: String,
+    pub(crate) invocation_index: i64,
+    pub(crate) dtype: DType,
+    pub(crate) shape: Vec<i64>,
+    pub(crate) stride: Vec<i64>,
+    pub(crate) source_device: String,
+    pub(crate) payload: PayloadKind,
+}
+
+impl DescriptorArgs {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn check(self) -> BindResult<Descriptor> {
+        Ok(Descriptor {
+            dtype: parse_dtype(&self.dtype)?,
+            payload: PayloadKind::parse(&self.payload)?,
+            order: self.order,
+            name: self.name,
+            invocation_index: self.invocation_index,
+            shape: self.shape,
+            stride: self.stride,
+            source_device: self.source_device,
+        })
+    }
+}
+
+/// Where a compile pass placed the probe of a value (all `None` for an eager value).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct SiteArgs {
+    site_id: Option<String>,
+    graph_kind: Option<String>,
+    node_name: Option<String>,
+    aten_op: Option<String>,
+    module_path: Option<String>,
+    source_location: Option<String>,
+    compile_id: Option<String>,
+    /// Only recorded observations say it; a compared one leaves it out.
+    #[pyo3(default)]
+    materialized_by_probe: Option<bool>,
+}
+
+impl From<SiteArgs> for tcgd_store::Site {
+    fn from(s: SiteArgs) -> Self {
+        tcgd_store::Site {
+            site_id: s.site_id,
+            graph_kind: s.graph_kind,
+            node_name: s.node_name,
+            aten_op: s.aten_op,
+            module_path: s.module_path,
+            source_location: s.source_location,
+            compile_id: s.compile_id,
+            materialized_by_probe: s.materialized_by_probe,
+        }
+    }
+}

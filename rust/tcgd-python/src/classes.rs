@@ -1,0 +1,236 @@
+//! How native values become frozen Python classes, written once for every result class:
+//! a class over one Rust value whose getters are a table of `name: Type => expression`
+//! ([`frozen_class!`]), a class whose fields are its Python values ([`value_class!`]),
+//! and the `to_dict()` and `repr` that read a class's own attributes by name.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+/// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,
+/// anything else as is (`Python`), or, for rows that mirror a JSON report, with tuples
+/// as lists all the way down (`Json`).
+#[derive(Clone, Copy)]
+pub(crate) enum DictValues {
+    Python,
+    Json,
+}
+
+fn dict_value<'py>(value: Bound<'py, PyAny>, style: DictValues) -> PyResult<Bound<'py, PyAny>> {
+    if let (DictValues::Json, Ok(tuple)) = (style, value.cast::<PyTuple>()) {
+        let items = tuple
+            .iter()
+            .map(|item| dict_value(item, style))
+            .collect::<PyResult<Vec<_>>>()?;
+        return Ok(PyList::new(value.py(), items)?.into_any());
+    }
+    if value.hasattr("to_dict")? {
+        return value.call_method0("to_dict");
+    }
+    Ok(value)
+}
+
+/// A getter's Python name (`r#match` is `match`).
+fn attribute(name: &str) -> &str {
+    name.trim_start_matches("r#")
+}
+
+/// `{name: value}` of the named attributes of `obj`, in order.
+pub(crate) fn attrs_dict<'py>(
+    obj: &Bound<'py, PyAny>,
+    names: &[&str],
+    style: DictValues,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(obj.py());
+    for name in names.iter().map(|n| attribute(n)) {
+        dict.set_item(name, dict_value(obj.getattr(name)?, style)?)?;
+    }
+    Ok(dict)
+}
+
+/// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
+/// writes it.
+pub(crate) fn attrs_repr(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
+    let fields = names
+        .iter()
+        .map(|n| {
+            let name = attribute(n);
+            Ok(format!("{name}={}", obj.getattr(name)?.repr()?))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
+}
+
+/// A frozen class over one Rust value, `inner`, given as:
+///
+/// ```text
+/// frozen_class! {
+///     /// Docs.
+///     #[pyclass(name = "PythonName", ...)]   // module and `frozen` are added
+///     #[derive(Clone, PartialEq)]
+///     pub struct PyClass(RustValue);
+///     |value, py| {
+///         /// A getter's docs.
+///         getter_name: ReturnType => expression;   // `'py` is the interpreter's lifetime
+///     }
+///     // Then, each optional, in this order (see `class_methods!`):
+///     eq;
+///     to_dict(serde);     // or `to_dict(Python)`: the getters by name, in table order
+///     repr(all);          // or `repr(getter, ...)`
+///     { /* the class's own methods */ }
+/// }
+/// ```
+///
+/// It is `From` its value. `impl PyClass |value, py| { ... } ...` gives the methods alone,
+/// for a class written by hand with a field `inner`.
+macro_rules! frozen_class {
+    (
+        $(#$meta:tt)*
+        $vis:vis struct $class:ident($inner:ty);
+        $($rest:tt)*
+    ) => {
+        $(#$meta)*
+        #[pyo3(module = "torch_cudagraph_debug._native", frozen)]
+        $vis struct $class {
+            pub(crate) inner: $inner,
+        }
+
+        impl From<$inner> for $class {
+            fn from(inner: $inner) -> Self {
+                $class { inner }
+            }
+        }
+
+        $crate::classes::frozen_class!(impl $class $($rest)*);
+    };
+    (
+        impl $class:ident |$v:ident, $py:ident| {
+            $($(#[$gmeta:meta])* $getter:ident: $ret:ty => $value:expr;)*
+        }
+        $($options:tt)*
+    ) => {
+        $crate::classes::class_methods!($class [$($getter)*] [inner] [
+            $(
+                $(#[$gmeta])*
+                #[getter]
+                #[allow(unused_variables)]
+                fn $getter<'py>(&self, $py: Python<'py>) -> $ret {
+                    let $v = &self.inner;
+                    $value
+                }
+            )*
+        ] $($options)*);
+    };
+}
+
+/// A frozen class whose fields are its Python values (`get_all`), given as:
+///
+/// ```text
+/// value_class! {
+///     /// Docs.
+///     #[pyclass(...)]           // module, `frozen` and `get_all` are added
+///     #[derive(Clone, PartialEq)]
+///     pub struct Class { field: Type, ... }
+///     // Then the options of `frozen_class!` (`to_dict(serde)` aside).
+/// }
+/// ```
+macro_rules! value_class {
+    (
+        $(#$meta:tt)*
+        $vis:vis struct $class:ident {
+            $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)?
+        }
+        $($options:tt)*
+    ) => {
+        $(#$meta)*
+        #[pyo3(module = "torch_cudagraph_debug._native", frozen, get_all)]
+        $vis struct $class {
+            $($(#[$fmeta])* $fvis $field: $ty),*
+        }
+
+        $crate::classes::class_methods!($class [$($field)*] [] [] $($options)*);
+    };
+}
+
+/// The one `#[pymethods]` block of a class: its attribute methods (`$methods`: getters),
+/// then what its options ask for, then its own methods. `$names` are its attributes, in
+/// order; `$value` the field that holds the value it stands for (none: the class itself).
+///
+/// - `eq;`: equal to an object of this class whose value is equal (`NotImplemented` for any
+///   other object, as Python's protocol has it). A method, not pyo3's `eq` option: the code
+///   pyo3 writes for that option does not resolve inside a macro's expansion.
+/// - `to_dict(serde);`: the value's serde form ([`crate::results::serde_to_py`]);
+///   `to_dict(Python);` or `to_dict(Json);`: the attributes by name ([`DictValues`]).
+/// - `repr(all);` or `repr(name, ...);`: `Class(name=value, ...)` of those attributes.
+macro_rules! class_methods {
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] eq; $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
+            $($methods)*
+            fn __eq__(&self, other: &Bound<'_, PyAny>) -> Py<PyAny> {
+                let py = other.py();
+                match other.cast::<Self>() {
+                    Ok(o) => pyo3::types::PyBool::new(py, &o.get()$(.$value)? == &self$(.$value)?)
+                        .to_owned()
+                        .into_any()
+                        .unbind(),
+                    Err(_) => py.NotImplemented(),
+                }
+            }
+        ] $($rest)*);
+    };
+    (
+        $class:ident [$($name:ident)*] [$value:ident] [$($methods:tt)*]
+        to_dict(serde); $($rest:tt)*
+    ) => {
+        $crate::classes::class_methods!($class [$($name)*] [$value] [
+            $($methods)*
+            /// The value as its JSON report holds it.
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                $crate::results::serde_to_py(py, &self.$value)
+            }
+        ] $($rest)*);
+    };
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        to_dict($style:ident); $($rest:tt)*
+    ) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
+            $($methods)*
+            /// Every attribute by name, in order.
+            fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+                $crate::classes::attrs_dict(
+                    slf.as_any(),
+                    &[$(stringify!($name)),*],
+                    $crate::classes::DictValues::$style,
+                )
+            }
+        ] $($rest)*);
+    };
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        repr(all); $($rest:tt)*
+    ) => {
+        $crate::classes::class_methods!(
+            $class [$($name)*] [$($value)?] [$($methods)*] repr($($name),*); $($rest)*
+        );
+    };
+    (
+        $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
+        repr($($shown:ident),* $(,)?); $($rest:tt)*
+    ) => {
+        $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
+            $($methods)*
+            fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+                $crate::classes::attrs_repr(slf.as_any(), &[$(stringify!($shown)),*])
+            }
+        ] $($rest)*);
+    };
+    ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] $({ $($own:tt)* })?) => {
+        #[pymethods]
+        impl $class {
+            $($methods)*
+            $($($own)*)?
+        }
+    };
+}
+
+pub(crate) use {class_methods, frozen_class, value_class};
