@@ -13,6 +13,7 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::float8;
+use crate::summary::SummaryError;
 
 /// Elements per chunk handed out by [`for_each_real_chunk`] and
 /// [`for_each_complex_chunk`]; small enough that a chunk stays in L1 cache.
@@ -21,16 +22,10 @@ pub const DECODE_CHUNK: usize = 512;
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// The byte length is not a multiple of the dtype's itemsize.
-    #[error(
-        "{len} bytes is not a whole number of {dtype} elements \
-         ({len} is not a multiple of the itemsize {itemsize})"
-    )]
-    RaggedBytes {
-        dtype: DType,
-        len: usize,
-        itemsize: usize,
-    },
+    /// The byte length is not a multiple of the dtype's itemsize: the error
+    /// [`summarize`](crate::summarize) gives for such bytes too.
+    #[error(transparent)]
+    RaggedBytes(#[from] SummaryError),
     /// A complex dtype was given to a real decoder.
     #[error("dtype {0} is complex: decode it as (re, im) pairs")]
     Complex(DType),
@@ -127,12 +122,13 @@ pub fn for_each_complex_chunk(
     Ok(())
 }
 
-fn check_whole(dtype: DType, bytes: &[u8]) -> Result<(), DecodeError> {
+/// Checks that `bytes` holds a whole number of `dtype` elements.
+pub(crate) fn check_whole(dtype: DType, bytes: &[u8]) -> Result<(), SummaryError> {
     let itemsize = dtype.itemsize();
     if bytes.len() % itemsize == 0 {
         Ok(())
     } else {
-        Err(DecodeError::RaggedBytes {
+        Err(SummaryError::RaggedBytes {
             dtype,
             len: bytes.len(),
             itemsize,
@@ -384,11 +380,11 @@ mod tests {
         assert_eq!(out, [1.0, 2.0]);
         assert_eq!(
             decode_real(DType::Float32, &bytes[..5], &mut out),
-            Err(DecodeError::RaggedBytes {
+            Err(DecodeError::RaggedBytes(SummaryError::RaggedBytes {
                 dtype: DType::Float32,
                 len: 5,
                 itemsize: 4
-            })
+            }))
         );
         assert_eq!(
             decode_real(DType::Complex64, &bytes[..8], &mut out),

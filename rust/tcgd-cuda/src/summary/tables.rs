@@ -1,7 +1,7 @@
 //! What the kernels write and the host reads: summary records and their table, history rings, the trigger and the session words.
 
 use cudarc::driver::sys::{self, CUstream};
-use tcgd_tensor::TensorSummary;
+use tcgd_tensor::{ElementCounts, TensorSummary};
 
 use crate::driver::check;
 use crate::error::Result;
@@ -37,20 +37,23 @@ impl DeviceRecord {
 
     /// The summary in the store's terms (population std, L2 over finite values).
     pub fn to_summary(&self) -> TensorSummary {
-        let any = self.finite > 0;
-        TensorSummary {
+        let counts = ElementCounts {
             numel: self.numel,
             finite: self.finite,
             nan: self.nan,
             pos_inf: self.pos_inf,
             neg_inf: self.neg_inf,
             zero: self.zero,
-            min: any.then_some(self.min),
-            max: any.then_some(self.max),
-            mean: any.then_some(self.mean),
-            std: any.then(|| (self.m2 / self.finite as f64).max(0.0).sqrt()),
-            l2: self.ssq.max(0.0).sqrt(),
-        }
+        };
+        let any = self.finite > 0;
+        TensorSummary::from_parts(
+            counts,
+            self.min,
+            self.max,
+            any.then_some(self.mean),
+            any.then(|| (self.m2 / self.finite as f64).max(0.0).sqrt()),
+            self.ssq.max(0.0).sqrt(),
+        )
     }
 }
 
