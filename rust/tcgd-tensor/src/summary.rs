@@ -25,25 +25,29 @@ pub struct TensorSummary {
 
 /// How a tensor's elements split: each is counted in exactly one of `finite`, `nan`,
 /// `pos_inf`, `neg_inf`; `zero` overlaps `finite`.
+///
+/// `repr(C)` in the order of the counts of the summary kernels' `Record` (tcgd-cuda's
+/// `DeviceRecord`), which embeds this type.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ElementCounts {
     pub numel: u64,
-    pub finite: u64,
     pub nan: u64,
     pub pos_inf: u64,
     pub neg_inf: u64,
     pub zero: u64,
+    pub finite: u64,
 }
 
 impl ElementCounts {
     fn merge(self, o: ElementCounts) -> ElementCounts {
         ElementCounts {
             numel: self.numel + o.numel,
-            finite: self.finite + o.finite,
             nan: self.nan + o.nan,
             pos_inf: self.pos_inf + o.pos_inf,
             neg_inf: self.neg_inf + o.neg_inf,
             zero: self.zero + o.zero,
+            finite: self.finite + o.finite,
         }
     }
 }
@@ -272,11 +276,11 @@ fn real_block(values: &[f64]) -> Partial {
     Partial {
         counts: ElementCounts {
             numel,
-            finite,
             nan,
             pos_inf,
             neg_inf,
             zero: zero.iter().sum(),
+            finite,
         },
         min,
         max,

@@ -11,12 +11,7 @@ use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DeviceRecord {
-    pub numel: u64,
-    pub nan: u64,
-    pub pos_inf: u64,
-    pub neg_inf: u64,
-    pub zero: u64,
-    pub finite: u64,
+    pub counts: ElementCounts,
     pub min: f64,
     pub max: f64,
     pub mean: f64,
@@ -37,21 +32,13 @@ impl DeviceRecord {
 
     /// The summary in the store's terms (population std, L2 over finite values).
     pub fn to_summary(&self) -> TensorSummary {
-        let counts = ElementCounts {
-            numel: self.numel,
-            finite: self.finite,
-            nan: self.nan,
-            pos_inf: self.pos_inf,
-            neg_inf: self.neg_inf,
-            zero: self.zero,
-        };
-        let any = self.finite > 0;
+        let finite = self.counts.finite;
         TensorSummary::from_parts(
-            counts,
+            self.counts,
             self.min,
             self.max,
-            any.then_some(self.mean),
-            any.then(|| (self.m2 / self.finite as f64).max(0.0).sqrt()),
+            (finite > 0).then_some(self.mean),
+            (finite > 0).then(|| (self.m2 / finite as f64).max(0.0).sqrt()),
             self.ssq.max(0.0).sqrt(),
         )
     }
