@@ -9,8 +9,8 @@ use std::path::Path;
 use common::*;
 use tcgd_compare::report::{self, REPORT_FILES};
 use tcgd_compare::{
-    compare_point_series, compare_run_groups, compare_runs, compare_sets, CompareOptions,
-    Comparison, ComparisonKind, Mode, PointMapping, RunData, RunGroup, Silent, SiteView,
+    compare_point_series, compare_runs, compare_sets, CompareOptions, Comparison, ComparisonKind,
+    Mode, PointMapping, RunData, RunGroup, Silent, SiteView,
 };
 use tcgd_store::PayloadKind;
 use tcgd_tensor::DType;
@@ -104,7 +104,7 @@ fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) 
                 &[1],
                 f32_bytes(&[1.0]),
             ),
-            obs("extra", DType::Float32, &[1], f32_bytes(&[0.0])),
+            one_f32("extra", 0.0),
         ],
     );
     (reference, candidate)
@@ -239,7 +239,7 @@ fn series_text_report() {
 #[test]
 fn run_groups_text_report() {
     let dir = tempfile::tempdir().unwrap();
-    let point = |v: f32| vec![obs("x", DType::Float32, &[1], f32_bytes(&[v]))];
+    let point = |v: f32| vec![one_f32("x", v)];
     for (root, ranks) in [("ref", vec![0, 1, 2]), ("cand", vec![0, 1])] {
         for rank in ranks {
             let v = if root == "cand" && rank == 1 {
@@ -259,14 +259,7 @@ fn run_groups_text_report() {
     }
     let reference = RunGroup::load(&dir.path().join("ref"), None).unwrap();
     let candidate = RunGroup::load(&dir.path().join("cand"), None).unwrap();
-    let mut c = compare_run_groups(
-        &reference,
-        &candidate,
-        &PointMapping::ByLabel,
-        &CompareOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    let mut c = compare_groups(&reference, &candidate);
     scrub(&mut c);
     c.reference.path = Some("jobs/reference".into());
     c.candidate.path = Some("jobs/candidate".into());
