@@ -82,11 +82,7 @@ impl RunGroup {
                 return Err(CompareError::InvalidInput(format!(
                     "'{}' holds tensor runs named {}; choose one with name=",
                     root.display(),
-                    names
-                        .iter()
-                        .map(|n| format!("'{n}'"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    quoted(&names)
                 )))
             }
         };
@@ -102,14 +98,7 @@ impl RunGroup {
                 if names.is_empty() {
                     String::new()
                 } else {
-                    format!(
-                        "; it holds {}",
-                        names
-                            .iter()
-                            .map(|n| format!("'{n}'"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
+                    format!("; it holds {}", quoted(&names))
                 }
             )));
         }
@@ -323,6 +312,15 @@ impl GroupMember {
     pub fn selector(&self) -> RunSelector {
         selector(&self.name, self.rank)
     }
+}
+
+/// `'a', 'b'`: run names as error messages list them.
+fn quoted(names: &BTreeSet<&str>) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn selector(name: &str, rank: i64) -> RunSelector {

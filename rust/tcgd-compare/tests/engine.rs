@@ -5,9 +5,9 @@ mod common;
 
 use common::*;
 use tcgd_compare::{
-    compare_point_series, compare_run_groups, compare_runs, compare_sets, CompareOptions,
-    ComparisonKind, DtypePolicy, Kind, LayoutPolicy, Mode, PointMapping, PointSelector, RunData,
-    RunGroup, Scalar, Silent, Status,
+    compare_point_series, compare_runs, compare_sets, CompareOptions, ComparisonKind, DtypePolicy,
+    Kind, LayoutPolicy, Mode, PointMapping, PointSelector, RunData, RunGroup, Scalar, Silent,
+    Status,
 };
 use tcgd_store::PayloadKind;
 use tcgd_tensor::DType;
@@ -31,19 +31,11 @@ fn compare(
 fn alignment_keeps_execution_order_and_reports_one_sided_keys() {
     let r = set(
         "p",
-        vec![
-            obs("a", DType::Float32, &[1], f32_bytes(&[1.0])),
-            obs("b", DType::Float32, &[1], f32_bytes(&[2.0])),
-            obs("c", DType::Float32, &[1], f32_bytes(&[3.0])),
-        ],
+        vec![one_f32("a", 1.0), one_f32("b", 2.0), one_f32("c", 3.0)],
     );
     let c = set(
         "p",
-        vec![
-            obs("a", DType::Float32, &[1], f32_bytes(&[1.0])),
-            obs("new", DType::Float32, &[1], f32_bytes(&[9.0])),
-            obs("c", DType::Float32, &[1], f32_bytes(&[3.0])),
-        ],
+        vec![one_f32("a", 1.0), one_f32("new", 9.0), one_f32("c", 3.0)],
     );
     let result = compare(&r, &c, &CompareOptions::default());
     let rows: Vec<(String, Status, Kind)> = result.points[0]
@@ -186,17 +178,17 @@ fn status_precedence_is_mismatch_then_inconclusive_then_match() {
     let mut r = set(
         "p",
         vec![
-            obs("ok", DType::Float32, &[1], f32_bytes(&[1.0])),
-            obs("open", DType::Float32, &[1], f32_bytes(&[1.0])),
-            obs("bad", DType::Float32, &[1], f32_bytes(&[1.0])),
+            one_f32("ok", 1.0),
+            one_f32("open", 1.0),
+            one_f32("bad", 1.0),
         ],
     );
     let c = set(
         "p",
         vec![
-            obs("ok", DType::Float32, &[1], f32_bytes(&[1.0])),
-            obs("open", DType::Float32, &[1], f32_bytes(&[2.0])),
-            obs("bad", DType::Float32, &[1], f32_bytes(&[3.0])),
+            one_f32("ok", 1.0),
+            one_f32("open", 2.0),
+            one_f32("bad", 3.0),
         ],
     );
     r.observations[1].payload = PayloadKind::Summary;
@@ -241,7 +233,7 @@ fn int64_values_beyond_f64_precision_are_compared_exactly() {
 fn runs_align_points_by_label_index_or_explicit_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    let point = |v: f32| vec![obs("x", DType::Float32, &[1], f32_bytes(&[v]))];
+    let point = |v: f32| vec![one_f32("x", v)];
     write_run(
         &a,
         "m",
@@ -318,12 +310,7 @@ fn runs_align_points_by_label_index_or_explicit_pairs() {
 fn series_reports_the_first_diverging_point_per_observation() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let point = |x: f32, y: f32| {
-        vec![
-            obs("x", DType::Float32, &[1], f32_bytes(&[x])),
-            obs("y", DType::Float32, &[1], f32_bytes(&[y])),
-        ]
-    };
+    let point = |x: f32, y: f32| vec![one_f32("x", x), one_f32("y", y)];
     write_run(
         &run,
         "m",
@@ -364,7 +351,7 @@ fn series_reports_the_first_diverging_point_per_observation() {
 #[test]
 fn groups_warn_about_crashed_ranks_and_missing_ranks_are_inconclusive() {
     let dir = tempfile::tempdir().unwrap();
-    let point = |v: f32| vec![obs("x", DType::Float32, &[1], f32_bytes(&[v]))];
+    let point = |v: f32| vec![one_f32("x", v)];
     let job = |root: &std::path::Path, ranks: &[(i64, usize, bool)]| {
         for &(rank, points, complete) in ranks {
             let labels = [("s0", point(1.0)), ("s1", point(2.0)), ("s2", point(3.0))];
@@ -386,14 +373,7 @@ fn groups_warn_about_crashed_ranks_and_missing_ranks_are_inconclusive() {
         "{:?}",
         candidate.warnings
     );
-    let result = compare_run_groups(
-        &reference,
-        &candidate,
-        &PointMapping::ByLabel,
-        &CompareOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    let result = compare_groups(&reference, &candidate);
     let statuses: Vec<Status> = result.ranks.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses,

@@ -9,8 +9,8 @@ use std::path::Path;
 use common::*;
 use tcgd_compare::report::{self, REPORT_FILES};
 use tcgd_compare::{
-    compare_point_series, compare_run_groups, compare_runs, compare_sets, CompareOptions,
-    Comparison, ComparisonKind, Mode, PointMapping, RunData, RunGroup, Silent, SiteView,
+    compare_point_series, compare_runs, compare_sets, CompareOptions, Comparison, ComparisonKind,
+    Mode, PointMapping, RunData, RunGroup, Silent, SiteView,
 };
 use tcgd_store::PayloadKind;
 use tcgd_tensor::DType;
@@ -53,6 +53,16 @@ fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) 
         f32_bytes(&[0.5, 1.0, 1.5, 2.0, 2.75, f32::NAN]),
     );
     hidden_c.site = Some(site);
+    // Values both sides record alike.
+    let embed = || {
+        obs(
+            "embed",
+            DType::Float32,
+            &[4],
+            f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
+        )
+    };
+    let script = || one_f32("<script>alert(1)</script>", 1.0);
     let mut stats_r = obs("stats", DType::Float32, &[2], f32_bytes(&[1.0, 2.0]));
     stats_r.payload = PayloadKind::Summary;
     let mut stats_c = obs("stats", DType::Float32, &[2], f32_bytes(&[1.0, 2.5]));
@@ -60,12 +70,7 @@ fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) 
     let reference = set(
         "step1",
         vec![
-            obs(
-                "embed",
-                DType::Float32,
-                &[4],
-                f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
-            ),
+            embed(),
             hidden_r,
             obs("ids", DType::Int64, &[3], i64_bytes(&[7, 8, 9])),
             obs(
@@ -76,35 +81,20 @@ fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) 
             ),
             obs("loss", DType::Float32, &[], f32_bytes(&[1.234_567_8])),
             stats_r,
-            obs(
-                "<script>alert(1)</script>",
-                DType::Float32,
-                &[1],
-                f32_bytes(&[1.0]),
-            ),
+            script(),
         ],
     );
     let candidate = set(
         "step1",
         vec![
-            obs(
-                "embed",
-                DType::Float32,
-                &[4],
-                f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
-            ),
+            embed(),
             hidden_c,
             obs("ids", DType::Int64, &[3], i64_bytes(&[7, 8, 10])),
             obs("logits", DType::Float16, &[2, 2], vec![0; 8]),
             obs("loss", DType::Float32, &[], f32_bytes(&[1.234_567_9])),
             stats_c,
-            obs(
-                "<script>alert(1)</script>",
-                DType::Float32,
-                &[1],
-                f32_bytes(&[1.0]),
-            ),
-            obs("extra", DType::Float32, &[1], f32_bytes(&[0.0])),
+            script(),
+            one_f32("extra", 0.0),
         ],
     );
     (reference, candidate)
@@ -239,7 +229,7 @@ fn series_text_report() {
 #[test]
 fn run_groups_text_report() {
     let dir = tempfile::tempdir().unwrap();
-    let point = |v: f32| vec![obs("x", DType::Float32, &[1], f32_bytes(&[v]))];
+    let point = |v: f32| vec![one_f32("x", v)];
     for (root, ranks) in [("ref", vec![0, 1, 2]), ("cand", vec![0, 1])] {
         for rank in ranks {
             let v = if root == "cand" && rank == 1 {
@@ -259,14 +249,7 @@ fn run_groups_text_report() {
     }
     let reference = RunGroup::load(&dir.path().join("ref"), None).unwrap();
     let candidate = RunGroup::load(&dir.path().join("cand"), None).unwrap();
-    let mut c = compare_run_groups(
-        &reference,
-        &candidate,
-        &PointMapping::ByLabel,
-        &CompareOptions::default(),
-        &Silent,
-    )
-    .unwrap();
+    let mut c = compare_groups(&reference, &candidate);
     scrub(&mut c);
     c.reference.path = Some("jobs/reference".into());
     c.candidate.path = Some("jobs/candidate".into());

@@ -82,46 +82,44 @@ ops = ["aten.view", "aten.t"]
 
     #[test]
     fn errors_name_file_line_and_key() {
+        // (text replaced in GOOD, its replacement, the line and a part of the message)
         let cases = [
+            ("every = 1", "evry = 1", 16, "unknown field `evry`"),
             (
-                GOOD.replace("every = 1", "evry = 1"),
-                16,
-                "unknown field `evry`",
-            ),
-            (
-                GOOD.replace("[\"layers.*.attn\"]", "[\"layers[.attn\"]"),
+                "[\"layers.*.attn\"]",
+                "[\"layers[.attn\"]",
                 11,
                 "select[0].modules",
             ),
             (
-                GOOD.replace("max_numel = 100_000_000", "max_numel = 0"),
+                "max_numel = 100_000_000",
+                "max_numel = 0",
                 14,
                 "select[0].max_numel",
             ),
             (
-                GOOD.replace("\"forward\", \"backward\"", "\"fwd\""),
+                "\"forward\", \"backward\"",
+                "\"fwd\"",
                 12,
                 "select[0].graphs",
             ),
             (
-                GOOD.replace("model.py:120-160", "model.py:160-120"),
+                "model.py:120-160",
+                "model.py:160-120",
                 21,
                 "select[1].sources",
             ),
             (
-                GOOD.replace("payload = \"summary\"", "payload = \"half\""),
+                "payload = \"summary\"",
+                "payload = \"half\"",
                 7,
                 "run.payload",
             ),
-            (GOOD.replace("version = 1", "version = 2"), 2, "version"),
-            (
-                GOOD.replace("[\"record\"]", "[\"check\"]"),
-                15,
-                "select[0].actions",
-            ),
+            ("version = 1", "version = 2", 2, "version"),
+            ("[\"record\"]", "[\"check\"]", 15, "select[0].actions"),
         ];
-        for (text, line, needle) in cases {
-            let err = parse(&text).unwrap_err().to_string();
+        for (from, to, line, needle) in cases {
+            let err = parse(&GOOD.replace(from, to)).unwrap_err().to_string();
             assert!(err.starts_with(&format!("probes.toml:{line}:")), "{err}");
             assert!(err.contains(needle), "{err}");
         }

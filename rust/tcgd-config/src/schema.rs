@@ -9,11 +9,18 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::select::{Matcher, Rule};
+use crate::select::{GlobList, Matcher, Rule, SourceList};
 
 pub const CONFIG_VERSION: i64 = 1;
 /// The longest history a config may ask for (device memory: history x value size per site).
 pub const MAX_HISTORY: i64 = 1024;
+
+// The raw tables keep every value with its span, so that an error can name its line.
+
+/// A key that may be left out.
+type OptKey<T> = Option<Spanned<T>>;
+/// A key holding a list of strings (left out: empty).
+type ListKey = Vec<Spanned<String>>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,7 +31,7 @@ struct RawConfig {
     #[serde(default)]
     select: Vec<RawRule>,
     #[serde(default)]
-    exclude: Vec<RawExclude>,
+    exclude: Vec<RawMatch>,
     #[serde(default)]
     memory: Option<RawMemory>,
 }
@@ -32,96 +39,75 @@ struct RawConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawMemory {
-    dir: Option<Spanned<String>>,
-    name: Option<Spanned<String>>,
-    points: Option<Vec<Spanned<String>>>,
-    every: Option<Spanned<i64>>,
-    reset_peaks: Option<Spanned<bool>>,
-    overwrite: Option<Spanned<bool>>,
+    dir: OptKey<String>,
+    name: OptKey<String>,
+    points: Option<ListKey>,
+    every: OptKey<i64>,
+    reset_peaks: OptKey<bool>,
+    overwrite: OptKey<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRun {
-    name: Option<Spanned<String>>,
-    dir: Option<Spanned<String>>,
-    payload: Option<Spanned<String>>,
-    history: Option<Spanned<i64>>,
-    full_every: Option<Spanned<i64>>,
-    trigger_nonfinite: Option<Spanned<bool>>,
-    trigger_abs_max: Option<Spanned<f64>>,
-    overwrite: Option<Spanned<bool>>,
+    name: OptKey<String>,
+    dir: OptKey<String>,
+    payload: OptKey<String>,
+    history: OptKey<i64>,
+    full_every: OptKey<i64>,
+    trigger_nonfinite: OptKey<bool>,
+    trigger_abs_max: OptKey<f64>,
+    overwrite: OptKey<bool>,
 }
 
-// The matcher fields are spelled out in both tables: serde's `flatten` would drop the
-// spans that error messages need.
-#[derive(Debug, Default)]
-struct RawMatch {
-    ops: Vec<Spanned<String>>,
-    modules: Vec<Spanned<String>>,
-    names: Vec<Spanned<String>>,
-    sources: Vec<Spanned<String>>,
-    graphs: Vec<Spanned<String>>,
-    dtypes: Vec<Spanned<String>>,
-    min_numel: Option<Spanned<i64>>,
-    max_numel: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRule {
-    #[serde(default)]
-    ops: Vec<Spanned<String>>,
-    #[serde(default)]
-    modules: Vec<Spanned<String>>,
-    #[serde(default)]
-    names: Vec<Spanned<String>>,
-    #[serde(default)]
-    sources: Vec<Spanned<String>>,
-    #[serde(default)]
-    graphs: Vec<Spanned<String>>,
-    #[serde(default)]
-    dtypes: Vec<Spanned<String>>,
-    min_numel: Option<Spanned<i64>>,
-    max_numel: Option<Spanned<i64>>,
-    #[serde(default)]
-    actions: Vec<Spanned<String>>,
-    every: Option<Spanned<i64>>,
-    limit: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawExclude {
-    #[serde(default)]
-    ops: Vec<Spanned<String>>,
-    #[serde(default)]
-    modules: Vec<Spanned<String>>,
-    #[serde(default)]
-    names: Vec<Spanned<String>>,
-    #[serde(default)]
-    sources: Vec<Spanned<String>>,
-    #[serde(default)]
-    graphs: Vec<Spanned<String>>,
-    #[serde(default)]
-    dtypes: Vec<Spanned<String>>,
-    min_numel: Option<Spanned<i64>>,
-    max_numel: Option<Spanned<i64>>,
-}
-
-macro_rules! raw_match {
-    ($raw:expr) => {
-        RawMatch {
-            ops: $raw.ops,
-            modules: $raw.modules,
-            names: $raw.names,
-            sources: $raw.sources,
-            graphs: $raw.graphs,
-            dtypes: $raw.dtypes,
-            min_numel: $raw.min_numel,
-            max_numel: $raw.max_numel,
+/// Declares a config table that holds the matcher keys (`ops`, `modules`, ... `max_numel`)
+/// and `$extra` keys. The keys are spliced in rather than `#[serde(flatten)]`ed: flatten
+/// would drop the spans that error messages need, and `deny_unknown_fields` with it.
+macro_rules! matcher_table {
+    ($(#[$doc:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Deserialize)]
+        #[serde(default, deny_unknown_fields)]
+        struct $name {
+            ops: ListKey,
+            modules: ListKey,
+            names: ListKey,
+            sources: ListKey,
+            graphs: ListKey,
+            dtypes: ListKey,
+            min_numel: OptKey<i64>,
+            max_numel: OptKey<i64>,
+            $($extra)*
         }
     };
+}
+
+matcher_table!(
+    /// An `[[exclude]]` table: the matcher keys alone.
+    RawMatch {}
+);
+
+matcher_table!(
+    /// A `[[select]]` table: the matcher keys and what to do with the nodes they match.
+    RawRule {
+        actions: ListKey,
+        every: OptKey<i64>,
+        limit: OptKey<i64>,
+    }
+);
+
+/// The matcher keys of a `[[select]]` table.
+fn rule_match(raw: RawRule) -> RawMatch {
+    RawMatch {
+        ops: raw.ops,
+        modules: raw.modules,
+        names: raw.names,
+        sources: raw.sources,
+        graphs: raw.graphs,
+        dtypes: raw.dtypes,
+        min_numel: raw.min_numel,
+        max_numel: raw.max_numel,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -289,7 +275,7 @@ impl ProbeConfig {
             .exclude
             .into_iter()
             .enumerate()
-            .map(|(i, r)| matcher(&at, &format!("exclude[{i}]"), raw_match!(r)))
+            .map(|(i, r)| matcher(&at, &format!("exclude[{i}]"), r))
             .collect::<Result<Vec<_>, _>>()?;
         let mut hasher = blake3::Hasher::new();
         hasher.update(producer_version.as_bytes());
@@ -315,16 +301,7 @@ impl ProbeConfig {
 }
 
 fn run_settings(at: &Locator, raw: Option<RawRun>) -> Result<RunSettings, ConfigError> {
-    let raw = raw.unwrap_or(RawRun {
-        name: None,
-        dir: None,
-        payload: None,
-        history: None,
-        full_every: None,
-        trigger_nonfinite: None,
-        trigger_abs_max: None,
-        overwrite: None,
-    });
+    let raw = raw.unwrap_or_default();
     let payload = match raw.payload {
         None => Payload::Full,
         Some(p) => match p.get_ref().as_str() {
@@ -500,10 +477,12 @@ fn positive(
     }
 }
 
-fn rule(at: &Locator, index: usize, raw: RawRule) -> Result<Rule, ConfigError> {
+fn rule(at: &Locator, index: usize, mut raw: RawRule) -> Result<Rule, ConfigError> {
     let key = format!("select[{index}]");
-    let (actions_raw, every, limit) = (raw.actions, raw.every, raw.limit);
-    let matcher = matcher(at, &key, raw_match!(raw))?;
+    // What is left of `raw` is the matcher.
+    let actions_raw = std::mem::take(&mut raw.actions);
+    let (every, limit) = (raw.every.take(), raw.limit.take());
+    let matcher = matcher(at, &key, rule_match(raw))?;
     let mut actions = Vec::new();
     for a in &actions_raw {
         actions.push(match a.get_ref().as_str() {
@@ -538,9 +517,22 @@ fn rule(at: &Locator, index: usize, raw: RawRule) -> Result<Rule, ConfigError> {
     })
 }
 
+/// Parses each entry of the list `key`; an entry `parse` refuses is an error at its line.
+fn parse_entries<T>(
+    at: &Locator,
+    key: &str,
+    values: &[Spanned<String>],
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, ConfigError> {
+    values
+        .iter()
+        .map(|v| parse(v.get_ref()).map_err(|why| at.error(v.span().start, key, why)))
+        .collect()
+}
+
 fn matcher(at: &Locator, key: &str, raw: RawMatch) -> Result<Matcher, ConfigError> {
     let globs = |field: &str, values: &[Spanned<String>]| {
-        crate::select::GlobList::new(at, &format!("{key}.{field}"), values)
+        parse_entries(at, &format!("{key}.{field}"), values, GlobList::entry).map(GlobList::new)
     };
     for g in &raw.graphs {
         if !GRAPH_KINDS.contains(&g.get_ref().as_str()) {
@@ -578,7 +570,13 @@ fn matcher(at: &Locator, key: &str, raw: RawMatch) -> Result<Matcher, ConfigErro
         ops: globs("ops", &raw.ops)?,
         modules: globs("modules", &raw.modules)?,
         names: globs("names", &raw.names)?,
-        sources: crate::select::SourceList::new(at, &format!("{key}.sources"), &raw.sources)?,
+        sources: parse_entries(
+            at,
+            &format!("{key}.sources"),
+            &raw.sources,
+            SourceList::entry,
+        )
+        .map(SourceList::new)?,
         graphs: raw.graphs.into_iter().map(Spanned::into_inner).collect(),
         dtypes: raw.dtypes.into_iter().map(Spanned::into_inner).collect(),
         min_numel: min,

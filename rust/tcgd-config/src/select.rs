@@ -2,10 +2,8 @@
 
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
-use toml::Spanned;
 
-use crate::error::ConfigError;
-use crate::schema::{Action, Locator};
+use crate::schema::Action;
 
 /// A list of globs; empty matches everything.
 #[derive(Debug, Clone, Default)]
@@ -14,23 +12,15 @@ pub struct GlobList {
 }
 
 impl GlobList {
-    pub(crate) fn new(
-        at: &Locator,
-        key: &str,
-        values: &[Spanned<String>],
-    ) -> Result<GlobList, ConfigError> {
-        let mut patterns = Vec::new();
-        for v in values {
-            let glob = Glob::new(v.get_ref()).map_err(|e| {
-                at.error(
-                    v.span().start,
-                    key,
-                    format!("bad glob '{}': {e}", v.get_ref()),
-                )
-            })?;
-            patterns.push((v.get_ref().clone(), glob.compile_matcher()));
-        }
-        Ok(GlobList { patterns })
+    /// A list of the parsed entries of [`GlobList::entry`].
+    pub(crate) fn new(patterns: Vec<(String, GlobMatcher)>) -> GlobList {
+        GlobList { patterns }
+    }
+
+    /// One glob, or what is wrong with it.
+    pub(crate) fn entry(text: &str) -> Result<(String, GlobMatcher), String> {
+        let glob = Glob::new(text).map_err(|e| format!("bad glob '{text}': {e}"))?;
+        Ok((text.to_owned(), glob.compile_matcher()))
     }
 
     fn is_empty(&self) -> bool {
@@ -50,7 +40,7 @@ impl GlobList {
 }
 
 /// One `file-glob[:line[-line]]` entry: its text, the file glob, the inclusive lines.
-type SourceEntry = (String, GlobMatcher, Option<(u64, u64)>);
+pub(crate) type SourceEntry = (String, GlobMatcher, Option<(u64, u64)>);
 
 /// A line number as written in a source entry: digits only (no sign, no spaces).
 fn line_number(text: &str) -> Option<u64> {
@@ -60,6 +50,32 @@ fn line_number(text: &str) -> Option<u64> {
     text.parse().ok()
 }
 
+fn source_entry(text: &str) -> Result<SourceEntry, String> {
+    // Whatever follows the last ':' is the line part and must be one: a typo such as
+    // `model.py:abc` would otherwise become a file glob that matches nothing.
+    let (file, lines) = match text.rsplit_once(':') {
+        None => (text, None),
+        Some((file, range)) => {
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            let (Some(lo), Some(hi)) = (line_number(lo), line_number(hi)) else {
+                return Err(format!(
+                    "expected file-glob[:line[-line]], and '{range}' is not a line or a line \
+                     range (e.g. model.py:120 or model.py:120-160)"
+                ));
+            };
+            if lo == 0 || lo > hi {
+                return Err("impossible line range (lines start at 1, first <= last)".into());
+            }
+            (file, Some((lo, hi)))
+        }
+    };
+    if file.is_empty() {
+        return Err("the file glob is empty (e.g. model.py, model.py:120 or *.py:120)".into());
+    }
+    let glob = Glob::new(file).map_err(|e| e.to_string())?;
+    Ok((text.to_owned(), glob.compile_matcher(), lines))
+}
+
 /// `file-glob[:line[-line]]` entries.
 #[derive(Debug, Clone, Default)]
 pub struct SourceList {
@@ -67,45 +83,14 @@ pub struct SourceList {
 }
 
 impl SourceList {
-    pub(crate) fn new(
-        at: &Locator,
-        key: &str,
-        values: &[Spanned<String>],
-    ) -> Result<SourceList, ConfigError> {
-        let mut entries = Vec::new();
-        for v in values {
-            let text = v.get_ref();
-            let bad =
-                |why: &str| at.error(v.span().start, key, format!("bad source '{text}': {why}"));
-            // Whatever follows the last ':' is the line part and must be one: a typo such
-            // as `model.py:abc` would otherwise become a file glob that matches nothing.
-            let (file, lines) = match text.rsplit_once(':') {
-                None => (text.as_str(), None),
-                Some((file, range)) => {
-                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-                    let (Some(lo), Some(hi)) = (line_number(lo), line_number(hi)) else {
-                        return Err(bad(&format!(
-                            "expected file-glob[:line[-line]], and '{range}' is not a line or \
-                             a line range (e.g. model.py:120 or model.py:120-160)"
-                        )));
-                    };
-                    if lo == 0 || lo > hi {
-                        return Err(bad(
-                            "impossible line range (lines start at 1, first <= last)",
-                        ));
-                    }
-                    (file, Some((lo, hi)))
-                }
-            };
-            if file.is_empty() {
-                return Err(bad(
-                    "the file glob is empty (e.g. model.py, model.py:120 or *.py:120)",
-                ));
-            }
-            let glob = Glob::new(file).map_err(|e| bad(&e.to_string()))?;
-            entries.push((text.clone(), glob.compile_matcher(), lines));
-        }
-        Ok(SourceList { entries })
+    /// A list of the parsed entries of [`SourceList::entry`].
+    pub(crate) fn new(entries: Vec<SourceEntry>) -> SourceList {
+        SourceList { entries }
+    }
+
+    /// One `file-glob[:line[-line]]` entry, or what is wrong with it.
+    pub(crate) fn entry(text: &str) -> Result<SourceEntry, String> {
+        source_entry(text).map_err(|why| format!("bad source '{text}': {why}"))
     }
 
     fn matches(&self, source: Option<&(String, u64)>) -> bool {

@@ -51,35 +51,40 @@ pub fn add_search_dir(dir: impl Into<PathBuf>) {
     }
 }
 
+/// The files of `dir` whose names start with `prefix`, newest version first (`.so.13`
+/// before `.so.12`); none when the folder cannot be read.
+fn libraries_in(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect();
+    found.sort();
+    found.reverse();
+    found
+}
+
 fn candidates() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let push_dir = |dir: &Path, out: &mut Vec<PathBuf>| {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("libnvrtc.so"))
-                })
-                .collect();
-            // The newest major first; `libnvrtc.alt` and the builtins are other libraries.
-            found.sort();
-            found.reverse();
-            out.extend(found);
-        }
-    };
+    // `libnvrtc.alt` and the builtins are other libraries.
+    let nvrtc_in = |dir: &Path| libraries_in(dir, "libnvrtc.so");
     if let Some(value) = std::env::var_os("TCGD_NVRTC") {
         let path = PathBuf::from(value);
         if path.is_dir() {
-            push_dir(&path, &mut out);
+            out.extend(nvrtc_in(&path));
         } else {
             out.push(path);
         }
     }
     if let Ok(dirs) = SEARCH_DIRS.lock() {
         for dir in dirs.iter() {
-            push_dir(dir, &mut out);
+            out.extend(nvrtc_in(dir));
         }
     }
     for soname in ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"] {
@@ -97,20 +102,9 @@ fn symbol<T: Copy>(library: &Library, name: &[u8]) -> std::result::Result<T, Str
 
 fn builtins_beside(path: &Path) -> Option<Library> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libnvrtc-builtins.so"))
-        })
-        .collect();
-    found.sort();
     // SAFETY: as for NVRTC itself below.
-    found
+    libraries_in(dir, "libnvrtc-builtins.so")
         .iter()
-        .rev()
         .find_map(|p| unsafe { Library::new(p) }.ok())
 }
 

@@ -35,20 +35,8 @@ pub fn write(batch: &RecordBatch, ending: Ending) -> Result<String, ArrowError> 
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
     for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
         let text: Option<StringArray> = match column.data_type() {
-            DataType::Utf8 => Some(
-                column
-                    .as_string::<i32>()
-                    .iter()
-                    .map(|v| v.map(neutral))
-                    .collect(),
-            ),
-            DataType::Float64 => Some(
-                column
-                    .as_primitive::<Float64Type>()
-                    .iter()
-                    .map(|v| v.map(float))
-                    .collect(),
-            ),
+            DataType::Utf8 => Some(rewritten(column.as_string::<i32>(), neutral)),
+            DataType::Float64 => Some(rewritten(column.as_primitive::<Float64Type>(), float)),
             _ => None,
         };
         match text {
@@ -81,6 +69,14 @@ pub fn write(batch: &RecordBatch, ending: Ending) -> Result<String, ArrowError> 
         writer.write(&safe)?;
     }
     String::from_utf8(out).map_err(|e| ArrowError::CsvError(e.to_string()))
+}
+
+/// A column's values as the text `write` gives them; nulls stay null.
+fn rewritten<T>(
+    values: impl IntoIterator<Item = Option<T>>,
+    text: impl Fn(T) -> String,
+) -> StringArray {
+    values.into_iter().map(|v| v.map(&text)).collect()
 }
 
 /// A float at full precision (the shortest text that reads back as the same value), with
@@ -162,7 +158,7 @@ fn is_real(value: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use arrow::array::Float64Array;
+    use arrow::array::{BooleanArray, Float64Array, Int64Array};
 
     use super::*;
 
@@ -214,44 +210,43 @@ mod tests {
         RecordBatch::try_from_iter(columns).unwrap()
     }
 
+    fn column(values: impl Array + 'static) -> ArrayRef {
+        Arc::new(values)
+    }
+
     #[test]
     fn fault_text_columns_are_neutralised_and_numbers_kept() {
         let b = batch(vec![
             (
                 "label",
-                Arc::new(StringArray::from(vec![
+                column(StringArray::from(vec![
                     Some("=1"),
                     Some("-1"),
                     Some("a,\"b\""),
                     None,
-                ])) as ArrayRef,
+                ])),
             ),
             (
                 "n",
-                Arc::new(arrow::array::Int64Array::from(vec![
-                    Some(-3),
-                    None,
-                    Some(4),
-                    Some(0),
-                ])) as ArrayRef,
+                column(Int64Array::from(vec![Some(-3), None, Some(4), Some(0)])),
             ),
             (
                 "x",
-                Arc::new(Float64Array::from(vec![
+                column(Float64Array::from(vec![
                     Some(-0.5),
                     Some(f64::NAN),
                     Some(f64::NEG_INFINITY),
                     None,
-                ])) as ArrayRef,
+                ])),
             ),
             (
                 "ok",
-                Arc::new(arrow::array::BooleanArray::from(vec![
+                column(BooleanArray::from(vec![
                     Some(true),
                     Some(false),
                     None,
                     Some(true),
-                ])) as ArrayRef,
+                ])),
             ),
         ]);
         assert_eq!(
@@ -268,7 +263,7 @@ mod tests {
     fn empty_tables_keep_their_header() {
         let b = batch(vec![(
             "a",
-            Arc::new(StringArray::from(Vec::<Option<&str>>::new())) as ArrayRef,
+            column(StringArray::from(Vec::<Option<&str>>::new())),
         )]);
         assert_eq!(write(&b, Ending::CrLf).unwrap(), "a\r\n");
     }

@@ -76,63 +76,34 @@ impl PartialEq<&str> for Cell {
     }
 }
 
-impl From<i64> for Cell {
-    fn from(v: i64) -> Cell {
-        Cell::Int(v)
-    }
+/// `From` each type a cell holds, converted to its variant's type.
+macro_rules! cell_from {
+    ($($from:ty => $variant:ident($to:ty)),* $(,)?) => {
+        $(
+            impl From<$from> for Cell {
+                fn from(v: $from) -> Cell {
+                    Cell::$variant(<$to>::from(v))
+                }
+            }
+        )*
+    };
 }
 
-impl From<i32> for Cell {
-    fn from(v: i32) -> Cell {
-        Cell::Int(i64::from(v))
-    }
-}
-
-impl From<u64> for Cell {
-    fn from(v: u64) -> Cell {
-        Cell::UInt(v)
-    }
-}
-
-impl From<u32> for Cell {
-    fn from(v: u32) -> Cell {
-        Cell::UInt(u64::from(v))
-    }
-}
+cell_from!(
+    i64 => Int(i64),
+    i32 => Int(i64),
+    u64 => UInt(u64),
+    u32 => UInt(u64),
+    f64 => Float(f64),
+    bool => Bool(bool),
+    String => Text(String),
+    &str => Text(String),
+    &String => Text(String),
+);
 
 impl From<usize> for Cell {
     fn from(v: usize) -> Cell {
         Cell::UInt(v as u64)
-    }
-}
-
-impl From<f64> for Cell {
-    fn from(v: f64) -> Cell {
-        Cell::Float(v)
-    }
-}
-
-impl From<bool> for Cell {
-    fn from(v: bool) -> Cell {
-        Cell::Bool(v)
-    }
-}
-
-impl From<String> for Cell {
-    fn from(v: String) -> Cell {
-        Cell::Text(v)
-    }
-}
-
-impl From<&str> for Cell {
-    fn from(v: &str) -> Cell {
-        Cell::Text(v.to_owned())
-    }
-}
-
-impl From<&String> for Cell {
-    fn from(v: &String) -> Cell {
-        Cell::Text(v.clone())
     }
 }
 
@@ -196,39 +167,24 @@ impl Table {
                 Some(first) if kinds.all(|k| k == first) => first,
                 _ => DataType::Utf8,
             };
+            // The cells of the column's type as an array of it; the others are null.
+            macro_rules! typed {
+                ($array:ty, $variant:ident) => {
+                    Arc::new(
+                        cells
+                            .map(|c| match c {
+                                Cell::$variant(v) => Some(*v),
+                                _ => None,
+                            })
+                            .collect::<$array>(),
+                    )
+                };
+            }
             let column: ArrayRef = match kind {
-                DataType::Int64 => Arc::new(
-                    cells
-                        .map(|c| match c {
-                            Cell::Int(v) => Some(*v),
-                            _ => None,
-                        })
-                        .collect::<Int64Array>(),
-                ),
-                DataType::UInt64 => Arc::new(
-                    cells
-                        .map(|c| match c {
-                            Cell::UInt(v) => Some(*v),
-                            _ => None,
-                        })
-                        .collect::<UInt64Array>(),
-                ),
-                DataType::Float64 => Arc::new(
-                    cells
-                        .map(|c| match c {
-                            Cell::Float(v) => Some(*v),
-                            _ => None,
-                        })
-                        .collect::<Float64Array>(),
-                ),
-                DataType::Boolean => Arc::new(
-                    cells
-                        .map(|c| match c {
-                            Cell::Bool(v) => Some(*v),
-                            _ => None,
-                        })
-                        .collect::<BooleanArray>(),
-                ),
+                DataType::Int64 => typed!(Int64Array, Int),
+                DataType::UInt64 => typed!(UInt64Array, UInt),
+                DataType::Float64 => typed!(Float64Array, Float),
+                DataType::Boolean => typed!(BooleanArray, Bool),
                 _ => Arc::new(
                     cells
                         .map(|c| (!c.is_null()).then(|| c.to_string()))

@@ -68,17 +68,7 @@ fn main() {
     let points: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let sites: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(28);
     let tmp = std::env::temp_dir().join(format!("tcgd-throughput-{}", std::process::id()));
-    let header = RunHeader {
-        run_id: "throughput".into(),
-        name: "throughput".into(),
-        kind: RunKind::Tensor,
-        execution: "compiled".into(),
-        rank: None,
-        group_id: None,
-        world_size: None,
-        provenance: serde_json::json!({}),
-        run_metadata: serde_json::json!({}),
-    };
+    let header = RunHeader::new("throughput", "throughput", RunKind::Tensor, "compiled");
     let writer = RunWriter::create(&tmp, header, "bench").expect("run");
     let mut queue = CommitQueue::start(writer, 64).expect("queue");
     let started = Instant::now();

@@ -42,6 +42,24 @@ pub struct RunHeader {
     pub run_metadata: serde_json::Value,
 }
 
+impl RunHeader {
+    /// The header of a single-process run without provenance or metadata (`{}`); set the
+    /// other fields on the result where they are known.
+    pub fn new(run_id: &str, name: &str, kind: RunKind, execution: &str) -> RunHeader {
+        RunHeader {
+            run_id: run_id.to_owned(),
+            name: name.to_owned(),
+            kind,
+            execution: execution.to_owned(),
+            rank: None,
+            group_id: None,
+            world_size: None,
+            provenance: serde_json::json!({}),
+            run_metadata: serde_json::json!({}),
+        }
+    }
+}
+
 /// One committed part file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartEntry {

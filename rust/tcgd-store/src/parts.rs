@@ -276,15 +276,25 @@ fn collect(
         .collect()
 }
 
-/// Reads a whole part with the table's schema.
-pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
-    let reader = open_builder(path, table)?
+/// Every row of a part, with the table's schema (columns added since it was written are
+/// null).
+fn read_whole<R: ChunkReader + 'static>(
+    path: &Path,
+    table: Table,
+    builder: ParquetRecordBatchReaderBuilder<R>,
+) -> Result<Vec<RecordBatch>> {
+    let reader = builder
         .build()
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     collect(path, reader)?
         .into_iter()
         .map(|b| with_added_columns(path, table, b))
         .collect()
+}
+
+/// Reads a whole part with the table's schema.
+pub fn read_part(path: &Path, table: Table) -> Result<Vec<RecordBatch>> {
+    read_whole(path, table, open_builder(path, table)?)
 }
 
 /// Reads a whole part after checking that its bytes are the ones committed (`digest`, the
@@ -309,13 +319,7 @@ pub fn read_part_checked(
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
         .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
     check_part_metadata(path, table, &builder, &table.schema())?;
-    let reader = builder
-        .build()
-        .map_err(|e| StoreError::corrupt(path)(e.to_string()))?;
-    collect(path, reader)?
-        .into_iter()
-        .map(|b| with_added_columns(path, table, b))
-        .collect()
+    read_whole(path, table, builder)
 }
 
 /// The problem of a part whose file digest is not the committed one.

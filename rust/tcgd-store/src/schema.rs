@@ -22,42 +22,53 @@ pub const PAYLOAD_DIGEST_COLUMN: usize = 1;
 /// and smaller chunks keep reader memory bounded and row groups scannable.
 pub const PAYLOAD_CHUNK_BYTES: usize = 16 << 20;
 
-/// The tables of a job root, each a Delta table in its own directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Table {
+/// Declares [`Table`] from one list of its tables: the variant, its directory name and its
+/// schema, so that adding a table is one line.
+macro_rules! tables {
+    ($($(#[$doc:meta])* $variant:ident => $dir:literal, $schema:ident;)*) => {
+        /// The tables of a job root, each a Delta table in its own directory.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Table {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Table {
+            pub const ALL: [Table; [$($dir),*].len()] = [$(Table::$variant),*];
+
+            pub fn dir_name(self) -> &'static str {
+                match self {
+                    $(Table::$variant => $dir,)*
+                }
+            }
+
+            pub fn schema(self) -> SchemaRef {
+                match self {
+                    $(Table::$variant => $schema.clone(),)*
+                }
+            }
+        }
+    };
+}
+
+tables! {
     /// One row per run: its identity, status and provenance.
-    Runs,
-    Points,
-    Observations,
-    Payloads,
-    MemoryPoints,
-    MemoryDevices,
-    MemoryStats,
-    MemorySegments,
-    MemoryBlocks,
-    MemoryEvents,
-    MemoryFrames,
-    MemoryStacks,
+    Runs => "runs", RUNS;
+    Points => "points", POINTS;
+    Observations => "observations", OBSERVATIONS;
+    Payloads => "payloads", PAYLOADS;
+    MemoryPoints => "memory_points", MEMORY_POINTS;
+    MemoryDevices => "memory_devices", MEMORY_DEVICES;
+    MemoryStats => "memory_stats", MEMORY_STATS;
+    MemorySegments => "memory_segments", MEMORY_SEGMENTS;
+    MemoryBlocks => "memory_blocks", MEMORY_BLOCKS;
+    MemoryEvents => "memory_events", MEMORY_EVENTS;
+    MemoryFrames => "memory_frames", MEMORY_FRAMES;
+    MemoryStacks => "memory_stacks", MEMORY_STACKS;
     /// What owns each private pool at a point (Graph Trees, a captured graph, a MemPool).
-    MemoryPoolOwners,
+    MemoryPoolOwners => "memory_pool_owners", MEMORY_POOL_OWNERS;
 }
 
 impl Table {
-    pub const ALL: [Table; 13] = [
-        Table::Runs,
-        Table::Points,
-        Table::Observations,
-        Table::Payloads,
-        Table::MemoryPoints,
-        Table::MemoryDevices,
-        Table::MemoryStats,
-        Table::MemorySegments,
-        Table::MemoryBlocks,
-        Table::MemoryEvents,
-        Table::MemoryFrames,
-        Table::MemoryStacks,
-        Table::MemoryPoolOwners,
-    ];
     /// The tables of a tensor run.
     pub const TENSOR: [Table; 3] = [Table::Points, Table::Observations, Table::Payloads];
     /// The tables of a memory run: `points` is shared, so that every run answers the same
@@ -75,184 +86,176 @@ impl Table {
         Table::MemoryPoolOwners,
     ];
 
-    pub fn dir_name(self) -> &'static str {
-        match self {
-            Table::Runs => "runs",
-            Table::Points => "points",
-            Table::Observations => "observations",
-            Table::Payloads => "payloads",
-            Table::MemoryPoints => "memory_points",
-            Table::MemoryDevices => "memory_devices",
-            Table::MemoryStats => "memory_stats",
-            Table::MemorySegments => "memory_segments",
-            Table::MemoryBlocks => "memory_blocks",
-            Table::MemoryEvents => "memory_events",
-            Table::MemoryFrames => "memory_frames",
-            Table::MemoryStacks => "memory_stacks",
-            Table::MemoryPoolOwners => "memory_pool_owners",
-        }
-    }
-
     pub fn from_dir_name(name: &str) -> Option<Table> {
         Table::ALL.into_iter().find(|t| t.dir_name() == name)
     }
+}
 
-    pub fn schema(self) -> SchemaRef {
-        match self {
-            Table::Runs => RUNS.clone(),
-            Table::Points => POINTS.clone(),
-            Table::Observations => OBSERVATIONS.clone(),
-            Table::Payloads => PAYLOADS.clone(),
-            Table::MemoryPoints => MEMORY_POINTS.clone(),
-            Table::MemoryDevices => MEMORY_DEVICES.clone(),
-            Table::MemoryStats => MEMORY_STATS.clone(),
-            Table::MemorySegments => MEMORY_SEGMENTS.clone(),
-            Table::MemoryBlocks => MEMORY_BLOCKS.clone(),
-            Table::MemoryEvents => MEMORY_EVENTS.clone(),
-            Table::MemoryFrames => MEMORY_FRAMES.clone(),
-            Table::MemoryStacks => MEMORY_STACKS.clone(),
-            Table::MemoryPoolOwners => MEMORY_POOL_OWNERS.clone(),
-        }
-    }
+// Column constructors, one per Arrow type the tables use. A column is required (never
+// null) unless wrapped in `nullable`.
+
+fn utf8(name: &str) -> Field {
+    Field::new(name, DataType::Utf8, false)
+}
+
+fn int64(name: &str) -> Field {
+    Field::new(name, DataType::Int64, false)
+}
+
+fn float64(name: &str) -> Field {
+    Field::new(name, DataType::Float64, false)
+}
+
+fn boolean(name: &str) -> Field {
+    Field::new(name, DataType::Boolean, false)
+}
+
+/// Microseconds since the Unix epoch, in UTC.
+fn timestamp(name: &str) -> Field {
+    let utc_micros = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    Field::new(name, utc_micros, false)
 }
 
 /// A JSON text column: Parquet's JSON logical type, so engines know to parse it.
-fn json_field(name: &str, nullable: bool) -> Field {
-    Field::new(name, DataType::Utf8, nullable).with_extension_type(Json::default())
+fn json(name: &str) -> Field {
+    utf8(name).with_extension_type(Json::default())
 }
 
-fn utc_micros() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+fn list_of(name: &str, element: DataType) -> Field {
+    let element = Arc::new(Field::new("element", element, false));
+    Field::new(name, DataType::List(element), false)
 }
 
-fn int64_list() -> DataType {
-    DataType::List(Arc::new(Field::new("element", DataType::Int64, false)))
+fn int64_list(name: &str) -> Field {
+    list_of(name, DataType::Int64)
+}
+
+fn utf8_list(name: &str) -> Field {
+    list_of(name, DataType::Utf8)
+}
+
+fn nullable(column: Field) -> Field {
+    column.with_nullable(true)
+}
+
+fn schema(columns: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(columns))
 }
 
 /// One row per run (the `runs` table): identity, status and provenance, so a query over a
 /// job root sees every run of every rank.
 pub static RUNS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("name", DataType::Utf8, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("execution", DataType::Utf8, false),
-        Field::new("group_id", DataType::Utf8, true),
-        Field::new("world_size", DataType::Int64, true),
-        Field::new("created_at", utc_micros(), false),
-        Field::new("finished_at", utc_micros(), true),
-        Field::new("complete", DataType::Boolean, false),
-        Field::new("point_count", DataType::Int64, false),
-        Field::new("format_version", DataType::Int64, false),
-        Field::new("producer", DataType::Utf8, false),
-        json_field("provenance", false),
-        json_field("run_metadata", false),
-    ]))
+    schema(vec![
+        utf8("run_id"),
+        utf8("name"),
+        utf8("kind"),
+        utf8("execution"),
+        nullable(utf8("group_id")),
+        nullable(int64("world_size")),
+        timestamp("created_at"),
+        nullable(timestamp("finished_at")),
+        boolean("complete"),
+        int64("point_count"),
+        int64("format_version"),
+        utf8("producer"),
+        json("provenance"),
+        json("run_metadata"),
+    ])
 });
 
 /// One row per committed point.
 pub static POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("point_index", DataType::Int64, false),
-        Field::new("label", DataType::Utf8, false),
-        Field::new("timestamp", utc_micros(), false),
-        Field::new("replay_index", DataType::Int64, true),
-        Field::new("observation_count", DataType::Int64, false),
-        json_field("metadata", false),
-    ]))
+    schema(vec![
+        utf8("run_id"),
+        int64("point_index"),
+        utf8("label"),
+        timestamp("timestamp"),
+        nullable(int64("replay_index")),
+        int64("observation_count"),
+        json("metadata"),
+    ])
 });
 
 /// One row per observed tensor value. Payload bytes live in `payloads` so that metadata
 /// queries never read tensor bytes; the summary columns are always present.
 pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("point_index", DataType::Int64, false),
-        Field::new("point_label", DataType::Utf8, false),
-        Field::new("ordinal", DataType::Int64, false),
-        Field::new("name", DataType::Utf8, false),
-        Field::new("invocation_index", DataType::Int64, false),
-        Field::new("site_id", DataType::Utf8, true),
-        Field::new("graph_kind", DataType::Utf8, true),
-        Field::new("node_name", DataType::Utf8, true),
-        Field::new("aten_op", DataType::Utf8, true),
-        Field::new("module_path", DataType::Utf8, true),
-        Field::new("source_location", DataType::Utf8, true),
-        Field::new("compile_id", DataType::Utf8, true),
-        Field::new("materialized_by_probe", DataType::Boolean, true),
-        Field::new("dtype", DataType::Utf8, false),
-        Field::new("shape", int64_list(), false),
-        Field::new("stride", int64_list(), false),
-        Field::new("source_device", DataType::Utf8, false),
-        Field::new("nbytes", DataType::Int64, false),
-        Field::new("payload", DataType::Utf8, false),
-        Field::new("digest", DataType::Utf8, true),
-        Field::new("numel", DataType::Int64, false),
-        Field::new("finite_count", DataType::Int64, false),
-        Field::new("nan_count", DataType::Int64, false),
-        Field::new("posinf_count", DataType::Int64, false),
-        Field::new("neginf_count", DataType::Int64, false),
-        Field::new("zero_count", DataType::Int64, false),
-        Field::new("min", DataType::Float64, true),
-        Field::new("max", DataType::Float64, true),
-        Field::new("mean", DataType::Float64, true),
-        Field::new("std", DataType::Float64, true),
-        Field::new("l2", DataType::Float64, false),
-    ]))
+    schema(vec![
+        utf8("run_id"),
+        int64("point_index"),
+        utf8("point_label"),
+        int64("ordinal"),
+        utf8("name"),
+        int64("invocation_index"),
+        nullable(utf8("site_id")),
+        nullable(utf8("graph_kind")),
+        nullable(utf8("node_name")),
+        nullable(utf8("aten_op")),
+        nullable(utf8("module_path")),
+        nullable(utf8("source_location")),
+        nullable(utf8("compile_id")),
+        nullable(boolean("materialized_by_probe")),
+        utf8("dtype"),
+        int64_list("shape"),
+        int64_list("stride"),
+        utf8("source_device"),
+        int64("nbytes"),
+        utf8("payload"),
+        nullable(utf8("digest")),
+        int64("numel"),
+        int64("finite_count"),
+        int64("nan_count"),
+        int64("posinf_count"),
+        int64("neginf_count"),
+        int64("zero_count"),
+        nullable(float64("min")),
+        nullable(float64("max")),
+        nullable(float64("mean")),
+        nullable(float64("std")),
+        float64("l2"),
+    ])
 });
 
 /// Tensor bytes keyed by content digest; a payload larger than one chunk spans rows.
 pub static PAYLOADS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    Arc::new(Schema::new(vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("digest", DataType::Utf8, false),
-        Field::new("chunk_index", DataType::Int64, false),
-        Field::new("chunk_count", DataType::Int64, false),
-        Field::new("total_nbytes", DataType::Int64, false),
+    schema(vec![
+        utf8("run_id"),
+        utf8("digest"),
+        int64("chunk_index"),
+        int64("chunk_count"),
+        int64("total_nbytes"),
         Field::new("data", DataType::LargeBinary, false),
-    ]))
+    ])
 });
-
-fn utf8_list() -> DataType {
-    DataType::List(Arc::new(Field::new("element", DataType::Utf8, false)))
-}
 
 /// The identity columns every memory table starts with, so a glob over many runs still
 /// tells rows apart.
 fn memory_identity() -> Vec<Field> {
-    vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("point_index", DataType::Int64, false),
-    ]
+    vec![utf8("run_id"), int64("point_index")]
 }
 
 fn memory_schema(columns: Vec<Field>) -> SchemaRef {
     let mut fields = memory_identity();
     fields.extend(columns);
-    Arc::new(Schema::new(fields))
+    schema(fields)
 }
 
 /// A pool id as torch reports it: a pair of integers, `(0, 0)` for the default pool.
-fn pool_columns(nullable: bool) -> [Field; 2] {
-    [
-        Field::new("pool_id_0", DataType::Int64, nullable),
-        Field::new("pool_id_1", DataType::Int64, nullable),
-    ]
+fn pool_columns() -> [Field; 2] {
+    [int64("pool_id_0"), int64("pool_id_1")]
 }
 
 /// One row per memory point: where its snapshot came from and how it was taken.
 pub static MEMORY_POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
     memory_schema(vec![
-        Field::new("label", DataType::Utf8, false),
-        Field::new("source", DataType::Utf8, false),
-        Field::new("source_path", DataType::Utf8, true),
-        Field::new("marker", DataType::Utf8, true),
-        Field::new("boundary_recorded", DataType::Boolean, false),
-        Field::new("synchronized", DataType::Boolean, false),
-        Field::new("during_capture", DataType::Boolean, false),
-        Field::new("torch_version", DataType::Utf8, true),
-        Field::new("warnings", utf8_list(), false),
+        utf8("label"),
+        utf8("source"),
+        nullable(utf8("source_path")),
+        nullable(utf8("marker")),
+        boolean("boundary_recorded"),
+        boolean("synchronized"),
+        boolean("during_capture"),
+        nullable(utf8("torch_version")),
+        utf8_list("warnings"),
     ])
 });
 
@@ -260,154 +263,150 @@ pub static MEMORY_POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// of the allocator history window that ends at this point.
 pub static MEMORY_DEVICES: LazyLock<SchemaRef> = LazyLock::new(|| {
     memory_schema(vec![
-        Field::new("device", DataType::Int64, false),
-        Field::new("free_bytes", DataType::Int64, true),
-        Field::new("total_bytes", DataType::Int64, true),
-        Field::new("cuda_used", DataType::Int64, true),
-        Field::new("allocator_reserved", DataType::Int64, false),
-        Field::new("residual", DataType::Int64, true),
-        Field::new("probe_device_bytes", DataType::Int64, true),
-        Field::new("probe_pinned_bytes", DataType::Int64, true),
-        Field::new("history_status", DataType::Utf8, false),
-        Field::new("ring_entries", DataType::Int64, false),
-        Field::new("window_events", DataType::Int64, false),
-        Field::new("window_first_time_us", DataType::Int64, true),
-        Field::new("window_last_time_us", DataType::Int64, true),
+        int64("device"),
+        nullable(int64("free_bytes")),
+        nullable(int64("total_bytes")),
+        nullable(int64("cuda_used")),
+        int64("allocator_reserved"),
+        nullable(int64("residual")),
+        nullable(int64("probe_device_bytes")),
+        nullable(int64("probe_pinned_bytes")),
+        utf8("history_status"),
+        int64("ring_entries"),
+        int64("window_events"),
+        nullable(int64("window_first_time_us")),
+        nullable(int64("window_last_time_us")),
         // `torch.cuda.memory_stats()` read at the point: peaks (since the previous
         // point when `peak_since_previous_point`, else since the process started or the
         // user last reset them) and the allocator's cumulative retry and OOM counts.
-        Field::new("peak_reserved_bytes", DataType::Int64, true),
-        Field::new("peak_allocated_bytes", DataType::Int64, true),
-        Field::new("peak_active_bytes", DataType::Int64, true),
-        Field::new("num_alloc_retries", DataType::Int64, true),
-        Field::new("num_ooms", DataType::Int64, true),
-        Field::new("peak_since_previous_point", DataType::Boolean, true),
+        nullable(int64("peak_reserved_bytes")),
+        nullable(int64("peak_allocated_bytes")),
+        nullable(int64("peak_active_bytes")),
+        nullable(int64("num_alloc_retries")),
+        nullable(int64("num_ooms")),
+        nullable(boolean("peak_since_previous_point")),
     ])
 });
 
 /// One row per (point, device, pool, stream): the allocator statistics of that slice.
 pub static MEMORY_STATS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let [p0, p1] = pool_columns(false);
+    let [p0, p1] = pool_columns();
     memory_schema(vec![
-        Field::new("point_label", DataType::Utf8, false),
-        Field::new("ordinal", DataType::Int64, false),
-        Field::new("device", DataType::Int64, false),
+        utf8("point_label"),
+        int64("ordinal"),
+        int64("device"),
         p0,
         p1,
-        Field::new("pool_kind", DataType::Utf8, false),
-        Field::new("stream", DataType::Int64, false),
-        Field::new("reserved", DataType::Int64, false),
-        Field::new("allocated", DataType::Int64, false),
-        Field::new("active", DataType::Int64, false),
-        Field::new("requested", DataType::Int64, false),
-        Field::new("awaiting_free", DataType::Int64, false),
-        Field::new("inactive", DataType::Int64, false),
-        Field::new("internal_fragmentation", DataType::Int64, false),
-        Field::new("segment_count", DataType::Int64, false),
-        Field::new("block_count", DataType::Int64, false),
-        Field::new("inactive_block_count", DataType::Int64, false),
-        Field::new("largest_inactive_block", DataType::Int64, false),
-        Field::new("expandable_segment_count", DataType::Int64, false),
-        Field::new("expandable_reserved", DataType::Int64, false),
-        Field::new("expandable_inactive", DataType::Int64, false),
+        utf8("pool_kind"),
+        int64("stream"),
+        int64("reserved"),
+        int64("allocated"),
+        int64("active"),
+        int64("requested"),
+        int64("awaiting_free"),
+        int64("inactive"),
+        int64("internal_fragmentation"),
+        int64("segment_count"),
+        int64("block_count"),
+        int64("inactive_block_count"),
+        int64("largest_inactive_block"),
+        int64("expandable_segment_count"),
+        int64("expandable_reserved"),
+        int64("expandable_inactive"),
     ])
 });
 
 /// One row per allocator segment (for expandable segments: per mapped range) at a point.
 pub static MEMORY_SEGMENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let [p0, p1] = pool_columns(false);
+    let [p0, p1] = pool_columns();
     memory_schema(vec![
-        Field::new("segment_index", DataType::Int64, false),
-        Field::new("device", DataType::Int64, false),
-        Field::new("address", DataType::Int64, true),
-        Field::new("total_size", DataType::Int64, false),
-        Field::new("allocated_size", DataType::Int64, true),
-        Field::new("active_size", DataType::Int64, true),
-        Field::new("requested_size", DataType::Int64, true),
-        Field::new("stream", DataType::Int64, false),
+        int64("segment_index"),
+        int64("device"),
+        nullable(int64("address")),
+        int64("total_size"),
+        nullable(int64("allocated_size")),
+        nullable(int64("active_size")),
+        nullable(int64("requested_size")),
+        int64("stream"),
         p0,
         p1,
-        Field::new("segment_type", DataType::Utf8, false),
-        Field::new("is_expandable", DataType::Boolean, false),
-        Field::new("stack_id", DataType::Int64, true),
+        utf8("segment_type"),
+        boolean("is_expandable"),
+        nullable(int64("stack_id")),
     ])
 });
 
 /// One row per block of a segment at a point.
 pub static MEMORY_BLOCKS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let [p0, p1] = pool_columns(false);
+    let [p0, p1] = pool_columns();
     memory_schema(vec![
-        Field::new("segment_index", DataType::Int64, false),
-        Field::new("block_index", DataType::Int64, false),
-        Field::new("device", DataType::Int64, false),
+        int64("segment_index"),
+        int64("block_index"),
+        int64("device"),
         p0,
         p1,
-        Field::new("stream", DataType::Int64, false),
-        Field::new("address", DataType::Int64, true),
-        Field::new("address_inferred", DataType::Boolean, false),
-        Field::new("size", DataType::Int64, false),
-        Field::new("requested_size", DataType::Int64, false),
-        Field::new("state", DataType::Utf8, false),
-        Field::new("stack_id", DataType::Int64, true),
+        int64("stream"),
+        nullable(int64("address")),
+        boolean("address_inferred"),
+        int64("size"),
+        int64("requested_size"),
+        utf8("state"),
+        nullable(int64("stack_id")),
     ])
 });
 
 /// Allocator history: only the trace entries new since the previous point.
 pub static MEMORY_EVENTS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let [p0, p1] = pool_columns(true);
+    let [p0, p1] = pool_columns().map(nullable);
     memory_schema(vec![
-        Field::new("device", DataType::Int64, false),
-        Field::new("ring_index", DataType::Int64, false),
-        Field::new("action", DataType::Utf8, false),
-        Field::new("address", DataType::Int64, true),
-        Field::new("size", DataType::Int64, false),
-        Field::new("stream", DataType::Int64, false),
-        Field::new("time_us", DataType::Int64, true),
+        int64("device"),
+        int64("ring_index"),
+        utf8("action"),
+        nullable(int64("address")),
+        int64("size"),
+        int64("stream"),
+        nullable(int64("time_us")),
         p0,
         p1,
-        json_field("user_metadata", true),
-        Field::new("compile_context", DataType::Utf8, true),
-        Field::new("device_free", DataType::Int64, true),
-        Field::new("stack_id", DataType::Int64, true),
+        nullable(json("user_metadata")),
+        nullable(utf8("compile_context")),
+        nullable(int64("device_free")),
+        nullable(int64("stack_id")),
     ])
 });
 
 /// Stack frames, each stored once per run (in the part of the point that first saw it).
 pub static MEMORY_FRAMES: LazyLock<SchemaRef> = LazyLock::new(|| {
     memory_schema(vec![
-        Field::new("frame_id", DataType::Int64, false),
-        Field::new("filename", DataType::Utf8, false),
-        Field::new("line", DataType::Int64, false),
-        Field::new("name", DataType::Utf8, false),
+        int64("frame_id"),
+        utf8("filename"),
+        int64("line"),
+        utf8("name"),
         // The FX node of a frame of generated code, when torch's FX memory-profile
         // debugging augmented the snapshot (null otherwise).
-        Field::new("fx_node_op", DataType::Utf8, true),
-        Field::new("fx_node_name", DataType::Utf8, true),
-        Field::new("fx_node_target", DataType::Utf8, true),
-        Field::new("fx_original_trace", DataType::Utf8, true),
+        nullable(utf8("fx_node_op")),
+        nullable(utf8("fx_node_name")),
+        nullable(utf8("fx_node_target")),
+        nullable(utf8("fx_original_trace")),
     ])
 });
 
 /// Stacks as lists of frame ids, innermost first (torch's order), each stored once per run.
-pub static MEMORY_STACKS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    memory_schema(vec![
-        Field::new("stack_id", DataType::Int64, false),
-        Field::new("frame_ids", int64_list(), false),
-    ])
-});
+pub static MEMORY_STACKS: LazyLock<SchemaRef> =
+    LazyLock::new(|| memory_schema(vec![int64("stack_id"), int64_list("frame_ids")]));
 
 /// One row per (point, device, private pool) whose owner was known at the point.
 pub static MEMORY_POOL_OWNERS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    let [p0, p1] = pool_columns(false);
+    let [p0, p1] = pool_columns();
     memory_schema(vec![
-        Field::new("device", DataType::Int64, false),
+        int64("device"),
         p0,
         p1,
-        Field::new("owner_kind", DataType::Utf8, false),
-        Field::new("owner_name", DataType::Utf8, true),
-        Field::new("graph_ids", int64_list(), false),
-        Field::new("function_kinds", utf8_list(), false),
-        Field::new("compile_ids", utf8_list(), false),
-        Field::new("description", DataType::Utf8, false),
+        utf8("owner_kind"),
+        nullable(utf8("owner_name")),
+        int64_list("graph_ids"),
+        utf8_list("function_kinds"),
+        utf8_list("compile_ids"),
+        utf8("description"),
     ])
 });

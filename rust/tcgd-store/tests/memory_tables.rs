@@ -8,17 +8,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use tcgd_store::{PointInput, RunHeader, RunKind, RunReader, RunWriter, StoreError, Table};
 
 fn header(kind: RunKind) -> RunHeader {
-    RunHeader {
-        run_id: "runm".into(),
-        name: "m".into(),
-        kind,
-        execution: "live".into(),
-        rank: None,
-        group_id: None,
-        world_size: None,
-        provenance: serde_json::json!({}),
-        run_metadata: serde_json::json!({}),
-    }
+    RunHeader::new("runm", "m", kind, "live")
 }
 
 fn point(label: &str) -> PointInput {

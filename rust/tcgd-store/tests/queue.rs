@@ -7,17 +7,7 @@ use tcgd_store::{
 use tcgd_tensor::DType;
 
 fn header() -> RunHeader {
-    RunHeader {
-        run_id: "runq".into(),
-        name: "queue".into(),
-        kind: RunKind::Tensor,
-        execution: "eager".into(),
-        rank: None,
-        group_id: None,
-        world_size: None,
-        provenance: serde_json::json!({}),
-        run_metadata: serde_json::json!({}),
-    }
+    RunHeader::new("runq", "queue", RunKind::Tensor, "eager")
 }
 
 /// Commits a point with one float32 observation holding `value`.

@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use arrow::array::{AsArray, RecordBatch};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
     content_digest, ObservationInput, OnDamage, PayloadKind, PointInput, RunHeader, RunKind,
@@ -14,15 +14,11 @@ use tcgd_tensor::DType;
 
 fn header() -> RunHeader {
     RunHeader {
-        run_id: "run1".into(),
-        name: "test".into(),
-        kind: RunKind::Tensor,
-        execution: "eager".into(),
         rank: Some(0),
-        group_id: None,
         world_size: Some(1),
         provenance: serde_json::json!({"torch": "x"}),
         run_metadata: serde_json::json!({"k": 1}),
+        ..RunHeader::new("run1", "test", RunKind::Tensor, "eager")
     }
 }
 
@@ -51,14 +47,25 @@ fn f32_obs<'a>(name: &str, inv: i64, order: i64, bytes: &'a [u8]) -> Observation
     }
 }
 
+/// A run of the two points of `write_two_points` in a temporary directory, which lasts as
+/// long as the returned guard.
+fn two_point_run() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    write_two_points(&dir);
+    (tmp, dir)
+}
+
 fn f32_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> &'a ArrayRef {
+    batch.column_by_name(name).unwrap()
+}
+
 fn strings(batch: &RecordBatch, name: &str) -> Vec<String> {
-    batch
-        .column_by_name(name)
-        .unwrap()
+    column(batch, name)
         .as_string::<i32>()
         .iter()
         .map(|s| s.unwrap_or("<null>").to_owned())
@@ -66,9 +73,7 @@ fn strings(batch: &RecordBatch, name: &str) -> Vec<String> {
 }
 
 fn ints(batch: &RecordBatch, name: &str) -> Vec<i64> {
-    batch
-        .column_by_name(name)
-        .unwrap()
+    column(batch, name)
         .as_primitive::<Int64Type>()
         .values()
         .to_vec()
@@ -268,9 +273,7 @@ fn open_err(dir: &Path) -> StoreError {
 
 #[test]
 fn truncated_part_is_a_typed_error_naming_the_file() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let part = part_of(&dir, "observations", 1);
     let len = fs::metadata(&part).unwrap().len();
     fs::OpenOptions::new()
@@ -291,9 +294,7 @@ fn truncated_part_is_a_typed_error_naming_the_file() {
 
 #[test]
 fn damaged_bytes_of_the_same_length_are_caught() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let part = part_of(&dir, "payloads", 0);
     let mut bytes = fs::read(&part).unwrap();
     // Damage the middle of the file (column data), keeping the footer intact.
@@ -330,9 +331,7 @@ fn edit_table_property(root: &Path, table: &str, key: &str, value: &str) {
 
 #[test]
 fn newer_format_version_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let newer = (FORMAT_VERSION + 1).to_string();
     edit_table_property(&dir, "runs", "tcgd.format_version", &newer);
     let err = open_err(&dir);
@@ -345,9 +344,7 @@ fn newer_format_version_is_refused() {
 
 #[test]
 fn a_logged_path_escaping_the_table_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (tmp, dir) = two_point_run();
     fs::write(tmp.path().join("outside.parquet"), b"x").unwrap();
     let log = dir.join("points/_delta_log/00000000000000000001.json");
     let text = fs::read_to_string(&log).unwrap();
@@ -387,9 +384,7 @@ fn not_a_job_root_and_version_one_runs() {
 fn files_outside_the_log_are_invisible_to_the_reader() {
     // A crash between moving a file into its table and committing it leaves a file that
     // the log does not list; the run must load without it.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let copy = part_of(&dir, "points", 1)
         .with_file_name("part-run1-000002-000002-0000000000000000.parquet");
     fs::copy(part_of(&dir, "points", 1), &copy).unwrap();
@@ -565,9 +560,7 @@ fn writers_racing_for_one_directory_never_share_it() {
 
 #[test]
 fn overwrite_replaces_the_runs_rows_only() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let mut other = header();
     other.run_id = "other".into();
     other.name = "other".into();
@@ -613,9 +606,7 @@ fn overwrite_replaces_the_runs_rows_only() {
 
 #[test]
 fn a_missing_part_is_corrupt_and_skip_leaves_its_point_out() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let gone = part_of(&dir, "observations", 1);
     fs::remove_file(&gone).unwrap();
     let err = open_err(&dir);
@@ -645,9 +636,7 @@ fn a_missing_part_is_corrupt_and_skip_leaves_its_point_out() {
 
 #[test]
 fn whole_table_reads_check_the_committed_digest() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    write_two_points(&dir);
+    let (_tmp, dir) = two_point_run();
     let part = part_of(&dir, "observations", 0);
     let mut bytes = fs::read(&part).unwrap();
     let mid = bytes.len() / 2;

@@ -13,6 +13,7 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::float8;
+use crate::summary::SummaryError;
 
 /// Elements per chunk handed out by [`for_each_real_chunk`] and
 /// [`for_each_complex_chunk`]; small enough that a chunk stays in L1 cache.
@@ -21,16 +22,10 @@ pub const DECODE_CHUNK: usize = 512;
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// The byte length is not a multiple of the dtype's itemsize.
-    #[error(
-        "{len} bytes is not a whole number of {dtype} elements \
-         ({len} is not a multiple of the itemsize {itemsize})"
-    )]
-    RaggedBytes {
-        dtype: DType,
-        len: usize,
-        itemsize: usize,
-    },
+    /// The byte length is not a multiple of the dtype's itemsize: the error
+    /// [`summarize`](crate::summarize) gives for such bytes too.
+    #[error(transparent)]
+    RaggedBytes(#[from] SummaryError),
     /// A complex dtype was given to a real decoder.
     #[error("dtype {0} is complex: decode it as (re, im) pairs")]
     Complex(DType),
@@ -49,13 +44,7 @@ pub enum DecodeError {
 /// [`DecodeError::Complex`] for complex dtypes, [`DecodeError::RaggedBytes`] when
 /// `bytes` does not hold a whole number of elements.
 pub fn decode_real(dtype: DType, bytes: &[u8], out: &mut [f64]) -> Result<usize, DecodeError> {
-    if dtype.is_complex() {
-        return Err(DecodeError::Complex(dtype));
-    }
-    check_whole(dtype, bytes)?;
-    let n = out.len().min(bytes.len() / dtype.itemsize());
-    decode_real_exact(dtype, &bytes[..n * dtype.itemsize()], &mut out[..n]);
-    Ok(n)
+    decode_leading(dtype, bytes, out)
 }
 
 /// Decodes the leading elements of `bytes` (a complex dtype) into `(re, im)` pairs.
@@ -72,13 +61,7 @@ pub fn decode_complex(
     bytes: &[u8],
     out: &mut [(f64, f64)],
 ) -> Result<usize, DecodeError> {
-    if !dtype.is_complex() {
-        return Err(DecodeError::NotComplex(dtype));
-    }
-    check_whole(dtype, bytes)?;
-    let n = out.len().min(bytes.len() / dtype.itemsize());
-    decode_complex_exact(dtype, &bytes[..n * dtype.itemsize()], &mut out[..n]);
-    Ok(n)
+    decode_leading(dtype, bytes, out)
 }
 
 /// Calls `f` with consecutive chunks of at most [`DECODE_CHUNK`] decoded values,
@@ -89,19 +72,9 @@ pub fn decode_complex(
 pub fn for_each_real_chunk(
     dtype: DType,
     bytes: &[u8],
-    mut f: impl FnMut(&[f64]),
+    f: impl FnMut(&[f64]),
 ) -> Result<(), DecodeError> {
-    if dtype.is_complex() {
-        return Err(DecodeError::Complex(dtype));
-    }
-    check_whole(dtype, bytes)?;
-    let mut buf = [0.0f64; DECODE_CHUNK];
-    for src in bytes.chunks(DECODE_CHUNK * dtype.itemsize()) {
-        let out = &mut buf[..src.len() / dtype.itemsize()];
-        decode_real_exact(dtype, src, out);
-        f(out);
-    }
-    Ok(())
+    for_each_chunk(dtype, bytes, f)
 }
 
 /// Calls `f` with consecutive chunks of at most [`DECODE_CHUNK`] decoded `(re, im)`
@@ -112,27 +85,85 @@ pub fn for_each_real_chunk(
 pub fn for_each_complex_chunk(
     dtype: DType,
     bytes: &[u8],
-    mut f: impl FnMut(&[(f64, f64)]),
+    f: impl FnMut(&[(f64, f64)]),
 ) -> Result<(), DecodeError> {
-    if !dtype.is_complex() {
-        return Err(DecodeError::NotComplex(dtype));
+    for_each_chunk(dtype, bytes, f)
+}
+
+/// What a decoder writes: `f64` for the real dtypes, `(re, im)` for the complex ones.
+trait Element: Copy {
+    const ZERO: Self;
+    /// `Ok` when `dtype` decodes to this element type.
+    fn check_kind(dtype: DType) -> Result<(), DecodeError>;
+    /// Decodes `out.len()` elements; `bytes` holds exactly that many.
+    fn decode_exact(dtype: DType, bytes: &[u8], out: &mut [Self]);
+}
+
+impl Element for f64 {
+    const ZERO: f64 = 0.0;
+
+    fn check_kind(dtype: DType) -> Result<(), DecodeError> {
+        match dtype.is_complex() {
+            true => Err(DecodeError::Complex(dtype)),
+            false => Ok(()),
+        }
     }
+
+    fn decode_exact(dtype: DType, bytes: &[u8], out: &mut [f64]) {
+        decode_real_exact(dtype, bytes, out);
+    }
+}
+
+impl Element for (f64, f64) {
+    const ZERO: (f64, f64) = (0.0, 0.0);
+
+    fn check_kind(dtype: DType) -> Result<(), DecodeError> {
+        match dtype.is_complex() {
+            true => Ok(()),
+            false => Err(DecodeError::NotComplex(dtype)),
+        }
+    }
+
+    fn decode_exact(dtype: DType, bytes: &[u8], out: &mut [(f64, f64)]) {
+        decode_complex_exact(dtype, bytes, out);
+    }
+}
+
+fn decode_leading<T: Element>(
+    dtype: DType,
+    bytes: &[u8],
+    out: &mut [T],
+) -> Result<usize, DecodeError> {
+    T::check_kind(dtype)?;
     check_whole(dtype, bytes)?;
-    let mut buf = [(0.0f64, 0.0f64); DECODE_CHUNK];
+    let n = out.len().min(bytes.len() / dtype.itemsize());
+    T::decode_exact(dtype, &bytes[..n * dtype.itemsize()], &mut out[..n]);
+    Ok(n)
+}
+
+fn for_each_chunk<T: Element>(
+    dtype: DType,
+    bytes: &[u8],
+    mut f: impl FnMut(&[T]),
+) -> Result<(), DecodeError> {
+    T::check_kind(dtype)?;
+    check_whole(dtype, bytes)?;
+    let mut buf = [T::ZERO; DECODE_CHUNK];
     for src in bytes.chunks(DECODE_CHUNK * dtype.itemsize()) {
         let out = &mut buf[..src.len() / dtype.itemsize()];
-        decode_complex_exact(dtype, src, out);
+        T::decode_exact(dtype, src, out);
         f(out);
     }
     Ok(())
 }
 
-fn check_whole(dtype: DType, bytes: &[u8]) -> Result<(), DecodeError> {
+/// Checks that `bytes` holds a whole number of `dtype` elements.
+pub(crate) fn check_whole(dtype: DType, bytes: &[u8]) -> Result<(), SummaryError> {
     let itemsize = dtype.itemsize();
     if bytes.len() % itemsize == 0 {
         Ok(())
     } else {
-        Err(DecodeError::RaggedBytes {
+        Err(SummaryError::RaggedBytes {
             dtype,
             len: bytes.len(),
             itemsize,
@@ -176,18 +207,18 @@ pub(crate) fn decode_complex_exact(dtype: DType, bytes: &[u8], out: &mut [(f64, 
     debug_assert!(dtype.is_complex());
     debug_assert_eq!(bytes.len(), out.len() * dtype.itemsize());
     match dtype {
-        DType::Complex32 => map_le_pair(bytes, out, |[a, b, c, d]: [u8; 4]| {
+        DType::Complex32 => map_le(bytes, out, |[a, b, c, d]: [u8; 4]| {
             let part = |lo, hi| f16::from_bits(u16::from_le_bytes([lo, hi])).to_f64();
             (part(a, b), part(c, d))
         }),
-        DType::Complex64 => map_le_pair(bytes, out, |b: [u8; 8]| {
+        DType::Complex64 => map_le(bytes, out, |b: [u8; 8]| {
             let [r0, r1, r2, r3, i0, i1, i2, i3] = b;
             (
                 f64::from(f32::from_le_bytes([r0, r1, r2, r3])),
                 f64::from(f32::from_le_bytes([i0, i1, i2, i3])),
             )
         }),
-        DType::Complex128 => map_le_pair(bytes, out, |b: [u8; 16]| {
+        DType::Complex128 => map_le(bytes, out, |b: [u8; 16]| {
             let mut re = [0u8; 8];
             let mut im = [0u8; 8];
             re.copy_from_slice(&b[..8]);
@@ -198,21 +229,9 @@ pub(crate) fn decode_complex_exact(dtype: DType, bytes: &[u8], out: &mut [(f64, 
     }
 }
 
+/// Each `N` bytes of `bytes` through `f`, into `out`.
 #[inline(always)]
-fn map_le<const N: usize>(bytes: &[u8], out: &mut [f64], f: impl Fn([u8; N]) -> f64) {
-    for (o, c) in out.iter_mut().zip(bytes.chunks_exact(N)) {
-        let mut a = [0u8; N];
-        a.copy_from_slice(c);
-        *o = f(a);
-    }
-}
-
-#[inline(always)]
-fn map_le_pair<const N: usize>(
-    bytes: &[u8],
-    out: &mut [(f64, f64)],
-    f: impl Fn([u8; N]) -> (f64, f64),
-) {
+fn map_le<const N: usize, T>(bytes: &[u8], out: &mut [T], f: impl Fn([u8; N]) -> T) {
     for (o, c) in out.iter_mut().zip(bytes.chunks_exact(N)) {
         let mut a = [0u8; N];
         a.copy_from_slice(c);
@@ -309,43 +328,36 @@ mod tests {
 
     #[test]
     fn half_precision_specials() {
-        let f16_bits: [u16; 8] = [
-            0x0000, 0x8000, 0x3C00, 0x7BFF, 0x0001, 0x7C00, 0xFC00, 0x7E00,
-        ];
-        let got = real(DType::Float16, &le_bytes(&f16_bits, u16::to_le_bytes));
-        assert_eq!(
-            &got[..7],
-            &[
-                0.0,
-                -0.0,
-                1.0,
+        // The bits of 0, -0, 1, the largest finite value, the smallest subnormal, inf,
+        // -inf and NaN; and the two values that differ between the formats.
+        let cases: [(DType, [u16; 8], f64, f64); 2] = [
+            (
+                DType::Float16,
+                [
+                    0x0000, 0x8000, 0x3C00, 0x7BFF, 0x0001, 0x7C00, 0xFC00, 0x7E00,
+                ],
                 65504.0,
                 2f64.powi(-24),
-                f64::INFINITY,
-                f64::NEG_INFINITY
-            ]
-        );
-        assert!(got[1].is_sign_negative());
-        assert!(got[7].is_nan());
-
-        let bf16_bits: [u16; 8] = [
-            0x0000, 0x8000, 0x3F80, 0x7F7F, 0x0001, 0x7F80, 0xFF80, 0x7FC0,
-        ];
-        let got = real(DType::BFloat16, &le_bytes(&bf16_bits, u16::to_le_bytes));
-        assert_eq!(
-            &got[..7],
-            &[
-                0.0,
-                -0.0,
-                1.0,
+            ),
+            (
+                DType::BFloat16,
+                [
+                    0x0000, 0x8000, 0x3F80, 0x7F7F, 0x0001, 0x7F80, 0xFF80, 0x7FC0,
+                ],
                 f64::from(f32::from_bits(0x7F7F_0000)),
                 2f64.powi(-133),
-                f64::INFINITY,
-                f64::NEG_INFINITY
-            ]
-        );
-        assert!(got[1].is_sign_negative());
-        assert!(got[7].is_nan());
+            ),
+        ];
+        for (dtype, bits, max, tiny) in cases {
+            let got = real(dtype, &le_bytes(&bits, u16::to_le_bytes));
+            assert_eq!(
+                &got[..7],
+                &[0.0, -0.0, 1.0, max, tiny, f64::INFINITY, f64::NEG_INFINITY],
+                "{dtype}"
+            );
+            assert!(got[1].is_sign_negative());
+            assert!(got[7].is_nan());
+        }
     }
 
     #[test]
@@ -384,11 +396,11 @@ mod tests {
         assert_eq!(out, [1.0, 2.0]);
         assert_eq!(
             decode_real(DType::Float32, &bytes[..5], &mut out),
-            Err(DecodeError::RaggedBytes {
+            Err(DecodeError::RaggedBytes(SummaryError::RaggedBytes {
                 dtype: DType::Float32,
                 len: 5,
                 itemsize: 4
-            })
+            }))
         );
         assert_eq!(
             decode_real(DType::Complex64, &bytes[..8], &mut out),

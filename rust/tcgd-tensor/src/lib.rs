@@ -14,4 +14,4 @@ mod summary;
 pub use decode::DecodeError;
 pub use dtype::{DType, UnsupportedDtype};
 pub use float8::float8_table;
-pub use summary::{summarize, SummaryError, TensorSummary};
+pub use summary::{summarize, ElementCounts, SummaryError, TensorSummary};

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use crate::decode::{decode_complex_exact, decode_real_exact};
+use crate::decode::{check_whole, decode_complex_exact, decode_real_exact};
 use crate::dtype::DType;
 use crate::moments::Moments;
 
@@ -21,6 +21,64 @@ pub struct TensorSummary {
     pub mean: Option<f64>,
     pub std: Option<f64>,
     pub l2: f64,
+}
+
+/// How a tensor's elements split: each is counted in exactly one of `finite`, `nan`,
+/// `pos_inf`, `neg_inf`; `zero` overlaps `finite`.
+///
+/// `repr(C)` in the order of the counts of the summary kernels' `Record` (tcgd-cuda's
+/// `DeviceRecord`), which embeds this type.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ElementCounts {
+    pub numel: u64,
+    pub nan: u64,
+    pub pos_inf: u64,
+    pub neg_inf: u64,
+    pub zero: u64,
+    pub finite: u64,
+}
+
+impl ElementCounts {
+    fn merge(self, o: ElementCounts) -> ElementCounts {
+        ElementCounts {
+            numel: self.numel + o.numel,
+            nan: self.nan + o.nan,
+            pos_inf: self.pos_inf + o.pos_inf,
+            neg_inf: self.neg_inf + o.neg_inf,
+            zero: self.zero + o.zero,
+            finite: self.finite + o.finite,
+        }
+    }
+}
+
+impl TensorSummary {
+    /// A summary from its element counts and what was accumulated over the finite
+    /// elements. `min` and `max` are kept only when some element is finite: otherwise
+    /// they are an accumulator's starting values, not data.
+    pub fn from_parts(
+        counts: ElementCounts,
+        min: f64,
+        max: f64,
+        mean: Option<f64>,
+        std: Option<f64>,
+        l2: f64,
+    ) -> TensorSummary {
+        let any = counts.finite > 0;
+        TensorSummary {
+            numel: counts.numel,
+            finite: counts.finite,
+            nan: counts.nan,
+            pos_inf: counts.pos_inf,
+            neg_inf: counts.neg_inf,
+            zero: counts.zero,
+            min: any.then_some(min),
+            max: any.then_some(max),
+            mean,
+            std,
+            l2,
+        }
+    }
 }
 
 /// Why bytes could not be summarised.
@@ -87,15 +145,8 @@ const PARALLEL_CHUNK: usize = 1 << 18;
 /// [`SummaryError::RaggedBytes`] when `bytes.len()` is not a multiple of the
 /// itemsize.
 pub fn summarize(dtype: DType, bytes: &[u8]) -> Result<TensorSummary, SummaryError> {
-    let itemsize = dtype.itemsize();
-    if bytes.len() % itemsize != 0 {
-        return Err(SummaryError::RaggedBytes {
-            dtype,
-            len: bytes.len(),
-            itemsize,
-        });
-    }
-    let partial = if bytes.len() / itemsize > PARALLEL_THRESHOLD {
+    check_whole(dtype, bytes)?;
+    let partial = if bytes.len() / dtype.itemsize() > PARALLEL_THRESHOLD {
         summarize_chunked(dtype, bytes, PARALLEL_CHUNK)
     } else {
         summarize_serial(dtype, bytes)
@@ -110,12 +161,14 @@ fn summarize_chunked(dtype: DType, bytes: &[u8], chunk_elems: usize) -> Partial 
         .par_chunks(chunk_elems * dtype.itemsize())
         .map(|chunk| summarize_serial(dtype, chunk))
         .collect();
-    partials.into_iter().fold(Partial::EMPTY, Partial::merge)
+    partials
+        .into_iter()
+        .fold(Partial::default(), Partial::merge)
 }
 
 fn summarize_serial(dtype: DType, bytes: &[u8]) -> Partial {
     let itemsize = dtype.itemsize();
-    let mut acc = Partial::EMPTY;
+    let mut acc = Partial::default();
     let mut values = [0.0f64; BLOCK];
     if dtype.is_complex() {
         let mut pairs = [(0.0f64, 0.0f64); BLOCK];
@@ -137,38 +190,27 @@ fn summarize_serial(dtype: DType, bytes: &[u8]) -> Partial {
 /// A summary under construction; `min`/`max` are ±inf while `finite` is 0.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Partial {
-    numel: u64,
-    finite: u64,
-    nan: u64,
-    pos_inf: u64,
-    neg_inf: u64,
-    zero: u64,
+    counts: ElementCounts,
     min: f64,
     max: f64,
     moments: Moments,
 }
 
-impl Partial {
-    const EMPTY: Partial = Partial {
-        numel: 0,
-        finite: 0,
-        nan: 0,
-        pos_inf: 0,
-        neg_inf: 0,
-        zero: 0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-        moments: Moments::EMPTY,
-    };
+impl Default for Partial {
+    fn default() -> Partial {
+        Partial {
+            counts: ElementCounts::default(),
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            moments: Moments::EMPTY,
+        }
+    }
+}
 
+impl Partial {
     fn merge(self, o: Partial) -> Partial {
         Partial {
-            numel: self.numel + o.numel,
-            finite: self.finite + o.finite,
-            nan: self.nan + o.nan,
-            pos_inf: self.pos_inf + o.pos_inf,
-            neg_inf: self.neg_inf + o.neg_inf,
-            zero: self.zero + o.zero,
+            counts: self.counts.merge(o.counts),
             min: if o.min < self.min { o.min } else { self.min },
             max: if o.max > self.max { o.max } else { self.max },
             moments: self.moments.merge(o.moments),
@@ -176,20 +218,14 @@ impl Partial {
     }
 
     fn finish(self) -> TensorSummary {
-        let any = self.finite > 0;
-        TensorSummary {
-            numel: self.numel,
-            finite: self.finite,
-            nan: self.nan,
-            pos_inf: self.pos_inf,
-            neg_inf: self.neg_inf,
-            zero: self.zero,
-            min: any.then_some(self.min),
-            max: any.then_some(self.max),
-            mean: self.moments.mean(),
-            std: self.moments.std(),
-            l2: self.moments.l2(),
-        }
+        TensorSummary::from_parts(
+            self.counts,
+            self.min,
+            self.max,
+            self.moments.mean(),
+            self.moments.std(),
+            self.moments.l2(),
+        )
     }
 }
 
@@ -238,12 +274,14 @@ fn real_block(values: &[f64]) -> Partial {
         .fold(f64::NEG_INFINITY, |a, b| if b > a { b } else { a });
     let max_abs = if finite > 0 { (-min).max(max) } else { 0.0 };
     Partial {
-        numel,
-        finite,
-        nan,
-        pos_inf,
-        neg_inf,
-        zero: zero.iter().sum(),
+        counts: ElementCounts {
+            numel,
+            nan,
+            pos_inf,
+            neg_inf,
+            zero: zero.iter().sum(),
+            finite,
+        },
         min,
         max,
         moments: Moments::of_finite(values, finite, max_abs, 0),
@@ -253,28 +291,26 @@ fn real_block(values: &[f64]) -> Partial {
 /// Classifies by parts and reduces magnitudes, which are written into `mags`
 /// (NaN for excluded elements) for the moment pass.
 fn complex_block(pairs: &[(f64, f64)], mags: &mut [f64]) -> Partial {
-    let mut p = Partial {
-        numel: pairs.len() as u64,
-        ..Partial::EMPTY
-    };
+    let mut p = Partial::default();
+    p.counts.numel = pairs.len() as u64;
     let mut overflow = false;
     for (&(re, im), mag) in pairs.iter().zip(mags.iter_mut()) {
-        p.zero += u64::from(re == 0.0 && im == 0.0);
+        p.counts.zero += u64::from(re == 0.0 && im == 0.0);
         *mag = f64::NAN;
         if re.is_nan() || im.is_nan() {
-            p.nan += 1;
+            p.counts.nan += 1;
         } else if re.is_infinite() || im.is_infinite() {
-            p.pos_inf += 1;
+            p.counts.pos_inf += 1;
         } else {
             let m = re.hypot(im);
-            p.finite += 1;
+            p.counts.finite += 1;
             p.min = p.min.min(m);
             p.max = p.max.max(m);
             overflow |= m == f64::INFINITY;
             *mag = m;
         }
     }
-    let mut max_abs = if p.finite > 0 { p.max } else { 0.0 };
+    let mut max_abs = if p.counts.finite > 0 { p.max } else { 0.0 };
     let mut extra_k = 0;
     if overflow {
         // Both parts finite yet |z| > f64::MAX: halving is exact for the parts
@@ -288,7 +324,7 @@ fn complex_block(pairs: &[(f64, f64)], mags: &mut [f64]) -> Partial {
             }
         }
     }
-    p.moments = Moments::of_finite(mags, p.finite, max_abs, extra_k);
+    p.moments = Moments::of_finite(mags, p.counts.finite, max_abs, extra_k);
     p
 }
 

@@ -2,18 +2,20 @@
 
 use super::*;
 
+/// Decodes the elements `block` (at most [`BLOCK`]) as complex values: a real value's
+/// imaginary part is zero.
 pub(super) fn decode_as_complex(
     values: Values<'_>,
-    start: usize,
-    end: usize,
+    block: Range<usize>,
     out: &mut [(f64, f64)],
 ) -> Result<(), CompareError> {
+    let bytes = values.range(block.start, block.end);
     if values.dtype.is_complex() {
-        decode_complex(values.dtype, values.range(start, end), out).map_err(decode_error)?;
+        decode_complex(values.dtype, bytes, out).map_err(decode_error)?;
     } else {
         let mut real = [0.0f64; BLOCK];
         let real = &mut real[..out.len()];
-        decode_real(values.dtype, values.range(start, end), real).map_err(decode_error)?;
+        decode_real(values.dtype, bytes, real).map_err(decode_error)?;
         for (o, &x) in out.iter_mut().zip(real.iter()) {
             *o = (x, 0.0);
         }
@@ -24,19 +26,16 @@ pub(super) fn decode_as_complex(
 pub(super) fn complex_task(
     reference: Values<'_>,
     candidate: Values<'_>,
-    start: usize,
-    end: usize,
+    range: Range<usize>,
     rule: Rule,
 ) -> Result<Acc, CompareError> {
     let mut acc = Acc::default();
     let mut c = [(0.0f64, 0.0f64); BLOCK];
     let mut r = [(0.0f64, 0.0f64); BLOCK];
-    let mut at = start;
-    while at < end {
-        let stop = (at + BLOCK).min(end);
-        let len = stop - at;
-        decode_as_complex(candidate, at, stop, &mut c[..len])?;
-        decode_as_complex(reference, at, stop, &mut r[..len])?;
+    for block in blocks(range) {
+        let (at, len) = (block.start, block.len());
+        decode_as_complex(candidate, block.clone(), &mut c[..len])?;
+        decode_as_complex(reference, block, &mut r[..len])?;
         for i in 0..len {
             let (a, b) = (c[i], r[i]);
             if !rule.complex_close(a, b) {
@@ -72,7 +71,6 @@ pub(super) fn complex_task(
             acc.diff_sq += e * e;
             acc.max_mag = acc.max_mag.max(ma).max(mb);
         }
-        at = stop;
     }
     Ok(acc)
 }

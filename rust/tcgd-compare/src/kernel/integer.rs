@@ -5,8 +5,7 @@ use super::*;
 pub(super) fn integer_task(
     reference: Values<'_>,
     candidate: Values<'_>,
-    start: usize,
-    end: usize,
+    range: Range<usize>,
 ) -> Result<Acc, CompareError> {
     let wide = |d: DType| d.itemsize() == 8;
     if !wide(reference.dtype) && !wide(candidate.dtype) {
@@ -17,10 +16,10 @@ pub(super) fn integer_task(
             rtol: 0.0,
             equal_nan: false,
         };
-        return real_task(reference, candidate, start, end, rule, None);
+        return real_task(reference, candidate, range, rule, None);
     }
     let mut acc = Acc::default();
-    for i in start..end {
+    for i in range {
         let (Some(c), Some(r)) = (
             integer_at(candidate.dtype, candidate.bytes, i),
             integer_at(reference.dtype, reference.bytes, i),

@@ -13,6 +13,8 @@
 //! Determinism: tasks have a fixed size and partial results are merged in task order, so
 //! the same inputs give bit-identical metrics however rayon schedules the tasks.
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 use tcgd_tensor::decode::{decode_complex, decode_real, integer_at, DECODE_CHUNK};
 use tcgd_tensor::DType;
@@ -201,6 +203,14 @@ impl Values<'_> {
     }
 }
 
+/// `range` in blocks of at most [`BLOCK`] elements.
+fn blocks(range: Range<usize>) -> impl Iterator<Item = Range<usize>> {
+    let end = range.end;
+    range
+        .step_by(BLOCK)
+        .map(move |start| start..(start + BLOCK).min(end))
+}
+
 fn decode_error(e: tcgd_tensor::DecodeError) -> CompareError {
     CompareError::InvalidInput(format!("cannot decode payload: {e}"))
 }
@@ -236,16 +246,16 @@ pub(crate) fn compare(
     let partials: Vec<Acc> = (0..tasks)
         .into_par_iter()
         .map(|t| {
-            let (start, end) = (t * TASK, ((t + 1) * TASK).min(n));
+            let task = t * TASK..((t + 1) * TASK).min(n);
             match domain {
-                Domain::Real => real_task(reference, candidate, start, end, rule, ulp),
-                Domain::Integer => integer_task(reference, candidate, start, end),
+                Domain::Real => real_task(reference, candidate, task, rule, ulp),
+                Domain::Integer => integer_task(reference, candidate, task),
                 Domain::Complex => {
-                    let mut acc = complex_task(reference, candidate, start, end, rule)?;
+                    let mut acc = complex_task(reference, candidate, task.clone(), rule)?;
                     if let Some(format) = ulp {
                         acc.max_ulp = format.max_distance(
-                            candidate.range(start, end),
-                            reference.range(start, end),
+                            candidate.range(task.start, task.end),
+                            reference.range(task.start, task.end),
                             Simd::detect(),
                         );
                     }
@@ -259,7 +269,7 @@ pub(crate) fn compare(
         acc.merge(p);
     }
     if acc.norms_need_rescale() && domain != Domain::Integer {
-        rescaled_norms(reference, candidate, domain, &mut acc)?;
+        rescaled_norms(reference, candidate, &mut acc)?;
     }
 
     let first_mismatch = match acc.first {

@@ -8,7 +8,6 @@ use super::*;
 pub(super) fn rescaled_norms(
     reference: Values<'_>,
     candidate: Values<'_>,
-    domain: Domain,
     acc: &mut Acc,
 ) -> Result<(), CompareError> {
     let exponent = acc.max_mag.log2().floor() as i32;
@@ -18,29 +17,15 @@ pub(super) fn rescaled_norms(
     let partials: Vec<[f64; 5]> = (0..tasks)
         .into_par_iter()
         .map(|t| {
-            let (start, end) = (t * TASK, ((t + 1) * TASK).min(n));
+            let task = t * TASK..((t + 1) * TASK).min(n);
             let mut sums = [0.0f64; 5];
             let mut c = [(0.0f64, 0.0f64); BLOCK];
             let mut r = [(0.0f64, 0.0f64); BLOCK];
-            let mut at = start;
-            while at < end {
-                let stop = (at + BLOCK).min(end);
-                let len = stop - at;
-                if domain == Domain::Complex {
-                    decode_as_complex(candidate, at, stop, &mut c[..len])?;
-                    decode_as_complex(reference, at, stop, &mut r[..len])?;
-                } else {
-                    let mut cr = [0.0f64; BLOCK];
-                    let mut rr = [0.0f64; BLOCK];
-                    decode_real(candidate.dtype, candidate.range(at, stop), &mut cr[..len])
-                        .map_err(decode_error)?;
-                    decode_real(reference.dtype, reference.range(at, stop), &mut rr[..len])
-                        .map_err(decode_error)?;
-                    for i in 0..len {
-                        c[i] = (cr[i], 0.0);
-                        r[i] = (rr[i], 0.0);
-                    }
-                }
+            for block in blocks(task) {
+                let len = block.len();
+                // Real values as complex ones with a zero imaginary part: the same sums.
+                decode_as_complex(candidate, block.clone(), &mut c[..len])?;
+                decode_as_complex(reference, block, &mut r[..len])?;
                 for i in 0..len {
                     let finite = c[i].0.is_finite()
                         && c[i].1.is_finite()
@@ -58,7 +43,6 @@ pub(super) fn rescaled_norms(
                     sums[3] += a.0 * a.0 + a.1 * a.1;
                     sums[4] += e * e;
                 }
-                at = stop;
             }
             Ok(sums)
         })

@@ -3,12 +3,11 @@
 
 use super::*;
 
-/// Compares elements `start..end` of a real pair.
+/// Compares the elements `range` of a real pair.
 pub(super) fn real_task(
     reference: Values<'_>,
     candidate: Values<'_>,
-    start: usize,
-    end: usize,
+    range: Range<usize>,
     rule: Rule,
     ulp: Option<UlpFormat>,
 ) -> Result<Acc, CompareError> {
@@ -17,17 +16,15 @@ pub(super) fn real_task(
     let track = reference.dtype == DType::Float64 || candidate.dtype == DType::Float64;
     let simd = Simd::detect();
     match (track, rule.equal_nan) {
-        (true, true) => {
-            real_task_body::<true, true>(reference, candidate, start, end, rule, ulp, simd)
-        }
+        (true, true) => real_task_body::<true, true>(reference, candidate, range, rule, ulp, simd),
         (true, false) => {
-            real_task_body::<true, false>(reference, candidate, start, end, rule, ulp, simd)
+            real_task_body::<true, false>(reference, candidate, range, rule, ulp, simd)
         }
         (false, true) => {
-            real_task_body::<false, true>(reference, candidate, start, end, rule, ulp, simd)
+            real_task_body::<false, true>(reference, candidate, range, rule, ulp, simd)
         }
         (false, false) => {
-            real_task_body::<false, false>(reference, candidate, start, end, rule, ulp, simd)
+            real_task_body::<false, false>(reference, candidate, range, rule, ulp, simd)
         }
     }
 }
@@ -56,8 +53,7 @@ impl Simd {
 pub(super) fn real_task_body<const MAG: bool, const NAN: bool>(
     reference: Values<'_>,
     candidate: Values<'_>,
-    start: usize,
-    end: usize,
+    range: Range<usize>,
     rule: Rule,
     ulp: Option<UlpFormat>,
     simd: Simd,
@@ -65,11 +61,12 @@ pub(super) fn real_task_body<const MAG: bool, const NAN: bool>(
     let mut acc = Acc::default();
     let mut c = [0.0f64; BLOCK];
     let mut r = [0.0f64; BLOCK];
-    let mut at = start;
-    while at < end {
-        let stop = (at + BLOCK).min(end);
-        let len = stop - at;
-        let (cb, rb) = (candidate.range(at, stop), reference.range(at, stop));
+    for block in blocks(range) {
+        let (at, len) = (block.start, block.len());
+        let (cb, rb) = (
+            candidate.range(at, block.end),
+            reference.range(at, block.end),
+        );
         decode_real(candidate.dtype, cb, &mut c[..len]).map_err(decode_error)?;
         decode_real(reference.dtype, rb, &mut r[..len]).map_err(decode_error)?;
         let mismatches = real_block::<MAG, NAN>(&c[..len], &r[..len], rule, &mut acc, simd);
@@ -82,7 +79,6 @@ pub(super) fn real_task_body<const MAG: bool, const NAN: bool>(
             // The block's bytes were just decoded, so they are still in L1 cache.
             acc.max_ulp = acc.max_ulp.max(format.max_distance(cb, rb, simd));
         }
-        at = stop;
     }
     Ok(acc)
 }

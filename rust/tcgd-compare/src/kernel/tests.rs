@@ -307,9 +307,9 @@ fn vector_and_portable_loops_agree_bit_for_bit() {
         };
         let run = |simd| {
             let acc = if equal_nan {
-                real_task_body::<true, true>(reference, candidate, 0, n, rule, ulp, simd)
+                real_task_body::<true, true>(reference, candidate, 0..n, rule, ulp, simd)
             } else {
-                real_task_body::<true, false>(reference, candidate, 0, n, rule, ulp, simd)
+                real_task_body::<true, false>(reference, candidate, 0..n, rule, ulp, simd)
             };
             format!("{:?}", acc.unwrap())
         };

@@ -5,7 +5,7 @@ use tcgd_report::csv::{self as safe, Ending};
 use tcgd_report::{Cell, Table};
 
 use crate::format;
-use crate::model::{Comparison, ComparisonKind, PointRef, Scalar, SeriesPoint};
+use crate::model::{Comparison, ComparisonKind, PointComparison, PointRef, Scalar, SeriesPoint};
 use crate::report::rows;
 
 /// A table as a CSV file: an Arrow record batch through the shared writer, which
@@ -52,16 +52,27 @@ fn point_cells(p: &Option<PointRef>) -> [Cell; 3] {
     }
 }
 
+/// The columns that say which points a row compares.
+const POINT_PAIR: [&str; 6] = [
+    "reference_point",
+    "reference_point_index",
+    "reference_replay_index",
+    "candidate_point",
+    "candidate_point_index",
+    "candidate_replay_index",
+];
+
+/// A row's [`POINT_PAIR`] cells.
+fn point_pair(p: &PointComparison) -> [Cell; 6] {
+    let [rl, ri, rr] = point_cells(&p.reference);
+    let [cl, ci, cr] = point_cells(&p.candidate);
+    [rl, ri, rr, cl, ci, cr]
+}
+
 pub fn observations(c: &Comparison) -> String {
-    let header = [
-        "rank",
-        "point_position",
-        "reference_point",
-        "reference_point_index",
-        "reference_replay_index",
-        "candidate_point",
-        "candidate_point_index",
-        "candidate_replay_index",
+    let mut header = vec!["rank", "point_position"];
+    header.extend(POINT_PAIR);
+    header.extend([
         "position",
         "name",
         "invocation_index",
@@ -92,13 +103,11 @@ pub fn observations(c: &Comparison) -> String {
         "reference_digest",
         "candidate_digest",
         "site",
-    ];
+    ]);
     let mut table = Table::new(&header);
     for (rank, p, o) in c.observations() {
         let m = o.metrics.as_ref();
         let first = m.and_then(|m| m.first_mismatch.as_ref());
-        let [rl, ri, rr] = point_cells(&p.reference);
-        let [cl, ci, cr] = point_cells(&p.candidate);
         let side = |s: &Option<crate::model::ObservationSide>| {
             s.as_ref()
                 .map(|s| {
@@ -112,15 +121,9 @@ pub fn observations(c: &Comparison) -> String {
         };
         let (rd, rs, rdig) = side(&o.reference);
         let (cd, cs, cdig) = side(&o.candidate);
-        table.push(vec![
-            opt(rank),
-            p.position.into(),
-            rl,
-            ri,
-            rr,
-            cl,
-            ci,
-            cr,
+        let mut row = vec![opt(rank), p.position.into()];
+        row.extend(point_pair(p));
+        row.extend([
             o.position.into(),
             o.name.as_str().into(),
             o.invocation_index.into(),
@@ -152,20 +155,15 @@ pub fn observations(c: &Comparison) -> String {
             cdig,
             Cell::text(o.site().and_then(|s| s.describe())),
         ]);
+        table.push(row);
     }
     write(&table)
 }
 
 pub fn points(c: &Comparison) -> String {
-    let header = [
-        "rank",
-        "position",
-        "reference_point",
-        "reference_point_index",
-        "reference_replay_index",
-        "candidate_point",
-        "candidate_point_index",
-        "candidate_replay_index",
+    let mut header = vec!["rank", "position"];
+    header.extend(POINT_PAIR);
+    header.extend([
         "status",
         "reason",
         "observations",
@@ -173,20 +171,12 @@ pub fn points(c: &Comparison) -> String {
         "mismatch",
         "inconclusive",
         "worst_max_abs_error",
-    ];
+    ]);
     let mut table = Table::new(&header);
     for (rank, p) in rows::point_rows(c) {
-        let [rl, ri, rr] = point_cells(&p.reference);
-        let [cl, ci, cr] = point_cells(&p.candidate);
-        table.push(vec![
-            opt(rank),
-            p.position.into(),
-            rl,
-            ri,
-            rr,
-            cl,
-            ci,
-            cr,
+        let mut row = vec![opt(rank), p.position.into()];
+        row.extend(point_pair(p));
+        row.extend([
             p.status.as_str().into(),
             Cell::text(p.reason.clone()),
             p.counts.total.into(),
@@ -195,6 +185,7 @@ pub fn points(c: &Comparison) -> String {
             p.counts.inconclusive.into(),
             float(rows::worst_abs(p)),
         ]);
+        table.push(row);
     }
     write(&table)
 }

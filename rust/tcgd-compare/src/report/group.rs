@@ -9,8 +9,9 @@ use crate::error::{CompareError, Result};
 use crate::group::{GroupMember, MemberPoint, RunGroup};
 use tcgd_report::Table as CsvTable;
 
-use crate::report::html::{self, cell, escape, head, num};
-use crate::report::text::{self, Table};
+use crate::report::html::{self, cell, escape};
+use crate::report::rows::{Column, Section};
+use crate::report::text;
 
 /// Every file a group summary directory can hold; `write` replaces only these.
 pub const SUMMARY_FILES: [&str; 4] = [
@@ -103,51 +104,54 @@ pub fn to_text(g: &RunGroup, limit: usize) -> String {
             let _ = writeln!(out, "  - {w}");
         }
     }
-    let _ = writeln!(out, "\nranks ({}):", g.members.len());
-    let mut t = Table::new(&[
-        ("rank", true),
-        ("points", true),
-        ("complete", false),
-        ("run", false),
-        ("path", false),
-    ]);
-    for m in g.members.iter().take(limit) {
-        t.rows.push(vec![
-            m.rank.to_string(),
-            m.points.len().to_string(),
-            m.complete.to_string(),
-            m.run_id.clone(),
-            m.path.display().to_string(),
-        ]);
+    for s in sections(g, limit) {
+        text::section(&mut out, &s);
     }
-    t.render(&mut out);
-    text::more(&mut out, g.members.len().min(limit), g.members.len(), limit);
-
-    let rows = rank_points(g);
-    let _ = writeln!(out, "\nrank points ({}):", rows.len());
-    let mut t = Table::new(&[
-        ("rank", true),
-        ("point", true),
-        ("label", false),
-        ("replay", true),
-        ("observations", true),
-        ("full", true),
-        ("summary", true),
-    ]);
-    for (m, p) in rows.iter().take(limit) {
-        t.rows.push(vec![
-            m.rank.to_string(),
-            p.index.to_string(),
-            p.label.clone(),
-            replay(p),
-            p.observations.to_string(),
-            p.full.to_string(),
-            p.summary.to_string(),
-        ]);
-    }
-    t.render(&mut out);
-    text::more(&mut out, rows.len().min(limit), rows.len(), limit);
     out
+}
+
+/// The ranks and rank points tables of the text and HTML summaries.
+fn sections(g: &RunGroup, limit: usize) -> [Section; 2] {
+    let columns = vec![
+        Column::number("rank"),
+        Column::number("points"),
+        Column::text("complete"),
+        Column::text("run"),
+        Column::text("path"),
+    ];
+    let title = format!("ranks ({})", g.members.len());
+    let ranks = Section::new("ranks", title, columns, &g.members, limit, |m| {
+        vec![
+            m.rank.to_string().into(),
+            m.points.len().to_string().into(),
+            m.complete.to_string().into(),
+            m.run_id.clone().into(),
+            m.path.display().to_string().into(),
+        ]
+    });
+    let rows = rank_points(g);
+    let columns = vec![
+        Column::number("rank"),
+        Column::number("point"),
+        Column::text("label"),
+        Column::number("replay"),
+        Column::number("observations"),
+        Column::number("full"),
+        Column::number("summary"),
+    ];
+    let title = format!("rank points ({})", rows.len());
+    let points = Section::new("rank-points", title, columns, &rows, limit, |(m, p)| {
+        vec![
+            m.rank.to_string().into(),
+            p.index.to_string().into(),
+            p.label.clone().into(),
+            replay(p).into(),
+            p.observations.to_string().into(),
+            p.full.to_string().into(),
+            p.summary.to_string().into(),
+        ]
+    });
+    [ranks, points]
 }
 
 pub fn to_html(g: &RunGroup, limit: usize) -> String {
@@ -168,55 +172,9 @@ pub fn to_html(g: &RunGroup, limit: usize) -> String {
         }
         out.push_str("</ul>\n");
     }
-    let _ = write!(
-        out,
-        "<h2>Ranks ({})</h2><table id=\"ranks\">{}<tbody>",
-        g.members.len(),
-        head(&["rank", "points", "complete", "run", "path"])
-    );
-    for m in g.members.iter().take(limit) {
-        let _ = write!(
-            out,
-            "<tr>{}{}{}{}{}</tr>",
-            num(&m.rank.to_string()),
-            num(&m.points.len().to_string()),
-            cell(&m.complete.to_string()),
-            cell(&m.run_id),
-            cell(&m.path.display().to_string())
-        );
+    for s in sections(g, limit) {
+        html::section(&mut out, &s);
     }
-    out.push_str("</tbody></table>\n");
-    html::more(&mut out, g.members.len().min(limit), g.members.len(), limit);
-    let rows = rank_points(g);
-    let _ = write!(
-        out,
-        "<h2>Rank points ({})</h2><table id=\"rank-points\">{}<tbody>",
-        rows.len(),
-        head(&[
-            "rank",
-            "point",
-            "label",
-            "replay",
-            "observations",
-            "full",
-            "summary"
-        ])
-    );
-    for (m, p) in rows.iter().take(limit) {
-        let _ = write!(
-            out,
-            "<tr>{}{}{}{}{}{}{}</tr>",
-            num(&m.rank.to_string()),
-            num(&p.index.to_string()),
-            cell(&p.label),
-            num(&replay(p)),
-            num(&p.observations.to_string()),
-            num(&p.full.to_string()),
-            num(&p.summary.to_string())
-        );
-    }
-    out.push_str("</tbody></table>\n");
-    html::more(&mut out, rows.len().min(limit), rows.len(), limit);
     out.push_str(tcgd_report::html::PAGE_END);
     out
 }

@@ -215,3 +215,298 @@ pub fn header(c: &Comparison) -> Vec<(&'static str, String)> {
     ));
     lines
 }
+
+/// How a cell of a text or HTML table is shown.
+pub enum Shown {
+    /// Plain text; a number when its column is numeric.
+    Text(String),
+    /// A status: its name in capitals, coloured in HTML.
+    Status(Status),
+    /// An observation's name: code in HTML.
+    Name(String),
+}
+
+impl Shown {
+    /// The cell as plain text.
+    pub fn plain(&self) -> &str {
+        match self {
+            Shown::Text(s) | Shown::Name(s) => s,
+            Shown::Status(s) => s.shout(),
+        }
+    }
+}
+
+impl From<String> for Shown {
+    fn from(s: String) -> Shown {
+        Shown::Text(s)
+    }
+}
+
+impl From<Status> for Shown {
+    fn from(s: Status) -> Shown {
+        Shown::Status(s)
+    }
+}
+
+/// A column of a text or HTML table.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    pub name: &'static str,
+    /// Right-aligned in text, a number cell in HTML.
+    pub numeric: bool,
+    /// Shown in HTML only, so that text tables stay narrow enough for a terminal.
+    pub html_only: bool,
+}
+
+impl Column {
+    pub const fn text(name: &'static str) -> Column {
+        Column {
+            name,
+            numeric: false,
+            html_only: false,
+        }
+    }
+
+    pub const fn number(name: &'static str) -> Column {
+        Column {
+            name,
+            numeric: true,
+            html_only: false,
+        }
+    }
+
+    pub const fn html_only(self) -> Column {
+        Column {
+            html_only: true,
+            ..self
+        }
+    }
+}
+
+/// One table of a text or HTML report: its heading, columns and the rows it shows.
+pub struct Section {
+    /// The HTML table's `id`.
+    pub id: &'static str,
+    /// The heading as text writes it (`points (3)`); HTML capitalises it.
+    pub title: String,
+    pub columns: Vec<Column>,
+    /// The first `limit` rows.
+    pub rows: Vec<Vec<Shown>>,
+    /// How many rows there are in all.
+    pub total: usize,
+    pub limit: usize,
+    /// Whether an empty section says so instead of showing an empty table.
+    pub none_if_empty: bool,
+}
+
+impl Section {
+    /// A section of `items`, the first `limit` of them as rows of `cells`.
+    pub fn new<T>(
+        id: &'static str,
+        title: String,
+        columns: Vec<Column>,
+        items: &[T],
+        limit: usize,
+        cells: impl Fn(&T) -> Vec<Shown>,
+    ) -> Section {
+        Section {
+            id,
+            title,
+            columns,
+            rows: items.iter().take(limit).map(cells).collect(),
+            total: items.len(),
+            limit,
+            none_if_empty: false,
+        }
+    }
+}
+
+/// The tables of a comparison's text and HTML reports, in order: ranks (run groups),
+/// points (unless there is one point pair), divergence (series) and observations.
+/// `include_unchanged`: whether matching ranks, points and observations get rows (`None`:
+/// [`keeps_matches`]'s default); headings count every row either way.
+pub fn sections(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -> Vec<Section> {
+    let grouped = c.kind == ComparisonKind::RunGroups;
+    let mut sections = Vec::new();
+    if grouped {
+        let ranks: Vec<&RankComparison> = c
+            .ranks
+            .iter()
+            .filter(|r| include_unchanged != Some(false) || r.status != Status::Match)
+            .collect();
+        let columns = vec![
+            Column::number("rank"),
+            Column::text("status"),
+            Column::number("points"),
+            Column::number("observations"),
+            Column::number("mismatch"),
+            Column::number("inconclusive"),
+            Column::text("detail"),
+        ];
+        let title = format!("ranks ({})", c.ranks.len());
+        sections.push(Section::new("ranks", title, columns, &ranks, limit, |r| {
+            let counts = match &r.comparison {
+                Some(inner) => [
+                    inner.point_counts.total,
+                    inner.counts.total,
+                    inner.counts.mismatched,
+                    inner.counts.inconclusive,
+                ]
+                .map(|n| n.to_string()),
+                None => ["-"; 4].map(str::to_owned),
+            };
+            let mut row = vec![r.rank.to_string().into(), r.status.into()];
+            row.extend(counts.map(Shown::from));
+            row.push(rank_detail(r).into());
+            row
+        }));
+    }
+    if !single_point(c) {
+        let mut points = point_rows(c);
+        if include_unchanged == Some(false) {
+            points.retain(|(_, p)| p.status != Status::Match);
+        }
+        let mut columns = Vec::new();
+        if grouped {
+            columns.push(Column::number("rank"));
+        }
+        columns.extend([
+            Column::text("point"),
+            Column::number("replay").html_only(),
+            Column::text("status"),
+            Column::number("observations"),
+            Column::number("mismatch"),
+            Column::number("inconclusive"),
+            Column::number("worst max abs"),
+            Column::text("detail"),
+        ]);
+        let title = format!("points ({})", points.len());
+        sections.push(Section::new(
+            "points",
+            title,
+            columns,
+            &points,
+            limit,
+            |(rank, p)| {
+                let mut row = Vec::new();
+                if grouped {
+                    row.push(rank.map(|r| r.to_string()).unwrap_or_default().into());
+                }
+                let replay = p
+                    .candidate
+                    .as_ref()
+                    .or(p.reference.as_ref())
+                    .and_then(|r| r.replay_index)
+                    .map_or_else(|| "-".to_owned(), |r| r.to_string());
+                row.extend([
+                    point_name(c, p).into(),
+                    replay.into(),
+                    p.status.into(),
+                    p.counts.total.to_string().into(),
+                    p.counts.mismatched.to_string().into(),
+                    p.counts.inconclusive.to_string().into(),
+                    metric(worst_abs(p)).into(),
+                    p.reason.clone().unwrap_or_default().into(),
+                ]);
+                row
+            },
+        ));
+    }
+    if let Some(series) = &c.series {
+        let total = c.points.len();
+        let columns = vec![
+            Column::text("observation"),
+            Column::text("status"),
+            Column::text("first mismatch"),
+            Column::text("first inconclusive"),
+            Column::number("mismatched points"),
+            Column::number("max abs"),
+        ];
+        let title = format!("divergence per observation ({})", series.observations.len());
+        let divergence = &series.observations;
+        sections.push(Section::new(
+            "divergence",
+            title,
+            columns,
+            divergence,
+            limit,
+            |d| {
+                vec![
+                    format!("{}[{}]", d.name, d.invocation_index).into(),
+                    d.status.into(),
+                    series_point(&d.first_mismatch).into(),
+                    series_point(&d.first_inconclusive).into(),
+                    divergence_points(d, total).into(),
+                    metric(d.max_abs_error).into(),
+                ]
+            },
+        ));
+    }
+    sections.push(observation_section(c, limit, include_unchanged));
+    sections
+}
+
+fn observation_section(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -> Section {
+    let grouped = c.kind == ComparisonKind::RunGroups;
+    let multi = !single_point(c);
+    let (rows, total) = observation_rows(c, include_unchanged);
+    let title = if keeps_matches(c, include_unchanged) {
+        format!("observations ({total}, execution order)")
+    } else {
+        format!(
+            "observations not matching ({} of {total}, execution order)",
+            rows.len()
+        )
+    };
+    let mut columns = Vec::new();
+    if grouped {
+        columns.push(Column::number("rank"));
+    }
+    if multi {
+        columns.push(Column::text("point"));
+    }
+    columns.extend([
+        Column::text("observation"),
+        Column::text("site").html_only(),
+        Column::text("status"),
+        Column::text("kind"),
+        Column::text("dtype"),
+        Column::text("shape"),
+        Column::number("mismatched"),
+        Column::number("max abs"),
+        Column::number("max rel"),
+        Column::number("cosine").html_only(),
+        Column::number("max ULP").html_only(),
+        Column::text("detail"),
+    ]);
+    let mut section = Section::new("observations", title, columns, &rows, limit, |row| {
+        let o = row.observation;
+        let m = o.metrics.as_ref();
+        let mut cells = Vec::new();
+        if grouped {
+            cells.push(row.rank.map(|r| r.to_string()).unwrap_or_default().into());
+        }
+        if multi {
+            cells.push(row.point_label(c).into());
+        }
+        cells.extend([
+            Shown::Name(o.label()),
+            row.site().into(),
+            o.status.into(),
+            o.kind.as_str().to_owned().into(),
+            row.dtype().into(),
+            row.shape().into(),
+            row.mismatched().into(),
+            row.max_abs().into(),
+            row.max_rel().into(),
+            metric(m.and_then(|m| m.cosine_similarity)).into(),
+            m.and_then(|m| m.max_ulp_distance)
+                .map_or_else(|| "-".to_owned(), |u| u.to_string())
+                .into(),
+            o.reason.clone().into(),
+        ]);
+        cells
+    });
+    section.none_if_empty = true;
+    section
+}

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tcgd_compare::{
-    ObservationMeta, ObservationSet, PayloadBuf, PayloadSource, PointRef, Result, SiteView,
-    Subject, SummaryView,
+    compare_run_groups, CompareOptions, Comparison, ObservationMeta, ObservationSet, PayloadBuf,
+    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteView, Subject,
+    SummaryView,
 };
 use tcgd_store::{
     content_digest, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind, RunWriter, Site,
@@ -65,20 +66,26 @@ fn row_major(shape: &[i64]) -> Vec<i64> {
 }
 
 pub fn summary_of(dtype: DType, bytes: &[u8]) -> SummaryView {
-    let s = summarize(dtype, bytes).expect("test bytes are whole elements");
-    SummaryView {
-        numel: s.numel,
-        finite: s.finite,
-        nan: s.nan,
-        posinf: s.pos_inf,
-        neginf: s.neg_inf,
-        zero: s.zero,
-        min: s.min,
-        max: s.max,
-        mean: s.mean,
-        std: s.std,
-        l2: s.l2,
-    }
+    summarize(dtype, bytes)
+        .expect("test bytes are whole elements")
+        .into()
+}
+
+/// A float32 value of one element.
+pub fn one_f32(name: &'static str, x: f32) -> Obs {
+    obs(name, DType::Float32, &[1], f32_bytes(&[x]))
+}
+
+/// Two run groups compared point by point by label, with the default options.
+pub fn compare_groups(reference: &RunGroup, candidate: &RunGroup) -> Comparison {
+    compare_run_groups(
+        reference,
+        candidate,
+        &PointMapping::ByLabel,
+        &CompareOptions::default(),
+        &Silent,
+    )
+    .expect("compare groups")
 }
 
 pub fn set(label: &str, observations: Vec<Obs>) -> ObservationSet {
@@ -128,19 +135,14 @@ pub fn write_run(
     points: &[(&str, Vec<Obs>)],
     complete: bool,
 ) {
+    let run_id = format!(
+        "{}{rank}",
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "")
+    );
     let header = RunHeader {
-        run_id: format!(
-            "{}{rank}",
-            name.replace(|c: char| !c.is_ascii_alphanumeric(), "")
-        ),
-        name: name.into(),
-        kind: RunKind::Tensor,
-        execution: "eager".into(),
         rank: Some(rank),
-        group_id: None,
         world_size: Some(world_size),
-        provenance: serde_json::json!({}),
-        run_metadata: serde_json::json!({}),
+        ..RunHeader::new(&run_id, name, RunKind::Tensor, "eager")
     };
     let mut writer = RunWriter::create(dir, header, "test").expect("create run");
     for (i, (label, observations)) in points.iter().enumerate() {

@@ -133,11 +133,13 @@ fn harvest_front(shared: &Shared, context: &HarvestContext<'_>) -> Result<Vec<Ha
                 continue;
             }
             if record.triggered() && fired.is_none() {
-                fired = Some(if record.nan + record.pos_inf + record.neg_inf > 0 {
-                    "nonfinite".into()
-                } else {
-                    "abs_max".into()
-                });
+                fired = Some(
+                    if record.counts.nan + record.counts.pos_inf + record.counts.neg_inf > 0 {
+                        "nonfinite".into()
+                    } else {
+                        "abs_max".into()
+                    },
+                );
             }
             last = last.max(record.replay);
             values.push(HarvestedValue {

@@ -1,7 +1,7 @@
 //! What the kernels write and the host reads: summary records and their table, history rings, the trigger and the session words.
 
 use cudarc::driver::sys::{self, CUstream};
-use tcgd_tensor::TensorSummary;
+use tcgd_tensor::{ElementCounts, TensorSummary};
 
 use crate::driver::check;
 use crate::error::Result;
@@ -11,12 +11,7 @@ use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DeviceRecord {
-    pub numel: u64,
-    pub nan: u64,
-    pub pos_inf: u64,
-    pub neg_inf: u64,
-    pub zero: u64,
-    pub finite: u64,
+    pub counts: ElementCounts,
     pub min: f64,
     pub max: f64,
     pub mean: f64,
@@ -37,20 +32,15 @@ impl DeviceRecord {
 
     /// The summary in the store's terms (population std, L2 over finite values).
     pub fn to_summary(&self) -> TensorSummary {
-        let any = self.finite > 0;
-        TensorSummary {
-            numel: self.numel,
-            finite: self.finite,
-            nan: self.nan,
-            pos_inf: self.pos_inf,
-            neg_inf: self.neg_inf,
-            zero: self.zero,
-            min: any.then_some(self.min),
-            max: any.then_some(self.max),
-            mean: any.then_some(self.mean),
-            std: any.then(|| (self.m2 / self.finite as f64).max(0.0).sqrt()),
-            l2: self.ssq.max(0.0).sqrt(),
-        }
+        let finite = self.counts.finite;
+        TensorSummary::from_parts(
+            self.counts,
+            self.min,
+            self.max,
+            (finite > 0).then_some(self.mean),
+            (finite > 0).then(|| (self.m2 / finite as f64).max(0.0).sqrt()),
+            self.ssq.max(0.0).sqrt(),
+        )
     }
 }
 

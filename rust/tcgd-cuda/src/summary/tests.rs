@@ -41,9 +41,12 @@ fn the_kernels_compile_for_hopper_when_nvrtc_is_here() {
 #[test]
 fn a_record_becomes_the_stores_summary() {
     let record = DeviceRecord {
-        numel: 4,
-        nan: 1,
-        finite: 3,
+        counts: tcgd_tensor::ElementCounts {
+            numel: 4,
+            nan: 1,
+            finite: 3,
+            ..Default::default()
+        },
         min: 1.0,
         max: 3.0,
         mean: 2.0,
