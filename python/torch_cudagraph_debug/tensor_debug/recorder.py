@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,29 +18,20 @@ from torch_cudagraph_debug._environment import detect_rank, provenance
 from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
-    GradientNotTrackedError,
     InvalidInputError,
     NonContiguousTensorError,
     RecorderStateError,
 )
+from torch_cudagraph_debug.tensor_debug.observations import site_columns
 from torch_cudagraph_debug.tensor_debug.probe import SyncArg, TensorProbe, _check_sync_target
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
+from torch_cudagraph_debug.tensor_debug.sites import _hook_gradient
 
 Execution = Literal["eager", "cuda_graph"]
 Payload = Literal["full", "summary"]
 NonContiguous = Literal["error", "copy"]
 
 _PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
-SITE_COLUMNS = (
-    "site_id",
-    "graph_kind",
-    "node_name",
-    "aten_op",
-    "module_path",
-    "source_location",
-    "compile_id",
-    "materialized_by_probe",
-)
 
 
 def _choice(what: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -68,7 +58,6 @@ class _PendingObservation:
     site: dict[str, Any] | None = None
 
     def as_native(self) -> dict[str, object]:
-        site = self.site or {}
         return {
             "order": self.order,
             "name": self.name,
@@ -83,8 +72,26 @@ class _PendingObservation:
             # never writes a host tensor once it is handed over.
             "owner": self.host,
             "summary": None,
-            **{column: site.get(column) for column in SITE_COLUMNS},
+            **site_columns(self.site),
         }
+
+
+def device_site(
+    value: torch.Tensor, name: str, order: int, site: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One value as the native device recorder's ``register_sites`` takes it: where its
+    bytes are, its layout, and the site columns of ``site`` (a compile pass's site dict;
+    ``None`` for a hand-placed value)."""
+    return {
+        "src": value.data_ptr(),
+        "dtype": dtype_name(value.dtype),
+        "shape": list(value.shape),
+        "stride": list(value.stride()),
+        "source_device": str(value.device),
+        "name": name,
+        "order": order,
+        **site_columns(site),
+    }
 
 
 class _OpenPoint:
@@ -302,20 +309,14 @@ class TensorRecorder(RunRecorder[TensorRun]):
             raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
         if payload is not None:
             _choice("payload", payload, ("full", "summary"))
-        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
-            message = f"watch_grad({name!r}): the tensor does not require grad"
-            if strict:
-                raise GradientNotTrackedError(message)
-            warnings.warn(message + "; nothing will be recorded", stacklevel=2)
-            return None
-
-        def hook(grad: torch.Tensor) -> torch.Tensor:
-            self.observe(grad, name=name, payload=payload)
-            return grad
-
-        handle = tensor.register_hook(hook)
-        self._grad_hooks.append(handle)
-        return handle
+        return _hook_gradient(
+            tensor,
+            name,
+            strict,
+            lambda grad: self.observe(grad, name=name, payload=payload),
+            self._grad_hooks,
+            "nothing will be recorded",
+        )
 
     # ----------------------------------------------------------------- points
     @contextlib.contextmanager
@@ -449,11 +450,11 @@ def open_run_writer(
     name: str,
     root: str | os.PathLike[str] | None,
     execution: str,
-    rank: int | None,
-    world_size: int | None,
-    group_id: str | None,
-    devices: list[torch.device] | None,
-    run_metadata: dict[str, Any],
+    rank: int | None = None,
+    world_size: int | None = None,
+    group_id: str | None = None,
+    devices: list[torch.device] | None = None,
+    run_metadata: dict[str, Any] | None = None,
     overwrite: bool = False,
     commit_interval: float | None = None,
     compact: bool = True,
