@@ -12,11 +12,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.usefixtures("fresh_inductor"),
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 @pytest.fixture

@@ -23,11 +23,6 @@ from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, summ
 from torch_cudagraph_debug.tensor_debug import TensorRun
 from torch_cudagraph_debug.tensor_debug.recorder import device_site, open_run_writer
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 # Documented tolerance of device summaries against host ones (docs/tensor-debug.md):
 # counts, min and max are exact; mean, std and L2 agree to this relative error (both
 # accumulate in float64, in different orders).

@@ -12,11 +12,6 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryRecorder,
 )
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 MIB = 1024 * 1024
 
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 import pickle
 
-import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
 from compile_models import MLP
 from torch_cudagraph_debug.memory_debug import MemoryRecorder, MemoryRun
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
 
 CONFIG = {
     "version": 1,
