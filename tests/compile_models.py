@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch_cudagraph_debug.compile as tcgd_compile
 from torch import nn
 
 
@@ -32,6 +34,19 @@ class SigmoidMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def compile_on_graph_trees(
+    model: nn.Module, config: object, run_dir: Path
+) -> tuple[Callable[..., object], tcgd_compile.ProbeSession]:
+    """``model`` compiled with backend="tcgd" under CUDA Graph Trees (mode
+    "reduce-overhead"), recording as ``config`` says into ``run_dir``; and its session."""
+    compiled = torch.compile(
+        model,
+        backend="tcgd",
+        options={"probes": config, "run_dir": run_dir, "mode": "reduce-overhead"},
+    )
+    return compiled, tcgd_compile.session_of(compiled)
 
 
 def write_differential_factory(directory: Path) -> tuple[Path, Path]:
