@@ -15,7 +15,7 @@ import torch
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
-from torch_cudagraph_debug._recorder import RunRecorder
+from torch_cudagraph_debug._recorder import PRODUCER, RunRecorder, json_text, run_root
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
@@ -30,8 +30,6 @@ from torch_cudagraph_debug.tensor_debug.sites import _hook_gradient
 Execution = Literal["eager", "cuda_graph"]
 Payload = Literal["full", "summary"]
 NonContiguous = Literal["error", "copy"]
-
-_PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
 
 
 def _choice(what: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -138,10 +136,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
         self.payload = _choice("payload", payload, ("full", "summary"))
         self.non_contiguous = _choice("non_contiguous", non_contiguous, ("error", "copy"))
-        if not isinstance(name, str) or not name:
-            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
-        if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
-            raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
+        root = run_root(name, run_dir, bundle_dir)
         self.name = name
         self.device = None if device is None else torch.device(device)
         self.strict_scope = bool(strict_scope)
@@ -150,9 +145,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
         metadata = dict(run_metadata or {})
-        _json("run_metadata", metadata)
+        json_text("run_metadata", metadata)
 
-        root = run_dir if run_dir is not None else bundle_dir
         writer = open_run_writer(
             name=name,
             root=root,
@@ -338,12 +332,9 @@ class TensorRecorder(RunRecorder[TensorRun]):
                 f"record_point({label!r}) inside record_point({self._point.label!r}); "
                 "points do not nest"
             )
-        if not isinstance(label, str) or not label:
-            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
-        if self._writer.has_label(label):
-            raise InvalidInputError(f"point label {label!r} is already used in this run")
+        self._check_new_label(label)
         meta = dict(metadata or {})
-        _json("metadata", meta)
+        json_text("metadata", meta)
         if self._probe is not None and _capturing_now():
             raise RecorderStateError(
                 f"record_point({label!r}) during a CUDA graph capture; end the capture "
@@ -489,7 +480,7 @@ def open_run_writer(
         "run_metadata": run_metadata,
     }
     return _native.RunWriter(
-        path, json.dumps(header), _PRODUCER, overwrite, commit_interval, compact
+        path, json.dumps(header), PRODUCER, overwrite, commit_interval, compact
     )
 
 
@@ -514,10 +505,3 @@ def _synchronize(target: SyncArg) -> None:
 
 def _capturing(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-def _json(what: str, value: object) -> None:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None
