@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import tempfile
 
 import torch
+from _support import replay_times
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
+from torch_cudagraph_debug._torch_bridge import register_nvrtc
 from torch_cudagraph_debug.tensor_debug import RecordAction, TensorProbe
-from torch_cudagraph_debug.tensor_debug.recorder import SITE_COLUMNS, open_run_writer
+from torch_cudagraph_debug.tensor_debug.recorder import device_site, open_run_writer
 
 P2_WORKLOADS = [(64, 4 << 10), (256, 4 << 10)]
 P3_WORKLOADS = [(64, 4 << 20), (16, 64 << 20)]
@@ -50,32 +50,9 @@ def capture(inputs, observe):
     return graph, outs
 
 
-def time_graph(graph, rounds: int, replays: int) -> tuple[float, float]:
-    samples = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000 / replays)
-    return min(samples), statistics.median(samples)
-
-
 def device_recorder(tmp: str):
     register_nvrtc()
-    writer = open_run_writer(
-        name="bench",
-        root=tmp,
-        execution="cuda_graph",
-        rank=None,
-        world_size=None,
-        group_id=None,
-        devices=None,
-        run_metadata=None,
-        overwrite=False,
-    )
+    writer = open_run_writer(name="bench", root=tmp, execution="cuda_graph")
     return writer, _native.DeviceRecorder(0, writer)
 
 
@@ -83,7 +60,7 @@ def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:
     inputs = [torch.randn(size // 4, device="cuda") for _ in range(count)]
     figures = {}
     graph, _ = capture(inputs, lambda outs: None)
-    figures["none"] = time_graph(graph, rounds, replays)[0]
+    figures["none"] = replay_times(graph, rounds, replays)[0]
     dsts = [torch.empty_like(x) for x in inputs]
 
     def memcpy(outs):
@@ -91,7 +68,7 @@ def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:
             d.copy_(y)
 
     graph, _ = capture(inputs, memcpy)
-    figures["memcpy"] = time_graph(graph, rounds, replays)[0]
+    figures["memcpy"] = replay_times(graph, rounds, replays)[0]
     snapshots = {}
     for batched in (False, True):
         probe = TensorProbe(f"p2-{batched}", [RecordAction()])
@@ -103,7 +80,7 @@ def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:
 
         graph, _ = capture(inputs, observe)
         key = "probe batched" if batched else "probe"
-        figures[key] = time_graph(graph, rounds, replays)[0]
+        figures[key] = replay_times(graph, rounds, replays)[0]
         graph.replay()
         snapshots[key] = probe.snapshot()
         probe.close()
@@ -118,10 +95,10 @@ def p3(count: int, size: int, rounds: int, replays: int, tmp: str) -> dict[str, 
     inputs = [torch.randn(size // 4, device="cuda") for _ in range(count)]
     figures = {}
     graph, _ = capture(inputs, lambda outs: None)
-    figures["none"] = time_graph(graph, rounds, replays)[0]
+    figures["none"] = replay_times(graph, rounds, replays)[0]
     sink = []
     graph, _ = capture(inputs, lambda outs: sink.extend(torch.amax(y) for y in outs))
-    figures["read"] = time_graph(graph, rounds, replays)[0]
+    figures["read"] = replay_times(graph, rounds, replays)[0]
     writer, recorder = device_recorder(tmp)
 
     def summarise(outs):
@@ -130,24 +107,12 @@ def p3(count: int, size: int, rounds: int, replays: int, tmp: str) -> dict[str, 
         runtime.bind_capture(handle)
         summarise.runtime = runtime
         capture_index = recorder.add_capture(runtime)
-        sites = [
-            {
-                "src": y.data_ptr(),
-                "dtype": dtype_name(y.dtype),
-                "shape": list(y.shape),
-                "stride": list(y.stride()),
-                "source_device": str(y.device),
-                "name": f"v{i}",
-                "order": i,
-                **dict.fromkeys(SITE_COLUMNS),
-            }
-            for i, y in enumerate(outs)
-        ]
+        sites = [device_site(y, f"v{i}", i) for i, y in enumerate(outs)]
         for start in range(0, len(sites), 16):
             recorder.register_sites(runtime, capture_index, sites[start : start + 16], handle)
 
     graph, _ = capture(inputs, summarise)
-    figures["summary"] = time_graph(graph, rounds, replays)[0]
+    figures["summary"] = replay_times(graph, rounds, replays)[0]
     recorder.close()
     writer.close(False)
     summarise.runtime.close()

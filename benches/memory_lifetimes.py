@@ -31,9 +31,9 @@ import tempfile
 import time
 from typing import Any
 
+from _support import MIB, FakeSource, trace_entry
 from torch_cudagraph_debug.memory_debug import MemoryRecorder, MemoryRun
 
-MIB = 1024 * 1024
 SLOT = MIB
 SLOTS_PER_SEGMENT = 64
 BASE = 0x7F00_0000_0000
@@ -71,18 +71,9 @@ class Workload:
 
     def trace(self, action: str, addr: int, size: int, stream: int, frames: Any) -> None:
         self.time_us += 1
-        entry = {
-            "action": action,
-            "addr": addr,
-            "size": size,
-            "stream": stream,
-            "time_us": self.time_us,
-            "compile_context": "N/A",
-            "user_metadata": self.metadata,
-        }
-        if frames is not None:
-            entry["frames"] = frames
-        self.ring.append(entry)
+        self.ring.append(
+            trace_entry(action, addr, size, stream, self.time_us, self.metadata, frames)
+        )
 
     def address(self, slot: tuple[int, int]) -> int:
         return self.segments[slot[0]][0] + slot[1] * SLOT
@@ -197,10 +188,11 @@ class Workload:
         return {"transient_allocs": transients, "leaks": leaks, "early_left": len(early)}
 
 
-class Source:
+class Source(FakeSource):
     """What MemoryRecorder asks of torch, answered from the workload."""
 
     torch_version = "2.11.0+synthetic"
+    free_bytes = 60 * 1024 * MIB
 
     def __init__(self, workload: Workload, entries: int):
         self.w = workload
@@ -209,21 +201,6 @@ class Source:
         self.last: dict[str, Any] | None = None
         self.counts: dict[str, int] = {}
         self._early: list[tuple[int, int]] = []
-
-    def check_available(self) -> None:
-        pass
-
-    def current_device(self) -> int:
-        return 0
-
-    def device_count(self) -> int:
-        return 1
-
-    def capturing(self) -> bool:
-        return False
-
-    def synchronize(self, devices: list[int]) -> None:
-        pass
 
     def get_metadata(self) -> str:
         return self.w.metadata
@@ -241,12 +218,6 @@ class Source:
         self.taken += 1
         self.last = self.w.snapshot()
         return self.last
-
-    def mem_get_info(self, device: int) -> tuple[int, int]:
-        return 60 * 1024 * MIB, 80 * 1024 * MIB
-
-    def probe_memory(self) -> tuple[int, int]:
-        return (0, 0)
 
 
 def main() -> int:

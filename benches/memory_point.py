@@ -34,9 +34,8 @@ import tempfile
 import time
 from typing import Any
 
+from _support import MIB, FakeSource, trace_entry
 from torch_cudagraph_debug.memory_debug import MemoryProbe, MemoryProbeSnapshot, MemoryRecorder
-
-MIB = 1024 * 1024
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -45,12 +44,10 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-class SyntheticAllocator:
+class SyntheticAllocator(FakeSource):
     """A history ring and a small fixed state, shaped like torch 2.11's snapshot: shared
     frame dicts, per-entry ``user_metadata``/``compile_context``, a ``snapshot`` entry
     carrying the metadata each time a snapshot is taken."""
-
-    torch_version = "synthetic"
 
     def __init__(self, segments: int = 64, blocks_per_segment: int = 16):
         self.ring: list[dict[str, Any]] = []
@@ -98,62 +95,23 @@ class SyntheticAllocator:
             if i % 4 == 0:
                 self.time_us += 1
             self.ring.append(
-                {
-                    "action": ("alloc", "free_requested", "free_completed")[i % 3],
-                    "addr": 0x7E00_0000_0000 + (i // 3 % 512) * 4096,
-                    "size": 4096,
-                    "stream": 0,
-                    "time_us": self.time_us,
-                    "compile_context": "N/A",
-                    "user_metadata": self.metadata,
-                    "frames": list(self.stacks[i % len(self.stacks)]),
-                }
+                trace_entry(
+                    ("alloc", "free_requested", "free_completed")[i % 3],
+                    0x7E00_0000_0000 + (i // 3 % 512) * 4096,
+                    4096,
+                    0,
+                    self.time_us,
+                    self.metadata,
+                    list(self.stacks[i % len(self.stacks)]),
+                )
             )
-
-    # The source interface a MemoryRecorder uses.
-    def check_available(self) -> None:
-        pass
-
-    def current_device(self) -> int:
-        return 0
-
-    def device_count(self) -> int:
-        return 1
-
-    def capturing(self) -> bool:
-        return False
-
-    def synchronize(self, devices: list[int]) -> None:
-        pass
-
-    def get_metadata(self) -> str:
-        return self.metadata
-
-    def set_metadata(self, value: str) -> None:
-        self.metadata = value
 
     def snapshot(self) -> dict[str, Any]:
         # As torch 2.11 does: the snapshot's own entry is recorded after the traces were
         # gathered, so it shows up in the next snapshot.
         snapshot = {"segments": self.segments, "device_traces": [list(self.ring)]}
-        self.ring.append(
-            {
-                "action": "snapshot",
-                "addr": 0,
-                "size": 0,
-                "stream": 0,
-                "time_us": self.time_us,
-                "compile_context": "N/A",
-                "user_metadata": self.metadata,
-            }
-        )
+        self.ring.append(trace_entry("snapshot", 0, 0, 0, self.time_us, self.metadata))
         return snapshot
-
-    def mem_get_info(self, device: int) -> tuple[int, int]:
-        return (70 * 1024 * MIB, 80 * 1024 * MIB)
-
-    def probe_memory(self) -> tuple[int, int]:
-        return (0, 0)
 
 
 def synthetic(entries: int, points: int, run_dir: str) -> None:

@@ -20,9 +20,9 @@ bandwidth, --bandwidth), and how many times cheaper the probe is than ``d2h``.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
+from _support import replay_times
 from torch_cudagraph_debug.tensor_debug import RecordAction, TensorProbe
 
 WORKLOADS = [(64, 4 << 10), (64, 4 << 20), (16, 64 << 20)]
@@ -48,20 +48,12 @@ def capture(inputs, method, probe=None, targets=None):
 
 
 def time_replays(graph, rounds: int, replays: int) -> tuple[float, float]:
-    """Minimum and median microseconds per replay over `rounds` rounds."""
+    """Minimum and median microseconds per replay over `rounds` rounds, after 20 warm-up
+    replays."""
     for _ in range(20):
         graph.replay()
     torch.cuda.synchronize()
-    per_replay = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        per_replay.append(start.elapsed_time(end) * 1000.0 / replays)
-    return min(per_replay), statistics.median(per_replay)
+    return replay_times(graph, rounds, replays)
 
 
 def main() -> None:

@@ -545,30 +545,13 @@ def main() -> None:
     results.update({"writes": writes, "files": files, "queries": queries})
 
     rows = [
-        (
-            "store: us per point (summaries handed over), incl. finish()",
-            writes["v1"]["store_us_per_point"],
-            writes["v2"]["store_us_per_point"],
-            ".1f",
-        ),
-        (
-            "store: us per point, excl. finish()",
-            writes["v1"]["store_us_per_point_without_finish"],
-            writes["v2"]["store_us_per_point_without_finish"],
-            ".1f",
-        ),
-        (
-            "recorder (observe on CPU tensors): us per point, incl. finish()",
-            writes["v1"]["us_per_point"],
-            writes["v2"]["us_per_point"],
-            ".1f",
-        ),
-        (
-            "recorder: us per point, excl. finish()",
-            writes["v1"]["us_per_point_without_finish"],
-            writes["v2"]["us_per_point_without_finish"],
-            ".1f",
-        ),
+        (label, writes["v1"][key], writes["v2"][key], ".1f")
+        for label, key in (
+            ("store: us per point (summaries handed over), incl. finish()", "store_us_per_point"),
+            ("store: us per point, excl. finish()", "store_us_per_point_without_finish"),
+            ("recorder (observe on CPU tensors): us per point, incl. finish()", "us_per_point"),
+            ("recorder: us per point, excl. finish()", "us_per_point_without_finish"),
+        )
     ]
     for stage, label in (
         ("one_rank_before_finish", "1 rank, before finish()"),

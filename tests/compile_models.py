@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch_cudagraph_debug.compile as tcgd_compile
 from torch import nn
+from torch._inductor.custom_graph_pass import CustomGraphPass
 
 
 class MLP(nn.Module):
@@ -32,6 +35,32 @@ class SigmoidMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc3(torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class PerturbSigmoid(CustomGraphPass):
+    """A post-grad pass (with its own cache key) that makes sigmoid nodes compute tanh,
+    keeping their names: a stand-in for a miscompiled kernel on the compiled side only."""
+
+    def __call__(self, graph: torch.fx.Graph) -> None:
+        for node in graph.nodes:
+            if node.target is torch.ops.aten.sigmoid.default:
+                node.target = torch.ops.aten.tanh.default
+
+    def uuid(self) -> bytes:
+        return b"perturb-sigmoid"
+
+
+def compile_on_graph_trees(
+    model: nn.Module, config: object, run_dir: Path
+) -> tuple[Callable[..., object], tcgd_compile.ProbeSession]:
+    """``model`` compiled with backend="tcgd" under CUDA Graph Trees (mode
+    "reduce-overhead"), recording as ``config`` says into ``run_dir``; and its session."""
+    compiled = torch.compile(
+        model,
+        backend="tcgd",
+        options={"probes": config, "run_dir": run_dir, "mode": "reduce-overhead"},
+    )
+    return compiled, tcgd_compile.session_of(compiled)
 
 
 def write_differential_factory(directory: Path) -> tuple[Path, Path]:

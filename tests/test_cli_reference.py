@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 import torch
+from processes import head_of
 from torch_cudagraph_debug.cli import main, tensor_main
 from torch_cudagraph_debug.tensor_debug import TensorRecorder
 
@@ -272,17 +272,23 @@ def test_group_summary_output_writes_rank_points(groups, capsys):
     assert data["name"] == "job" and len(data["rank_points"]) == 4
 
 
+def rerun_needs_overwrite(capsys, argv: list, out_dir, hint: str) -> int:
+    """Running ``argv`` again into its non-empty report directory ``out_dir`` is refused
+    (exit 2, nothing on stdout, an error naming the directory and ``hint``); returns the
+    exit code of the run with --overwrite added."""
+    code, out, err = tcgd_tensor(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith(f"tcgd: error: report directory '{out_dir}' is not empty")
+    assert hint in err
+    return tcgd_tensor(capsys, *argv, "--overwrite")[0]
+
+
 def test_group_summary_output_twice_needs_overwrite(groups, capsys):
     out_dir = groups / "report"
     argv = ["group-summary", groups / "g1", "--output", out_dir]
     assert tcgd_tensor(capsys, *argv)[0] == 0
     (out_dir / "notes.md").write_text("mine")
-    code, out, err = tcgd_tensor(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.startswith(f"tcgd: error: report directory '{out_dir}' is not empty")
-    assert "--overwrite" in err
-    code, _, _ = tcgd_tensor(capsys, *argv, "--overwrite")
-    assert code == 0
+    assert rerun_needs_overwrite(capsys, argv, out_dir, "--overwrite") == 0
     # Only the summary's own files are replaced.
     assert (out_dir / "notes.md").read_text() == "mine"
 
@@ -388,12 +394,7 @@ def test_output_directory_twice_needs_overwrite(runs, capsys, flag):
     assert code == 1
     written = sorted(p.name for p in out_dir.iterdir())
     assert written == ["observations.csv", "points.csv", "report.html", "report.json", "report.txt"]
-    code, out, err = tcgd_tensor(capsys, *argv)
-    assert code == 2 and out == ""
-    assert err.startswith(f"tcgd: error: report directory '{out_dir}' is not empty")
-    assert "(--overwrite)" in err
-    code, _, _ = tcgd_tensor(capsys, *argv, "--overwrite")
-    assert code == 1
+    assert rerun_needs_overwrite(capsys, argv, out_dir, "(--overwrite)") == 1
     assert json.loads((out_dir / "report.json").read_text())["status"] == "mismatch"
 
 
@@ -478,7 +479,7 @@ def test_closed_stdout_ends_quietly(tmp_path):
     big = {f"v{i}": torch.full((4,), float(i)) for i in range(60)}
     root = record(tmp_path / "big", [(f"s{p}", big) for p in range(30)], payload="summary")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    producer = subprocess.Popen(
+    lines, err, code = head_of(
         [
             sys.executable,
             "-c",
@@ -489,16 +490,9 @@ def test_closed_stdout_ends_quietly(tmp_path):
             "--limit",
             "100",
         ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         env=env,
     )
-    head = subprocess.run(["head", "-1"], stdin=producer.stdout, capture_output=True, check=False)
-    assert producer.stdout is not None and producer.stderr is not None
-    producer.stdout.close()
-    err = producer.stderr.read().decode()
-    code = producer.wait(timeout=120)
-    assert head.stdout.decode().splitlines() == ["run 'm' (eager, rank 0 of 1, complete)"]
+    assert lines == ["run 'm' (eager, rank 0 of 1, complete)"]
     assert err == ""
     # SIGPIPE's code, not 0 or 1: a cut-off report must not read as a verdict.
     assert code == 141

@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 from storage_files import data_files
+from tensor_runs import record
 from torch_cudagraph_debug.errors import (
     ComparisonFailedError,
     CorruptRunError,
@@ -30,20 +31,6 @@ from torch_cudagraph_debug.tensor_debug import (
     compare_runs,
     compare_snapshots,
 )
-
-
-def record(path, points, *, name="model", rank=None, world_size=None, crash_after=None):
-    """Records `points`: a list of (label, {name: tensor or (tensor, payload)})."""
-    rec = TensorRecorder(name=name, run_dir=path, rank=rank, world_size=world_size)
-    for i, (label, observations) in enumerate(points):
-        if crash_after is not None and i == crash_after:
-            rec.close()  # the run stays incomplete, like a crashed rank
-            return TensorRun.load(rec.path, name=name, rank=rec.rank)
-        with rec.record_point(label):
-            for obs_name, value in observations.items():
-                tensor, payload = value if isinstance(value, tuple) else (value, None)
-                rec.observe(tensor, name=obs_name, payload=payload)
-    return rec.finish()
 
 
 def test_probe_compare_finds_the_first_changed_element():

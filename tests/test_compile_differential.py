@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from compile_models import SigmoidMLP, write_differential_factory
-from torch._inductor.custom_graph_pass import CustomGraphPass
+from compile_models import PerturbSigmoid, SigmoidMLP, write_differential_factory
 from torch_cudagraph_debug.compile.differential import differential
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
@@ -34,19 +33,6 @@ def test_reference_and_compiled_align_site_by_site_and_match(tmp_path):
     assert len(ref_sites) == 5  # three addmm, relu, sigmoid
     assert result.comparison.status == "match", result.to_text()
     assert result.first_divergence is None
-
-
-class PerturbSigmoid(CustomGraphPass):
-    """Makes one node compute something else (tanh instead of sigmoid), keeping its name:
-    a stand-in for a miscompiled kernel."""
-
-    def __call__(self, graph):
-        for node in graph.nodes:
-            if node.target is torch.ops.aten.sigmoid.default:
-                node.target = torch.ops.aten.tanh.default
-
-    def uuid(self):
-        return b"perturb-sigmoid"
 
 
 def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):

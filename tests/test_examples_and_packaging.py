@@ -7,20 +7,29 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch_cudagraph_debug
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_record_eager_example_prints_the_duckdb_query(tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "record_eager.py"), "--run-dir", str(tmp_path)],
+def run_example(name: str, run_dir: Path, *, timeout: float, **run: Any) -> str:
+    """The standard output of ``examples/<name> --run-dir run_dir``, which must exit 0."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / name), "--run-dir", str(run_dir)],
         capture_output=True,
         text=True,
-        check=True,
-        timeout=300,
-    ).stdout
+        timeout=timeout,
+        check=False,
+        **run,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_record_eager_example_prints_the_duckdb_query(tmp_path):
+    out = run_example("record_eager.py", tmp_path, timeout=300)
     assert "points: ('step0', 'step1', 'step2', 'step3')" in out
     assert "DuckDB over the run's observation files" in out
     # Four steps of decreasing-then-noisy loss: one value per step, all finite.
@@ -30,14 +39,12 @@ def test_record_eager_example_prints_the_duckdb_query(tmp_path):
 
 
 def test_compile_probes_example_records_and_queries(tmp_path):
-    out = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "compile_probes.py"), "--run-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
+    out = run_example(
+        "compile_probes.py",
+        tmp_path,
         timeout=600,
         env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache")},
-    ).stdout
+    )
     assert "graph inference (compile id 0/0): 4 selected" in out, out
     assert "points: ('call0', 'call1', 'call2', 'call3', 'call4')" in out
     assert out.count("aten.addmm.default") >= 8  # four sites explained, four queried
@@ -85,13 +92,6 @@ def test_fx_passes_ship_inside_the_package():
 
 
 def test_flight_recorder_example_finds_the_injected_nan(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "flight_recorder.py"), "--run-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "first NaN: point call7, site inference/layers.2/" in result.stdout, result.stdout
-    assert "first-anomaly exit status: 1" in result.stdout, result.stdout
+    out = run_example("flight_recorder.py", tmp_path, timeout=600)
+    assert "first NaN: point call7, site inference/layers.2/" in out, out
+    assert "first-anomaly exit status: 1" in out, out

@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 import torch_cudagraph_debug
+from processes import head_of
 from test_memory_support import FakeAllocator
 from torch_cudagraph_debug.cli import main, memory_main, tensor_main
 from torch_cudagraph_debug.cli import tensor as tensor_cli
@@ -149,17 +150,8 @@ def test_fault8_closed_stdout_ends_quietly(tmp_path):
         [(f"s{p}", [torch.full((4,), float(i)) for i in range(60)]) for p in range(30)],
         payload="summary",
     )
-    producer = subprocess.Popen(
-        [*CLI, "tensor", "summary", str(run), "--limit", "100"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    head = subprocess.run(["head", "-1"], stdin=producer.stdout, capture_output=True, check=False)
-    assert producer.stdout is not None and producer.stderr is not None
-    producer.stdout.close()
-    err = producer.stderr.read().decode()
-    code = producer.wait(timeout=120)
-    assert head.stdout.decode().splitlines() == ["run 'm' (eager, rank 0 of 1, complete)"]
+    lines, err, code = head_of([*CLI, "tensor", "summary", str(run), "--limit", "100"])
+    assert lines == ["run 'm' (eager, rank 0 of 1, complete)"]
     assert err == ""
     assert code == 141
 

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
-from compile_models import MLP, SigmoidMLP, write_differential_factory
+from compile_models import MLP, PerturbSigmoid, SigmoidMLP, write_differential_factory
 from torch._dynamo.utils import counters
 from torch._inductor.compile_fx import compile_fx as compile_fx_bound_at_import
 from torch_cudagraph_debug.cli import main as tcgd_main
@@ -69,25 +69,6 @@ def assert_point_holds(point, model: MLP, x: torch.Tensor) -> None:
 
 
 # --------------------------------------------------------------------------- fault 1
-class PerturbSigmoid:
-    """A post-grad pass on the compiled side only: sigmoid computes tanh (its own cache
-    key, as in test_compile_differential.py)."""
-
-    def __new__(cls):
-        from torch._inductor.custom_graph_pass import CustomGraphPass
-
-        class _Pass(CustomGraphPass):
-            def __call__(self, graph):
-                for node in graph.nodes:
-                    if node.target is torch.ops.aten.sigmoid.default:
-                        node.target = torch.ops.aten.tanh.default
-
-            def uuid(self):
-                return b"perturb-sigmoid"
-
-        return _Pass()
-
-
 @pytest.fixture
 def miscompiled_sigmoid(monkeypatch):
     """Inductor's code generation turns sigmoid into tanh: a miscompiled kernel, which no
@@ -180,12 +161,14 @@ CONFIG_DICT_ADDMM = {"version": 1, "select": [{"ops": ["aten.addmm"]}]}
 
 
 # --------------------------------------------------------------------------- fault 2
-def test_fault2_context_manager_makes_each_call_a_point(tmp_path, config_file):
+def assert_each_call_is_a_point(compile_model, config_file, run_dir) -> None:
+    """Three calls of an MLP compiled by ``compile_model`` inside ``probes()``: three
+    points, each holding the sites' eager values for its call's input."""
     torch.manual_seed(0)
     model = MLP()
     inputs = [torch.randn(3, 8) for _ in range(3)]
-    with tcgd_compile.probes(config_file, run_dir=tmp_path / "run") as session:
-        compiled = torch.compile(model)
+    with tcgd_compile.probes(config_file, run_dir=run_dir) as session:
+        compiled = compile_model(model)
         with torch.no_grad():
             for x in inputs:
                 compiled(x)
@@ -193,6 +176,10 @@ def test_fault2_context_manager_makes_each_call_a_point(tmp_path, config_file):
     assert run.labels == ("call0", "call1", "call2")
     for point, x in zip(run.points, inputs, strict=True):
         assert_point_holds(point, model, x)
+
+
+def test_fault2_context_manager_makes_each_call_a_point(tmp_path, config_file):
+    assert_each_call_is_a_point(torch.compile, config_file, tmp_path / "run")
 
 
 def test_fault2_a_site_that_runs_again_in_an_automatic_point_begins_the_next_one(
@@ -203,18 +190,9 @@ def test_fault2_a_site_that_runs_again_in_an_automatic_point_begins_the_next_one
     def own_backend(gm, example_inputs):
         return compile_fx_bound_at_import(gm, example_inputs)
 
-    torch.manual_seed(0)
-    model = MLP()
-    inputs = [torch.randn(3, 8) for _ in range(3)]
-    with tcgd_compile.probes(config_file, run_dir=tmp_path / "run") as session:
-        compiled = torch.compile(model, backend=own_backend)
-        with torch.no_grad():
-            for x in inputs:
-                compiled(x)
-    run = session.finish()
-    assert run.labels == ("call0", "call1", "call2")
-    for point, x in zip(run.points, inputs, strict=True):
-        assert_point_holds(point, model, x)
+    assert_each_call_is_a_point(
+        lambda model: torch.compile(model, backend=own_backend), config_file, tmp_path / "run"
+    )
 
 
 def test_fault2_a_site_twice_inside_a_named_point_keeps_both_values(tmp_path, config_file):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from processes import start_when_ready
 from storage_files import data_files, logged_files, part_of, points_of
 from test_memory_support import DATA, MIB, FakeAllocator
 from torch_cudagraph_debug import _native
@@ -130,12 +131,7 @@ def race_in_thread(
     for i in range(rounds):
         time.sleep(max(0.0, start + i * ROUND_S + rng.uniform(0, 0.003) - time.time()))
         try:
-            rec = TensorRecorder(name=name, run_dir=root / f"r{i:02d}")
-            for k in range(POINTS_PER_RUN):
-                with rec.record_point(f"{who}-{k}"):
-                    rec.observe(torch.full((256,), float(k)), name="x")
-                    rec.observe(torch.arange(8) + k, name="ids")
-            rec.finish()
+            record(root / f"r{i:02d}", name, label=who)
         except RunExistsError:
             outcomes.append((who, i, "lost"))
             continue
@@ -151,8 +147,8 @@ def race(root: Path, script: Path, name: str | None, rounds: int) -> list[tuple[
     Returns (racer, round, "won" | "lost") for every attempt."""
     script.write_text(RACER)
     root.mkdir()
-    children = [
-        subprocess.Popen(
+    children = start_when_ready(
+        [
             [
                 sys.executable,
                 str(script),
@@ -162,16 +158,11 @@ def race(root: Path, script: Path, name: str | None, rounds: int) -> list[tuple[
                 str(ROUND_S),
                 str(POINTS_PER_RUN),
                 name or "-",
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(CHILDREN)
-    ]
-    for child in children:
-        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+            ]
+            for n in range(CHILDREN)
+        ],
+        stdin=subprocess.PIPE,
+    )
     start = time.time() + 0.5
     for child in children:
         child.stdin.write(f"{start}\n")

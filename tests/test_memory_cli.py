@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_memory_support import DATA, MIB, FakeAllocator
+from test_memory_support import DATA, MIB, FakeAllocator, private_pool_reserved_row
 from torch_cudagraph_debug.cli import main, memory_main
 from torch_cudagraph_debug.memory_debug import MemoryRecorder
 
@@ -107,13 +107,7 @@ def test_compare_phases_across_runs(tmp_path, capsys) -> None:
     argv = ["memory", "compare-phases", runs[0], "start", "end", "start", "end"]
     argv += ["--candidate-run", runs[1], "--pool-map", "0:1,0=0:1,0", "--json"]
     assert main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["identity_failures"] == 0
-    row = next(
-        r
-        for r in report["rows"]
-        if r["level"] == "pool" and r["baseline_pool"] == [1, 0] and r["metric"] == "reserved"
-    )
+    row = private_pool_reserved_row(json.loads(capsys.readouterr().out))
     assert row["end_gap"] == 8 * MIB
     assert row["identity_holds"] is True
     argv = ["memory", "compare-points", runs[0], "end", "end", "--candidate-run", runs[1]]

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from test_memory_support import MIB, FakeAllocator
+from test_memory_support import GROUP_SUMMARY_FILES, MIB, FakeAllocator, private_pool_reserved_row
 from torch_cudagraph_debug.cli import main, memory_main
 from torch_cudagraph_debug.memory_debug import MemoryRecorder
 
@@ -81,13 +81,7 @@ def test_compare_phases_reference_form(runs, tmp_path, capsys) -> None:
     argv += ["--baseline-end", "end", "--candidate-start", "start", "--candidate-end", "end"]
     argv += ["--pool-map", "0:1,0=0:1,0"]
     assert memory_main([*argv, "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    assert report["identity_failures"] == 0
-    row = next(
-        r
-        for r in report["rows"]
-        if r["level"] == "pool" and r["baseline_pool"] == [1, 0] and r["metric"] == "reserved"
-    )
+    row = private_pool_reserved_row(json.loads(capsys.readouterr().out))
     assert row["end_gap"] == 8 * MIB
     assert memory_main([*argv, "--output", str(tmp_path / "p")]) == 0
     assert memory_main([*argv, "--output", str(tmp_path / "p")]) == 2
@@ -103,14 +97,7 @@ def test_group_summary(groups, tmp_path, capsys) -> None:
     assert "spread 4.00 MiB" in text
     out = tmp_path / "g"
     assert main(["memory", "group-summary", groups[0], "--output", str(out)]) == 0
-    assert sorted(os.listdir(out)) == [
-        "point_aggregates.csv",
-        "rank_devices.csv",
-        "rank_points.csv",
-        "report.html",
-        "report.json",
-        "report.txt",
-    ]
+    assert sorted(os.listdir(out)) == GROUP_SUMMARY_FILES
     capsys.readouterr()
     assert memory_main(["group-summary", groups[0], "--output", str(out)]) == 2
     assert memory_main(["group-summary", groups[0], "--output", str(out), "--overwrite"]) == 0

@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from test_memory_support import MIB, FakeAllocator
+from test_memory_support import GROUP_SUMMARY_FILES, MIB, FakeAllocator
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug import (
     MemoryPoolKey,
@@ -146,14 +146,7 @@ def test_summary_write_files(job, tmp_path) -> None:
     summary = MemoryRunGroup.load(job).summary()
     out = tmp_path / "report"
     written = summary.write(out)
-    assert sorted(written) == [
-        "point_aggregates.csv",
-        "rank_devices.csv",
-        "rank_points.csv",
-        "report.html",
-        "report.json",
-        "report.txt",
-    ]
+    assert sorted(written) == GROUP_SUMMARY_FILES
     lines = (out / "rank_points.csv").read_text().splitlines()
     assert lines[0].startswith("rank,point_index,label,scope,observation_count,pool_count,")
     assert len(lines) == 1 + 2 * 3 * 3

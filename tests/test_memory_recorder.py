@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_memory_support import MIB, FakeAllocator, capture_scenario
+from test_memory_support import MIB, FakeAllocator, capture_scenario, with_small_block
 from torch_cudagraph_debug.errors import (
     CudaUnavailableError,
     InvalidInputError,
@@ -31,9 +31,7 @@ from torch_cudagraph_debug.memory_debug import (
 
 
 def test_probe_compare_shows_the_capture_pool() -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(2 * MIB)
-    alloc.alloc(seg, 1024, requested=16)
+    alloc, _ = with_small_block()
     alloc.probe = (8 * MIB, 4096)
     probe = MemoryProbe(name="graph-capture", _source=alloc)
     before = probe.snapshot()

@@ -10,7 +10,14 @@ import pickletools
 import warnings
 
 import pytest
-from test_memory_support import DATA, MIB, FakeAllocator, capture_scenario, dump, load_fixture
+from test_memory_support import (
+    DATA,
+    MIB,
+    capture_scenario,
+    dump,
+    load_fixture,
+    with_small_block,
+)
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import (
     SnapshotFormatError,
@@ -26,9 +33,7 @@ from torch_cudagraph_debug.memory_debug._model import freeze
 
 
 def synthetic() -> dict:
-    alloc = FakeAllocator()
-    seg = alloc.segment(2 * MIB)
-    alloc.alloc(seg, 1024, requested=16)
+    alloc, seg = with_small_block()
     a = alloc.alloc(seg, 4096, requested=4000)
     alloc.free(a, pending=True)
     capture_scenario(alloc)

@@ -356,11 +356,42 @@ class FakeAllocator:
         )
 
 
+def with_small_block() -> tuple[FakeAllocator, int]:
+    """A fake allocator whose default pool holds a 2 MiB segment with one small block
+    (1 KiB, 16 bytes requested); returns it and the segment's address."""
+    alloc = FakeAllocator()
+    segment = alloc.segment(2 * MIB)
+    alloc.alloc(segment, 1024, requested=16)
+    return alloc, segment
+
+
 def capture_scenario(alloc: FakeAllocator) -> None:
     """What a hand capture of a 16 MiB allocation does: a new private pool (1, 0) on the
     capture stream with one 16 MiB active block."""
     segment = alloc.segment(16 * MIB, pool=(1, 0), stream=0x5A5A)
     alloc.alloc(segment, 16 * MIB)
+
+
+# The files a memory run group's summary writes.
+GROUP_SUMMARY_FILES = [
+    "point_aggregates.csv",
+    "rank_devices.csv",
+    "rank_points.csv",
+    "report.html",
+    "report.json",
+    "report.txt",
+]
+
+
+def private_pool_reserved_row(phases: dict[str, Any]) -> dict[str, Any]:
+    """The row of a phase comparison's JSON report for the reserved bytes of the private
+    pool (1, 0), once every row's identity is checked to hold."""
+    assert phases["identity_failures"] == 0
+    return next(
+        r
+        for r in phases["rows"]
+        if r["level"] == "pool" and r["baseline_pool"] == [1, 0] and r["metric"] == "reserved"
+    )
 
 
 def dump(snapshot: dict[str, Any], path: str, protocol: int) -> str:

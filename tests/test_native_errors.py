@@ -5,11 +5,10 @@ RuntimeError), and that class is also the builtin a user would catch."""
 from __future__ import annotations
 
 import pickle
-import subprocess
-import sys
 
 import pytest
 import torch
+from processes import python_stdout
 from storage_files import data_files
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import (
@@ -110,10 +109,6 @@ def test_an_errors_module_without_a_raised_class_fails_the_import():
         "except AttributeError as e:\n"
         "    print('refused:', e)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (
+    assert python_stdout(code).strip() == (
         "refused: module 'torch_cudagraph_debug.errors' has no attribute 'TcgdInternalError'"
     )

@@ -3,14 +3,13 @@ package (docs/storage.md, "Layout")."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import duckdb
 import pandas as pd
 import pytest
 import torch
+from processes import python_stdout
 from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 
 
@@ -94,5 +93,4 @@ def test_a_process_without_our_package_reads_the_run(job):
         print(n.fetchall()[0][0])
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "3"
+    assert python_stdout(code).strip() == "3"

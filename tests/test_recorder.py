@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
+from processes import python_stdout
 from storage_files import data_files
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
@@ -255,17 +256,24 @@ def test_points_are_written_behind_the_caller_and_durable_at_flush(tmp_path) -> 
     assert rec.finish().complete
 
 
+def lose_a_point(rec: TensorRecorder, run_dir: Path) -> Path:
+    """Records the point "lost" after the run's payloads directory turned into a file
+    under the writer thread (the directory is moved aside), so that its background commit
+    fails; returns the file's path."""
+    rec.flush()
+    payloads = run_dir / "payloads"
+    payloads.rename(run_dir / "payloads-aside")
+    payloads.write_bytes(b"")
+    with rec.record_point("lost"):
+        rec.observe(torch.zeros(3), name="x")
+    return payloads
+
+
 def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None:
     rec = TensorRecorder(name="f", run_dir=tmp_path / "f")
     with rec.record_point("kept"):
         rec.observe(torch.ones(3), name="x")
-    rec.flush()
-    # The payloads directory turns into a file under the writer thread.
-    payloads = tmp_path / "f" / "payloads"
-    payloads.rename(tmp_path / "f" / "payloads-aside")
-    payloads.write_bytes(b"")
-    with rec.record_point("lost"):
-        rec.observe(torch.zeros(3), name="x")
+    payloads = lose_a_point(rec, tmp_path / "f")
     with pytest.raises(StorageIOError, match="background failed"):
         rec.flush()
     with pytest.raises(StorageIOError):
@@ -281,19 +289,12 @@ def test_a_failed_background_commit_is_raised_by_the_next_call(tmp_path) -> None
 
 def test_a_failed_group_commit_names_the_points_it_lost(tmp_path) -> None:
     rec = TensorRecorder(name="f", run_dir=tmp_path / "f")
-    rec.flush()
-    payloads = tmp_path / "f" / "payloads"
-    payloads.rename(tmp_path / "f" / "payloads-aside")
-    payloads.write_bytes(b"")
-    with rec.record_point("lost"):
-        rec.observe(torch.zeros(3), name="x")
+    lose_a_point(rec, tmp_path / "f")
     with pytest.raises(StorageIOError, match="'lost'"):
         rec.flush()
 
 
 def test_points_queued_at_a_normal_exit_are_flushed(tmp_path) -> None:
-    import subprocess
-    import sys
     import textwrap
 
     run_dir = tmp_path / "exit"
@@ -319,9 +320,8 @@ def test_points_queued_at_a_normal_exit_are_flushed(tmp_path) -> None:
         # No finish(), no close(): the script just ends, points still queued.
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["p0,p1,p2"], done.stdout
+    out = python_stdout(script, timeout=300)
+    assert out.split() == ["p0,p1,p2"], out
     run = TensorRun.load(run_dir)
     assert run.labels == ("p0", "p1", "p2") and not run.complete
     assert float(run["p2"].observation("x3").tensor()[0]) == 2.0

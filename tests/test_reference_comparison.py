@@ -13,6 +13,7 @@ from typing import get_args
 import pytest
 import torch
 import torch_cudagraph_debug._native as native
+from tensor_runs import record
 from torch_cudagraph_debug import tensor_debug
 from torch_cudagraph_debug.errors import ComparisonFailedError, InvalidInputError
 from torch_cudagraph_debug.tensor_debug import (
@@ -28,7 +29,6 @@ from torch_cudagraph_debug.tensor_debug import (
     TensorProbe,
     TensorRankPointSummary,
     TensorRankRunComparison,
-    TensorRecorder,
     TensorRunComparison,
     TensorRunGroup,
     TensorRunGroupComparison,
@@ -51,17 +51,6 @@ ALL_OPTIONS = {
     "layout_policy": "ignore",
     "limit": 7,
 }
-
-
-def record(path, points, *, name="model", rank=None, world_size=None, **recorder):
-    """Records `points`: (label, {name: tensor or (tensor, payload)}) pairs, in order."""
-    rec = TensorRecorder(name=name, run_dir=path, rank=rank, world_size=world_size, **recorder)
-    for label, observations in points:
-        with rec.record_point(label):
-            for obs_name, value in observations.items():
-                tensor, payload = value if isinstance(value, tuple) else (value, None)
-                rec.observe(tensor, name=obs_name, payload=payload)
-    return rec.finish()
 
 
 # ------------------------------------------------------------------------------ options

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 import time
 import typing
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch_cudagraph_debug
+from processes import python_stdout
 from storage_files import data_files
 from torch_cudagraph_debug import (
     CudaGraphDebugError,
@@ -102,11 +102,7 @@ def test_a_missing_native_core_is_native_extension_unavailable_error():
         "    found = 'no compiled core here' in str(e)\n"
         "    print(type(e).__name__, isinstance(e, ImportError), found)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["NativeExtensionUnavailableError", "True", "True"]
+    assert python_stdout(code).split() == ["NativeExtensionUnavailableError", "True", "True"]
 
 
 def test_a_damaged_or_missing_bundle_is_a_tensor_bundle_error(tmp_path):

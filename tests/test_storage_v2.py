@@ -5,7 +5,6 @@ schema every engine reads."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import torch
+from processes import start_when_ready
 from storage_files import data_files, logged_files
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import RunNotFoundError, UnsupportedFormatError
@@ -52,17 +52,9 @@ def test_eight_processes_append_to_one_root_at_once(tmp_path: Path) -> None:
     script = tmp_path / "writer.py"
     script.write_text(f"WRITERS = {WRITERS}\nPOINTS = {POINTS}\n" + WRITER_SCRIPT)
     go = tmp_path / "go"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(root), str(rank), str(go)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(WRITERS)
-    ]
-    for proc in procs:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+    procs = start_when_ready(
+        [[sys.executable, str(script), str(root), str(rank), str(go)] for rank in range(WRITERS)]
+    )
     go.touch()
     for proc in procs:
         out, err = proc.communicate(timeout=300)

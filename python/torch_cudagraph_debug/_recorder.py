@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
+import os
 import threading
 import weakref
 from typing import Generic, Protocol, TypeVar
 
-from torch_cudagraph_debug.errors import RecorderStateError
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
+
+# What a recorder's run says wrote it.
+PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
 
 R = TypeVar("R")
 Self = TypeVar("Self", bound="RunRecorder")  # type: ignore[type-arg]
@@ -22,6 +28,29 @@ Self = TypeVar("Self", bound="RunRecorder")  # type: ignore[type-arg]
 class _Writer(Protocol):
     def flush(self) -> None: ...
     def close(self, complete: bool) -> None: ...
+    def has_label(self, label: str) -> bool: ...
+
+
+def json_text(what: str, value: object) -> str:
+    """``value`` as JSON text; ``InvalidInputError`` naming ``what`` when it has none."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None
+
+
+def run_root(
+    name: object,
+    run_dir: str | os.PathLike[str] | None,
+    bundle_dir: str | os.PathLike[str] | None,
+) -> str | os.PathLike[str] | None:
+    """Checks a recorder's run name and where the run goes: ``run_dir`` or its alias
+    ``bundle_dir``, not two different ones. Returns the root given (None: none)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
+    if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
+        raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
+    return run_dir if run_dir is not None else bundle_dir
 
 
 class RunRecorder(Generic[R]):
@@ -56,6 +85,13 @@ class RunRecorder(Generic[R]):
                 f"{what}() on a recorder that is already finished or closed; create a new "
                 f"{type(self).__name__} for a new run"
             )
+
+    def _check_new_label(self, label: object) -> None:
+        """A point's label: a non-empty string that no point of the run has yet."""
+        if not isinstance(label, str) or not label:
+            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
+        if self._writer.has_label(label):
+            raise InvalidInputError(f"point label {label!r} is already used in this run")
 
     def flush(self) -> None:
         """Waits until every point recorded so far is durable on disk; raises a failed

@@ -7,16 +7,12 @@ import copy
 import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
-from compile_models import MLP
+from compile_models import MLP, compile_on_graph_trees
 from torch import nn
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.usefixtures("fresh_inductor"),
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 @pytest.fixture
@@ -202,12 +198,7 @@ def test_gpt2_attention_and_mlp_under_graph_trees(tmp_path):
 def test_session_of_flush_and_preview_under_graph_trees_and_a_finished_session(tmp_path):
     torch.manual_seed(2)
     model = MLP(64, 128, 32).cuda()
-    compiled = torch.compile(
-        model,
-        backend="tcgd",
-        options={"probes": CONFIG, "run_dir": tmp_path / "run", "mode": "reduce-overhead"},
-    )
-    session = tcgd_compile.session_of(compiled)
+    compiled, session = compile_on_graph_trees(model, CONFIG, tmp_path / "run")
     inputs = [torch.randn(16, 64, device="cuda") for _ in range(5)]
 
     def relu_of(x):

@@ -21,12 +21,7 @@ from torch._dynamo.utils import counters
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, summarize
 from torch_cudagraph_debug.tensor_debug import TensorRun
-from torch_cudagraph_debug.tensor_debug.recorder import SITE_COLUMNS, open_run_writer
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
+from torch_cudagraph_debug.tensor_debug.recorder import device_site, open_run_writer
 
 # Documented tolerance of device summaries against host ones (docs/tensor-debug.md):
 # counts, min and max are exact; mean, std and L2 agree to this relative error (both
@@ -84,17 +79,7 @@ def record_hand_captured(
     and replays it `replays` times, one point each; `refresh(i)` changes the values
     before replay i. Returns the run and the host summaries expected per point."""
     register_nvrtc()
-    writer = open_run_writer(
-        name="device",
-        root=str(tmp_path),
-        execution="cuda_graph",
-        rank=None,
-        world_size=None,
-        group_id=None,
-        devices=None,
-        run_metadata=None,
-        overwrite=False,
-    )
+    writer = open_run_writer(name="device", root=str(tmp_path), execution="cuda_graph")
     recorder = _native.DeviceRecorder(0, writer, **kw)
     graph = torch.cuda.CUDAGraph()
     stream = torch.cuda.Stream()
@@ -104,19 +89,7 @@ def record_hand_captured(
             runtime = _native.ProbeRuntime(0)
             runtime.bind_capture(handle)
             capture = recorder.add_capture(runtime)
-            sites = [
-                {
-                    "src": t.data_ptr(),
-                    "dtype": dtype_name(t.dtype),
-                    "shape": list(t.shape),
-                    "stride": list(t.stride()),
-                    "source_device": str(t.device),
-                    "name": name,
-                    "order": order,
-                    **dict.fromkeys(SITE_COLUMNS),
-                }
-                for order, (name, t) in enumerate(tensors.items())
-            ]
+            sites = [device_site(t, name, order) for order, (name, t) in enumerate(tensors.items())]
             # Batched as a probe op's inputs are (at most 16 sites per launch).
             for start in range(0, len(sites), per_launch):
                 recorder.register_sites(runtime, capture, sites[start : start + per_launch], handle)

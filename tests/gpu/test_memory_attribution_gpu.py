@@ -12,28 +12,17 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryRecorder,
 )
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 MIB = 1024 * 1024
 
 
 @pytest.fixture
-def history():
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.memory._record_memory_history(
-        enabled="all", context="all", stacks="python", max_entries=100_000
-    )
+def history(allocator_history):
     # Blocks other tests of this process left alive carry no frames (they predate the
     # history); a small block allocated here does, so no endpoint has zero stack coverage
     # (which is an error by design) and ours stay a known part of it.
     anchor = torch.empty(MIB // 4, device="cuda")
     yield
     del anchor
-    torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def allocate_named_buffers():

@@ -9,7 +9,6 @@ import sys
 import textwrap
 import warnings
 
-import pytest
 import torch
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.memory_debug import (
@@ -18,11 +17,6 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryRecorder,
     MemoryRun,
 )
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
 
 CAPTURE_BYTES = 16 * 1024 * 1024
 

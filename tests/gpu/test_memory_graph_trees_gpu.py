@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pickle
 
-import pytest
 import torch
-import torch_cudagraph_debug.compile as tcgd_compile
-from compile_models import MLP
+from compile_models import MLP, compile_on_graph_trees
 from torch_cudagraph_debug.memory_debug import MemoryRecorder, MemoryRun
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
 
 CONFIG = {
     "version": 1,
@@ -32,12 +25,7 @@ def _graph_trees_pool(point) -> tuple[int, int]:
 def test_memory_points_around_graph_trees_recordings(tmp_path) -> None:
     torch.manual_seed(0)
     model = MLP(64, 128, 32).cuda()
-    compiled = torch.compile(
-        model,
-        backend="tcgd",
-        options={"probes": CONFIG, "run_dir": tmp_path / "run", "mode": "reduce-overhead"},
-    )
-    session = tcgd_compile.session_of(compiled)
+    compiled, session = compile_on_graph_trees(model, CONFIG, tmp_path / "run")
     with torch.no_grad():
         for _ in range(4):
             compiled(torch.randn(16, 64, device="cuda"))

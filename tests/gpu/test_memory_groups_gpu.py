@@ -6,15 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
-import torch
 from ranks import run_ranks
 from torch_cudagraph_debug.memory_debug import MemoryRunGroup, compare_run_group_phases
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
 
 MIB = 1024 * 1024
 

@@ -13,11 +13,6 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryRun,
 )
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 MIB = 1024 * 1024
 
 
@@ -31,18 +26,7 @@ def _transient(n: int) -> None:
     del t
 
 
-@pytest.fixture
-def history():
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.memory._record_memory_history(
-        enabled="all", context="all", stacks="python", max_entries=100_000
-    )
-    yield
-    torch.cuda.memory._record_memory_history(enabled=None)
-
-
-def test_leak_transient_and_release_on_cuda(tmp_path, history) -> None:
+def test_leak_transient_and_release_on_cuda(tmp_path, allocator_history) -> None:
     held = []
     with MemoryRecorder(name="life-gpu", run_dir=tmp_path / "run") as rec:
         rec.record_point("start")

@@ -28,11 +28,6 @@ from torch_cudagraph_debug.tensor_debug import (
     TensorRecorder,
 )
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 ALL_DTYPES = dtype_cases.ALL
 
 

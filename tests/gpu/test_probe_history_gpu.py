@@ -8,11 +8,6 @@ import torch
 from torch_cudagraph_debug.errors import RecorderStateError
 from torch_cudagraph_debug.tensor_debug import CheckAction, RecordAction, TensorProbe
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 
 def capture(fn):
     """Warm up on a side stream, then capture `fn` into a graph (the usual recipe)."""

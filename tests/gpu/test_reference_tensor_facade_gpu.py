@@ -25,11 +25,6 @@ from torch_cudagraph_debug.tensor_debug import (
 )
 from torch_cudagraph_debug.tensor_debug.postprocess import export_snapshots_to_tensorboard
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
-
 
 def capture(fn):
     """Captures `fn` on a side stream (no warmup); returns the graph and that stream."""

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
 import torch
 from ranks import run_ranks
 from torch_cudagraph_debug.tensor_debug import TensorRunGroup, compare_run_groups, compare_runs
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
-]
 
 # A rank captures one graph observing `hidden` (rank + offset, so it differs by rank and by
 # the offset) and `shared` (the same on every rank), then replays it inside three points;

@@ -10,6 +10,7 @@ statuses, where inconclusive is 1 like a mismatch.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import traceback
@@ -160,32 +161,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(_parser, argv)
 
 
+def _alias_parser(
+    prog: str,
+    description: str,
+    epilog: str,
+    add_commands: Callable[[argparse.ArgumentParser], None],
+) -> argparse.ArgumentParser:
+    """The parser of a domain's own command (`tcgd-tensor`, `tcgd-memory`)."""
+    parser = _Parser(prog=prog, description=description, epilog=epilog)
+    _add_version(parser)
+    add_commands(parser)
+    return parser
+
+
 def _tensor_parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import tensor
 
-    parser = _Parser(
-        prog="tcgd-tensor",
-        description="Summarise tensor runs and compare their points (tcgd tensor, with the "
-        "reference design's exit codes).",
-        epilog=_TENSOR_EPILOG,
+    return _alias_parser(
+        "tcgd-tensor",
+        "Summarise tensor runs and compare their points (tcgd tensor, with the reference "
+        "design's exit codes).",
+        _TENSOR_EPILOG,
+        functools.partial(tensor.add_commands, exit_codes=REFERENCE_EXIT_FOR_STATUS),
     )
-    _add_version(parser)
-    tensor.add_commands(parser, exit_codes=REFERENCE_EXIT_FOR_STATUS)
-    return parser
 
 
 def _memory_parser() -> argparse.ArgumentParser:
     from torch_cudagraph_debug.cli import memory
 
-    parser = _Parser(
-        prog="tcgd-memory",
-        description="Report on memory runs, compare points and phases, import allocator "
-        "snapshot pickles (alias of tcgd memory).",
-        epilog=_EPILOG,
+    return _alias_parser(
+        "tcgd-memory",
+        "Report on memory runs, compare points and phases, import allocator snapshot "
+        "pickles (alias of tcgd memory).",
+        _EPILOG,
+        memory.add_commands,
     )
-    _add_version(parser)
-    memory.add_commands(parser)
-    return parser
 
 
 def tensor_main(argv: Sequence[str] | None = None) -> int:

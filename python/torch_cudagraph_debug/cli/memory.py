@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli._flags import point_operands, run_flags
 from torch_cudagraph_debug.cli._subcommands import commands
 from torch_cudagraph_debug.cli.memory_lifetimes import add_lifetimes_command
 from torch_cudagraph_debug.cli.memory_options import (
@@ -35,7 +36,6 @@ from torch_cudagraph_debug.cli.memory_options import (
     _point_key,
     _pool,
     _Progress,
-    _run_flags,
 )
 
 
@@ -45,14 +45,14 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("summary", help="each point's allocator state as a report tree")
     p.add_argument("run", metavar="root", help="job root holding the memory run")
-    _run_flags(p)
+    run_flags(p)
     p.add_argument("--point", action="append", default=[], help="only these points (repeatable)")
     _output_flags(p)
     p.set_defaults(handler=_summary)
 
     p = sub.add_parser("timeline", help="every point with its change since the previous one")
     p.add_argument("run", metavar="root", help="job root holding the memory run")
-    _run_flags(p)
+    run_flags(p)
     _output_flags(p, tree=False)
     p.set_defaults(handler=_timeline)
 
@@ -62,15 +62,15 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
         description="ROOT REF CAND, or the reference form REFERENCE_BUNDLE "
         "[CANDIDATE_BUNDLE] --reference-point P --candidate-point P.",
     )
-    p.add_argument(
-        "operands",
-        nargs="+",
+    point_operands(
+        p,
         metavar="ROOT",
         help="ROOT REF CAND, or REFERENCE_BUNDLE [CANDIDATE_BUNDLE] with --reference-point "
         "and --candidate-point",
+        sides=("reference", "candidate"),
+        point_metavar="POINT",
+        point_help="{side} point label or index",
     )
-    p.add_argument("--reference-point", metavar="POINT", help="reference point label or index")
-    p.add_argument("--candidate-point", metavar="POINT", help="candidate point label or index")
     _mapping_flags(p)
     _output_flags(p)
     p.set_defaults(handler=_compare_points)
@@ -98,7 +98,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="root", help="job root holding the memory run")
     p.add_argument("point", help="point label (or index)")
     p.add_argument("path", help="pickle file to write (replaced when it exists)")
-    _run_flags(p)
+    run_flags(p)
     p.set_defaults(handler=_export_viz)
 
     p = sub.add_parser(
@@ -154,7 +154,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print what was imported as JSON")
     p.set_defaults(handler=_import)
 
-    add_lifetimes_command(sub, _run_flags)
+    add_lifetimes_command(sub)
 
 
 # ---------------------------------------------------------------------- handlers

@@ -11,10 +11,11 @@ import sys
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli._flags import run_flags
 from torch_cudagraph_debug.cli.memory_options import _point_key, _Progress
 
 
-def add_lifetimes_command(sub: Any, run_flags: Any) -> None:
+def add_lifetimes_command(sub: Any) -> None:
     """Adds `allocation-lifetimes` to the memory subcommands."""
     p = sub.add_parser(
         "allocation-lifetimes",

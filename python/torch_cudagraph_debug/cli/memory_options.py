@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli._flags import run_flags
 
 
 def _attribution_flags(p: argparse.ArgumentParser) -> None:
@@ -49,33 +50,13 @@ def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:
     _attribution_flags(p)
 
 
-def _run_flags(p: argparse.ArgumentParser, *, candidate: bool = False) -> None:
-    """--name / --rank choose the run in a job root holding several; the candidate's
-    default to them."""
-    group = p.add_argument_group("choosing runs in a job root")
-    group.add_argument("--name", help="the run of this name, when the root holds several names")
-    group.add_argument(
-        "--rank", type=int, help="the run of this rank, when the root holds several ranks"
-    )
-    if candidate:
-        group.add_argument(
-            "--candidate-name", metavar="NAME", help="the candidate run's name (default: --name)"
-        )
-        group.add_argument(
-            "--candidate-rank",
-            type=int,
-            metavar="RANK",
-            help="the candidate run's rank (default: --rank)",
-        )
-
-
 def _mapping_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--candidate-run",
         metavar="ROOT",
         help="the job root of the candidate's run when it is another root (default: ROOT)",
     )
-    _run_flags(p, candidate=True)
+    run_flags(p, candidate="candidate run")
     p.add_argument(
         "--pool-map",
         action="append",

@@ -27,6 +27,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_MISMATCH,
     EXIT_OK,
 )
+from torch_cudagraph_debug.cli._flags import point_operands, run_flags
 from torch_cudagraph_debug.cli._subcommands import commands as subcommands
 from torch_cudagraph_debug.cli.tensor_options import (
     Labels,
@@ -40,7 +41,6 @@ from torch_cudagraph_debug.cli.tensor_options import (
     _point,
     _progress,
     _run_arg,
-    _run_options,
 )
 
 
@@ -424,7 +424,7 @@ def add_commands(
         "its observations.",
     )
     p.add_argument("run", metavar="root", help="job root holding the run")
-    _run_options(p)
+    run_flags(p)
     p.add_argument("--point", help="only this point (label, or #index)")
     p.add_argument("--limit", type=int, default=20, help="observations shown per point (20)")
     p.add_argument("--json", action="store_true", help="print everything as JSON")
@@ -440,28 +440,28 @@ def add_commands(
         "left out: the reference's run); the points are named by --reference-point and "
         "--candidate-point. The second form names the points as arguments.",
     )
-    p.add_argument(
-        "operands",
-        nargs="+",
+    point_operands(
+        p,
         metavar="PATH_OR_POINT",
         help="REFERENCE [CANDIDATE] with --reference-point/--candidate-point, or ROOT "
         "REF_POINT CAND_POINT",
+        sides=("reference", "candidate"),
+        point_metavar="LABEL",
+        point_help="{side} point (label, or #index)",
     )
-    p.add_argument("--reference-point", metavar="LABEL", help="reference point (label, or #index)")
-    p.add_argument("--candidate-point", metavar="LABEL", help="candidate point (label, or #index)")
     p.add_argument(
         "--candidate-run",
         metavar="ROOT",
         help="job root of the candidate point's run (default: the reference's)",
     )
-    _run_options(p, candidate="candidate point's run")
+    run_flags(p, candidate="candidate point's run")
     _comparison_options(p)
     p.set_defaults(handler=_compare_points, series=False)
 
     p = commands.add_parser("compare-runs", help="compare two runs point by point")
     p.add_argument("reference", help="job root of the reference run")
     p.add_argument("candidate", help="job root of the candidate run (may be the same root)")
-    _run_options(p, candidate="candidate run")
+    run_flags(p, candidate="candidate run")
     _mapping_options(p)
     _comparison_options(p)
     p.set_defaults(handler=_compare_runs)
@@ -475,14 +475,15 @@ def add_commands(
         "CANDIDATE's run, in order (CANDIDATE left out: the reference's run). The second "
         "form names the point as an argument.",
     )
-    p.add_argument(
-        "operands",
-        nargs="+",
+    point_operands(
+        p,
         metavar="PATH_OR_POINT",
         help="REFERENCE [CANDIDATE] with --reference-point, or ROOT REF_POINT [SERIES_ROOT]",
+        sides=("reference",),
+        point_metavar="LABEL",
+        point_help="{side} point (label, or #index)",
     )
-    p.add_argument("--reference-point", metavar="LABEL", help="reference point (label, or #index)")
-    _run_options(p, candidate="series run")
+    run_flags(p, candidate="series run")
     _comparison_options(p)
     p.set_defaults(handler=_compare_point_series, series=True)
 
@@ -520,7 +521,7 @@ def add_commands(
         "hit at the same replay), 2 on an error.",
     )
     p.add_argument("root", help="job root holding the run")
-    _run_options(p)
+    run_flags(p)
     p.add_argument(
         "--kind",
         choices=tuple(_ANOMALY_KINDS),

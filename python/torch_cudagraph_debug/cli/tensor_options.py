@@ -21,22 +21,19 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (1e-5)")
     group.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
     group.add_argument("--equal-nan", action="store_true", help="NaN matches NaN")
-    group.add_argument("--dtype-policy", choices=("strict", "promote"), default="strict")
-    group.add_argument(
-        "--promote-dtypes",
-        dest="dtype_policy",
-        action="store_const",
-        const="promote",
-        help="compare the values of different dtypes (same as --dtype-policy promote)",
-    )
-    group.add_argument("--layout-policy", choices=("strict", "ignore"), default="strict")
-    group.add_argument(
-        "--ignore-layout",
-        dest="layout_policy",
-        action="store_const",
-        const="ignore",
-        help="do not compare strides (same as --layout-policy ignore)",
-    )
+    # Each policy: its flag, and a shorthand for its one other value.
+    for policy, other, shorthand, meaning in (
+        ("dtype", "promote", "--promote-dtypes", "compare the values of different dtypes"),
+        ("layout", "ignore", "--ignore-layout", "do not compare strides"),
+    ):
+        group.add_argument(f"--{policy}-policy", choices=("strict", other), default="strict")
+        group.add_argument(
+            shorthand,
+            dest=f"{policy}_policy",
+            action="store_const",
+            const=other,
+            help=f"{meaning} (same as --{policy}-policy {other})",
+        )
     output = parser.add_argument_group("output")
     output.add_argument(
         "--limit", type=int, default=20, help="rows per table in the text report (20)"
@@ -87,47 +84,23 @@ def _mapping_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The comparison options the flags set. Each option has the flag of its name: rtol ->
+# --rtol, dtype_policy -> --dtype-policy (its value is args.dtype_policy).
+_OPTIONS = ("mode", "rtol", "atol", "equal_nan", "dtype_policy", "layout_policy", "limit")
+
+
 def _options(args: argparse.Namespace) -> Any:
     from torch_cudagraph_debug.errors import InvalidInputError
     from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions
 
     try:
-        return TensorComparisonOptions(
-            mode=args.mode,
-            rtol=args.rtol,
-            atol=args.atol,
-            equal_nan=args.equal_nan,
-            dtype_policy=args.dtype_policy,
-            layout_policy=args.layout_policy,
-            limit=args.limit,
-        )
+        return TensorComparisonOptions(**{option: getattr(args, option) for option in _OPTIONS})
     except InvalidInputError as error:
         option = getattr(error, "option", None)
         if option is None:
             raise
-        # Each option has the flag of its name: rtol -> --rtol, dtype_policy -> --dtype-policy.
         flag = "--" + option.replace("_", "-")
         raise InvalidInputError(f"{flag} {error.reason}") from None  # type: ignore[attr-defined]
-
-
-def _run_options(parser: argparse.ArgumentParser, *, candidate: str | None = None) -> None:
-    """--name / --rank choose a run in a job root holding several (eager and compiled
-    runs, or the ranks of a job); --candidate-name / --candidate-rank the other side's."""
-    group = parser.add_argument_group("choosing runs in a job root")
-    group.add_argument("--name", help="the run of this name, when the root holds several names")
-    group.add_argument(
-        "--rank", type=int, help="the run of this rank, when the root holds several ranks"
-    )
-    if candidate is not None:
-        group.add_argument(
-            "--candidate-name", metavar="NAME", help=f"the {candidate}'s name (default: --name)"
-        )
-        group.add_argument(
-            "--candidate-rank",
-            type=int,
-            metavar="RANK",
-            help=f"the {candidate}'s rank (default: --rank)",
-        )
 
 
 def _chosen(args: argparse.Namespace, side: str = "") -> tuple[str | None, int | None]:

@@ -36,12 +36,12 @@ import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
-from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc
+from torch_cudagraph_debug._torch_bridge import register_nvrtc
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
 from torch_cudagraph_debug.tensor_debug.recorder import (
-    SITE_COLUMNS,
     _PendingObservation,
+    device_site,
     open_run_writer,
 )
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
@@ -255,16 +255,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         )
 
     def _site_args(self, value: torch.Tensor, site: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "src": value.data_ptr(),
-            "dtype": dtype_name(value.dtype),
-            "shape": list(value.shape),
-            "stride": list(value.stride()),
-            "source_device": str(value.device),
-            "name": site["site_id"],
-            "order": self._site_order[site["site_id"]],
-            **{column: site.get(column) for column in SITE_COLUMNS},
-        }
+        return device_site(value, site["site_id"], self._site_order[site["site_id"]], site)
 
     # ------------------------------------------------------------ points
     def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:

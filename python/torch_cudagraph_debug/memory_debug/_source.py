@@ -126,6 +126,21 @@ def resolve_devices(devices: Devices, source: SnapshotSource) -> list[int] | Non
     return chosen
 
 
+class LiveAllocator:
+    """The allocator a probe or a recorder snapshots (this process's, or a test's fake
+    ``source``) and the devices its snapshots cover (``resolve_devices``). With ``check``
+    the allocator must be available (``CudaUnavailableError`` first otherwise)."""
+
+    def __init__(self, source: SnapshotSource | None, devices: Devices, *, check: bool = False):
+        self.source: SnapshotSource = source if source is not None else TorchSource()
+        if check:
+            self.source.check_available()
+        self.devices = resolve_devices(devices, self.source)
+
+    def take(self, synchronize: bool, marker: str) -> Taken:
+        return take(self.source, self.devices, synchronize, marker)
+
+
 @dataclass
 class Taken:
     """One live snapshot and what was read next to it."""

@@ -13,12 +13,10 @@ from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
 from torch_cudagraph_debug.memory_debug._model import _StateView
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
+    LiveAllocator,
     SnapshotSource,
-    TorchSource,
     device_args,
     emit,
-    resolve_devices,
-    take,
 )
 from torch_cudagraph_debug.memory_debug.compare import (
     MemorySnapshotComparison,
@@ -163,8 +161,7 @@ class MemoryProbe:
             raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
         self.name = name
         self.synchronize = bool(synchronize)
-        self._source = _source if _source is not None else TorchSource()
-        self._devices = resolve_devices(devices, self._source)
+        self._allocator = LiveAllocator(_source, devices)
         self._id = uuid.uuid4().hex
         self._ingestor = _native.MemoryIngestor(f"probe:{self._id}", name)
         self._count = 0
@@ -180,7 +177,7 @@ class MemoryProbe:
         sync = self.synchronize if synchronize is None else bool(synchronize)
         label = label if label is not None else f"snapshot-{self._count}"
         marker = f"tcgd:probe:{self._id}:{self._count}"
-        taken = take(self._source, self._devices, sync, marker)
+        taken = self._allocator.take(sync, marker)
         state = self._ingestor.ingest(taken.snapshot, label=label, **taken.ingest_args())
         self._count += 1
         self._states.append(state)

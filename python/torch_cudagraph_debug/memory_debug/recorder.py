@@ -4,7 +4,6 @@ and the import of existing ``_dump_snapshot`` pickles into a run."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 import uuid
@@ -13,7 +12,7 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
-from torch_cudagraph_debug._recorder import RunRecorder
+from torch_cudagraph_debug._recorder import PRODUCER, RunRecorder, json_text, run_root
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug._owners import (
     OwnerRow,
@@ -23,23 +22,12 @@ from torch_cudagraph_debug.memory_debug._owners import (
 )
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
+    LiveAllocator,
     SnapshotSource,
-    TorchSource,
     device_args,
     emit,
-    resolve_devices,
-    take,
 )
 from torch_cudagraph_debug.memory_debug.run import MemoryPoint, MemoryRun
-
-_PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
-
-
-def _json(what: str, value: object) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None
 
 
 def _header(
@@ -63,7 +51,7 @@ def _header(
         "provenance": facts,
         "run_metadata": run_metadata,
     }
-    return run_id, _json("run_metadata", header)
+    return run_id, json_text("run_metadata", header)
 
 
 class MemoryRecorder(RunRecorder[MemoryRun]):
@@ -102,19 +90,13 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         reset_peaks: bool = False,
         _source: SnapshotSource | None = None,
     ):
-        if not isinstance(name, str) or not name:
-            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
-        if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
-            raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
-        self._source = _source if _source is not None else TorchSource()
-        self._source.check_available()
+        root = run_root(name, run_dir, bundle_dir)
+        self._allocator = LiveAllocator(_source, devices, check=True)
         self.name = name
         self.synchronize = bool(synchronize)
         self.reset_peaks = bool(reset_peaks)
-        self._devices = resolve_devices(devices, self._source)
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
-        root = run_dir if run_dir is not None else bundle_dir
         if root is None:
             root = tempfile.mkdtemp(prefix=f"tcgd-memory-{name}-")
         path = os.fspath(root)
@@ -123,7 +105,7 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
             name, "live", self.rank, group_id, self.world_size, dict(run_metadata or {}), facts
         )
         writer = _native.MemoryRunWriter(
-            path, header, _PRODUCER, overwrite, commit_interval, compact
+            path, header, PRODUCER, overwrite, commit_interval, compact
         )
         self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
@@ -142,15 +124,12 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         ``flush()`` (or ``finish()``) returns once every point is durable; a failed
         background commit is raised by the next call."""
         self._check_open("record_point")
-        if not isinstance(label, str) or not label:
-            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
-        if self._writer.has_label(label):
-            raise InvalidInputError(f"point label {label!r} is already used in this run")
-        metadata_json = _json("metadata", dict(metadata or {}))
+        self._check_new_label(label)
+        metadata_json = json_text("metadata", dict(metadata or {}))
         sync = self.synchronize if synchronize is None else bool(synchronize)
         index = self._writer.point_count
-        taken = take(self._source, self._devices, sync, f"tcgd:{self.run_id}:{index}")
-        owners, peaks = point_extras(self._source, taken, self.reset_peaks, index)
+        taken = self._allocator.take(sync, f"tcgd:{self.run_id}:{index}")
+        owners, peaks = point_extras(self._allocator.source, taken, self.reset_peaks, index)
         state = self._writer.record(
             taken.snapshot,
             label=label,
@@ -249,13 +228,13 @@ def import_snapshots(
     rank, world_size = detect_rank(None, None)
     facts = {"producer": "torch-cudagraph-debug", "imported_from": files}
     _, header = _header(name, "import", rank, None, world_size, dict(run_metadata or {}), facts)
-    writer = _native.MemoryRunWriter(os.fspath(run_dir), header, _PRODUCER, overwrite)
+    writer = _native.MemoryRunWriter(os.fspath(run_dir), header, PRODUCER, overwrite)
     try:
         for path, label, reading in zip(files, labels, readings, strict=True):
             state = writer.import_pickle(
                 path,
                 label=label,
-                metadata_json=_json("metadata", {"source_path": path}),
+                metadata_json=json_text("metadata", {"source_path": path}),
                 device_memory=device_args(reading),
             )
             emit(state.warnings, f"{name}@{label}")

@@ -36,9 +36,14 @@ from torch_cudagraph_debug._native import (
     TensorValueSummary,
 )
 from torch_cudagraph_debug._points import Run
-from torch_cudagraph_debug._torch_bridge import dtype_name, host_bytes
+from torch_cudagraph_debug._torch_bridge import host_bytes
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.tensor_debug.observations import TensorObservation, TensorPoint
+from torch_cudagraph_debug.tensor_debug.observations import (
+    SITE_COLUMNS,
+    TensorObservation,
+    TensorPoint,
+    observation_layout,
+)
 from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 __all__ = [
@@ -118,16 +123,8 @@ Observed = TensorPoint | TensorProbeSnapshot
 
 def _observation_args(o: TensorObservation) -> dict[str, Any]:
     s = o.summary
-    site = o.site
     return {
-        "order": o.order,
-        "name": o.name,
-        "invocation_index": o.invocation_index,
-        "dtype": dtype_name(o.dtype),
-        "shape": list(o.shape),
-        "stride": list(o.stride),
-        "source_device": o.source_device,
-        "payload": o.payload,
+        **observation_layout(o),
         "digest": o.digest,
         "summary": (
             s.numel,
@@ -142,13 +139,7 @@ def _observation_args(o: TensorObservation) -> dict[str, Any]:
             s.std,
             s.l2_norm,
         ),
-        "site_id": site.site_id if site else None,
-        "graph_kind": site.graph_kind if site else None,
-        "node_name": site.node_name if site else None,
-        "aten_op": site.aten_op if site else None,
-        "module_path": site.module_path if site else None,
-        "source_location": site.source_location if site else None,
-        "compile_id": site.compile_id if site else None,
+        **{column: getattr(o.site, column, None) for column in SITE_COLUMNS},
     }
 
 
@@ -236,6 +227,25 @@ def _mapping(point_mapping: PointMapping) -> Any:
     raise InvalidInputError(f"point_mapping cannot be {point_mapping!r}")
 
 
+def _compare_sets(
+    kind: str,
+    expected: type[Observed],
+    ref: Observed,
+    cand: Observed,
+    options: TensorComparisonOptions | None,
+    progress: ProgressCallback | None,
+) -> Any:
+    """Compares two observation sets of one kind (``expected``: snapshots or points)."""
+    for what, observed in (("ref", ref), ("cand", cand)):
+        if not isinstance(observed, expected):
+            raise InvalidInputError(
+                f"{what} must be a {expected.__name__}, got {type(observed).__name__}"
+            )
+    return _native.compare_sets(
+        kind, _set_args(ref, "ref"), _set_args(cand, "cand"), options, progress
+    )
+
+
 # ------------------------------------------------------------------------ functions
 def compare_snapshots(
     ref: TensorProbeSnapshot,
@@ -246,12 +256,7 @@ def compare_snapshots(
 ) -> TensorSnapshotComparison:
     """Compares two probe snapshots observation by observation (reference order, then
     candidate-only keys). The snapshots may come from different probes."""
-    for what, s in (("ref", ref), ("cand", cand)):
-        if not isinstance(s, TensorProbeSnapshot):
-            raise InvalidInputError(f"{what} must be a TensorProbeSnapshot, got {type(s).__name__}")
-    native = _native.compare_sets(
-        "snapshots", _set_args(ref, "ref"), _set_args(cand, "cand"), options, progress
-    )
+    native = _compare_sets("snapshots", TensorProbeSnapshot, ref, cand, options, progress)
     return cast(TensorSnapshotComparison, native)
 
 
@@ -264,12 +269,7 @@ def compare_points(
 ) -> TensorPointComparison:
     """Compares two points (of one run or of two runs) observation by observation
     (reference order, then candidate-only keys)."""
-    for what, p in (("ref", ref), ("cand", cand)):
-        if not isinstance(p, TensorPoint):
-            raise InvalidInputError(f"{what} must be a TensorPoint, got {type(p).__name__}")
-    native = _native.compare_sets(
-        "points", _set_args(ref, "ref"), _set_args(cand, "cand"), options, progress
-    )
+    native = _compare_sets("points", TensorPoint, ref, cand, options, progress)
     return cast(TensorPointComparison, native)
 
 

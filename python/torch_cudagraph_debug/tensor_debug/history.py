@@ -40,6 +40,26 @@ class ProbeHistory:
     def _wait(self, synchronize: SyncArg, what: str) -> None:
         raise NotImplementedError
 
+    def _new_snapshot(
+        self,
+        replay: int,
+        observations: list[TensorObservation],
+        eager_overwrites: tuple[tuple[str, int], ...] = (),
+    ) -> TensorProbeSnapshot:
+        """The probe's next snapshot (indices count every snapshot the probe returned),
+        taken now."""
+        snapshot = TensorProbeSnapshot(
+            probe_id=self.probe_id,
+            probe_name=self.name,
+            snapshot_index=self._snapshots,
+            replay_index=replay,
+            timestamp=time.time(),
+            observations=tuple(observations),
+            eager_overwrites=eager_overwrites,
+        )
+        self._snapshots += 1
+        return snapshot
+
     def _history_runtime(self, what: str) -> _native.ProbeRuntime | None:
         self._check_open()
         if not self.history_depth:
@@ -70,21 +90,10 @@ class ProbeHistory:
                 chunk = values[index * site.nbytes : (index + 1) * site.nbytes]
                 value = tensor_from_bytes(chunk, site.dtype, site.shape)
                 by_replay.setdefault(replay, []).append(_observation(site, value))
-        snapshots = []
-        for replay in sorted(by_replay):
-            observations = sorted(by_replay[replay], key=lambda o: o.order)
-            snapshots.append(
-                TensorProbeSnapshot(
-                    probe_id=self.probe_id,
-                    probe_name=self.name,
-                    snapshot_index=self._snapshots,
-                    replay_index=replay,
-                    timestamp=time.time(),
-                    observations=tuple(observations),
-                )
-            )
-            self._snapshots += 1
-        return tuple(snapshots)
+        return tuple(
+            self._new_snapshot(replay, sorted(by_replay[replay], key=lambda o: o.order))
+            for replay in sorted(by_replay)
+        )
 
     @property
     def history_frozen_at(self) -> int | None:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import torch
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._torch_bridge import dtype_name
 from torch_cudagraph_debug.errors import (
     PayloadUnavailableError,
 )
@@ -47,7 +48,15 @@ class TensorSite:
     materialized_by_probe: bool | None = None
 
 
-_SITE_COLUMNS = tuple(TensorSite.__dataclass_fields__)
+# The site columns of a run's observations table: every ``TensorSite`` field, in order.
+SITE_COLUMNS = tuple(TensorSite.__dataclass_fields__)
+
+
+def site_columns(site: dict[str, Any] | None) -> dict[str, Any]:
+    """The site columns of one observation from a compile pass's site dict (``None``, or
+    a missing key, for a hand-placed observation)."""
+    site = site or {}
+    return {column: site.get(column) for column in SITE_COLUMNS}
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,21 @@ class TensorObservation:
                 "payload='full' to keep the values"
             )
         return self._load()
+
+
+def observation_layout(o: TensorObservation) -> dict[str, Any]:
+    """An observation's identity, layout and payload kind as JSON-ready values: what a
+    snapshot's descriptor and the comparison engine's arguments start with."""
+    return {
+        "order": o.order,
+        "name": o.name,
+        "invocation_index": o.invocation_index,
+        "shape": list(o.shape),
+        "stride": list(o.stride),
+        "dtype": dtype_name(o.dtype),
+        "source_device": o.source_device,
+        "payload": o.payload,
+    }
 
 
 class ObservationSet:

@@ -8,9 +8,7 @@ native runtime; this module keeps identity, validation and the user-facing objec
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
@@ -25,7 +23,6 @@ from torch_cudagraph_debug._torch_bridge import (
     tensor_from_bytes,
 )
 from torch_cudagraph_debug.errors import (
-    GradientNotTrackedError,
     InvalidInputError,
     NonContiguousTensorError,
     NoObservationsError,
@@ -51,6 +48,7 @@ from torch_cudagraph_debug.tensor_debug.sites import (
     _check_sync_target,
     _coordinate,
     _device_capturing,
+    _hook_gradient,
     _in_capture,
     _observation,
     _release_freed_memory,
@@ -462,21 +460,15 @@ class TensorProbe(ProbeHistory):
                 "when='always' to observe eager calls too"
             )
         eager = self._mode != "capture"
-        snapshot = TensorProbeSnapshot(
-            probe_id=self.probe_id,
-            probe_name=self.name,
-            snapshot_index=self._snapshots,
-            replay_index=replay,
-            timestamp=time.time(),
-            observations=tuple(observations),
-            eager_overwrites=tuple(
+        return self._new_snapshot(
+            replay,
+            observations,
+            tuple(
                 (s.name, s.overwrites)
                 for s in sorted(self._eager.values(), key=lambda s: s.order)
                 if eager
             ),
         )
-        self._snapshots += 1
-        return snapshot
 
     @property
     def replay_index(self) -> torch.Tensor | None:
@@ -581,20 +573,14 @@ class TensorProbe(ProbeHistory):
         ``GradientNotTrackedError`` (a ``RuntimeError``)."""
         self._check_open()
         label = self.name if name is None else name
-        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
-            message = f"watch_grad({label!r}): the tensor does not require grad"
-            if strict:
-                raise GradientNotTrackedError(message)
-            warnings.warn(message + "; nothing will be observed", stacklevel=2)
-            return None
-
-        def observe_gradient(grad: torch.Tensor) -> torch.Tensor:
-            self(grad, name=label)
-            return grad
-
-        handle = tensor.register_hook(observe_gradient)
-        self._grad_hooks.append(handle)
-        return handle
+        return _hook_gradient(
+            tensor,
+            label,
+            strict,
+            lambda grad: self(grad, name=label),
+            self._grad_hooks,
+            "nothing will be observed",
+        )
 
     # ------------------------------------------------------------ lifecycle
     def _check_open(self) -> None:

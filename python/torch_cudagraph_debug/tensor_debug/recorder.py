@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -16,32 +15,21 @@ import torch
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
-from torch_cudagraph_debug._recorder import RunRecorder
+from torch_cudagraph_debug._recorder import PRODUCER, RunRecorder, json_text, run_root
 from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
 from torch_cudagraph_debug.errors import (
-    GradientNotTrackedError,
     InvalidInputError,
     NonContiguousTensorError,
     RecorderStateError,
 )
+from torch_cudagraph_debug.tensor_debug.observations import site_columns
 from torch_cudagraph_debug.tensor_debug.probe import SyncArg, TensorProbe, _check_sync_target
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
+from torch_cudagraph_debug.tensor_debug.sites import _hook_gradient
 
 Execution = Literal["eager", "cuda_graph"]
 Payload = Literal["full", "summary"]
 NonContiguous = Literal["error", "copy"]
-
-_PRODUCER = f"torch-cudagraph-debug {_native.__version__}"
-SITE_COLUMNS = (
-    "site_id",
-    "graph_kind",
-    "node_name",
-    "aten_op",
-    "module_path",
-    "source_location",
-    "compile_id",
-    "materialized_by_probe",
-)
 
 
 def _choice(what: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -68,7 +56,6 @@ class _PendingObservation:
     site: dict[str, Any] | None = None
 
     def as_native(self) -> dict[str, object]:
-        site = self.site or {}
         return {
             "order": self.order,
             "name": self.name,
@@ -83,8 +70,26 @@ class _PendingObservation:
             # never writes a host tensor once it is handed over.
             "owner": self.host,
             "summary": None,
-            **{column: site.get(column) for column in SITE_COLUMNS},
+            **site_columns(self.site),
         }
+
+
+def device_site(
+    value: torch.Tensor, name: str, order: int, site: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One value as the native device recorder's ``register_sites`` takes it: where its
+    bytes are, its layout, and the site columns of ``site`` (a compile pass's site dict;
+    ``None`` for a hand-placed value)."""
+    return {
+        "src": value.data_ptr(),
+        "dtype": dtype_name(value.dtype),
+        "shape": list(value.shape),
+        "stride": list(value.stride()),
+        "source_device": str(value.device),
+        "name": name,
+        "order": order,
+        **site_columns(site),
+    }
 
 
 class _OpenPoint:
@@ -131,10 +136,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self.execution = _choice("execution", execution, ("eager", "cuda_graph"))
         self.payload = _choice("payload", payload, ("full", "summary"))
         self.non_contiguous = _choice("non_contiguous", non_contiguous, ("error", "copy"))
-        if not isinstance(name, str) or not name:
-            raise InvalidInputError(f"name must be a non-empty string, got {name!r}")
-        if run_dir is not None and bundle_dir is not None and run_dir != bundle_dir:
-            raise InvalidInputError("give run_dir or its alias bundle_dir, not both")
+        root = run_root(name, run_dir, bundle_dir)
         self.name = name
         self.device = None if device is None else torch.device(device)
         self.strict_scope = bool(strict_scope)
@@ -143,9 +145,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
         metadata = dict(run_metadata or {})
-        _json("run_metadata", metadata)
+        json_text("run_metadata", metadata)
 
-        root = run_dir if run_dir is not None else bundle_dir
         writer = open_run_writer(
             name=name,
             root=root,
@@ -302,20 +303,14 @@ class TensorRecorder(RunRecorder[TensorRun]):
             raise InvalidInputError(f"observation name must be a non-empty string, got {name!r}")
         if payload is not None:
             _choice("payload", payload, ("full", "summary"))
-        if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
-            message = f"watch_grad({name!r}): the tensor does not require grad"
-            if strict:
-                raise GradientNotTrackedError(message)
-            warnings.warn(message + "; nothing will be recorded", stacklevel=2)
-            return None
-
-        def hook(grad: torch.Tensor) -> torch.Tensor:
-            self.observe(grad, name=name, payload=payload)
-            return grad
-
-        handle = tensor.register_hook(hook)
-        self._grad_hooks.append(handle)
-        return handle
+        return _hook_gradient(
+            tensor,
+            name,
+            strict,
+            lambda grad: self.observe(grad, name=name, payload=payload),
+            self._grad_hooks,
+            "nothing will be recorded",
+        )
 
     # ----------------------------------------------------------------- points
     @contextlib.contextmanager
@@ -337,12 +332,9 @@ class TensorRecorder(RunRecorder[TensorRun]):
                 f"record_point({label!r}) inside record_point({self._point.label!r}); "
                 "points do not nest"
             )
-        if not isinstance(label, str) or not label:
-            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
-        if self._writer.has_label(label):
-            raise InvalidInputError(f"point label {label!r} is already used in this run")
+        self._check_new_label(label)
         meta = dict(metadata or {})
-        _json("metadata", meta)
+        json_text("metadata", meta)
         if self._probe is not None and _capturing_now():
             raise RecorderStateError(
                 f"record_point({label!r}) during a CUDA graph capture; end the capture "
@@ -449,11 +441,11 @@ def open_run_writer(
     name: str,
     root: str | os.PathLike[str] | None,
     execution: str,
-    rank: int | None,
-    world_size: int | None,
-    group_id: str | None,
-    devices: list[torch.device] | None,
-    run_metadata: dict[str, Any],
+    rank: int | None = None,
+    world_size: int | None = None,
+    group_id: str | None = None,
+    devices: list[torch.device] | None = None,
+    run_metadata: dict[str, Any] | None = None,
     overwrite: bool = False,
     commit_interval: float | None = None,
     compact: bool = True,
@@ -488,7 +480,7 @@ def open_run_writer(
         "run_metadata": run_metadata,
     }
     return _native.RunWriter(
-        path, json.dumps(header), _PRODUCER, overwrite, commit_interval, compact
+        path, json.dumps(header), PRODUCER, overwrite, commit_interval, compact
     )
 
 
@@ -513,10 +505,3 @@ def _synchronize(target: SyncArg) -> None:
 
 def _capturing(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-def _json(what: str, value: object) -> None:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as e:
-        raise InvalidInputError(f"{what} must be JSON-serialisable: {e}") from None

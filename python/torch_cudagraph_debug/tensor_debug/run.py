@@ -26,7 +26,7 @@ from torch_cudagraph_debug.errors import (
 )
 from torch_cudagraph_debug.tensor_debug.compare import TensorComparison, compare_points
 from torch_cudagraph_debug.tensor_debug.observations import (
-    _SITE_COLUMNS,
+    SITE_COLUMNS,
     ObservationSet,
     TensorObservation,
     TensorObservationKey,
@@ -98,7 +98,7 @@ class TensorRun(Run[TensorPoint]):
     def _build_points(self) -> tuple[TensorPoint, ...]:
         by_point: dict[int, list[TensorObservation]] = {}
         for row in self._reader.table("observations").to_pylist():
-            site_values = {c: row[c] for c in _SITE_COLUMNS}
+            site_values = {c: row[c] for c in SITE_COLUMNS}
             observation = TensorObservation(
                 order=row["ordinal"],
                 name=row["name"],

@@ -4,6 +4,8 @@ capture state, device and ``synchronize=`` arguments, and turning a slot's value
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -13,6 +15,7 @@ import torch.utils.hooks
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import host_bytes, summarize
 from torch_cudagraph_debug.errors import (
+    GradientNotTrackedError,
     InvalidInputError,
 )
 from torch_cudagraph_debug.tensor_debug.actions import (
@@ -98,6 +101,34 @@ def _as_device(device: torch.device | str | int) -> torch.device:
     if d.type == "cuda" and d.index is None:
         d = torch.device("cuda", torch.cuda.current_device())
     return d
+
+
+def _hook_gradient(
+    tensor: torch.Tensor,
+    label: str,
+    strict: bool,
+    observe: Callable[[torch.Tensor], object],
+    hooks: list[torch.utils.hooks.RemovableHandle],
+    nothing: str,
+) -> torch.utils.hooks.RemovableHandle | None:
+    """``watch_grad`` of probes and recorders: a hook that hands each gradient of
+    ``tensor`` to ``observe`` and passes it on unchanged, kept in ``hooks``. A tensor that
+    does not require grad gets no hook: a warning ending in ``nothing`` (said at the
+    caller's caller) and ``None``, or with ``strict`` a ``GradientNotTrackedError``."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.requires_grad:
+        message = f"watch_grad({label!r}): the tensor does not require grad"
+        if strict:
+            raise GradientNotTrackedError(message)
+        warnings.warn(f"{message}; {nothing}", stacklevel=3)
+        return None
+
+    def observe_gradient(grad: torch.Tensor) -> torch.Tensor:
+        observe(grad)
+        return grad
+
+    handle = tensor.register_hook(observe_gradient)
+    hooks.append(handle)
+    return handle
 
 
 def _observation(site: _Site, value: torch.Tensor) -> TensorObservation:

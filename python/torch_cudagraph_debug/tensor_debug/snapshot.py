@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from torch_cudagraph_debug._torch_bridge import dtype_name
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.tensor_debug.observations import (
     ObservationSet,
     TensorObservation,
     TensorObservationKey,
+    observation_layout,
 )
 
 
@@ -155,17 +155,9 @@ class TensorProbeSnapshot(ObservationSet):
 
 
 def _descriptor(observation: TensorObservation) -> dict[str, Any]:
-    summary = observation.summary
     return {
-        "order": observation.order,
-        "name": observation.name,
-        "invocation_index": observation.invocation_index,
-        "shape": list(observation.shape),
-        "stride": list(observation.stride),
-        "dtype": dtype_name(observation.dtype),
-        "source_device": observation.source_device,
-        "payload": observation.payload,
+        **observation_layout(observation),
         "nbytes": observation.nbytes,
         "digest": observation.digest,
-        "summary": summary.to_dict(),
+        "summary": observation.summary.to_dict(),
     }

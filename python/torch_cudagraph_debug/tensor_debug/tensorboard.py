@@ -85,21 +85,29 @@ def _steps(source: Source) -> list[_Entry]:
     if isinstance(source, TensorProbeSnapshot):
         source = [source]
     if isinstance(source, Iterable) and not isinstance(source, str | bytes):
-        steps = []
-        for snapshot in source:
-            if not isinstance(snapshot, TensorProbeSnapshot):
-                raise InvalidInputError(
-                    "export_to_tensorboard takes a TensorRun, a TensorPoint, or snapshots; "
-                    f"got a sequence holding {type(snapshot).__name__}"
-                )
-            steps.append(
-                _Entry(snapshot.replay_index, float(snapshot.timestamp), snapshot.observations)
-            )
-        return steps
+        return _snapshot_entries(
+            source,
+            lambda snapshot: snapshot.replay_index,
+            "export_to_tensorboard takes a TensorRun, a TensorPoint, or snapshots; got a "
+            "sequence holding",
+        )
     raise InvalidInputError(
         "export_to_tensorboard takes a TensorRun, a TensorPoint, or snapshots; got "
         f"{type(source).__name__}"
     )
+
+
+def _snapshot_entries(
+    snapshots: Iterable[object], step: Callable[[TensorProbeSnapshot], int], refusal: str
+) -> list[_Entry]:
+    """One entry per snapshot, at ``step(snapshot)``; anything else in ``snapshots`` is
+    refused with ``refusal`` followed by its type."""
+    entries = []
+    for snapshot in snapshots:
+        if not isinstance(snapshot, TensorProbeSnapshot):
+            raise InvalidInputError(f"{refusal} {type(snapshot).__name__}")
+        entries.append(_Entry(step(snapshot), float(snapshot.timestamp), snapshot.observations))
+    return entries
 
 
 def export_to_tensorboard(
@@ -220,15 +228,11 @@ def export_snapshots_to_tensorboard(
         raise InvalidInputError(
             f"step must be None, an integer or a function of the snapshot, got {step!r}"
         )
-    entries = []
-    for snapshot in snapshots:
-        if not isinstance(snapshot, TensorProbeSnapshot):
-            raise InvalidInputError(
-                "export_snapshots_to_tensorboard takes TensorProbeSnapshot objects, got "
-                f"{type(snapshot).__name__}"
-            )
-        at = _snapshot_step(snapshot, step)
-        entries.append(_Entry(at, float(snapshot.timestamp), snapshot.observations))
+    entries = _snapshot_entries(
+        snapshots,
+        lambda snapshot: _snapshot_step(snapshot, step),
+        "export_snapshots_to_tensorboard takes TensorProbeSnapshot objects, got",
+    )
 
     def tag(o: TensorObservation, per_name: Counter[str]) -> str:
         base = f"{tag_prefix}{o.name}"
