@@ -169,6 +169,13 @@ pub struct AttributionStatus {
     pub lifetimes: EvidenceStatus,
 }
 
+impl AttributionStatus {
+    /// Whether any analysis was asked for.
+    pub fn requested(&self) -> bool {
+        self.stacks.requested || self.events.requested || self.lifetimes.requested
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AttributionRequest {
     pub stacks: bool,

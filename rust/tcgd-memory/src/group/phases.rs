@@ -9,7 +9,7 @@ use crate::compare::{CompareOptions, PoolKey};
 use crate::error::{MemoryError, Result};
 use crate::phases::{compare_phases, PhaseComparison, PhaseLevel, PhaseRow, PhaseValues};
 use crate::state::MemoryState;
-use crate::stats::Scope;
+use crate::stats::{public_metric_name, Scope};
 
 use super::*;
 
@@ -63,10 +63,33 @@ pub struct GroupPhaseAggregate {
     pub change_gap: Option<MetricExtrema>,
 }
 
+impl GroupPhaseAggregate {
+    /// The terms, in the order [`terms`](Self::terms) gives them.
+    pub const TERMS: [&'static str; 5] = [
+        "baseline_change",
+        "candidate_change",
+        "start_gap",
+        "end_gap",
+        "change_gap",
+    ];
+
+    /// The extrema of each of [`TERMS`](Self::TERMS).
+    pub fn terms(&self) -> [Option<&MetricExtrema>; 5] {
+        [
+            &self.baseline_change,
+            &self.candidate_change,
+            &self.start_gap,
+            &self.end_gap,
+            &self.change_gap,
+        ]
+        .map(Option::as_ref)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupPhaseComparison {
-    pub baseline: GroupDescriptor,
-    pub candidate: GroupDescriptor,
+    pub baseline: MemoryRunGroup,
+    pub candidate: MemoryRunGroup,
     /// The labels the four endpoints resolved to.
     pub endpoints: [String; 4],
     /// Ranks whose phases were compared, ascending.
@@ -257,8 +280,8 @@ pub fn compare_run_group_phases(
     }
     let phase_aggregates = aggregate_phases(&rank_comparisons);
     Ok(GroupPhaseComparison {
-        baseline: baseline.descriptor(),
-        candidate: candidate.descriptor(),
+        baseline: baseline.clone(),
+        candidate: candidate.clone(),
         endpoints: labels,
         ranks: rank_comparisons.iter().map(|(r, _)| *r).collect(),
         skipped_ranks: skipped,
@@ -306,7 +329,7 @@ pub(crate) fn aggregate_phases(ranks: &[(i64, PhaseComparison)]) -> Vec<GroupPha
             };
             GroupPhaseAggregate {
                 scope,
-                metric: phase_metric_name(metric),
+                metric: public_metric_name(metric),
                 rank_count: values.len(),
                 baseline_change: term(PhaseValues::baseline_change),
                 candidate_change: term(PhaseValues::candidate_change),
@@ -316,13 +339,4 @@ pub(crate) fn aggregate_phases(ranks: &[(i64, PhaseComparison)]) -> Vec<GroupPha
             }
         })
         .collect()
-}
-
-/// A phase row's metric under its public name (`reserved` -> `reserved_bytes`).
-pub fn phase_metric_name(metric: &str) -> String {
-    if metric.ends_with("_bytes") || metric.ends_with("_count") {
-        metric.to_owned()
-    } else {
-        format!("{metric}_bytes")
-    }
 }

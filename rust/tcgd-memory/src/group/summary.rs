@@ -1,39 +1,36 @@
 //! The group summary: per point, every rank's allocator and device state, and the extrema across ranks (never sums).
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
-use crate::stats::{MemoryStats, Scope};
+use crate::stats::{public_metric_name, MemoryStats, Scope};
 
 use super::*;
 
 // ---------------------------------------------------------------------- summary
-
-/// A metric's public name: bytes end in `_bytes`, counts keep their name.
-pub fn metric_name(column: &str) -> String {
-    if column.ends_with("_count") {
-        column.to_owned()
-    } else {
-        format!("{column}_bytes")
-    }
-}
 
 /// Every metric of a stats row under its public name, in the store's column order.
 pub fn stats_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
     stats
         .columns()
         .iter()
-        .map(|(n, v)| (metric_name(n), *v))
+        .map(|(n, v)| (public_metric_name(n), *v))
         .collect()
 }
 
-/// The byte metrics a cross-rank aggregate covers (counts are point diagnostics).
-pub fn byte_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
-    stats_metrics(stats)
+/// The public names of [`stats_metrics`], in order.
+pub fn stat_names() -> Vec<String> {
+    stats_metrics(&MemoryStats::default())
         .into_iter()
-        .filter(|(n, _)| n.ends_with("_bytes"))
+        .map(|(n, _)| n)
         .collect()
+}
+
+/// Metrics as one JSON object, `{name: value}`.
+fn metrics_map<S: serde::Serializer>(
+    metrics: &[(String, i64)],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_map(metrics.iter().map(|(n, v)| (n, v)))
 }
 
 /// One rank's allocator state of one scope at one point.
@@ -45,6 +42,7 @@ pub struct RankPointState {
     pub scope: Scope,
     pub observation_count: usize,
     pub pool_count: usize,
+    #[serde(serialize_with = "metrics_map")]
     pub stats: Vec<(String, i64)>,
 }
 
@@ -59,6 +57,7 @@ pub struct RankDevicePointState {
     pub total_bytes: Option<i64>,
     pub used_bytes: Option<i64>,
     pub cuda_allocator_residual_bytes: Option<i64>,
+    #[serde(serialize_with = "metrics_map")]
     pub stats: Vec<(String, i64)>,
 }
 
@@ -113,6 +112,7 @@ pub struct RankPointAggregate {
     pub label: String,
     pub scope: Scope,
     pub metric: String,
+    #[serde(flatten)]
     pub extrema: MetricExtrema,
 }
 
@@ -125,41 +125,11 @@ impl RankPointAggregate {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupSummary {
-    pub group: GroupDescriptor,
+    pub group: MemoryRunGroup,
     pub rank_points: Vec<RankPointState>,
     pub rank_devices: Vec<RankDevicePointState>,
     pub point_aggregates: Vec<RankPointAggregate>,
     pub warnings: Vec<String>,
-}
-
-/// What identifies a group in its reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct GroupDescriptor {
-    pub name: String,
-    pub root: Option<PathBuf>,
-    pub group_id: Option<String>,
-    pub world_size: Option<i64>,
-    pub ranks: Vec<i64>,
-    pub missing_ranks: Vec<i64>,
-    pub complete: bool,
-    pub labels: Vec<String>,
-    pub members: Vec<GroupMember>,
-}
-
-impl MemoryRunGroup {
-    pub fn descriptor(&self) -> GroupDescriptor {
-        GroupDescriptor {
-            name: self.name.clone(),
-            root: self.root.clone(),
-            group_id: self.group_id.clone(),
-            world_size: self.world_size,
-            ranks: self.ranks(),
-            missing_ranks: self.missing_ranks.clone(),
-            complete: self.complete,
-            labels: self.labels.clone(),
-            members: self.members.clone(),
-        }
-    }
 }
 
 pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
@@ -236,7 +206,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         }
     }
     GroupSummary {
-        group: group.descriptor(),
+        group: group.clone(),
         rank_points,
         rank_devices,
         point_aggregates,

@@ -437,62 +437,80 @@ fn contradictions_are_summarised_by_reason_with_examples() {
     assert!(!m.contains("0x10000030"), "{m}");
 }
 
+/// One step of a test world: a point with these blocks, or a history event
+/// `(action, size)` at `DEFAULT_BASE`.
+enum Step {
+    Point(&'static [B]),
+    Ev(&'static str, i64),
+}
+
 #[test]
 fn snapshot_disagreements_are_contradictions() {
-    // A block the history never allocated.
-    let mut w = World::new();
-    w.point(&[]);
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("no live generation"));
-
-    // A live generation the snapshot does not show.
-    let mut w = World::new();
-    w.point(&[]);
-    w.ev("alloc", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("missing from the snapshot"));
-
-    // Duplicate free request.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("free_requested", DEFAULT_BASE, 64, None);
-    w.ev("free_requested", DEFAULT_BASE, 64, None);
-    w.point(&[(DEFAULT_BASE, 64, 64, Awaiting, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("duplicate free_requested"));
-
-    // A free whose size is neither the block's nor the requested one.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 60, Owner, None)]);
-    w.ev("free_requested", DEFAULT_BASE, 32, None);
-    w.ev("free_completed", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("free size matches neither"));
-
-    // The block state says awaiting free, the history says owner-active.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.point(&[(DEFAULT_BASE, 64, 64, Awaiting, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("block state disagrees"));
-
-    // Identity changed without completion and reuse.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.point(&[(DEFAULT_BASE, 128, 128, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("changed identity"));
-
-    // Alloc over a live generation.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("alloc", DEFAULT_BASE, 64, None);
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("not free_completed"));
-
-    // Completion without request.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("free_completed", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("without free_requested"));
+    use Step::{Ev, Point};
+    const OWNER: &[B] = &[(DEFAULT_BASE, 64, 64, Owner, None)];
+    const AWAITING: &[B] = &[(DEFAULT_BASE, 64, 64, Awaiting, None)];
+    let cases: [(&[Step], &str); 8] = [
+        // A block the history never allocated.
+        (&[Point(&[]), Point(OWNER)], "no live generation"),
+        // A live generation the snapshot does not show.
+        (
+            &[Point(&[]), Ev("alloc", 64), Point(&[])],
+            "missing from the snapshot",
+        ),
+        // Duplicate free request.
+        (
+            &[
+                Point(OWNER),
+                Ev("free_requested", 64),
+                Ev("free_requested", 64),
+                Point(AWAITING),
+            ],
+            "duplicate free_requested",
+        ),
+        // A free whose size is neither the block's nor the requested one.
+        (
+            &[
+                Point(&[(DEFAULT_BASE, 64, 60, Owner, None)]),
+                Ev("free_requested", 32),
+                Ev("free_completed", 64),
+                Point(&[]),
+            ],
+            "free size matches neither",
+        ),
+        // The block state says awaiting free, the history says owner-active.
+        (&[Point(OWNER), Point(AWAITING)], "block state disagrees"),
+        // Identity changed without completion and reuse.
+        (
+            &[
+                Point(OWNER),
+                Point(&[(DEFAULT_BASE, 128, 128, Owner, None)]),
+            ],
+            "changed identity",
+        ),
+        // Alloc over a live generation.
+        (
+            &[Point(OWNER), Ev("alloc", 64), Point(OWNER)],
+            "not free_completed",
+        ),
+        // Completion without request.
+        (
+            &[Point(OWNER), Ev("free_completed", 64), Point(&[])],
+            "without free_requested",
+        ),
+    ];
+    for (steps, contradiction) in cases {
+        let mut w = World::new();
+        for step in steps {
+            match *step {
+                Point(blocks) => w.point(blocks),
+                Ev(action, size) => w.ev(action, DEFAULT_BASE, size, None),
+            }
+        }
+        assert!(
+            reconciliation(w.run(Selection::All, None)).contains(contradiction),
+            "{contradiction}"
+        );
+    }
 }
 
 #[test]

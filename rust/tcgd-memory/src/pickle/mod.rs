@@ -438,42 +438,40 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
                 let v = new_seq!(items, Tuple);
                 stack.push(v);
             }
-            b'a' => {
-                let item = pop!();
-                let Some(PickleValue::List(id)) = stack.last().copied() else {
-                    return Err(r.malformed("APPEND to something that is not a list"));
+            b'a' | b'e' | 0x90 => {
+                // APPEND, APPENDS, ADDITEMS: onto the list (set) on top of the stack.
+                let items = if op == b'a' {
+                    vec![pop!()]
+                } else {
+                    pop_mark!()
                 };
-                tree.sequences[id as usize].push(item);
-            }
-            b'e' => {
-                let items = pop_mark!();
-                let Some(PickleValue::List(id)) = stack.last().copied() else {
-                    return Err(r.malformed("APPENDS to something that is not a list"));
+                let (name, kind) = match op {
+                    b'a' => ("APPEND", "list"),
+                    b'e' => ("APPENDS", "list"),
+                    _ => ("ADDITEMS", "set"),
+                };
+                let id = match stack.last().copied() {
+                    Some(PickleValue::List(id)) if kind == "list" => id,
+                    Some(PickleValue::Set(id)) if kind == "set" => id,
+                    _ => {
+                        return Err(r.malformed(format!("{name} to something that is not a {kind}")))
+                    }
                 };
                 tree.sequences[id as usize].extend(items);
             }
-            0x90 => {
-                let items = pop_mark!();
-                let Some(PickleValue::Set(id)) = stack.last().copied() else {
-                    return Err(r.malformed("ADDITEMS to something that is not a set"));
+            b's' | b'u' => {
+                // SETITEM, SETITEMS: into the dict on top of the stack.
+                let (name, items) = if op == b's' {
+                    let value = pop!();
+                    ("SETITEM", vec![pop!(), value])
+                } else {
+                    ("SETITEMS", pop_mark!())
                 };
-                tree.sequences[id as usize].extend(items);
-            }
-            b's' => {
-                let value = pop!();
-                let key = pop!();
-                let Some(PickleValue::Dict(id)) = stack.last().copied() else {
-                    return Err(r.malformed("SETITEM on something that is not a dict"));
-                };
-                tree.dicts[id as usize].push((key, value));
-            }
-            b'u' => {
-                let items = pop_mark!();
                 if items.len() % 2 != 0 {
                     return Err(r.malformed("SETITEMS with an odd number of items"));
                 }
                 let Some(PickleValue::Dict(id)) = stack.last().copied() else {
-                    return Err(r.malformed("SETITEMS on something that is not a dict"));
+                    return Err(r.malformed(format!("{name} on something that is not a dict")));
                 };
                 tree.dicts[id as usize].extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
             }

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use tcgd_report::{Cell, Table};
+use tcgd_report::Cell;
 
+use super::columns::{field, nested_table, Column};
 use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
     Attribution, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
@@ -55,15 +56,24 @@ fn status_word(s: &EvidenceStatus) -> &'static str {
     }
 }
 
-fn coverage_line(side: &str, c: &StackCoverage) -> String {
-    format!(
-        "{side} stack coverage: {:.1}% ({} of {} active bytes, {} of {} blocks)",
-        c.coverage * 100.0,
-        format_bytes(c.attributed_bytes),
-        format_bytes(c.active_bytes),
-        c.attributed_blocks,
-        c.active_blocks
-    )
+/// `reference stack coverage: ...` and its candidate line, for the sides that have one.
+fn coverage_lines(a: &Attribution) -> impl Iterator<Item = String> + '_ {
+    [
+        ("reference", &a.reference_stack_coverage),
+        ("candidate", &a.candidate_stack_coverage),
+    ]
+    .into_iter()
+    .filter_map(|(side, c)| {
+        let c = c.as_ref()?;
+        Some(format!(
+            "{side} stack coverage: {:.1}% ({} of {} active bytes, {} of {} blocks)",
+            c.coverage * 100.0,
+            format_bytes(c.attributed_bytes),
+            format_bytes(c.active_bytes),
+            c.attributed_blocks,
+            c.active_blocks
+        ))
+    })
 }
 
 fn visible_deltas(a: &Attribution, include_unchanged: bool) -> Vec<&StackDelta> {
@@ -73,10 +83,41 @@ fn visible_deltas(a: &Attribution, include_unchanged: bool) -> Vec<&StackDelta> 
         .collect()
 }
 
+/// Rows text and HTML show (at most `limit`), and how many there are.
+type Shown<'a, T> = (Vec<&'a T>, usize);
+
+fn first<'a, T>(rows: impl ExactSizeIterator<Item = &'a T>, limit: usize) -> Shown<'a, T> {
+    let total = rows.len();
+    (rows.take(limit).collect(), total)
+}
+
+/// The stack and event rows text and HTML show, for the analyses that were requested.
+fn shown(
+    a: &Attribution,
+    display: Display,
+    include_unchanged: bool,
+) -> (
+    Option<Shown<'_, StackDelta>>,
+    Option<Shown<'_, EventSummary>>,
+) {
+    let s = &a.status;
+    let deltas = s.stacks.requested.then(|| {
+        first(
+            visible_deltas(a, include_unchanged).into_iter(),
+            display.limit,
+        )
+    });
+    let events = s
+        .events
+        .requested
+        .then(|| first(a.events.iter(), display.limit));
+    (deltas, events)
+}
+
 /// The text section of one attribution (empty when nothing was requested).
 pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bool) -> String {
     let s = &a.status;
-    if !(s.stacks.requested || s.events.requested || s.lifetimes.requested) {
+    if !s.requested() {
         return String::new();
     }
     let mut out = String::new();
@@ -89,23 +130,13 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
         status_word(&s.events),
         status_word(&s.lifetimes)
     );
-    for (side, c) in [
-        ("  reference", &a.reference_stack_coverage),
-        ("  candidate", &a.candidate_stack_coverage),
-    ] {
-        if let Some(c) = c {
-            let _ = writeln!(out, "{}", coverage_line(side, c));
-        }
+    for line in coverage_lines(a) {
+        let _ = writeln!(out, "  {line}");
     }
-    if s.stacks.requested {
-        let rows = visible_deltas(a, include_unchanged);
-        let _ = writeln!(
-            out,
-            "  allocation stacks ({} of {} rows):",
-            rows.len().min(display.limit),
-            rows.len()
-        );
-        for d in rows.iter().take(display.limit) {
+    let (deltas, events) = shown(a, display, include_unchanged);
+    if let Some((rows, total)) = deltas {
+        let _ = writeln!(out, "  allocation stacks ({} of {total} rows):", rows.len());
+        for d in rows {
             let _ = writeln!(
                 out,
                 "    {:>12}  {} -> {}  count {:+}  {}",
@@ -123,14 +154,9 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
             );
         }
     }
-    if s.events.requested {
-        let _ = writeln!(
-            out,
-            "  allocator events ({} of {} rows):",
-            a.events.len().min(display.limit),
-            a.events.len()
-        );
-        for e in a.events.iter().take(display.limit) {
+    if let Some((rows, total)) = events {
+        let _ = writeln!(out, "  allocator events ({} of {total} rows):", rows.len());
+        for e in rows {
             let _ = writeln!(
                 out,
                 "    {:<15} {:>12} x{:<5} device {} {} stream 0x{:x} [{}]  {}",
@@ -171,16 +197,7 @@ fn status_value(s: &EvidenceStatus) -> Value {
 }
 
 pub fn coverage_json(c: &StackCoverage) -> Value {
-    json!({
-        "device_index": c.device_index,
-        "pool_id": pool_value(c.pool_id),
-        "active_bytes": c.active_bytes,
-        "attributed_bytes": c.attributed_bytes,
-        "unattributed_bytes": c.unattributed_bytes,
-        "active_blocks": c.active_blocks,
-        "attributed_blocks": c.attributed_blocks,
-        "coverage": c.coverage,
-    })
+    serde_json::to_value(c).unwrap_or(Value::Null)
 }
 
 pub fn summary_json(s: &StackSummary) -> Value {
@@ -250,41 +267,53 @@ pub fn attribution_json(a: &Attribution) -> Value {
     })
 }
 
-const STACK_COLUMNS: &[&str] = &[
-    "reference",
-    "candidate",
-    "reference_device_index",
-    "reference_pool_id",
-    "candidate_device_index",
-    "candidate_pool_id",
-    "stream",
-    "stack_key",
-    "stack_fingerprint",
-    "stack_frames_json",
-    "reference_size_bytes",
-    "candidate_size_bytes",
-    "delta_size_bytes",
-    "reference_requested_bytes",
-    "candidate_requested_bytes",
-    "delta_requested_bytes",
-    "reference_count",
-    "candidate_count",
-    "delta_count",
+/// The endpoints every CSV row of an attribution starts with.
+const TITLE_COLUMNS: [Column<Attribution>; 2] = [
+    ("reference", |a| a.reference_title.as_str().into()),
+    ("candidate", |a| a.candidate_title.as_str().into()),
 ];
 
-const EVENT_COLUMNS: &[&str] = &[
-    "reference",
-    "candidate",
-    "device_index",
-    "pool_id",
-    "stream",
-    "action",
-    "stack_key",
-    "stack_fingerprint",
-    "stack_frames_json",
-    "total_bytes",
-    "count",
-    "attribution_confidence",
+const DELTA_COLUMNS: [Column<StackDelta>; 17] = [
+    ("reference_device_index", |d| {
+        opt(d.reference_key.map(|k| k.0))
+    }),
+    ("reference_pool_id", |d| {
+        pool_cell(d.reference_key.map(|k| k.1))
+    }),
+    ("candidate_device_index", |d| {
+        opt(d.candidate_key.map(|k| k.0))
+    }),
+    ("candidate_pool_id", |d| {
+        pool_cell(d.candidate_key.map(|k| k.1))
+    }),
+    field!(stream),
+    ("stack_key", |d| d.stack_frames.key().into()),
+    ("stack_fingerprint", |d| d.stack_frames.fingerprint().into()),
+    ("stack_frames_json", |d| d.stack_frames.to_json().into()),
+    field!(reference_size_bytes),
+    field!(candidate_size_bytes),
+    field!(delta_size_bytes),
+    field!(reference_requested_bytes),
+    field!(candidate_requested_bytes),
+    field!(delta_requested_bytes),
+    field!(reference_count),
+    field!(candidate_count),
+    field!(delta_count),
+];
+
+const EVENT_COLUMNS: [Column<EventSummary>; 10] = [
+    field!(device_index),
+    ("pool_id", |e| pool_cell(e.pool_id)),
+    field!(stream),
+    field!(action),
+    ("stack_key", |e| e.stack_frames.key().into()),
+    ("stack_fingerprint", |e| e.stack_frames.fingerprint().into()),
+    ("stack_frames_json", |e| e.stack_frames.to_json().into()),
+    field!(total_bytes),
+    field!(count),
+    ("attribution_confidence", |e| {
+        e.attribution_confidence.as_str().into()
+    }),
 ];
 
 fn pool_cell(p: Option<PoolId>) -> Cell {
@@ -294,64 +323,27 @@ fn pool_cell(p: Option<PoolId>) -> Cell {
 /// `allocation_stack_comparisons.csv`: every stack delta of every attribution
 /// (`include_unchanged=false` drops unchanged rows).
 pub fn stack_deltas_csv(items: &[&Attribution], include_unchanged: bool) -> String {
-    let mut table = Table::new(STACK_COLUMNS);
-    for a in items {
-        for d in visible_deltas(a, include_unchanged) {
-            table.push(vec![
-                a.reference_title.as_str().into(),
-                a.candidate_title.as_str().into(),
-                opt(d.reference_key.map(|k| k.0)),
-                pool_cell(d.reference_key.map(|k| k.1)),
-                opt(d.candidate_key.map(|k| k.0)),
-                pool_cell(d.candidate_key.map(|k| k.1)),
-                opt(d.stream),
-                d.stack_frames.key().into(),
-                d.stack_frames.fingerprint().into(),
-                d.stack_frames.to_json().into(),
-                d.reference_size_bytes.into(),
-                d.candidate_size_bytes.into(),
-                d.delta_size_bytes.into(),
-                d.reference_requested_bytes.into(),
-                d.candidate_requested_bytes.into(),
-                d.delta_requested_bytes.into(),
-                d.reference_count.into(),
-                d.candidate_count.into(),
-                d.delta_count.into(),
-            ]);
-        }
-    }
-    csv_table(&table)
+    let rows = items.iter().flat_map(|a| {
+        visible_deltas(a, include_unchanged)
+            .into_iter()
+            .map(move |d| (*a, d))
+    });
+    csv_table(&nested_table(&TITLE_COLUMNS, &DELTA_COLUMNS, rows))
 }
 
 /// `events.csv`: every event row of every attribution.
 pub fn events_csv(items: &[&Attribution]) -> String {
-    let mut table = Table::new(EVENT_COLUMNS);
-    for a in items {
-        for e in &a.events {
-            table.push(vec![
-                a.reference_title.as_str().into(),
-                a.candidate_title.as_str().into(),
-                e.device_index.into(),
-                pool_cell(e.pool_id),
-                e.stream.into(),
-                e.action.as_str().into(),
-                e.stack_frames.key().into(),
-                e.stack_frames.fingerprint().into(),
-                e.stack_frames.to_json().into(),
-                e.total_bytes.into(),
-                e.count.into(),
-                e.attribution_confidence.as_str().into(),
-            ]);
-        }
-    }
-    csv_table(&table)
+    let rows = items
+        .iter()
+        .flat_map(|a| a.events.iter().map(move |e| (*a, e)));
+    csv_table(&nested_table(&TITLE_COLUMNS, &EVENT_COLUMNS, rows))
 }
 
 /// The HTML fragment of one attribution (tables limited to `display.limit` rows, each
 /// saying how many it shows).
 pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bool) -> String {
     let s = &a.status;
-    if !(s.stacks.requested || s.events.requested || s.lifetimes.requested) {
+    if !s.requested() {
         return String::new();
     }
     let mut out = format!(
@@ -362,25 +354,18 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
         status_word(&s.events),
         status_word(&s.lifetimes)
     );
-    for (side, c) in [
-        ("reference", &a.reference_stack_coverage),
-        ("candidate", &a.candidate_stack_coverage),
-    ] {
-        if let Some(c) = c {
-            let _ = writeln!(out, "<p>{}</p>", escape_html(&coverage_line(side, c)));
-        }
+    for line in coverage_lines(a) {
+        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
     }
-    if s.stacks.requested {
-        let rows = visible_deltas(a, include_unchanged);
+    let (deltas, events) = shown(a, display, include_unchanged);
+    if let Some((rows, total)) = deltas {
         let _ = writeln!(
             out,
-            "<h3>Allocation stacks</h3>\n<p>showing {} of {} rows</p>",
-            rows.len().min(display.limit),
+            "<h3>Allocation stacks</h3>\n<p>showing {} of {total} rows</p>",
             rows.len()
         );
         let cells: Vec<Vec<Cell>> = rows
             .iter()
-            .take(display.limit)
             .map(|d| {
                 vec![
                     side_key(d.reference_key).into(),
@@ -407,17 +392,14 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
             |_| "",
         ));
     }
-    if s.events.requested {
+    if let Some((rows, total)) = events {
         let _ = writeln!(
             out,
-            "<h3>Allocator events</h3>\n<p>showing {} of {} rows</p>",
-            a.events.len().min(display.limit),
-            a.events.len()
+            "<h3>Allocator events</h3>\n<p>showing {} of {total} rows</p>",
+            rows.len()
         );
-        let cells: Vec<Vec<Cell>> = a
-            .events
+        let cells: Vec<Vec<Cell>> = rows
             .iter()
-            .take(display.limit)
             .map(|e| {
                 vec![
                     e.device_index.into(),

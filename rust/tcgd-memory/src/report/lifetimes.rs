@@ -4,12 +4,15 @@
 
 use std::fmt::Write as _;
 
-/// Which transitions of a cohort a CSV file lists.
-type TransitionsOf = fn(&AllocationCohort) -> &Vec<CohortTransition>;
-
-use crate::lifetimes::{AllocationCohort, CohortTransition, LifetimeAnalysis, StackFrame};
-
+use super::columns::{field, nested_table, table, Column};
 use super::*;
+use crate::lifetimes::{
+    AllocationCohort, CohortPointState, CohortSizeBucket, CohortSizeOutcome, CohortTransition,
+    LifetimeAnalysis, StackFrame,
+};
+
+/// Which transitions of a cohort a CSV file lists.
+type TransitionsOf = fn(&AllocationCohort) -> &[CohortTransition];
 
 /// Display options of a lifetime report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,119 +169,105 @@ pub fn lifetimes_json(r: &LifetimeAnalysis) -> serde_json::Value {
     v
 }
 
-const COHORTS_HEADER: [&str; 31] = [
-    "cohort_id",
-    "display_rank",
-    "device",
-    "pool_id",
-    "pool_label",
-    "stack_key",
-    "stack_frames_json",
-    "block_size_bytes",
-    "requested_size_bytes",
-    "streams",
-    "generation_count",
-    "peak_active_bytes",
-    "peak_owner_active_bytes",
-    "peak_awaiting_free_bytes",
-    "peak_block_count",
-    "active_span_bytes",
-    "event_owner_peak_bytes",
-    "event_unreusable_peak_bytes",
-    "first_sampled_point",
-    "last_sampled_point",
-    "first_event_point",
-    "last_event_point",
-    "born_bytes",
-    "born_count",
-    "free_requested_bytes",
-    "free_requested_count",
-    "free_completed_bytes",
-    "free_completed_count",
-    "terminal_owner_active_bytes",
-    "terminal_owner_active_count",
-    "terminal_awaiting_free_bytes",
-];
-
 fn pool_cell(c: &AllocationCohort) -> String {
     c.pool_id
         .map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a},{b}"))
 }
 
-fn cohort_row(c: &AllocationCohort) -> Vec<Cell> {
-    vec![
-        c.cohort_id.as_str().into(),
-        c.display_rank.into(),
-        c.device.into(),
-        pool_cell(c).into(),
-        c.pool_label.as_str().into(),
-        c.stack_key.as_str().into(),
-        frames_json(&c.stack_frames).into(),
-        opt(c.block_size_bytes),
-        opt(c.requested_size_bytes),
+const COHORT_ID: Column<AllocationCohort> = field!(cohort_id);
+
+/// `cohorts.csv`: every cohort but its terminal awaiting-free count.
+const COHORT_COLUMNS: [Column<AllocationCohort>; 31] = [
+    COHORT_ID,
+    field!(display_rank),
+    field!(device),
+    ("pool_id", |c| pool_cell(c).into()),
+    field!(pool_label),
+    field!(stack_key),
+    ("stack_frames_json", |c| frames_json(&c.stack_frames).into()),
+    field!(block_size_bytes),
+    field!(requested_size_bytes),
+    ("streams", |c| {
         c.streams
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(";")
-            .into(),
-        c.generation_count.into(),
-        c.peak_active_bytes.into(),
-        c.peak_owner_active_bytes.into(),
-        c.peak_awaiting_free_bytes.into(),
-        c.peak_block_count.into(),
-        c.active_span_bytes.into(),
-        c.event_owner_peak_bytes.into(),
-        c.event_unreusable_peak_bytes.into(),
-        point_label(&c.first_sampled_point),
-        point_label(&c.last_sampled_point),
-        point_label(&c.first_event_point),
-        point_label(&c.last_event_point),
-        c.born_bytes.into(),
-        c.born_count.into(),
-        c.free_requested_bytes.into(),
-        c.free_requested_count.into(),
-        c.free_completed_bytes.into(),
-        c.free_completed_count.into(),
-        c.terminal_owner_active_bytes.into(),
-        c.terminal_owner_active_count.into(),
-        c.terminal_awaiting_free_bytes.into(),
-    ]
-}
-
-fn table(header: &[&str], rows: impl Iterator<Item = Vec<Cell>>) -> String {
-    csv_table(&Table::with_rows(header, rows.collect()))
-}
-
-const TRANSITION_HEADER: [&str; 8] = [
-    "cohort_id",
-    "start_point",
-    "end_point",
-    "origin",
-    "stack_key",
-    "stack_frames_json",
-    "bytes",
-    "count",
+            .into()
+    }),
+    field!(generation_count),
+    field!(peak_active_bytes),
+    field!(peak_owner_active_bytes),
+    field!(peak_awaiting_free_bytes),
+    field!(peak_block_count),
+    field!(active_span_bytes),
+    field!(event_owner_peak_bytes),
+    field!(event_unreusable_peak_bytes),
+    ("first_sampled_point", |c| {
+        point_label(&c.first_sampled_point)
+    }),
+    ("last_sampled_point", |c| point_label(&c.last_sampled_point)),
+    ("first_event_point", |c| point_label(&c.first_event_point)),
+    ("last_event_point", |c| point_label(&c.last_event_point)),
+    field!(born_bytes),
+    field!(born_count),
+    field!(free_requested_bytes),
+    field!(free_requested_count),
+    field!(free_completed_bytes),
+    field!(free_completed_count),
+    field!(terminal_owner_active_bytes),
+    field!(terminal_owner_active_count),
+    field!(terminal_awaiting_free_bytes),
 ];
 
-fn transition_rows<'a>(
-    r: &'a LifetimeAnalysis,
-    of: fn(&AllocationCohort) -> &Vec<CohortTransition>,
-) -> impl Iterator<Item = Vec<Cell>> + 'a {
-    r.cohorts.iter().flat_map(move |c| {
-        of(c).iter().map(move |t| {
-            vec![
-                c.cohort_id.as_str().into(),
-                point_label(&t.start_point),
-                t.end_point.label.as_str().into(),
-                t.origin.as_str().into(),
-                t.stack_key.as_str().into(),
-                frames_json(&t.stack_frames).into(),
-                t.bytes.into(),
-                t.count.into(),
-            ]
-        })
-    })
+const POINT_COLUMNS: [Column<CohortPointState>; 9] = [
+    field!(point_index),
+    field!(label),
+    field!(owner_active_bytes),
+    field!(owner_active_count),
+    field!(awaiting_free_bytes),
+    field!(awaiting_free_count),
+    field!(active_bytes),
+    field!(block_count),
+    field!(requested_bytes),
+];
+
+const SIZE_BUCKET_COLUMNS: [Column<CohortSizeBucket>; 4] = [
+    field!(size_bytes),
+    field!(requested_size_bytes),
+    field!(count),
+    field!(total_bytes),
+];
+
+const SIZE_OUTCOME_COLUMNS: [Column<CohortSizeOutcome>; 5] = [
+    field!(size_bytes),
+    field!(requested_size_bytes),
+    ("outcome", |o| o.outcome.as_str().into()),
+    field!(count),
+    field!(total_bytes),
+];
+
+const TRANSITION_COLUMNS: [Column<CohortTransition>; 7] = [
+    ("start_point", |t| point_label(&t.start_point)),
+    ("end_point", |t| t.end_point.label.as_str().into()),
+    ("origin", |t| t.origin.as_str().into()),
+    field!(stack_key),
+    ("stack_frames_json", |t| frames_json(&t.stack_frames).into()),
+    field!(bytes),
+    field!(count),
+];
+
+/// The rows `of` every cohort, each after its cohort's id.
+fn per_cohort<R>(
+    r: &LifetimeAnalysis,
+    of: fn(&AllocationCohort) -> &[R],
+    columns: &[Column<R>],
+) -> String {
+    let rows = r
+        .cohorts
+        .iter()
+        .flat_map(|c| of(c).iter().map(move |row| (c, row)));
+    csv_table(&nested_table(&[COHORT_ID], columns, rows))
 }
 
 /// The CSV files of a lifetime report, `(file name, content)`; the transition-stack files
@@ -287,88 +276,19 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
     let mut files = vec![
         (
             "cohorts.csv".to_owned(),
-            table(&COHORTS_HEADER, r.cohorts.iter().map(cohort_row)),
+            csv_table(&table(&COHORT_COLUMNS, &r.cohorts)),
         ),
         (
             "cohort_points.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "point_index",
-                    "label",
-                    "owner_active_bytes",
-                    "owner_active_count",
-                    "awaiting_free_bytes",
-                    "awaiting_free_count",
-                    "active_bytes",
-                    "block_count",
-                    "requested_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.points.iter().map(|p| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            p.point_index.into(),
-                            p.label.as_str().into(),
-                            p.owner_active_bytes.into(),
-                            p.owner_active_count.into(),
-                            p.awaiting_free_bytes.into(),
-                            p.awaiting_free_count.into(),
-                            p.active_bytes.into(),
-                            p.block_count.into(),
-                            p.requested_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
+            per_cohort(r, |c| &c.points, &POINT_COLUMNS),
         ),
         (
             "size_histograms.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "size_bytes",
-                    "requested_size_bytes",
-                    "count",
-                    "total_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.size_histogram.iter().map(|b| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            b.size_bytes.into(),
-                            b.requested_size_bytes.into(),
-                            b.count.into(),
-                            b.total_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
+            per_cohort(r, |c| &c.size_histogram, &SIZE_BUCKET_COLUMNS),
         ),
         (
             "size_outcomes.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "size_bytes",
-                    "requested_size_bytes",
-                    "outcome",
-                    "count",
-                    "total_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.size_outcomes.iter().map(|o| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            o.size_bytes.into(),
-                            o.requested_size_bytes.into(),
-                            o.outcome.as_str().into(),
-                            o.count.into(),
-                            o.total_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
+            per_cohort(r, |c| &c.size_outcomes, &SIZE_OUTCOME_COLUMNS),
         ),
     ];
     let kinds: [(&str, TransitionsOf); 3] = [
@@ -378,10 +298,7 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
     ];
     for (name, of) in kinds {
         if r.cohorts.iter().any(|c| !of(c).is_empty()) {
-            files.push((
-                name.to_owned(),
-                table(&TRANSITION_HEADER, transition_rows(r, of)),
-            ));
+            files.push((name.to_owned(), per_cohort(r, of, &TRANSITION_COLUMNS)));
         }
     }
     files

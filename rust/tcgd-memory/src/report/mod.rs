@@ -17,6 +17,7 @@ use tcgd_report::{Cell, Table};
 use crate::model::PoolId;
 
 pub mod attribution;
+mod columns;
 mod comparison;
 mod group;
 mod lifetimes;

@@ -19,19 +19,41 @@ use crate::state::{MemoryState, StateIdentity};
 // ---------------------------------------------------------------------- reading
 
 /// Typed access to the columns of one stored table.
-pub(crate) struct Columns<'a> {
-    batch: &'a RecordBatch,
+pub(crate) struct Columns {
+    batch: RecordBatch,
     table: Table,
 }
 
-impl<'a> Columns<'a> {
-    fn column(&self, name: &str) -> Result<&'a ArrayRef> {
+impl Columns {
+    /// Reads one table of a run.
+    fn read(store: &RunReader, table: Table) -> Result<Columns> {
+        Ok(Columns {
+            batch: store.table(table)?,
+            table,
+        })
+    }
+
+    fn num_rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    /// Row numbers, grouped by `point_index`.
+    fn rows_by_point(&self) -> Result<BTreeMap<i64, Vec<usize>>> {
+        let points = self.int("point_index")?;
+        let mut out: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+        for i in 0..points.len() {
+            out.entry(points.value(i)).or_default().push(i);
+        }
+        Ok(out)
+    }
+
+    fn column(&self, name: &str) -> Result<&ArrayRef> {
         self.batch.column_by_name(name).ok_or_else(|| {
             MemoryError::invalid(format!("{} has no column '{name}'", self.table.dir_name()))
         })
     }
 
-    fn int(&self, name: &str) -> Result<&'a Int64Array> {
+    fn int(&self, name: &str) -> Result<&Int64Array> {
         self.column(name)?
             .as_primitive_opt::<Int64Type>()
             .ok_or_else(|| {
@@ -39,13 +61,13 @@ impl<'a> Columns<'a> {
             })
     }
 
-    fn str(&self, name: &str) -> Result<&'a StringArray> {
+    fn str(&self, name: &str) -> Result<&StringArray> {
         self.column(name)?.as_string_opt::<i32>().ok_or_else(|| {
             MemoryError::invalid(format!("{}.{name} is not a string", self.table.dir_name()))
         })
     }
 
-    fn bool(&self, name: &str) -> Result<&'a BooleanArray> {
+    fn bool(&self, name: &str) -> Result<&BooleanArray> {
         self.column(name)?.as_boolean_opt().ok_or_else(|| {
             MemoryError::invalid(format!("{}.{name} is not a bool", self.table.dir_name()))
         })
@@ -62,16 +84,6 @@ pub(crate) fn opt_string(a: &StringArray, i: usize) -> Option<String> {
 
 pub(crate) fn stack_id(a: &Int64Array, i: usize) -> Option<u32> {
     opt_i64(a, i).and_then(|v| u32::try_from(v).ok())
-}
-
-/// Row numbers of a table, grouped by `point_index`.
-pub(crate) fn rows_by_point(c: &Columns) -> Result<BTreeMap<i64, Vec<usize>>> {
-    let points = c.int("point_index")?;
-    let mut out: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-    for i in 0..points.len() {
-        out.entry(points.value(i)).or_default().push(i);
-    }
-    Ok(out)
 }
 
 pub struct MemoryRunReader {
@@ -112,46 +124,27 @@ impl MemoryRunReader {
             )));
         }
         let stacks = Arc::new(read_stacks(&store)?);
-        let points = store.table(Table::Points)?;
-        let mpoints = store.table(Table::MemoryPoints)?;
-        let devices = store.table(Table::MemoryDevices)?;
-        let segments = store.table(Table::MemorySegments)?;
-        let blocks = store.table(Table::MemoryBlocks)?;
-        let owners = store.table(Table::MemoryPoolOwners)?;
-        let ow = Columns {
-            batch: &owners,
-            table: Table::MemoryPoolOwners,
-        };
-        let ow_rows = rows_by_point(&ow)?;
-        let p = Columns {
-            batch: &points,
-            table: Table::Points,
-        };
-        let mp = Columns {
-            batch: &mpoints,
-            table: Table::MemoryPoints,
-        };
-        let dv = Columns {
-            batch: &devices,
-            table: Table::MemoryDevices,
-        };
-        let sg = Columns {
-            batch: &segments,
-            table: Table::MemorySegments,
-        };
-        let bl = Columns {
-            batch: &blocks,
-            table: Table::MemoryBlocks,
-        };
-        let mp_rows = rows_by_point(&mp)?;
-        let dv_rows = rows_by_point(&dv)?;
-        let sg_rows = rows_by_point(&sg)?;
-        let bl_rows = rows_by_point(&bl)?;
+        let read = |table| Columns::read(&store, table);
+        let p = read(Table::Points)?;
+        let [mp, dv, sg, bl, ow] = [
+            read(Table::MemoryPoints)?,
+            read(Table::MemoryDevices)?,
+            read(Table::MemorySegments)?,
+            read(Table::MemoryBlocks)?,
+            read(Table::MemoryPoolOwners)?,
+        ];
+        let [mp_rows, dv_rows, sg_rows, bl_rows, ow_rows] = [
+            mp.rows_by_point()?,
+            dv.rows_by_point()?,
+            sg.rows_by_point()?,
+            bl.rows_by_point()?,
+            ow.rows_by_point()?,
+        ];
         let empty = Vec::new();
 
         let (p_index, p_label) = (p.int("point_index")?, p.str("label")?);
-        let mut states = Vec::with_capacity(points.num_rows());
-        for row in 0..points.num_rows() {
+        let mut states = Vec::with_capacity(p.num_rows());
+        for row in 0..p.num_rows() {
             let index = p_index.value(row);
             let label = p_label.value(row).to_owned();
             let Some(&m) = mp_rows.get(&index).and_then(|r| r.first()) else {
@@ -301,11 +294,7 @@ impl MemoryRunReader {
 
     /// The history entries a point stored (its window).
     pub fn events(&self, point_index: i64) -> Result<Vec<Event>> {
-        let table = self.store.table(Table::MemoryEvents)?;
-        let c = Columns {
-            batch: &table,
-            table: Table::MemoryEvents,
-        };
+        let c = Columns::read(&self.store, Table::MemoryEvents)?;
         let points = c.int("point_index")?;
         let (device, ring, action, address, size, stream, time) = (
             c.int("device")?,
@@ -325,7 +314,7 @@ impl MemoryRunReader {
             c.int("stack_id")?,
         );
         let mut out = Vec::new();
-        for i in (0..table.num_rows()).filter(|&i| points.value(i) == point_index) {
+        for i in (0..c.num_rows()).filter(|&i| points.value(i) == point_index) {
             out.push(Event {
                 device: device.value(i),
                 ring_index: ring.value(i),
@@ -387,11 +376,7 @@ pub(crate) fn read_owners(c: &Columns, rows: &[usize]) -> Result<Vec<PoolOwner>>
 }
 
 pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
-    let frames = store.table(Table::MemoryFrames)?;
-    let f = Columns {
-        batch: &frames,
-        table: Table::MemoryFrames,
-    };
+    let f = Columns::read(store, Table::MemoryFrames)?;
     let (ids, file, line, name) = (
         f.int("frame_id")?,
         f.str("filename")?,
@@ -405,7 +390,7 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
         f.str("fx_original_trace")?,
     ];
     let mut by_id: BTreeMap<i64, Frame> = BTreeMap::new();
-    for i in 0..frames.num_rows() {
+    for i in 0..f.num_rows() {
         by_id.insert(
             ids.value(i),
             Frame {
@@ -427,18 +412,14 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
             "memory_frames ids are not 0, 1, 2, ...; the run is damaged",
         ));
     }
-    let stacks_batch = store.table(Table::MemoryStacks)?;
-    let s = Columns {
-        batch: &stacks_batch,
-        table: Table::MemoryStacks,
-    };
+    let s = Columns::read(store, Table::MemoryStacks)?;
     let sid = s.int("stack_id")?;
     let lists = s
         .column("frame_ids")?
         .as_list_opt::<i32>()
         .ok_or_else(|| MemoryError::invalid("memory_stacks.frame_ids is not a list"))?;
     let mut stacks: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-    for i in 0..stacks_batch.num_rows() {
+    for i in 0..s.num_rows() {
         let values = lists.value(i);
         let values = values
             .as_primitive_opt::<Int64Type>()

@@ -119,7 +119,7 @@ impl MemoryRunGroup {
     }
 
     fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = tcgd_memory::report::group_descriptor_json(&self.inner.descriptor());
+        let value = tcgd_memory::report::group_descriptor_json(&self.inner);
         to_dict(py, &value)
     }
 
@@ -274,7 +274,7 @@ impl MemoryRunGroupSummary {
         format!(
             "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
             self.inner.group.name,
-            self.inner.group.ranks,
+            self.inner.group.ranks(),
             self.inner.group.labels.len(),
             self.inner.warnings.len()
         )

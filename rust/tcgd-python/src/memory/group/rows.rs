@@ -175,7 +175,7 @@ macro_rules! phase_row_class {
                 $name {
                     rank: r.rank,
                     $($field,)*
-                    metric: rg::phase_metric_name(r.row.metric),
+                    metric: tcgd_memory::stats::public_metric_name(r.row.metric),
                     baseline_start_bytes: v.baseline_start,
                     baseline_end_bytes: v.baseline_end,
                     candidate_start_bytes: v.candidate_start,
