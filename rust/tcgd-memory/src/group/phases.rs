@@ -56,6 +56,14 @@ pub struct GroupPhaseAggregate {
     pub scope: Scope,
     pub metric: String,
     pub rank_count: usize,
+    #[serde(flatten)]
+    pub terms: TermExtrema,
+}
+
+/// The cross-rank extrema of each term that ranks compute from their own points; `None`
+/// where no rank has the term.
+#[derive(Debug, Clone, Serialize)]
+pub struct TermExtrema {
     pub baseline_change: Option<MetricExtrema>,
     pub candidate_change: Option<MetricExtrema>,
     pub start_gap: Option<MetricExtrema>,
@@ -63,9 +71,9 @@ pub struct GroupPhaseAggregate {
     pub change_gap: Option<MetricExtrema>,
 }
 
-impl GroupPhaseAggregate {
-    /// The terms, in the order [`terms`](Self::terms) gives them.
-    pub const TERMS: [&'static str; 5] = [
+impl TermExtrema {
+    /// The terms' names, in the order [`all`](Self::all) gives them.
+    pub const NAMES: [&'static str; 5] = [
         "baseline_change",
         "candidate_change",
         "start_gap",
@@ -73,8 +81,8 @@ impl GroupPhaseAggregate {
         "change_gap",
     ];
 
-    /// The extrema of each of [`TERMS`](Self::TERMS).
-    pub fn terms(&self) -> [Option<&MetricExtrema>; 5] {
+    /// The extrema of each of [`NAMES`](Self::NAMES).
+    pub fn all(&self) -> [Option<&MetricExtrema>; 5] {
         [
             &self.baseline_change,
             &self.candidate_change,
@@ -331,11 +339,13 @@ pub(crate) fn aggregate_phases(ranks: &[(i64, PhaseComparison)]) -> Vec<GroupPha
                 scope,
                 metric: public_metric_name(metric),
                 rank_count: values.len(),
-                baseline_change: term(PhaseValues::baseline_change),
-                candidate_change: term(PhaseValues::candidate_change),
-                start_gap: term(PhaseValues::start_gap),
-                end_gap: term(PhaseValues::end_gap),
-                change_gap: term(change_gap),
+                terms: TermExtrema {
+                    baseline_change: term(PhaseValues::baseline_change),
+                    candidate_change: term(PhaseValues::candidate_change),
+                    start_gap: term(PhaseValues::start_gap),
+                    end_gap: term(PhaseValues::end_gap),
+                    change_gap: term(change_gap),
+                },
             }
         })
         .collect()

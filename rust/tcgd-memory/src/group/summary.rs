@@ -33,12 +33,19 @@ fn metrics_map<S: serde::Serializer>(
     s.collect_map(metrics.iter().map(|(n, v)| (n, v)))
 }
 
-/// One rank's allocator state of one scope at one point.
-#[derive(Debug, Clone, Serialize)]
-pub struct RankPointState {
+/// One rank's point, as the rows of a group summary name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RankPoint {
     pub rank: i64,
     pub point_index: i64,
     pub label: String,
+}
+
+/// One rank's allocator state of one scope at one point.
+#[derive(Debug, Clone, Serialize)]
+pub struct RankPointState {
+    #[serde(flatten)]
+    pub at: RankPoint,
     pub scope: Scope,
     pub observation_count: usize,
     pub pool_count: usize,
@@ -49,9 +56,8 @@ pub struct RankPointState {
 /// One rank's device at one point: the allocator's rollup and the CUDA Runtime sample.
 #[derive(Debug, Clone, Serialize)]
 pub struct RankDevicePointState {
-    pub rank: i64,
-    pub point_index: i64,
-    pub label: String,
+    #[serde(flatten)]
+    pub at: RankPoint,
     pub device_index: i64,
     pub free_bytes: Option<i64>,
     pub total_bytes: Option<i64>,
@@ -129,7 +135,6 @@ pub struct GroupSummary {
     pub rank_points: Vec<RankPointState>,
     pub rank_devices: Vec<RankDevicePointState>,
     pub point_aggregates: Vec<RankPointAggregate>,
-    pub warnings: Vec<String>,
 }
 
 pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
@@ -137,7 +142,11 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
     let mut rank_devices = Vec::new();
     for m in &group.members {
         for s in &m.states {
-            let id = &s.identity;
+            let at = RankPoint {
+                rank: m.rank,
+                point_index: s.identity.index,
+                label: s.identity.label.clone(),
+            };
             for scope in Scope::ALL {
                 let pools = s
                     .pool_stats()
@@ -150,9 +159,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
                     .filter(|(k, _)| scope.contains(k.pool))
                     .count();
                 rank_points.push(RankPointState {
-                    rank: m.rank,
-                    point_index: id.index,
-                    label: id.label.clone(),
+                    at: at.clone(),
                     scope,
                     observation_count: observations,
                     pool_count: pools,
@@ -162,9 +169,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
             for &d in &s.devices {
                 let memory = s.memory(d);
                 rank_devices.push(RankDevicePointState {
-                    rank: m.rank,
-                    point_index: id.index,
-                    label: id.label.clone(),
+                    at: at.clone(),
                     device_index: d,
                     free_bytes: memory.free_bytes,
                     total_bytes: memory.total_bytes,
@@ -180,7 +185,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         for scope in Scope::ALL {
             let rows: Vec<&RankPointState> = rank_points
                 .iter()
-                .filter(|r| r.point_index == index as i64 && r.scope == scope)
+                .filter(|r| r.at.point_index == index as i64 && r.scope == scope)
                 .collect();
             let Some(first) = rows.first() else { continue };
             for (metric, _) in first.stats.iter().filter(|(n, _)| n.ends_with("_bytes")) {
@@ -190,7 +195,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
                         r.stats
                             .iter()
                             .find(|(n, _)| n == metric)
-                            .map(|(_, v)| (r.rank, *v))
+                            .map(|(_, v)| (r.at.rank, *v))
                     })
                     .collect();
                 if let Some(extrema) = MetricExtrema::of(&values) {
@@ -210,6 +215,5 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         rank_points,
         rank_devices,
         point_aggregates,
-        warnings: group.warnings.clone(),
     }
 }

@@ -292,7 +292,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
     ) -> Result<Event> {
         let node = self.entry(list, d, i)?;
         let path = |f: &str| format!("device_traces[{d}][{i}].{f}");
-        let action = self.req_str(&node, Field::Action, &|| path("action"))?;
+        let action = self.req(&node, Field::Action, &path, Self::as_string)?;
         // Entries that have no address by design: OOM (it carries device_free), snapshot
         // markers (torch writes addr 0 for them anyway).
         let addressless = action == "oom";

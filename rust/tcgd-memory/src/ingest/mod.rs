@@ -132,7 +132,7 @@ pub fn ingest<T: SnapshotTree>(
     for i in 0..segment_count {
         let node = ing.item(&segments_node, i, &|| format!("segments[{i}]"))?;
         let path = |f: &str| format!("segments[{i}].{f}");
-        let device = ing.req_int(&node, Field::Device, &|| path("device"))?;
+        let device = ing.req(&node, Field::Device, &path, Ingester::as_int)?;
         if !keep(device) {
             continue;
         }
@@ -279,14 +279,18 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         }
     }
 
-    pub(super) fn req_int(
+    /// A required field as `read` converts it (`Self::as_int`, ...), its path
+    /// `at(field.key())`.
+    pub(super) fn req<V>(
         &self,
         node: &T::Node,
         field: Field,
-        path: &dyn Fn() -> String,
-    ) -> Result<i64> {
-        let value = self.required(node, field, path)?;
-        self.as_int(&value, path)
+        at: &dyn Fn(&str) -> String,
+        read: impl Fn(&Self, &T::Node, &dyn Fn() -> String) -> Result<V>,
+    ) -> Result<V> {
+        let path = || at(field.key());
+        let value = self.required(node, field, &path)?;
+        read(self, &value, &path)
     }
 
     /// `field` of `node` when present, its path `at(field.key())`. A missing one gets the
@@ -368,16 +372,6 @@ impl<T: SnapshotTree> Ingester<'_, T> {
 
     pub(super) fn warn_always(&mut self, message: String) {
         self.warnings.push(message);
-    }
-
-    pub(super) fn req_str(
-        &self,
-        node: &T::Node,
-        field: Field,
-        path: &dyn Fn() -> String,
-    ) -> Result<String> {
-        let value = self.required(node, field, path)?;
-        self.as_string(&value, path)
     }
 
     pub(super) fn as_string(&self, node: &T::Node, path: &dyn Fn() -> String) -> Result<String> {

@@ -13,8 +13,8 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         device: i64,
         path: &dyn Fn(&str) -> String,
     ) -> Result<Segment> {
-        let total_size = self.req_int(node, Field::TotalSize, &|| path("total_size"))?;
-        let stream = self.req_int(node, Field::Stream, &|| path("stream"))?;
+        let total_size = self.req(node, Field::TotalSize, path, Self::as_int)?;
+        let stream = self.req(node, Field::Stream, path, Self::as_int)?;
         // Sizes as torch reported them, each checked not to be negative.
         const SIZES: [(Field, &str); 4] = [
             (Field::Address, "segment.address"),
@@ -103,7 +103,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         for j in 0..n {
             let path = |f: &str| format!("segments[{i}].blocks[{j}].{f}");
             let block = self.item(&blocks, j, &|| format!("segments[{i}].blocks[{j}]"))?;
-            let size = self.req_int(&block, Field::Size, &|| path("size"))?;
+            let size = self.req(&block, Field::Size, &path, Self::as_int)?;
             let state_node = self.required(&block, Field::State, &|| path("state"))?;
             let state = self
                 .tree
@@ -224,9 +224,9 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 Some(&id) if identity != usize::MAX => id,
                 _ => {
                     let fpath = |f: &str| format!("{}[{k}].{f}", path());
-                    let line = self.req_int(&frame, Field::Line, &|| fpath("line"))?;
-                    let filename = self.req_str(&frame, Field::Filename, &|| fpath("filename"))?;
-                    let name = self.req_str(&frame, Field::Name, &|| fpath("name"))?;
+                    let line = self.req(&frame, Field::Line, &fpath, Self::as_int)?;
+                    let filename = self.req(&frame, Field::Filename, &fpath, Self::as_string)?;
+                    let name = self.req(&frame, Field::Name, &fpath, Self::as_string)?;
                     let mut fx =
                         |field: Field| self.opt(&frame, field, &fpath, None, Self::as_string);
                     let fx = FxNode::of(

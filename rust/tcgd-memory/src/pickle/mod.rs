@@ -202,6 +202,21 @@ impl<'a> Reader<'a> {
         self.pos += end + 1;
         Ok(line)
     }
+
+    /// The memo index of a PUT or GET: one byte (BINPUT, BINGET), four (LONG_BINPUT,
+    /// LONG_BINGET) or a text line (PUT, GET).
+    fn memo_index(&mut self, op: u8) -> Result<usize, PickleError> {
+        match op {
+            b'q' | b'h' => Ok(self.u8()? as usize),
+            b'r' | b'j' => self.len_u32(),
+            _ => {
+                let what = if op == b'p' { "PUT" } else { "GET" };
+                self.line()?
+                    .parse()
+                    .map_err(|_| self.malformed(format!("bad {what} index")))
+            }
+        }
+    }
 }
 
 /// Little-endian two's complement, as LONG1 and LONG4 store integers.
@@ -488,12 +503,7 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
             0x94 | b'q' | b'r' | b'p' => {
                 let index = match op {
                     0x94 => memo.len(),
-                    b'q' => r.u8()? as usize,
-                    b'r' => r.len_u32()?,
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| r.malformed("bad PUT index"))?,
+                    _ => r.memo_index(op)?,
                 };
                 if memo.len() >= MAX_MEMO {
                     return Err(r.malformed("memo is too large"));
@@ -504,14 +514,7 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
                 memo.insert(index, top);
             }
             b'h' | b'j' | b'g' => {
-                let index: usize = match op {
-                    b'h' => r.u8()? as usize,
-                    b'j' => r.len_u32()?,
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| r.malformed("bad GET index"))?,
-                };
+                let index = r.memo_index(op)?;
                 let value = *memo
                     .get(&index)
                     .ok_or_else(|| r.malformed(format!("memo entry {index} is not defined")))?;

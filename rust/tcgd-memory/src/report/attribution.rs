@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use tcgd_report::Cell;
 
-use super::columns::{field, nested_table, Column};
+use super::columns::{self, field, Column, Parts};
 use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
     Attribution, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
@@ -59,8 +59,8 @@ fn status_word(s: &EvidenceStatus) -> &'static str {
 /// `reference stack coverage: ...` and its candidate line, for the sides that have one.
 fn coverage_lines(a: &Attribution) -> impl Iterator<Item = String> + '_ {
     [
-        ("reference", &a.reference_stack_coverage),
-        ("candidate", &a.candidate_stack_coverage),
+        ("reference", &a.reference.stack_coverage),
+        ("candidate", &a.candidate.stack_coverage),
     ]
     .into_iter()
     .filter_map(|(side, c)| {
@@ -114,6 +114,20 @@ fn shown(
     (deltas, events)
 }
 
+/// One list of the text form under its heading, saying how many of its rows it shows;
+/// `lines` gives each row's lines.
+fn text_section<R>(
+    out: &mut String,
+    title: &str,
+    (rows, total): Shown<'_, R>,
+    lines: impl Fn(&R) -> String,
+) {
+    let _ = writeln!(out, "  {title} ({} of {total} rows):", rows.len());
+    for r in rows {
+        out.push_str(&lines(r));
+    }
+}
+
 /// The text section of one attribution (empty when nothing was requested).
 pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bool) -> String {
     let s = &a.status;
@@ -124,8 +138,8 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
     let _ = writeln!(
         out,
         "attribution {} -> {}: stacks {}, events {}, lifetimes {}",
-        a.reference_title,
-        a.candidate_title,
+        a.reference.title,
+        a.candidate.title,
         status_word(&s.stacks),
         status_word(&s.events),
         status_word(&s.lifetimes)
@@ -134,32 +148,25 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
         let _ = writeln!(out, "  {line}");
     }
     let (deltas, events) = shown(a, display, include_unchanged);
-    if let Some((rows, total)) = deltas {
-        let _ = writeln!(out, "  allocation stacks ({} of {total} rows):", rows.len());
-        for d in rows {
-            let _ = writeln!(
-                out,
-                "    {:>12}  {} -> {}  count {:+}  {}",
+    let depth = display.stack_depth;
+    if let Some(shown) = deltas {
+        text_section(&mut out, "allocation stacks", shown, |d| {
+            format!(
+                "    {:>12}  {} -> {}  count {:+}  {}\n                  {} / {}\n",
                 format_change(d.delta_size_bytes),
                 format_bytes(d.reference_size_bytes),
                 format_bytes(d.candidate_size_bytes),
                 d.delta_count,
-                d.stack_frames.key_at_depth(display.stack_depth)
-            );
-            let _ = writeln!(
-                out,
-                "                  {} / {}",
+                d.stack_frames.key_at_depth(depth),
                 side_key(d.reference_key),
                 side_key(d.candidate_key)
-            );
-        }
+            )
+        });
     }
-    if let Some((rows, total)) = events {
-        let _ = writeln!(out, "  allocator events ({} of {total} rows):", rows.len());
-        for e in rows {
-            let _ = writeln!(
-                out,
-                "    {:<15} {:>12} x{:<5} device {} {} stream 0x{:x} [{}]  {}",
+    if let Some(shown) = events {
+        text_section(&mut out, "allocator events", shown, |e| {
+            format!(
+                "    {:<15} {:>12} x{:<5} device {} {} stream 0x{:x} [{}]  {}\n",
                 e.action,
                 format_bytes(e.total_bytes),
                 e.count,
@@ -167,9 +174,9 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
                 pool_label(e.pool_id, e.attribution_confidence),
                 e.stream,
                 e.attribution_confidence.as_str(),
-                e.stack_frames.key_at_depth(display.stack_depth)
-            );
-        }
+                e.stack_frames.key_at_depth(depth)
+            )
+        });
     }
     for w in &a.warnings {
         let _ = writeln!(out, "  warning: {w}");
@@ -252,15 +259,15 @@ pub fn event_json(e: &EventSummary) -> Value {
 /// Every row of one attribution.
 pub fn attribution_json(a: &Attribution) -> Value {
     json!({
-        "reference": a.reference_title,
-        "candidate": a.candidate_title,
+        "reference": a.reference.title,
+        "candidate": a.candidate.title,
         "attribution_status": {
             "stacks": status_value(&a.status.stacks),
             "events": status_value(&a.status.events),
             "lifetimes": status_value(&a.status.lifetimes),
         },
-        "reference_stack_coverage": a.reference_stack_coverage.as_ref().map(coverage_json),
-        "candidate_stack_coverage": a.candidate_stack_coverage.as_ref().map(coverage_json),
+        "reference_stack_coverage": a.reference.stack_coverage.as_ref().map(coverage_json),
+        "candidate_stack_coverage": a.candidate.stack_coverage.as_ref().map(coverage_json),
         "stack_deltas": a.stack_deltas.iter().map(delta_json).collect::<Vec<_>>(),
         "events": a.events.iter().map(event_json).collect::<Vec<_>>(),
         "warnings": a.warnings,
@@ -269,11 +276,12 @@ pub fn attribution_json(a: &Attribution) -> Value {
 
 /// The endpoints every CSV row of an attribution starts with.
 const TITLE_COLUMNS: [Column<Attribution>; 2] = [
-    ("reference", |a| a.reference_title.as_str().into()),
-    ("candidate", |a| a.candidate_title.as_str().into()),
+    ("reference", |a| a.reference.title.as_str().into()),
+    ("candidate", |a| a.candidate.title.as_str().into()),
 ];
 
-const DELTA_COLUMNS: [Column<StackDelta>; 17] = [
+/// A stack delta's pools and stream, before its stack.
+const DELTA_KEY_COLUMNS: [Column<StackDelta>; 5] = [
     ("reference_device_index", |d| {
         opt(d.reference_key.map(|k| k.0))
     }),
@@ -287,9 +295,10 @@ const DELTA_COLUMNS: [Column<StackDelta>; 17] = [
         pool_cell(d.candidate_key.map(|k| k.1))
     }),
     field!(stream),
-    ("stack_key", |d| d.stack_frames.key().into()),
-    ("stack_fingerprint", |d| d.stack_frames.fingerprint().into()),
-    ("stack_frames_json", |d| d.stack_frames.to_json().into()),
+];
+
+/// A stack delta's sizes and counts, after its stack.
+const DELTA_VALUE_COLUMNS: [Column<StackDelta>; 9] = [
     field!(reference_size_bytes),
     field!(candidate_size_bytes),
     field!(delta_size_bytes),
@@ -301,14 +310,16 @@ const DELTA_COLUMNS: [Column<StackDelta>; 17] = [
     field!(delta_count),
 ];
 
-const EVENT_COLUMNS: [Column<EventSummary>; 10] = [
+/// An event row's place and action, before its stack.
+const EVENT_KEY_COLUMNS: [Column<EventSummary>; 4] = [
     field!(device_index),
     ("pool_id", |e| pool_cell(e.pool_id)),
     field!(stream),
     field!(action),
-    ("stack_key", |e| e.stack_frames.key().into()),
-    ("stack_fingerprint", |e| e.stack_frames.fingerprint().into()),
-    ("stack_frames_json", |e| e.stack_frames.to_json().into()),
+];
+
+/// An event row's bytes and count, after its stack.
+const EVENT_VALUE_COLUMNS: [Column<EventSummary>; 3] = [
     field!(total_bytes),
     field!(count),
     ("attribution_confidence", |e| {
@@ -316,27 +327,105 @@ const EVENT_COLUMNS: [Column<EventSummary>; 10] = [
     }),
 ];
 
+/// How CSV files show a stack.
+const STACK_COLUMNS: [Column<StackFrames>; 3] = [
+    ("stack_key", |f| f.key().into()),
+    ("stack_fingerprint", |f| f.fingerprint().into()),
+    ("stack_frames_json", |f| f.to_json().into()),
+];
+
 fn pool_cell(p: Option<PoolId>) -> Cell {
     Cell::text(p.map(|(a, b)| format!("{a},{b}")))
+}
+
+/// The rows `of` every attribution as CSV: the endpoints' titles, the row's `key`
+/// columns, its stack, then its `values`.
+fn stack_rows_csv<'a, R: 'a>(
+    items: &[&'a Attribution],
+    of: impl Fn(&'a Attribution) -> Vec<&'a R>,
+    (key, values): (&[Column<R>], &[Column<R>]),
+    frames: fn(&R) -> &StackFrames,
+) -> String {
+    let rows = items
+        .iter()
+        .flat_map(|a| of(a).into_iter().map(move |row| (*a, row)));
+    let parts = Parts::<(&Attribution, &R)>::new()
+        .of(&TITLE_COLUMNS, |(a, _)| *a)
+        .of(key, |(_, row)| *row)
+        .of(&STACK_COLUMNS, move |(_, row)| frames(row))
+        .of(values, |(_, row)| *row);
+    csv_table(&parts.table(rows))
 }
 
 /// `allocation_stack_comparisons.csv`: every stack delta of every attribution
 /// (`include_unchanged=false` drops unchanged rows).
 pub fn stack_deltas_csv(items: &[&Attribution], include_unchanged: bool) -> String {
-    let rows = items.iter().flat_map(|a| {
-        visible_deltas(a, include_unchanged)
-            .into_iter()
-            .map(move |d| (*a, d))
-    });
-    csv_table(&nested_table(&TITLE_COLUMNS, &DELTA_COLUMNS, rows))
+    stack_rows_csv(
+        items,
+        |a| visible_deltas(a, include_unchanged),
+        (&DELTA_KEY_COLUMNS, &DELTA_VALUE_COLUMNS),
+        |d| &d.stack_frames,
+    )
 }
 
 /// `events.csv`: every event row of every attribution.
 pub fn events_csv(items: &[&Attribution]) -> String {
-    let rows = items
+    stack_rows_csv(
+        items,
+        |a| a.events.iter().collect(),
+        (&EVENT_KEY_COLUMNS, &EVENT_VALUE_COLUMNS),
+        |e| &e.stack_frames,
+    )
+}
+
+/// The stack deltas as HTML shows them, before their stack.
+const DELTA_HTML: [Column<StackDelta>; 6] = [
+    ("reference pool", |d| side_key(d.reference_key).into()),
+    ("candidate pool", |d| side_key(d.candidate_key).into()),
+    ("reference bytes", |d| d.reference_size_bytes.into()),
+    ("candidate bytes", |d| d.candidate_size_bytes.into()),
+    ("delta bytes", |d| d.delta_size_bytes.into()),
+    ("delta count", |d| d.delta_count.into()),
+];
+
+/// The event rows as HTML shows them, before their stack.
+const EVENT_HTML: [Column<EventSummary>; 7] = [
+    ("device", |e| e.device_index.into()),
+    ("pool", |e| {
+        pool_label(e.pool_id, e.attribution_confidence).into()
+    }),
+    ("stream", |e| format!("0x{:x}", e.stream).into()),
+    ("action", |e| e.action.as_str().into()),
+    ("bytes", |e| e.total_bytes.into()),
+    ("count", |e| e.count.into()),
+    ("confidence", |e| e.attribution_confidence.as_str().into()),
+];
+
+/// One table of the HTML fragment under its heading, saying how many of its rows it
+/// shows: `columns`, then each row's `stack`.
+fn html_section<R>(
+    out: &mut String,
+    title: &str,
+    (rows, total): Shown<'_, R>,
+    columns: &[Column<R>],
+    stack: impl Fn(&R) -> String,
+) {
+    let _ = writeln!(
+        out,
+        "<h3>{title}</h3>\n<p>showing {} of {total} rows</p>",
+        rows.len()
+    );
+    let mut header = columns::header(columns);
+    header.push("stack");
+    let cells: Vec<Vec<Cell>> = rows
         .iter()
-        .flat_map(|a| a.events.iter().map(move |e| (*a, e)));
-    csv_table(&nested_table(&TITLE_COLUMNS, &EVENT_COLUMNS, rows))
+        .map(|r| {
+            let mut row = columns::cells(columns, r);
+            row.push(stack(r).into());
+            row
+        })
+        .collect();
+    out.push_str(&html_table(&header, &cells, |_| ""));
 }
 
 /// The HTML fragment of one attribution (tables limited to `display.limit` rows, each
@@ -348,8 +437,8 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
     }
     let mut out = format!(
         "<h2>Attribution {} &rarr; {}</h2>\n<p>stacks {}, events {}, lifetimes {}</p>\n",
-        escape_html(&a.reference_title),
-        escape_html(&a.candidate_title),
+        escape_html(&a.reference.title),
+        escape_html(&a.candidate.title),
         status_word(&s.stacks),
         status_word(&s.events),
         status_word(&s.lifetimes)
@@ -358,75 +447,14 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
         let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
     }
     let (deltas, events) = shown(a, display, include_unchanged);
-    if let Some((rows, total)) = deltas {
-        let _ = writeln!(
-            out,
-            "<h3>Allocation stacks</h3>\n<p>showing {} of {total} rows</p>",
-            rows.len()
-        );
-        let cells: Vec<Vec<Cell>> = rows
-            .iter()
-            .map(|d| {
-                vec![
-                    side_key(d.reference_key).into(),
-                    side_key(d.candidate_key).into(),
-                    d.reference_size_bytes.into(),
-                    d.candidate_size_bytes.into(),
-                    d.delta_size_bytes.into(),
-                    d.delta_count.into(),
-                    d.stack_frames.key_at_depth(display.stack_depth).into(),
-                ]
-            })
-            .collect();
-        out.push_str(&html_table(
-            &[
-                "reference pool",
-                "candidate pool",
-                "reference bytes",
-                "candidate bytes",
-                "delta bytes",
-                "delta count",
-                "stack",
-            ],
-            &cells,
-            |_| "",
-        ));
+    let depth = display.stack_depth;
+    if let Some(shown) = deltas {
+        let stack = |d: &StackDelta| d.stack_frames.key_at_depth(depth);
+        html_section(&mut out, "Allocation stacks", shown, &DELTA_HTML, stack);
     }
-    if let Some((rows, total)) = events {
-        let _ = writeln!(
-            out,
-            "<h3>Allocator events</h3>\n<p>showing {} of {total} rows</p>",
-            rows.len()
-        );
-        let cells: Vec<Vec<Cell>> = rows
-            .iter()
-            .map(|e| {
-                vec![
-                    e.device_index.into(),
-                    pool_label(e.pool_id, e.attribution_confidence).into(),
-                    format!("0x{:x}", e.stream).into(),
-                    e.action.as_str().into(),
-                    e.total_bytes.into(),
-                    e.count.into(),
-                    e.attribution_confidence.as_str().into(),
-                    e.stack_frames.key_at_depth(display.stack_depth).into(),
-                ]
-            })
-            .collect();
-        out.push_str(&html_table(
-            &[
-                "device",
-                "pool",
-                "stream",
-                "action",
-                "bytes",
-                "count",
-                "confidence",
-                "stack",
-            ],
-            &cells,
-            |_| "",
-        ));
+    if let Some(shown) = events {
+        let stack = |e: &EventSummary| e.stack_frames.key_at_depth(depth);
+        html_section(&mut out, "Allocator events", shown, &EVENT_HTML, stack);
     }
     for w in &a.warnings {
         let _ = writeln!(out, "<p class=\"warn\">{}</p>", escape_html(w));

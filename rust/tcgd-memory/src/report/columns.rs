@@ -31,15 +31,6 @@ pub(crate) fn cells<R>(columns: &[Column<R>], row: &R) -> Vec<Cell> {
     columns.iter().map(|(_, cell)| cell(row)).collect()
 }
 
-/// A table of `rows`, one cell per column.
-pub(crate) fn table<'r, R: 'r>(
-    columns: &[Column<R>],
-    rows: impl IntoIterator<Item = &'r R>,
-) -> Table {
-    let rows = rows.into_iter().map(|row| cells(columns, row)).collect();
-    Table::with_rows(&header(columns), rows)
-}
-
 /// The cells `columns` take from `row` as a JSON object under the columns' names.
 pub(crate) fn json_object<R>(
     columns: &[Column<R>],
@@ -63,22 +54,40 @@ fn cell_json(cell: Cell) -> serde_json::Value {
     }
 }
 
-/// A table of `(parent, row)` pairs: the `parent` columns of each row's parent, then the
-/// row's own `columns`.
-pub(crate) fn nested_table<'a, P: 'a, R: 'a>(
-    parent: &[Column<P>],
-    columns: &[Column<R>],
-    rows: impl IntoIterator<Item = (&'a P, &'a R)>,
-) -> Table {
-    let mut names = header(parent);
-    names.extend(header(columns));
-    let rows = rows
-        .into_iter()
-        .map(|(p, row)| {
-            let mut line = cells(parent, p);
-            line.extend(cells(columns, row));
-            line
-        })
-        .collect();
-    Table::with_rows(&names, rows)
+/// The columns of a table whose rows are made of parts, part after part: each part's
+/// names, and the cells it takes from a row.
+pub(crate) struct Parts<'a, R> {
+    names: Vec<String>,
+    parts: Vec<Box<dyn Fn(&R) -> Vec<Cell> + 'a>>,
+}
+
+impl<'a, R> Parts<'a, R> {
+    pub(crate) fn new() -> Parts<'a, R> {
+        Parts {
+            names: Vec::new(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// Then the `columns` of what `of` gives of a row.
+    pub(crate) fn of<P>(self, columns: &'a [Column<P>], of: impl Fn(&R) -> &P + 'a) -> Self {
+        let names = header(columns).into_iter().map(str::to_owned).collect();
+        self.with(names, move |row| cells(columns, of(row)))
+    }
+
+    /// Then columns named `names`, whose cells `cells` gives.
+    pub(crate) fn with(mut self, names: Vec<String>, cells: impl Fn(&R) -> Vec<Cell> + 'a) -> Self {
+        self.names.extend(names);
+        self.parts.push(Box::new(cells));
+        self
+    }
+
+    /// A table of `rows`.
+    pub(crate) fn table(&self, rows: impl IntoIterator<Item = R>) -> Table {
+        let rows = rows
+            .into_iter()
+            .map(|row| self.parts.iter().flat_map(|part| part(&row)).collect())
+            .collect();
+        Table::with_rows(&self.names, rows)
+    }
 }

@@ -8,13 +8,14 @@ use serde_json::{json, Value};
 
 use crate::group::{
     change_gap, stat_names, GroupPhaseAggregate, GroupPhaseComparison, GroupSummary,
-    MemoryRunGroup, MetricExtrema, RankDevicePointState, RankPhaseRow, RankPointAggregate,
-    RankPointState,
+    MemoryRunGroup, MetricExtrema, RankDevicePointState, RankPhaseRow, RankPoint,
+    RankPointAggregate, RankPointState, TermExtrema,
 };
 use crate::stats::public_metric_name;
 
-use super::columns::{cells, field, header, json_object, Column};
+use super::columns::{cells, field, header, json_object, Column, Parts};
 use super::comparison::pool_json;
+use super::document::{pretty, report_files};
 use super::*;
 
 /// The metrics text and HTML show; the others are in JSON and CSV.
@@ -87,7 +88,7 @@ pub fn group_summary_json(s: &GroupSummary) -> Value {
     json!({
         "kind": "memory_run_group_summary",
         "group": group_descriptor_json(&s.group),
-        "warnings": s.warnings,
+        "warnings": s.group.warnings,
         "rank_points": to_json(&s.rank_points),
         "rank_devices": to_json(&s.rank_devices),
         "point_aggregates": s.point_aggregates.iter().map(|a| {
@@ -112,7 +113,7 @@ pub fn group_summary_text(s: &GroupSummary) -> String {
             if m.complete { "complete" } else { "incomplete" }
         );
     }
-    for w in &s.warnings {
+    for w in &s.group.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
     let _ = writeln!(
@@ -146,54 +147,33 @@ pub fn group_summary_text(s: &GroupSummary) -> String {
     out
 }
 
-/// A table as the HTML page gets it: header cells and rows.
-type HtmlTable = (Vec<String>, Vec<Vec<Cell>>);
-
-/// A table of `rows`: the cells `columns` take from each, then the `more` columns that
-/// `extra` fills.
-fn table_of<R>(
-    columns: &[Column<R>],
-    rows: &[R],
-    more: Vec<String>,
-    extra: impl Fn(&R) -> Vec<Cell>,
-) -> HtmlTable {
-    let mut names: Vec<String> = header(columns).into_iter().map(str::to_owned).collect();
-    names.extend(more);
-    let rows = rows
-        .iter()
-        .map(|r| {
-            let mut row = cells(columns, r);
-            row.extend(extra(r));
-            row
-        })
-        .collect();
-    (names, rows)
-}
-
-/// Rank rows: `columns`, then every statistic of the rank's state.
-fn with_stats<R>(
-    columns: &[Column<R>],
-    rows: &[R],
+/// Rank rows: the point each is `at`, its `columns`, then every statistic of the rank's
+/// state.
+fn rank_rows<'a, R>(
+    columns: &'a [Column<R>],
+    rows: &'a [R],
+    at: fn(&R) -> &RankPoint,
     stats: fn(&R) -> &[(String, i64)],
-) -> HtmlTable {
-    table_of(columns, rows, stat_names(), |r| {
-        stats(r).iter().map(|(_, v)| Cell::from(*v)).collect()
-    })
+) -> Table {
+    let parts = Parts::<&R>::new()
+        .of(&AT_COLUMNS, move |r| at(r))
+        .of(columns, |r| *r)
+        .with(stat_names(), move |r| {
+            stats(r).iter().map(|(_, v)| Cell::from(*v)).collect()
+        });
+    parts.table(rows)
 }
 
-const RANK_POINT_COLUMNS: [Column<RankPointState>; 6] = [
-    field!(rank),
-    field!(point_index),
-    field!(label),
+/// The point a rank row is about.
+const AT_COLUMNS: [Column<RankPoint>; 3] = [field!(rank), field!(point_index), field!(label)];
+
+const RANK_POINT_COLUMNS: [Column<RankPointState>; 3] = [
     ("scope", |r| r.scope.as_str().into()),
     field!(observation_count),
     field!(pool_count),
 ];
 
-const RANK_DEVICE_COLUMNS: [Column<RankDevicePointState>; 8] = [
-    field!(rank),
-    field!(point_index),
-    field!(label),
+const RANK_DEVICE_COLUMNS: [Column<RankDevicePointState>; 5] = [
     field!(device_index),
     field!(free_bytes),
     field!(total_bytes),
@@ -236,77 +216,73 @@ const POINT_AGGREGATE_COLUMNS: [Column<RankPointAggregate>; 4] = [
     field!(metric),
 ];
 
-fn rank_points_table(s: &GroupSummary) -> HtmlTable {
-    with_stats(&RANK_POINT_COLUMNS, &s.rank_points, |r| &r.stats)
+fn rank_points_table(s: &GroupSummary) -> Table {
+    rank_rows(&RANK_POINT_COLUMNS, &s.rank_points, |r| &r.at, |r| &r.stats)
 }
 
-fn rank_devices_table(s: &GroupSummary) -> HtmlTable {
-    with_stats(&RANK_DEVICE_COLUMNS, &s.rank_devices, |r| &r.stats)
+fn rank_devices_table(s: &GroupSummary) -> Table {
+    rank_rows(
+        &RANK_DEVICE_COLUMNS,
+        &s.rank_devices,
+        |r| &r.at,
+        |r| &r.stats,
+    )
 }
 
-fn point_aggregates_table(s: &GroupSummary) -> HtmlTable {
+fn point_aggregates_table(s: &GroupSummary) -> Table {
     let mut names = extrema_names([""]);
     names.push("worst_rank".to_owned());
-    table_of(&POINT_AGGREGATE_COLUMNS, &s.point_aggregates, names, |a| {
-        let mut row = extrema_cells(Some(&a.extrema));
-        row.push(a.worst_rank().into());
-        row
-    })
+    let parts = Parts::<&RankPointAggregate>::new()
+        .of(&POINT_AGGREGATE_COLUMNS, |a| *a)
+        .with(names, |a| {
+            let mut row = extrema_cells(Some(&a.extrema));
+            row.push(a.worst_rank().into());
+            row
+        });
+    parts.table(&s.point_aggregates)
 }
 
-fn table_csv((header, rows): &HtmlTable) -> String {
-    csv_table(&Table::with_rows(header, rows.clone()))
-}
-
-/// A page: the text report, then one table.
-fn html_of(title: &str, text: &str, name: &str, (header, rows): HtmlTable) -> String {
+/// A page: the text report, then the rows of `table` that `keep` keeps.
+fn html_of(
+    title: &str,
+    text: &str,
+    name: &str,
+    table: &Table,
+    keep: impl Fn(&[Cell]) -> bool,
+) -> String {
     let mut body = format!("<h1>{}</h1>\n<pre>", escape_html(title));
     body.push_str(&escape_html(text));
     body.push_str("</pre>\n");
     let _ = writeln!(body, "<h2>{}</h2>", escape_html(name));
-    body.push_str(&html_table(&header, &rows, |_| ""));
+    let rows: Vec<Vec<Cell>> = table.rows().iter().filter(|r| keep(r)).cloned().collect();
+    body.push_str(&html_table(table.names(), &rows, |_| ""));
     html_page(title, &body)
-}
-
-fn pretty(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 pub fn render_group_summary(s: &GroupSummary, format: Format) -> String {
     match format {
         Format::Text => group_summary_text(s),
         Format::Json => pretty(&group_summary_json(s)),
-        Format::Csv => table_csv(&point_aggregates_table(s)),
-        Format::Html => {
-            // The headline metrics of every point aggregate; rank rows are in the CSVs.
-            let (h, rows) = point_aggregates_table(s);
-            let rows: Vec<Vec<Cell>> = rows
-                .into_iter()
-                .filter(|r| r[2] == "all" && r[3].as_str().is_some_and(|m| HEADLINE.contains(&m)))
-                .collect();
-            html_of(
-                "Memory run group summary",
-                &group_summary_text(s),
-                "Point aggregates (scope all)",
-                (h, rows),
-            )
-        }
+        Format::Csv => csv_table(&point_aggregates_table(s)),
+        // The headline metrics of every point aggregate; rank rows are in the CSVs.
+        Format::Html => html_of(
+            "Memory run group summary",
+            &group_summary_text(s),
+            "Point aggregates (scope all)",
+            &point_aggregates_table(s),
+            |r| r[2] == "all" && r[3].as_str().is_some_and(|m| HEADLINE.contains(&m)),
+        ),
     }
 }
 
 /// Every file of a group summary's report directory, `(name, content)`.
 pub fn group_summary_files(s: &GroupSummary) -> Vec<(String, String)> {
-    let mut files = vec![
-        ("report.txt".to_owned(), group_summary_text(s)),
-        ("report.json".to_owned(), pretty(&group_summary_json(s))),
-        (
-            "report.html".to_owned(),
-            render_group_summary(s, Format::Html),
-        ),
-    ];
-    let mut csv = |name: &str, table: HtmlTable| files.push((name.to_owned(), table_csv(&table)));
+    let mut files = report_files(
+        group_summary_text(s),
+        &group_summary_json(s),
+        render_group_summary(s, Format::Html),
+    );
+    let mut csv = |name: &str, table: Table| files.push((name.to_owned(), csv_table(&table)));
     csv("rank_points.csv", rank_points_table(s));
     if !s.rank_devices.is_empty() {
         csv("rank_devices.csv", rank_devices_table(s));
@@ -384,13 +360,12 @@ fn rank_table(
     identity: &[Column<RankPhaseRow>],
     mut rows: Vec<RankPhaseRow>,
     include_unchanged: bool,
-) -> HtmlTable {
+) -> Table {
     rows.retain(|r| include_unchanged || moved(r));
-    let terms = header(&TERM_COLUMNS)
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    table_of(identity, &rows, terms, |r| cells(&TERM_COLUMNS, r))
+    Parts::<&RankPhaseRow>::new()
+        .of(identity, |r| *r)
+        .of(&TERM_COLUMNS, |r| *r)
+        .table(&rows)
 }
 
 const PHASE_AGGREGATE_COLUMNS: [Column<GroupPhaseAggregate>; 3] = [
@@ -399,12 +374,14 @@ const PHASE_AGGREGATE_COLUMNS: [Column<GroupPhaseAggregate>; 3] = [
     field!(rank_count),
 ];
 
-fn phase_aggregates_table(c: &GroupPhaseComparison) -> HtmlTable {
-    let terms = GroupPhaseAggregate::TERMS.map(|t| format!("{t}_"));
-    let names = extrema_names(terms.iter().map(String::as_str));
-    table_of(&PHASE_AGGREGATE_COLUMNS, &c.phase_aggregates, names, |a| {
-        a.terms().into_iter().flat_map(extrema_cells).collect()
-    })
+fn phase_aggregates_table(c: &GroupPhaseComparison) -> Table {
+    let terms = TermExtrema::NAMES.map(|t| format!("{t}_"));
+    let parts = Parts::<&GroupPhaseAggregate>::new()
+        .of(&PHASE_AGGREGATE_COLUMNS, |a| *a)
+        .with(extrema_names(terms.iter().map(String::as_str)), |a| {
+            a.terms.all().into_iter().flat_map(extrema_cells).collect()
+        });
+    parts.table(&c.phase_aggregates)
 }
 
 pub fn group_phases_json(c: &GroupPhaseComparison) -> Value {
@@ -483,7 +460,7 @@ pub fn group_phases_text(c: &GroupPhaseComparison, include_unchanged: bool) -> S
         "\nAcross ranks (min / max with their ranks, spread); never summed:"
     );
     for a in &c.phase_aggregates {
-        let moved = [&a.end_gap, &a.change_gap].iter().any(|e| {
+        let moved = [&a.terms.end_gap, &a.terms.change_gap].iter().any(|e| {
             e.as_ref()
                 .is_some_and(|e| e.min_bytes != 0 || e.max_bytes != 0)
         });
@@ -507,8 +484,8 @@ pub fn group_phases_text(c: &GroupPhaseComparison, include_unchanged: bool) -> S
             a.scope.as_str(),
             a.metric,
             a.rank_count,
-            show(&a.end_gap),
-            show(&a.change_gap)
+            show(&a.terms.end_gap),
+            show(&a.terms.change_gap)
         );
     }
     out
@@ -522,12 +499,13 @@ pub fn render_group_phases(
     match format {
         Format::Text => group_phases_text(c, include_unchanged),
         Format::Json => pretty(&group_phases_json(c)),
-        Format::Csv => table_csv(&phase_aggregates_table(c)),
+        Format::Csv => csv_table(&phase_aggregates_table(c)),
         Format::Html => html_of(
             "Memory run group phases",
             &group_phases_text(c, include_unchanged),
             "Per-rank allocator-scope equations",
-            rank_table(&SCOPE_ROW, c.rank_decomposition(), include_unchanged),
+            &rank_table(&SCOPE_ROW, c.rank_decomposition(), include_unchanged),
+            |_| true,
         ),
     }
 }
@@ -538,18 +516,12 @@ pub fn group_phases_files(
     c: &GroupPhaseComparison,
     include_unchanged: bool,
 ) -> Vec<(String, String)> {
-    let mut files = vec![
-        (
-            "report.txt".to_owned(),
-            group_phases_text(c, include_unchanged),
-        ),
-        ("report.json".to_owned(), pretty(&group_phases_json(c))),
-        (
-            "report.html".to_owned(),
-            render_group_phases(c, Format::Html, include_unchanged),
-        ),
-    ];
-    let mut csv = |name: &str, table: HtmlTable| files.push((name.to_owned(), table_csv(&table)));
+    let mut files = report_files(
+        group_phases_text(c, include_unchanged),
+        &group_phases_json(c),
+        render_group_phases(c, Format::Html, include_unchanged),
+    );
+    let mut csv = |name: &str, table: Table| files.push((name.to_owned(), csv_table(&table)));
     let ranks =
         |identity: &[Column<RankPhaseRow>], rows| rank_table(identity, rows, include_unchanged);
     csv(

@@ -4,11 +4,12 @@
 
 use std::fmt::Write as _;
 
-use super::columns::{field, nested_table, table, Column};
+use super::columns::{field, Column, Parts};
+use super::document::report_files;
 use super::*;
 use crate::lifetimes::{
-    AllocationCohort, CohortPointState, CohortSizeBucket, CohortSizeOutcome, CohortTransition,
-    LifetimeAnalysis, StackFrame,
+    AllocationCohort, CohortPeaks, CohortPointState, CohortSizeBucket, CohortSizeOutcome,
+    CohortSpan, CohortTotals, CohortTransition, LifetimeAnalysis, StackFrame,
 };
 
 /// Which transitions of a cohort a CSV file lists.
@@ -60,9 +61,9 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
         out,
         "Allocation lifetimes '{}': {selection}, points '{}' through '{}' ({} points)",
         r.name,
-        r.start_point.label,
-        r.through_point.label,
-        r.points.len()
+        r.range.start_point.label,
+        r.range.through_point.label,
+        r.range.points.len()
     );
     for h in &r.history {
         let _ = writeln!(
@@ -77,9 +78,9 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
     let _ = writeln!(
         out,
         "  {} generations, {} tracked, instance stack coverage {:.1}%",
-        r.tracked_generations,
-        format_bytes(r.tracked_bytes),
-        r.instance_stack_coverage * 100.0
+        r.tracked.tracked_generations,
+        format_bytes(r.tracked.tracked_bytes),
+        r.tracked.instance_stack_coverage * 100.0
     );
     let shown = r.cohorts.len().min(d.limit);
     let _ = writeln!(out, "\n  cohorts: {} (showing {shown})", r.cohorts.len());
@@ -102,26 +103,26 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
             out,
             "    snapshot_peak {}, snapshot_blocks {}, owner_event_peak {}, \
              unreusable_event_peak {}",
-            format_bytes(c.peak_active_bytes),
-            c.peak_block_count,
-            format_bytes(c.event_owner_peak_bytes),
-            format_bytes(c.event_unreusable_peak_bytes)
+            format_bytes(c.peaks.peak_active_bytes),
+            c.peaks.peak_block_count,
+            format_bytes(c.peaks.event_owner_peak_bytes),
+            format_bytes(c.peaks.event_unreusable_peak_bytes)
         );
         let _ = writeln!(
             out,
             "    born {} ({}), free requested {} ({}), free completed {} ({}); at '{}': \
              owner-active {} ({}), awaiting free {} ({})",
-            format_bytes(c.born_bytes),
-            c.born_count,
-            format_bytes(c.free_requested_bytes),
-            c.free_requested_count,
-            format_bytes(c.free_completed_bytes),
-            c.free_completed_count,
-            r.through_point.label,
-            format_bytes(c.terminal_owner_active_bytes),
-            c.terminal_owner_active_count,
-            format_bytes(c.terminal_awaiting_free_bytes),
-            c.terminal_awaiting_free_count
+            format_bytes(c.totals.born_bytes),
+            c.totals.born_count,
+            format_bytes(c.totals.free_requested_bytes),
+            c.totals.free_requested_count,
+            format_bytes(c.totals.free_completed_bytes),
+            c.totals.free_completed_count,
+            r.range.through_point.label,
+            format_bytes(c.totals.terminal_owner_active_bytes),
+            c.totals.terminal_owner_active_count,
+            format_bytes(c.totals.terminal_awaiting_free_bytes),
+            c.totals.terminal_awaiting_free_count
         );
         if let (Some(b), Some(q)) = (c.block_size_bytes, c.requested_size_bytes) {
             let _ = writeln!(
@@ -176,8 +177,9 @@ fn pool_cell(c: &AllocationCohort) -> String {
 
 const COHORT_ID: Column<AllocationCohort> = field!(cohort_id);
 
-/// `cohorts.csv`: every cohort but its terminal awaiting-free count.
-const COHORT_COLUMNS: [Column<AllocationCohort>; 31] = [
+/// `cohorts.csv`: a cohort's own columns, then its peaks, its span and its totals (all
+/// but the terminal awaiting-free count).
+const COHORT_COLUMNS: [Column<AllocationCohort>; 11] = [
     COHORT_ID,
     field!(display_rank),
     field!(device),
@@ -196,6 +198,9 @@ const COHORT_COLUMNS: [Column<AllocationCohort>; 31] = [
             .into()
     }),
     field!(generation_count),
+];
+
+const PEAK_COLUMNS: [Column<CohortPeaks>; 7] = [
     field!(peak_active_bytes),
     field!(peak_owner_active_bytes),
     field!(peak_awaiting_free_bytes),
@@ -203,12 +208,18 @@ const COHORT_COLUMNS: [Column<AllocationCohort>; 31] = [
     field!(active_span_bytes),
     field!(event_owner_peak_bytes),
     field!(event_unreusable_peak_bytes),
-    ("first_sampled_point", |c| {
-        point_label(&c.first_sampled_point)
+];
+
+const SPAN_COLUMNS: [Column<CohortSpan>; 4] = [
+    ("first_sampled_point", |s| {
+        point_label(&s.first_sampled_point)
     }),
-    ("last_sampled_point", |c| point_label(&c.last_sampled_point)),
-    ("first_event_point", |c| point_label(&c.first_event_point)),
-    ("last_event_point", |c| point_label(&c.last_event_point)),
+    ("last_sampled_point", |s| point_label(&s.last_sampled_point)),
+    ("first_event_point", |s| point_label(&s.first_event_point)),
+    ("last_event_point", |s| point_label(&s.last_event_point)),
+];
+
+const TOTAL_COLUMNS: [Column<CohortTotals>; 9] = [
     field!(born_bytes),
     field!(born_count),
     field!(free_requested_bytes),
@@ -219,6 +230,15 @@ const COHORT_COLUMNS: [Column<AllocationCohort>; 31] = [
     field!(terminal_owner_active_count),
     field!(terminal_awaiting_free_bytes),
 ];
+
+fn cohorts_table(r: &LifetimeAnalysis) -> Table {
+    let parts = Parts::<&AllocationCohort>::new()
+        .of(&COHORT_COLUMNS, |c| *c)
+        .of(&PEAK_COLUMNS, |c| &c.peaks)
+        .of(&SPAN_COLUMNS, |c| &c.span)
+        .of(&TOTAL_COLUMNS, |c| &c.totals);
+    parts.table(&r.cohorts)
+}
 
 const POINT_COLUMNS: [Column<CohortPointState>; 9] = [
     field!(point_index),
@@ -267,17 +287,17 @@ fn per_cohort<R>(
         .cohorts
         .iter()
         .flat_map(|c| of(c).iter().map(move |row| (c, row)));
-    csv_table(&nested_table(&[COHORT_ID], columns, rows))
+    let parts = Parts::<(&AllocationCohort, &R)>::new()
+        .of(&[COHORT_ID], |(c, _)| *c)
+        .of(columns, |(_, row)| *row);
+    csv_table(&parts.table(rows))
 }
 
 /// The CSV files of a lifetime report, `(file name, content)`; the transition-stack files
 /// only when such transitions exist.
 pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
     let mut files = vec![
-        (
-            "cohorts.csv".to_owned(),
-            csv_table(&table(&COHORT_COLUMNS, &r.cohorts)),
-        ),
+        ("cohorts.csv".to_owned(), csv_table(&cohorts_table(r))),
         (
             "cohort_points.csv".to_owned(),
             per_cohort(r, |c| &c.points, &POINT_COLUMNS),
@@ -292,9 +312,11 @@ pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
         ),
     ];
     let kinds: [(&str, TransitionsOf); 3] = [
-        ("birth_stacks.csv", |c| &c.births),
-        ("free_request_stacks.csv", |c| &c.free_requests),
-        ("free_completion_stacks.csv", |c| &c.free_completions),
+        ("birth_stacks.csv", |c| &c.transitions.births),
+        ("free_request_stacks.csv", |c| &c.transitions.free_requests),
+        ("free_completion_stacks.csv", |c| {
+            &c.transitions.free_completions
+        }),
     ];
     for (name, of) in kinds {
         if r.cohorts.iter().any(|c| !of(c).is_empty()) {
@@ -326,7 +348,7 @@ const COLORS: [&str; 8] = [
 /// is kept for the cohorts shown.
 fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
     let shown: Vec<&AllocationCohort> = r.cohorts.iter().take(d.limit).collect();
-    let n = r.points.len();
+    let n = r.range.points.len();
     if shown.is_empty() || n == 0 {
         return "<p>No cohorts to chart.</p>\n".to_owned();
     }
@@ -353,7 +375,7 @@ fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
         r.cohorts.len(),
         escape_html(&format_bytes(top as i64))
     );
-    for (i, p) in r.points.iter().enumerate() {
+    for (i, p) in r.range.points.iter().enumerate() {
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
@@ -429,12 +451,12 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
                 c.pool_label.as_str().into(),
                 stack.into(),
                 c.generation_count.into(),
-                c.peak_active_bytes.into(),
-                c.peak_block_count.into(),
-                c.event_owner_peak_bytes.into(),
-                c.event_unreusable_peak_bytes.into(),
-                c.terminal_owner_active_bytes.into(),
-                c.terminal_awaiting_free_bytes.into(),
+                c.peaks.peak_active_bytes.into(),
+                c.peaks.peak_block_count.into(),
+                c.peaks.event_owner_peak_bytes.into(),
+                c.peaks.event_unreusable_peak_bytes.into(),
+                c.totals.terminal_owner_active_bytes.into(),
+                c.totals.terminal_awaiting_free_bytes.into(),
             ]
         })
         .collect();
@@ -447,13 +469,11 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
 
 /// `report.txt`, `report.json`, `report.html` and the CSV files.
 pub fn lifetimes_files(r: &LifetimeAnalysis, d: LifetimeDisplay) -> Vec<(String, String)> {
-    let mut json = serde_json::to_string_pretty(&lifetimes_json(r)).unwrap_or_default();
-    json.push('\n');
-    let mut files = vec![
-        ("report.txt".to_owned(), lifetimes_text(r, d)),
-        ("report.json".to_owned(), json),
-        ("report.html".to_owned(), lifetimes_html(r, d)),
-    ];
+    let mut files = report_files(
+        lifetimes_text(r, d),
+        &lifetimes_json(r),
+        lifetimes_html(r, d),
+    );
     files.extend(lifetimes_csv_files(r));
     files
 }

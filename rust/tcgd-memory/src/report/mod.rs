@@ -19,6 +19,7 @@ use crate::model::PoolId;
 pub mod attribution;
 mod columns;
 mod comparison;
+mod document;
 mod group;
 mod lifetimes;
 mod phases;

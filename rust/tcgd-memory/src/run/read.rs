@@ -47,6 +47,27 @@ impl Columns {
         Ok(out)
     }
 
+    /// The int64 columns `names`.
+    fn ints<const N: usize>(&self, names: [&str; N]) -> Result<[&Int64Array; N]> {
+        let columns: Vec<_> = names.iter().map(|n| self.int(n)).collect::<Result<_>>()?;
+        Ok(columns.try_into().expect("one column per name"))
+    }
+
+    /// The string columns `names`.
+    fn strs<const N: usize>(&self, names: [&str; N]) -> Result<[&StringArray; N]> {
+        let columns: Vec<_> = names.iter().map(|n| self.str(n)).collect::<Result<_>>()?;
+        Ok(columns.try_into().expect("one column per name"))
+    }
+
+    /// Row `i` of the optional int columns `names`.
+    fn opt_ints<const N: usize>(&self, names: [&str; N], i: usize) -> Result<[Option<i64>; N]> {
+        let mut out = [None; N];
+        for (slot, name) in out.iter_mut().zip(names) {
+            *slot = opt_i64(self.int(name)?, i);
+        }
+        Ok(out)
+    }
+
     fn column(&self, name: &str) -> Result<&ArrayRef> {
         self.batch.column_by_name(name).ok_or_else(|| {
             MemoryError::invalid(format!("{} has no column '{name}'", self.table.dir_name()))
@@ -184,22 +205,43 @@ impl MemoryRunReader {
                 let device = dv.int("device")?.value(i);
                 let since = dv.bool("peak_since_previous_point")?;
                 if !since.is_null(i) {
+                    let [peak_reserved_bytes, peak_allocated_bytes, peak_active_bytes, num_alloc_retries, num_ooms] =
+                        dv.opt_ints(
+                            [
+                                "peak_reserved_bytes",
+                                "peak_allocated_bytes",
+                                "peak_active_bytes",
+                                "num_alloc_retries",
+                                "num_ooms",
+                            ],
+                            i,
+                        )?;
                     peaks.push(DevicePeaks {
                         device,
-                        peak_reserved_bytes: opt_i64(dv.int("peak_reserved_bytes")?, i),
-                        peak_allocated_bytes: opt_i64(dv.int("peak_allocated_bytes")?, i),
-                        peak_active_bytes: opt_i64(dv.int("peak_active_bytes")?, i),
-                        num_alloc_retries: opt_i64(dv.int("num_alloc_retries")?, i),
-                        num_ooms: opt_i64(dv.int("num_ooms")?, i),
+                        peak_reserved_bytes,
+                        peak_allocated_bytes,
+                        peak_active_bytes,
+                        num_alloc_retries,
+                        num_ooms,
                         since_previous_point: since.value(i),
                     });
                 }
+                let [free_bytes, total_bytes, probe_device_bytes, probe_pinned_bytes] = dv
+                    .opt_ints(
+                        [
+                            "free_bytes",
+                            "total_bytes",
+                            "probe_device_bytes",
+                            "probe_pinned_bytes",
+                        ],
+                        i,
+                    )?;
                 device_memory.push(DeviceMemory {
                     device,
-                    free_bytes: opt_i64(dv.int("free_bytes")?, i),
-                    total_bytes: opt_i64(dv.int("total_bytes")?, i),
-                    probe_device_bytes: opt_i64(dv.int("probe_device_bytes")?, i),
-                    probe_pinned_bytes: opt_i64(dv.int("probe_pinned_bytes")?, i),
+                    free_bytes,
+                    total_bytes,
+                    probe_device_bytes,
+                    probe_pinned_bytes,
                 });
                 let status = dv.str("history_status")?.value(i);
                 windows.push(HistoryWindow {
@@ -217,13 +259,17 @@ impl MemoryRunReader {
             let seg_rows = sg_rows.get(&index).unwrap_or(&empty);
             let mut segs = Vec::with_capacity(seg_rows.len());
             for &i in seg_rows {
+                let [address, allocated_size, active_size, requested_size] = sg.opt_ints(
+                    ["address", "allocated_size", "active_size", "requested_size"],
+                    i,
+                )?;
                 segs.push(Segment {
                     device: sg.int("device")?.value(i),
-                    address: opt_i64(sg.int("address")?, i),
+                    address,
                     total_size: sg.int("total_size")?.value(i),
-                    allocated_size: opt_i64(sg.int("allocated_size")?, i),
-                    active_size: opt_i64(sg.int("active_size")?, i),
-                    requested_size: opt_i64(sg.int("requested_size")?, i),
+                    allocated_size,
+                    active_size,
+                    requested_size,
                     stream: sg.int("stream")?.value(i),
                     pool: (sg.int("pool_id_0")?.value(i), sg.int("pool_id_1")?.value(i)),
                     segment_type: sg.str("segment_type")?.value(i).to_owned(),
@@ -295,24 +341,20 @@ impl MemoryRunReader {
     /// The history entries a point stored (its window).
     pub fn events(&self, point_index: i64) -> Result<Vec<Event>> {
         let c = Columns::read(&self.store, Table::MemoryEvents)?;
-        let points = c.int("point_index")?;
-        let (device, ring, action, address, size, stream, time) = (
-            c.int("device")?,
-            c.int("ring_index")?,
-            c.str("action")?,
-            c.int("address")?,
-            c.int("size")?,
-            c.int("stream")?,
-            c.int("time_us")?,
-        );
-        let (p0, p1, meta, ctx, free, stack) = (
-            c.int("pool_id_0")?,
-            c.int("pool_id_1")?,
-            c.str("user_metadata")?,
-            c.str("compile_context")?,
-            c.int("device_free")?,
-            c.int("stack_id")?,
-        );
+        let [points, device, ring, address, size, stream, time, p0, p1, free, stack] = c.ints([
+            "point_index",
+            "device",
+            "ring_index",
+            "address",
+            "size",
+            "stream",
+            "time_us",
+            "pool_id_0",
+            "pool_id_1",
+            "device_free",
+            "stack_id",
+        ])?;
+        let [action, meta, ctx] = c.strs(["action", "user_metadata", "compile_context"])?;
         let mut out = Vec::new();
         for i in (0..c.num_rows()).filter(|&i| points.value(i) == point_index) {
             out.push(Event {

@@ -297,30 +297,30 @@ fn cohort(py: Python<'_>, c: &RustCohort) -> PyResult<AllocationCohort> {
         points: objects(py, points)?,
         size_histogram: objects(py, sizes)?,
         size_outcomes: objects(py, outcomes)?,
-        births: transitions!(py, c.births, CohortBirth),
-        free_requests: transitions!(py, c.free_requests, CohortFreeRequest),
-        free_completions: transitions!(py, c.free_completions, CohortFreeCompletion),
-        peak_active_bytes: c.peak_active_bytes,
-        peak_owner_active_bytes: c.peak_owner_active_bytes,
-        peak_awaiting_free_bytes: c.peak_awaiting_free_bytes,
-        peak_block_count: c.peak_block_count,
-        active_span_bytes: c.active_span_bytes,
-        event_owner_peak_bytes: c.event_owner_peak_bytes,
-        event_unreusable_peak_bytes: c.event_unreusable_peak_bytes,
-        first_sampled_point: label(&c.first_sampled_point),
-        last_sampled_point: label(&c.last_sampled_point),
-        first_event_point: label(&c.first_event_point),
-        last_event_point: label(&c.last_event_point),
-        born_bytes: c.born_bytes,
-        born_count: c.born_count,
-        free_requested_bytes: c.free_requested_bytes,
-        free_requested_count: c.free_requested_count,
-        free_completed_bytes: c.free_completed_bytes,
-        free_completed_count: c.free_completed_count,
-        terminal_owner_active_bytes: c.terminal_owner_active_bytes,
-        terminal_owner_active_count: c.terminal_owner_active_count,
-        terminal_awaiting_free_bytes: c.terminal_awaiting_free_bytes,
-        terminal_awaiting_free_count: c.terminal_awaiting_free_count,
+        births: transitions!(py, c.transitions.births, CohortBirth),
+        free_requests: transitions!(py, c.transitions.free_requests, CohortFreeRequest),
+        free_completions: transitions!(py, c.transitions.free_completions, CohortFreeCompletion),
+        peak_active_bytes: c.peaks.peak_active_bytes,
+        peak_owner_active_bytes: c.peaks.peak_owner_active_bytes,
+        peak_awaiting_free_bytes: c.peaks.peak_awaiting_free_bytes,
+        peak_block_count: c.peaks.peak_block_count,
+        active_span_bytes: c.peaks.active_span_bytes,
+        event_owner_peak_bytes: c.peaks.event_owner_peak_bytes,
+        event_unreusable_peak_bytes: c.peaks.event_unreusable_peak_bytes,
+        first_sampled_point: label(&c.span.first_sampled_point),
+        last_sampled_point: label(&c.span.last_sampled_point),
+        first_event_point: label(&c.span.first_event_point),
+        last_event_point: label(&c.span.last_event_point),
+        born_bytes: c.totals.born_bytes,
+        born_count: c.totals.born_count,
+        free_requested_bytes: c.totals.free_requested_bytes,
+        free_requested_count: c.totals.free_requested_count,
+        free_completed_bytes: c.totals.free_completed_bytes,
+        free_completed_count: c.totals.free_completed_count,
+        terminal_owner_active_bytes: c.totals.terminal_owner_active_bytes,
+        terminal_owner_active_count: c.totals.terminal_owner_active_count,
+        terminal_awaiting_free_bytes: c.totals.terminal_awaiting_free_bytes,
+        terminal_awaiting_free_count: c.totals.terminal_awaiting_free_count,
     })
 }
 
@@ -422,18 +422,23 @@ impl MemoryAllocationLifetimeAnalysis {
 
     #[getter]
     fn start_point(&self) -> String {
-        self.inner.start_point.label.clone()
+        self.inner.range.start_point.label.clone()
     }
 
     #[getter]
     fn through_point(&self) -> String {
-        self.inner.through_point.label.clone()
+        self.inner.range.through_point.label.clone()
     }
 
     /// Labels of the analysed points, in order.
     #[getter]
     fn points(&self) -> Vec<String> {
-        self.inner.points.iter().map(|p| p.label.clone()).collect()
+        self.inner
+            .range
+            .points
+            .iter()
+            .map(|p| p.label.clone())
+            .collect()
     }
 
     /// `(device, windows, events, complete)` per device.
@@ -448,22 +453,22 @@ impl MemoryAllocationLifetimeAnalysis {
 
     #[getter]
     fn tracked_generations(&self) -> i64 {
-        self.inner.tracked_generations
+        self.inner.tracked.tracked_generations
     }
 
     #[getter]
     fn tracked_bytes(&self) -> i64 {
-        self.inner.tracked_bytes
+        self.inner.tracked.tracked_bytes
     }
 
     #[getter]
     fn attributed_bytes(&self) -> i64 {
-        self.inner.attributed_bytes
+        self.inner.tracked.attributed_bytes
     }
 
     #[getter]
     fn instance_stack_coverage(&self) -> f64 {
-        self.inner.instance_stack_coverage
+        self.inner.tracked.instance_stack_coverage
     }
 
     #[getter]
@@ -494,9 +499,9 @@ impl MemoryAllocationLifetimeAnalysis {
              cohorts={}, generations={})",
             self.inner.name,
             self.inner.selection.kind,
-            self.inner.through_point.label,
+            self.inner.range.through_point.label,
             self.inner.cohorts.len(),
-            self.inner.tracked_generations
+            self.inner.tracked.tracked_generations
         )
     }
 }

@@ -470,14 +470,16 @@ impl MemoryAttribution {
     #[getter]
     fn reference_stack_coverage(&self) -> Option<AllocationStackCoverage> {
         self.inner
-            .reference_stack_coverage
+            .reference
+            .stack_coverage
             .clone()
             .map(|inner| AllocationStackCoverage { inner })
     }
     #[getter]
     fn candidate_stack_coverage(&self) -> Option<AllocationStackCoverage> {
         self.inner
-            .candidate_stack_coverage
+            .candidate
+            .stack_coverage
             .clone()
             .map(|inner| AllocationStackCoverage { inner })
     }

@@ -184,9 +184,9 @@ impl MemoryRunGroupSummary {
             .rank_points
             .iter()
             .map(|r| MemoryRankPointState {
-                rank: r.rank,
-                point_index: r.point_index,
-                label: r.label.clone(),
+                rank: r.at.rank,
+                point_index: r.at.point_index,
+                label: r.at.label.clone(),
                 scope: r.scope.as_str().to_owned(),
                 observation_count: r.observation_count,
                 pool_count: r.pool_count,
@@ -201,9 +201,9 @@ impl MemoryRunGroupSummary {
             .rank_devices
             .iter()
             .map(|r| MemoryRankDevicePointState {
-                rank: r.rank,
-                point_index: r.point_index,
-                label: r.label.clone(),
+                rank: r.at.rank,
+                point_index: r.at.point_index,
+                label: r.at.label.clone(),
                 device_index: r.device_index,
                 free_bytes: r.free_bytes,
                 total_bytes: r.total_bytes,
@@ -242,7 +242,7 @@ impl MemoryRunGroupSummary {
 
     #[getter]
     fn warnings(&self) -> Vec<String> {
-        self.inner.warnings.clone()
+        self.inner.group.warnings.clone()
     }
 
     fn to_text(&self, py: Python<'_>) -> String {
@@ -276,7 +276,7 @@ impl MemoryRunGroupSummary {
             self.inner.group.name,
             self.inner.group.ranks(),
             self.inner.group.labels.len(),
-            self.inner.warnings.len()
+            self.inner.group.warnings.len()
         )
     }
 }
@@ -409,11 +409,11 @@ impl MemoryRunGroupPhaseComparison {
                     scope: a.scope.as_str().to_owned(),
                     metric: a.metric.clone(),
                     rank_count: a.rank_count,
-                    baseline_change: wrap(&a.baseline_change)?,
-                    candidate_change: wrap(&a.candidate_change)?,
-                    start_gap: wrap(&a.start_gap)?,
-                    end_gap: wrap(&a.end_gap)?,
-                    change_gap: wrap(&a.change_gap)?,
+                    baseline_change: wrap(&a.terms.baseline_change)?,
+                    candidate_change: wrap(&a.terms.candidate_change)?,
+                    start_gap: wrap(&a.terms.start_gap)?,
+                    end_gap: wrap(&a.terms.end_gap)?,
+                    change_gap: wrap(&a.terms.change_gap)?,
                 })
             })
             .collect()
