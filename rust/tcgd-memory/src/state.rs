@@ -22,15 +22,33 @@ pub struct StateIdentity {
     pub name: String,
     pub label: String,
     pub index: i64,
+    #[serde(flatten)]
+    pub taken: SnapshotSource,
+    pub marker: Option<String>,
+    pub boundary_recorded: bool,
+}
+
+/// How a snapshot was taken: by what, from where, and in which conditions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SnapshotSource {
     /// `live` (taken by a probe or recorder), `import` (a pickle file), `dict` (a snapshot
     /// dict handed over directly).
     pub source: String,
     pub source_path: Option<String>,
-    pub marker: Option<String>,
-    pub boundary_recorded: bool,
     pub synchronized: bool,
     pub during_capture: bool,
     pub torch_version: Option<String>,
+}
+
+impl SnapshotSource {
+    /// A `_dump_snapshot` pickle file read from `path`.
+    pub fn import(path: &std::path::Path) -> SnapshotSource {
+        SnapshotSource {
+            source: "import".to_owned(),
+            source_path: Some(path.display().to_string()),
+            ..SnapshotSource::default()
+        }
+    }
 }
 
 impl StateIdentity {
@@ -253,7 +271,7 @@ impl MemoryState {
         warnings: Vec<String>,
         stacks: Arc<StackTable>,
     ) -> Result<MemoryState> {
-        let torch = TorchVersion(identity.torch_version.clone());
+        let torch = TorchVersion(identity.taken.torch_version.clone());
         let refused = |r: Refusal| {
             if r.overflow {
                 MemoryError::Overflow {

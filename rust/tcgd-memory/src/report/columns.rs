@@ -54,11 +54,14 @@ fn cell_json(cell: Cell) -> serde_json::Value {
     }
 }
 
+/// The cells one part of a table's columns takes from a row.
+type PartCells<'a, R> = Box<dyn Fn(&R) -> Vec<Cell> + 'a>;
+
 /// The columns of a table whose rows are made of parts, part after part: each part's
 /// names, and the cells it takes from a row.
 pub(crate) struct Parts<'a, R> {
     names: Vec<String>,
-    parts: Vec<Box<dyn Fn(&R) -> Vec<Cell> + 'a>>,
+    parts: Vec<PartCells<'a, R>>,
 }
 
 impl<'a, R> Parts<'a, R> {

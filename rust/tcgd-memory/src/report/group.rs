@@ -15,7 +15,7 @@ use crate::stats::public_metric_name;
 
 use super::columns::{cells, field, header, json_object, Column, Parts};
 use super::comparison::pool_json;
-use super::document::{pretty, report_files};
+use super::document::{pretty, report_file_names, report_files};
 use super::*;
 
 /// The metrics text and HTML show; the others are in JSON and CSV.
@@ -277,29 +277,28 @@ pub fn render_group_summary(s: &GroupSummary, format: Format) -> String {
 
 /// Every file of a group summary's report directory, `(name, content)`.
 pub fn group_summary_files(s: &GroupSummary) -> Vec<(String, String)> {
-    let mut files = report_files(
+    let devices = (!s.rank_devices.is_empty()).then(|| rank_devices_table(s));
+    report_files(
         group_summary_text(s),
         &group_summary_json(s),
         render_group_summary(s, Format::Html),
-    );
-    let mut csv = |name: &str, table: Table| files.push((name.to_owned(), csv_table(&table)));
-    csv("rank_points.csv", rank_points_table(s));
-    if !s.rank_devices.is_empty() {
-        csv("rank_devices.csv", rank_devices_table(s));
-    }
-    csv("point_aggregates.csv", point_aggregates_table(s));
-    files
+        SUMMARY_CSV.into_iter().zip([
+            Some(rank_points_table(s)),
+            devices,
+            Some(point_aggregates_table(s)),
+        ]),
+    )
 }
 
-/// Every file a group summary report may write: what `overwrite` replaces.
-pub const GROUP_SUMMARY_FILES: [&str; 6] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a group summary, in order.
+const SUMMARY_CSV: [&str; 3] = [
     "rank_points.csv",
     "rank_devices.csv",
     "point_aggregates.csv",
 ];
+
+/// Every file a group summary report may write: what `overwrite` replaces.
+pub const GROUP_SUMMARY_FILES: [&str; 6] = report_file_names(SUMMARY_CSV);
 
 // ---------------------------------------------------------------------- phases
 
@@ -516,37 +515,30 @@ pub fn group_phases_files(
     c: &GroupPhaseComparison,
     include_unchanged: bool,
 ) -> Vec<(String, String)> {
-    let mut files = report_files(
+    let ranks =
+        |identity: &[Column<RankPhaseRow>], rows| rank_table(identity, rows, include_unchanged);
+    let devices = c.rank_device_decomposition();
+    let devices = (!devices.is_empty()).then(|| ranks(&DEVICE_ROW, devices));
+    report_files(
         group_phases_text(c, include_unchanged),
         &group_phases_json(c),
         render_group_phases(c, Format::Html, include_unchanged),
-    );
-    let mut csv = |name: &str, table: Table| files.push((name.to_owned(), csv_table(&table)));
-    let ranks =
-        |identity: &[Column<RankPhaseRow>], rows| rank_table(identity, rows, include_unchanged);
-    csv(
-        "rank_decomposition.csv",
-        ranks(&SCOPE_ROW, c.rank_decomposition()),
-    );
-    csv(
-        "rank_pool_decomposition.csv",
-        ranks(&POOL_ROW, c.rank_pool_decomposition()),
-    );
-    let devices = c.rank_device_decomposition();
-    if !devices.is_empty() {
-        csv("rank_device_decomposition.csv", ranks(&DEVICE_ROW, devices));
-    }
-    csv("phase_aggregates.csv", phase_aggregates_table(c));
-    files
+        PHASE_CSV.into_iter().zip([
+            Some(ranks(&SCOPE_ROW, c.rank_decomposition())),
+            Some(ranks(&POOL_ROW, c.rank_pool_decomposition())),
+            devices,
+            Some(phase_aggregates_table(c)),
+        ]),
+    )
 }
 
-/// Every file a group phase report may write: what `overwrite` replaces.
-pub const GROUP_PHASE_FILES: [&str; 7] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a group phase comparison, in order.
+const PHASE_CSV: [&str; 4] = [
     "rank_decomposition.csv",
     "rank_pool_decomposition.csv",
     "rank_device_decomposition.csv",
     "phase_aggregates.csv",
 ];
+
+/// Every file a group phase report may write: what `overwrite` replaces.
+pub const GROUP_PHASE_FILES: [&str; 7] = report_file_names(PHASE_CSV);

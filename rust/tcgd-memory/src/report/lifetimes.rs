@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::columns::{field, Column, Parts};
-use super::document::report_files;
+use super::document::{csv_files, report_file_names, report_files};
 use super::*;
 use crate::lifetimes::{
     AllocationCohort, CohortPeaks, CohortPointState, CohortSizeBucket, CohortSizeOutcome,
@@ -282,55 +282,19 @@ fn per_cohort<R>(
     r: &LifetimeAnalysis,
     of: fn(&AllocationCohort) -> &[R],
     columns: &[Column<R>],
-) -> String {
+) -> Table {
     let rows = r
         .cohorts
         .iter()
         .flat_map(|c| of(c).iter().map(move |row| (c, row)));
-    let parts = Parts::<(&AllocationCohort, &R)>::new()
+    Parts::<(&AllocationCohort, &R)>::new()
         .of(&[COHORT_ID], |(c, _)| *c)
-        .of(columns, |(_, row)| *row);
-    csv_table(&parts.table(rows))
+        .of(columns, |(_, row)| *row)
+        .table(rows)
 }
 
-/// The CSV files of a lifetime report, `(file name, content)`; the transition-stack files
-/// only when such transitions exist.
-pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
-    let mut files = vec![
-        ("cohorts.csv".to_owned(), csv_table(&cohorts_table(r))),
-        (
-            "cohort_points.csv".to_owned(),
-            per_cohort(r, |c| &c.points, &POINT_COLUMNS),
-        ),
-        (
-            "size_histograms.csv".to_owned(),
-            per_cohort(r, |c| &c.size_histogram, &SIZE_BUCKET_COLUMNS),
-        ),
-        (
-            "size_outcomes.csv".to_owned(),
-            per_cohort(r, |c| &c.size_outcomes, &SIZE_OUTCOME_COLUMNS),
-        ),
-    ];
-    let kinds: [(&str, TransitionsOf); 3] = [
-        ("birth_stacks.csv", |c| &c.transitions.births),
-        ("free_request_stacks.csv", |c| &c.transitions.free_requests),
-        ("free_completion_stacks.csv", |c| {
-            &c.transitions.free_completions
-        }),
-    ];
-    for (name, of) in kinds {
-        if r.cohorts.iter().any(|c| !of(c).is_empty()) {
-            files.push((name.to_owned(), per_cohort(r, of, &TRANSITION_COLUMNS)));
-        }
-    }
-    files
-}
-
-/// Every file a lifetime report can write (what `overwrite` may replace).
-pub const LIFETIME_FILES: [&str; 10] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a lifetime report, in order.
+const LIFETIME_CSV: [&str; 7] = [
     "cohorts.csv",
     "cohort_points.csv",
     "size_histograms.csv",
@@ -339,6 +303,35 @@ pub const LIFETIME_FILES: [&str; 10] = [
     "free_request_stacks.csv",
     "free_completion_stacks.csv",
 ];
+
+/// The tables of a lifetime report's CSV files; the transition-stack files only when such
+/// transitions exist.
+fn lifetimes_tables(r: &LifetimeAnalysis) -> impl Iterator<Item = (&'static str, Option<Table>)> {
+    let transitions = |of: TransitionsOf| {
+        r.cohorts
+            .iter()
+            .any(|c| !of(c).is_empty())
+            .then(|| per_cohort(r, of, &TRANSITION_COLUMNS))
+    };
+    let tables = [
+        Some(cohorts_table(r)),
+        Some(per_cohort(r, |c| &c.points, &POINT_COLUMNS)),
+        Some(per_cohort(r, |c| &c.size_histogram, &SIZE_BUCKET_COLUMNS)),
+        Some(per_cohort(r, |c| &c.size_outcomes, &SIZE_OUTCOME_COLUMNS)),
+        transitions(|c| &c.transitions.births),
+        transitions(|c| &c.transitions.free_requests),
+        transitions(|c| &c.transitions.free_completions),
+    ];
+    LIFETIME_CSV.into_iter().zip(tables)
+}
+
+/// The CSV files of a lifetime report, `(file name, content)`.
+pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
+    csv_files(lifetimes_tables(r))
+}
+
+/// Every file a lifetime report can write (what `overwrite` may replace).
+pub const LIFETIME_FILES: [&str; 10] = report_file_names(LIFETIME_CSV);
 
 const COLORS: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -469,11 +462,10 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
 
 /// `report.txt`, `report.json`, `report.html` and the CSV files.
 pub fn lifetimes_files(r: &LifetimeAnalysis, d: LifetimeDisplay) -> Vec<(String, String)> {
-    let mut files = report_files(
+    report_files(
         lifetimes_text(r, d),
         &lifetimes_json(r),
         lifetimes_html(r, d),
-    );
-    files.extend(lifetimes_csv_files(r));
-    files
+        lifetimes_tables(r),
+    )
 }

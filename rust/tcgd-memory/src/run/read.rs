@@ -14,7 +14,7 @@ use crate::model::{
     StackTable,
 };
 use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
-use crate::state::{MemoryState, StateIdentity};
+use crate::state::{MemoryState, SnapshotSource, StateIdentity};
 
 // ---------------------------------------------------------------------- reading
 
@@ -189,13 +189,15 @@ impl MemoryRunReader {
                 name: header.name.clone(),
                 label,
                 index,
-                source: mp.str("source")?.value(m).to_owned(),
-                source_path: opt_string(mp.str("source_path")?, m),
+                taken: SnapshotSource {
+                    source: mp.str("source")?.value(m).to_owned(),
+                    source_path: opt_string(mp.str("source_path")?, m),
+                    synchronized: mp.bool("synchronized")?.value(m),
+                    during_capture: mp.bool("during_capture")?.value(m),
+                    torch_version: opt_string(mp.str("torch_version")?, m),
+                },
                 marker: opt_string(mp.str("marker")?, m),
                 boundary_recorded: mp.bool("boundary_recorded")?.value(m),
-                synchronized: mp.bool("synchronized")?.value(m),
-                during_capture: mp.bool("during_capture")?.value(m),
-                torch_version: opt_string(mp.str("torch_version")?, m),
             };
 
             let mut device_memory = Vec::new();

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tcgd_memory::state::SnapshotSource;
 use tcgd_memory::{
     ingest, CompareOptions, DeviceMemory, HistoryCursor, IngestOptions, JsonSnapshot, MemoryState,
     PoolKey, StackTable, StateIdentity,
@@ -126,7 +127,10 @@ pub fn identity(origin: &str, label: &str, index: i64) -> StateIdentity {
         name: "test".into(),
         label: label.into(),
         index,
-        source: "dict".into(),
+        taken: SnapshotSource {
+            source: "dict".into(),
+            ..SnapshotSource::default()
+        },
         ..StateIdentity::default()
     }
 }

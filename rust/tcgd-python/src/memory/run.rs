@@ -1,6 +1,7 @@
 //! Memory runs: the writer a `MemoryRecorder` commits points through, and the reader.
 
 use super::*;
+use tcgd_memory::state::SnapshotSource;
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct MemoryRunWriter {
@@ -68,11 +69,13 @@ impl MemoryRunWriter {
                 label,
                 metadata: metadata_json,
                 timestamp_us: None,
-                source,
-                source_path: None,
-                synchronized,
-                during_capture,
-                torch_version,
+                taken: SnapshotSource {
+                    source,
+                    source_path: None,
+                    synchronized,
+                    during_capture,
+                    torch_version,
+                },
             };
             let memory = self::device_memory(device_memory);
             let w: &mut RustWriter = &mut writer;
@@ -104,11 +107,7 @@ impl MemoryRunWriter {
                         label,
                         metadata: metadata_json,
                         timestamp_us: None,
-                        source: "import".to_owned(),
-                        source_path: Some(path.display().to_string()),
-                        synchronized: false,
-                        during_capture: false,
-                        torch_version: None,
+                        taken: SnapshotSource::import(&path),
                     },
                     memory,
                 )

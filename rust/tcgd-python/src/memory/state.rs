@@ -2,6 +2,7 @@
 //! point, and their Python views.
 
 use super::*;
+use tcgd_memory::state::SnapshotSource;
 
 /// One analysed snapshot or point (immutable).
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
@@ -18,13 +19,13 @@ pub(super) fn identity_dict<'py>(
     d.set_item("name", &id.name)?;
     d.set_item("label", &id.label)?;
     d.set_item("index", id.index)?;
-    d.set_item("source", &id.source)?;
-    d.set_item("source_path", &id.source_path)?;
+    d.set_item("source", &id.taken.source)?;
+    d.set_item("source_path", &id.taken.source_path)?;
     d.set_item("marker", &id.marker)?;
     d.set_item("boundary_recorded", id.boundary_recorded)?;
-    d.set_item("synchronized", id.synchronized)?;
-    d.set_item("during_capture", id.during_capture)?;
-    d.set_item("torch_version", &id.torch_version)?;
+    d.set_item("synchronized", id.taken.synchronized)?;
+    d.set_item("during_capture", id.taken.during_capture)?;
+    d.set_item("torch_version", &id.taken.torch_version)?;
     Ok(d)
 }
 
@@ -385,13 +386,15 @@ impl MemoryIngestor {
                 name: st.name.clone(),
                 label: label.unwrap_or_else(|| format!("snapshot-{index}")),
                 index,
-                source,
-                source_path: None,
+                taken: SnapshotSource {
+                    source,
+                    source_path: None,
+                    synchronized,
+                    during_capture,
+                    torch_version,
+                },
                 marker: marker.filter(|_| ingested.boundary_recorded),
                 boundary_recorded: ingested.boundary_recorded,
-                synchronized,
-                during_capture,
-                torch_version,
             };
             let cursor = ingested.next_cursor.clone();
             let result = RustState::from_ingested(
@@ -442,8 +445,7 @@ pub(super) fn memory_state_from_pickle(
                 name,
                 label,
                 index: 0,
-                source: "import".to_owned(),
-                source_path: Some(path.display().to_string()),
+                taken: SnapshotSource::import(&path),
                 ..StateIdentity::default()
             };
             RustState::from_ingested(
