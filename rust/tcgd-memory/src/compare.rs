@@ -500,7 +500,7 @@ pub fn compare(
 
     check_changes(
         &devices,
-        &TorchVersion(candidate.identity.torch_version.clone()),
+        &TorchVersion(candidate.identity.taken.torch_version.clone()),
     )?;
 
     let mut suggested = Vec::new();

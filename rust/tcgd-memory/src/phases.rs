@@ -330,7 +330,7 @@ pub fn compare_phases(
             return Err(MemoryError::Overflow {
                 field: format!("{place}.{}", row.metric),
                 what: format!("the {name}, from {from} to {to}"),
-                torch: TorchVersion(candidate.1.identity.torch_version.clone()),
+                torch: TorchVersion(candidate.1.identity.taken.torch_version.clone()),
             });
         }
     }

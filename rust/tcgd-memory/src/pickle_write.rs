@@ -181,6 +181,20 @@ mod tests {
     use super::*;
     use crate::pickle::{parse, PickleValue};
 
+    /// Integers at the edges of every integer opcode's range.
+    const INTS: [i64; 10] = [
+        0,
+        255,
+        256,
+        65535,
+        65536,
+        -1,
+        -129,
+        i32::MAX as i64 + 1,
+        i64::MIN,
+        i64::MAX,
+    ];
+
     #[test]
     fn round_trips_through_the_reader() {
         let value = Value::dict([
@@ -189,23 +203,7 @@ mod tests {
             ("f", Value::Bool(false)),
             (
                 "ints",
-                Value::List(
-                    [
-                        0,
-                        255,
-                        256,
-                        65535,
-                        65536,
-                        -1,
-                        -129,
-                        i32::MAX as i64 + 1,
-                        i64::MIN,
-                        i64::MAX,
-                    ]
-                    .into_iter()
-                    .map(Value::Int)
-                    .collect(),
-                ),
+                Value::List(INTS.into_iter().map(Value::Int).collect()),
             ),
             ("pi", Value::Float(3.25)),
             ("pool", Value::Tuple(vec![Value::Int(1), Value::Int(2)])),
@@ -221,21 +219,7 @@ mod tests {
         assert_eq!(get("f"), PickleValue::Bool(false));
         assert_eq!(get("pi"), PickleValue::Float(3.25));
         let ints: Vec<PickleValue> = tree.items(get("ints")).unwrap().to_vec();
-        let expect: Vec<PickleValue> = [
-            0,
-            255,
-            256,
-            65535,
-            65536,
-            -1,
-            -129,
-            i32::MAX as i64 + 1,
-            i64::MIN,
-            i64::MAX,
-        ]
-        .into_iter()
-        .map(PickleValue::Int)
-        .collect();
+        let expect: Vec<PickleValue> = INTS.into_iter().map(PickleValue::Int).collect();
         assert_eq!(ints, expect);
         assert_eq!(tree.items(get("pool")).unwrap().len(), 2);
         assert_eq!(tree.items(get("many")).unwrap().len(), 2500);

@@ -22,15 +22,33 @@ pub struct StateIdentity {
     pub name: String,
     pub label: String,
     pub index: i64,
+    #[serde(flatten)]
+    pub taken: SnapshotSource,
+    pub marker: Option<String>,
+    pub boundary_recorded: bool,
+}
+
+/// How a snapshot was taken: by what, from where, and in which conditions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SnapshotSource {
     /// `live` (taken by a probe or recorder), `import` (a pickle file), `dict` (a snapshot
     /// dict handed over directly).
     pub source: String,
     pub source_path: Option<String>,
-    pub marker: Option<String>,
-    pub boundary_recorded: bool,
     pub synchronized: bool,
     pub during_capture: bool,
     pub torch_version: Option<String>,
+}
+
+impl SnapshotSource {
+    /// A `_dump_snapshot` pickle file read from `path`.
+    pub fn import(path: &std::path::Path) -> SnapshotSource {
+        SnapshotSource {
+            source: "import".to_owned(),
+            source_path: Some(path.display().to_string()),
+            ..SnapshotSource::default()
+        }
+    }
 }
 
 impl StateIdentity {
@@ -101,51 +119,30 @@ fn check_rows(
 ) -> std::result::Result<(), Refusal> {
     for (i, s) in segments.iter().enumerate() {
         let path = |f: &str| format!("segments[{i}].{f}");
-        for (name, value) in [
-            ("total_size", Some(s.total_size)),
-            ("address", s.address),
-            ("allocated_size", s.allocated_size),
-            ("active_size", s.active_size),
-            ("requested_size", s.requested_size),
-        ] {
-            match value {
-                Some(v) if v < 0 => return Err(Refusal::negative(path(name), v)),
-                _ => {}
-            }
-        }
-        if let Some(a) = s.address {
-            if a.checked_add(s.total_size).is_none() {
-                return Err(Refusal::overflow(
-                    path("address"),
-                    format!(
-                        "the segment's end, address {a} + total_size {}",
-                        s.total_size
-                    ),
-                ));
-            }
-        }
+        not_negative(
+            [
+                ("total_size", Some(s.total_size)),
+                ("address", s.address),
+                ("allocated_size", s.allocated_size),
+                ("active_size", s.active_size),
+                ("requested_size", s.requested_size),
+            ],
+            path,
+        )?;
+        end_fits(s.address, ("segment's", "total_size", s.total_size), path)?;
     }
     let mut covered = vec![0i64; segments.len()];
     for (j, b) in blocks.iter().enumerate() {
         let path = |f: &str| format!("blocks[{j}].{f}");
-        for (name, value) in [
-            ("size", Some(b.size)),
-            ("requested_size", Some(b.requested_size)),
-            ("address", b.address),
-        ] {
-            match value {
-                Some(v) if v < 0 => return Err(Refusal::negative(path(name), v)),
-                _ => {}
-            }
-        }
-        if let Some(a) = b.address {
-            if a.checked_add(b.size).is_none() {
-                return Err(Refusal::overflow(
-                    path("address"),
-                    format!("the block's end, address {a} + size {}", b.size),
-                ));
-            }
-        }
+        not_negative(
+            [
+                ("size", Some(b.size)),
+                ("requested_size", Some(b.requested_size)),
+                ("address", b.address),
+            ],
+            path,
+        )?;
+        end_fits(b.address, ("block's", "size", b.size), path)?;
         let (Some(total), Some(segment)) = (
             covered.get_mut(b.segment as usize),
             segments.get(b.segment as usize),
@@ -167,24 +164,43 @@ fn check_rows(
         };
     }
     for d in device_memory {
-        for (name, value) in [
-            ("free_bytes", d.free_bytes),
-            ("total_bytes", d.total_bytes),
-            ("probe_device_bytes", d.probe_device_bytes),
-            ("probe_pinned_bytes", d.probe_pinned_bytes),
-        ] {
-            match value {
-                Some(v) if v < 0 => {
-                    return Err(Refusal::negative(
-                        format!("device_memory[{}].{name}", d.device),
-                        v,
-                    ))
-                }
-                _ => {}
-            }
-        }
+        not_negative(
+            [
+                ("free_bytes", d.free_bytes),
+                ("total_bytes", d.total_bytes),
+                ("probe_device_bytes", d.probe_device_bytes),
+                ("probe_pinned_bytes", d.probe_pinned_bytes),
+            ],
+            |name| format!("device_memory[{}].{name}", d.device),
+        )?;
     }
     Ok(())
+}
+
+/// Refuses the first negative of `values`, named by `path(name)`.
+fn not_negative<const N: usize>(
+    values: [(&str, Option<i64>); N],
+    path: impl Fn(&str) -> String,
+) -> std::result::Result<(), Refusal> {
+    match values.into_iter().find(|(_, v)| v.is_some_and(|v| v < 0)) {
+        Some((name, Some(v))) => Err(Refusal::negative(path(name), v)),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a range whose end, `address + size`, does not fit; `(what, size name, size)`.
+fn end_fits(
+    address: Option<i64>,
+    (what, size_name, size): (&str, &str, i64),
+    path: impl Fn(&str) -> String,
+) -> std::result::Result<(), Refusal> {
+    match address {
+        Some(a) if a.checked_add(size).is_none() => Err(Refusal::overflow(
+            path("address"),
+            format!("the {what} end, address {a} + {size_name} {size}"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Sums per (device, pool) in report order, and per scope and device.
@@ -255,7 +271,7 @@ impl MemoryState {
         warnings: Vec<String>,
         stacks: Arc<StackTable>,
     ) -> Result<MemoryState> {
-        let torch = TorchVersion(identity.torch_version.clone());
+        let torch = TorchVersion(identity.taken.torch_version.clone());
         let refused = |r: Refusal| {
             if r.overflow {
                 MemoryError::Overflow {
@@ -333,30 +349,22 @@ impl MemoryState {
         for &device in &state.devices {
             let memory = state.memory(device);
             let reserved = state.device_stats(device).reserved;
-            let field = |f: &str| format!("device_memory[{device}].{f}");
+            // `a - b`, or the overflow of `what` named by the field `f`.
+            let difference = |a: i64, b: i64, f: &str, what: String| {
+                a.checked_sub(b).ok_or_else(|| MemoryError::Overflow {
+                    field: format!("device_memory[{device}].{f}"),
+                    what,
+                    torch: torch.clone(),
+                })
+            };
             if let (Some(total), Some(free)) = (memory.total_bytes, memory.free_bytes) {
-                let used = total
-                    .checked_sub(free)
-                    .ok_or_else(|| MemoryError::Overflow {
-                        field: field("free_bytes"),
-                        what: format!("CUDA used, total {total} - free {free}"),
-                        torch: torch.clone(),
-                    })?;
-                let residual = used
-                    .checked_sub(reserved)
-                    .ok_or_else(|| MemoryError::Overflow {
-                        field: field("total_bytes"),
-                        what: format!("the residual, CUDA used {used} - reserved {reserved}"),
-                        torch: torch.clone(),
-                    })?;
+                let what = format!("CUDA used, total {total} - free {free}");
+                let used = difference(total, free, "free_bytes", what)?;
+                let what = format!("the residual, CUDA used {used} - reserved {reserved}");
+                let residual = difference(used, reserved, "total_bytes", what)?;
                 if let Some(probe) = memory.probe_device_bytes {
-                    residual
-                        .checked_sub(probe)
-                        .ok_or_else(|| MemoryError::Overflow {
-                            field: field("probe_device_bytes"),
-                            what: format!("the residual {residual} - probe slots {probe}"),
-                            torch: torch.clone(),
-                        })?;
+                    let what = format!("the residual {residual} - probe slots {probe}");
+                    difference(residual, probe, "probe_device_bytes", what)?;
                 }
             }
         }

@@ -66,7 +66,7 @@ fn overflow(state: &MemoryState, field: String, what: String) -> MemoryError {
             "{what}, the change since the previous point (point '{}')",
             state.identity.label
         ),
-        torch: TorchVersion(state.identity.torch_version.clone()),
+        torch: TorchVersion(state.identity.taken.torch_version.clone()),
     }
 }
 

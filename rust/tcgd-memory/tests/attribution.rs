@@ -16,7 +16,7 @@ use tcgd_memory::attribution::events::{event_window, WindowStatus};
 use tcgd_memory::attribution::{
     attribute, stacks, AttributionRequest, BlockFilter, PointWindow, PoolConfidence, UNATTRIBUTED,
 };
-use tcgd_memory::compare::{compare, CompareOptions};
+use tcgd_memory::compare::{compare, CompareOptions, Comparison};
 use tcgd_memory::{
     ingest, HistoryCursor, IngestOptions, JsonSnapshot, MemoryError, MemoryState, StackTable,
 };
@@ -58,6 +58,11 @@ fn chain(snaps: &[Value]) -> Vec<MemoryState> {
         );
     }
     out
+}
+
+/// The comparison of a run's first two points.
+fn compared(states: &[MemoryState]) -> Comparison {
+    compare(&states[0], &states[1], &CompareOptions::default()).unwrap()
 }
 
 fn windows(states: &[MemoryState]) -> Vec<PointWindow<'_>> {
@@ -122,6 +127,13 @@ fn two_points() -> Vec<MemoryState> {
     chain(&[s0, s1])
 }
 
+/// [`two_points`] and their comparison.
+fn two_points_compared() -> (Vec<MemoryState>, Comparison) {
+    let states = two_points();
+    let c = compared(&states);
+    (states, c)
+}
+
 #[test]
 fn coverage_and_unattributed_bucket() {
     let states = two_points();
@@ -163,8 +175,7 @@ fn coverage_and_unattributed_bucket() {
 
 #[test]
 fn stack_deltas_and_events_within_one_run() {
-    let states = two_points();
-    let c = compare(&states[0], &states[1], &CompareOptions::default()).unwrap();
+    let (states, c) = two_points_compared();
     let request = AttributionRequest {
         stacks: true,
         events: true,
@@ -230,7 +241,7 @@ fn zero_coverage_is_history_disabled() {
         vec![vec![]],
     );
     let states = chain(&[s.clone(), s]);
-    let c = compare(&states[0], &states[1], &CompareOptions::default()).unwrap();
+    let c = compared(&states);
     let request = AttributionRequest {
         stacks: true,
         ..AttributionRequest::default()
@@ -241,8 +252,7 @@ fn zero_coverage_is_history_disabled() {
 
 #[test]
 fn window_failures_are_typed() {
-    let states = two_points();
-    let c = compare(&states[0], &states[1], &CompareOptions::default()).unwrap();
+    let (states, c) = two_points_compared();
     let request = AttributionRequest {
         events: true,
         ..AttributionRequest::default()

@@ -11,19 +11,11 @@ use tcgd_memory::{compare_phases, timeline, Lifecycle, MemoryError};
 
 #[test]
 fn same_run_lifecycle_is_exact() {
-    let before = state(
-        &before_capture(),
+    let (before, after) = capture_points(
         "run-a",
-        "before",
-        0,
-        vec![memory(0, 500 * MIB, Some(8 * MIB))],
-    );
-    let after = state(
-        &after_capture(),
-        "run-a",
-        "after",
-        1,
-        vec![memory(0, 520 * MIB, Some(8 * MIB))],
+        ["before", "after"],
+        [500 * MIB, 520 * MIB],
+        Some(8 * MIB),
     );
     let c = compare(&before, &after, &CompareOptions::default()).unwrap();
     assert_eq!(c.relation, Relation::SameOrigin);
@@ -169,15 +161,7 @@ fn independent_runs_pair_default_pools_only() {
     assert_eq!(c.suggested_pool_mapping, vec![((0, (1, 0)), (0, (1, 0)))]);
 
     // With the mapping the private pools pair.
-    let mapped = compare(
-        &a,
-        &b,
-        &CompareOptions {
-            pool_mapping: vec![((0, (1, 0)), (0, (1, 0)))],
-            device_mapping: vec![],
-        },
-    )
-    .unwrap();
+    let mapped = compare(&a, &b, &mapping(vec![((0, (1, 0)), (0, (1, 0)))], vec![])).unwrap();
     let pools = &mapped.devices[0].pools;
     assert_eq!(pools.len(), 2);
     assert_eq!(pools[1].stats.reference.reserved, 16 * MIB);
@@ -199,37 +183,18 @@ fn device_mapping_pairs_devices_and_is_checked() {
     let mapped = compare(
         &a,
         &b,
-        &CompareOptions {
-            device_mapping: vec![(0, 1)],
-            pool_mapping: vec![((0, (1, 0)), (1, (1, 0)))],
-        },
+        &mapping(vec![((0, (1, 0)), (1, (1, 0)))], vec![(0, 1)]),
     )
     .unwrap();
     assert_eq!(mapped.devices.len(), 1);
     assert_eq!(mapped.devices[0].candidate_device, Some(1));
     assert_eq!(mapped.devices[0].pools.len(), 2);
-    let bad = compare(
-        &a,
-        &b,
-        &CompareOptions {
-            device_mapping: vec![],
-            pool_mapping: vec![((0, (9, 9)), (1, (1, 0)))],
-        },
-    )
-    .unwrap_err();
+    let bad = compare(&a, &b, &mapping(vec![((0, (9, 9)), (1, (1, 0)))], vec![])).unwrap_err();
     assert!(
         matches!(bad, MemoryError::InvalidInput(ref m) if m.contains("(9, 9)")),
         "{bad}"
     );
-    let crossing = compare(
-        &a,
-        &b,
-        &CompareOptions {
-            device_mapping: vec![],
-            pool_mapping: vec![((0, (1, 0)), (1, (1, 0)))],
-        },
-    )
-    .unwrap_err();
+    let crossing = compare(&a, &b, &mapping(vec![((0, (1, 0)), (1, (1, 0)))], vec![])).unwrap_err();
     assert!(
         crossing.to_string().contains("device_mapping"),
         "{crossing}"
@@ -238,38 +203,16 @@ fn device_mapping_pairs_devices_and_is_checked() {
 
 #[test]
 fn phase_identity_holds_on_every_row() {
-    let a0 = state(
-        &before_capture(),
-        "run-a",
-        "start",
-        0,
-        vec![memory(0, 400 * MIB, None)],
-    );
-    let a1 = state(
-        &after_capture(),
-        "run-a",
-        "end",
-        1,
-        vec![memory(0, 430 * MIB, None)],
-    );
+    let (a0, a1) = capture_points("run-a", ["start", "end"], [400 * MIB, 430 * MIB], None);
     let mut bigger = after_capture();
     bigger["segments"][1]["blocks"] = json!([block(32 * MIB, "active_allocated", 32 * MIB)]);
     bigger["segments"][1]["total_size"] = json!(32 * MIB);
-    let b0 = state(
-        &before_capture(),
-        "run-b",
-        "start",
-        0,
-        vec![memory(0, 410 * MIB, None)],
-    );
-    let b1 = state(&bigger, "run-b", "end", 1, vec![memory(0, 460 * MIB, None)]);
+    let b0 = on_device(&before_capture(), "run-b", "start", 0, 410 * MIB, None);
+    let b1 = on_device(&bigger, "run-b", "end", 1, 460 * MIB, None);
     let phases = compare_phases(
         (&a0, &a1),
         (&b0, &b1),
-        &CompareOptions {
-            pool_mapping: vec![((0, (1, 0)), (0, (1, 0)))],
-            device_mapping: vec![],
-        },
+        &mapping(vec![((0, (1, 0)), (0, (1, 0)))], vec![]),
     )
     .unwrap();
     assert!(phases.identity_failures().is_empty());

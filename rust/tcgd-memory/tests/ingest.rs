@@ -54,7 +54,7 @@ fn statistics_come_from_blocks() {
         ],
         vec![vec![]],
     );
-    let s = state(&snap, "run", "p", 0, vec![memory(0, 100 * MIB, None)]);
+    let s = on_device(&snap, "run", "p", 0, 100 * MIB, None);
     assert_eq!(s.observations.len(), 2);
     let default = s
         .stats(&ObservationKey {
@@ -248,6 +248,15 @@ fn ingest_with(
     .unwrap()
 }
 
+/// A snapshot holding only `traces`, device 0's history ring.
+fn ingest_ring(
+    traces: &[serde_json::Value],
+    cursor: &HistoryCursor,
+    marker: Option<&str>,
+) -> tcgd_memory::Ingested {
+    ingest_with(&snapshot(vec![], vec![traces.to_vec()]), cursor, marker)
+}
+
 /// Torch 2.11 records a snapshot's own `snapshot` entry after gathering the traces: the
 /// marker of point N shows up in the ring of point N + 1.
 fn push_marker(traces: &mut Vec<serde_json::Value>, marker: &str) {
@@ -258,11 +267,7 @@ fn push_marker(traces: &mut Vec<serde_json::Value>, marker: &str) {
 #[test]
 fn each_point_stores_only_new_history() {
     let mut traces = ring(30, 1000, None);
-    let first = ingest_with(
-        &snapshot(vec![], vec![traces.clone()]),
-        &HistoryCursor::new(),
-        Some("tcgd:0"),
-    );
+    let first = ingest_ring(&traces, &HistoryCursor::new(), Some("tcgd:0"));
     assert_eq!(first.windows[0].status, HistoryStatus::FirstPoint);
     assert_eq!(first.events.len(), 30);
     assert!(first.boundary_recorded);
@@ -273,11 +278,7 @@ fn each_point_stores_only_new_history() {
     for i in 0..20 {
         traces.push(trace("alloc", 0x9000 + i * 512, 512, t + i / 8, ""));
     }
-    let second = ingest_with(
-        &snapshot(vec![], vec![traces.clone()]),
-        &first.next_cursor,
-        Some("tcgd:1"),
-    );
+    let second = ingest_ring(&traces, &first.next_cursor, Some("tcgd:1"));
     assert_eq!(second.windows[0].status, HistoryStatus::Complete);
     assert_eq!(second.events.len(), 20);
     assert_eq!(second.events[0].address, Some(0x9000));
@@ -287,11 +288,7 @@ fn each_point_stores_only_new_history() {
     // The ring dropped its oldest 40 entries (max_entries): the marker is still there.
     let mut third_traces: Vec<_> = traces[40..].to_vec();
     third_traces.push(trace("alloc", 0xa000, 64, t + 4, ""));
-    let third = ingest_with(
-        &snapshot(vec![], vec![third_traces.clone()]),
-        &second.next_cursor,
-        Some("tcgd:2"),
-    );
+    let third = ingest_ring(&third_traces, &second.next_cursor, Some("tcgd:2"));
     assert_eq!(third.windows[0].status, HistoryStatus::Complete);
     assert_eq!(third.events.len(), 1);
     assert_eq!(third.events[0].address, Some(0xa000));
@@ -302,11 +299,7 @@ fn each_point_stores_only_new_history() {
         trace("alloc", 0xb000, 64, t + 100, ""),
         trace("alloc", 0xb100, 64, t + 101, ""),
     ];
-    let fourth = ingest_with(
-        &snapshot(vec![], vec![lost]),
-        &third.next_cursor,
-        Some("tcgd:3"),
-    );
+    let fourth = ingest_ring(&lost, &third.next_cursor, Some("tcgd:3"));
     assert_eq!(fourth.windows[0].status, HistoryStatus::Truncated);
     assert_eq!(fourth.events.len(), 2);
 }
@@ -315,19 +308,11 @@ fn each_point_stores_only_new_history() {
 fn a_marker_inside_the_snapshot_closes_the_window() {
     // Torch releases that record the snapshot entry before gathering the traces.
     let mut traces = ring(9, 10, Some("tcgd:0"));
-    let first = ingest_with(
-        &snapshot(vec![], vec![traces.clone()]),
-        &HistoryCursor::new(),
-        Some("tcgd:0"),
-    );
+    let first = ingest_ring(&traces, &HistoryCursor::new(), Some("tcgd:0"));
     assert_eq!(first.events.len(), 10);
     traces.push(trace("alloc", 0x77, 8, 100, ""));
     traces.push(trace("snapshot", 0, 0, 100, "tcgd:1"));
-    let second = ingest_with(
-        &snapshot(vec![], vec![traces]),
-        &first.next_cursor,
-        Some("tcgd:1"),
-    );
+    let second = ingest_ring(&traces, &first.next_cursor, Some("tcgd:1"));
     assert_eq!(second.windows[0].status, HistoryStatus::Complete);
     let actions: Vec<_> = second.events.iter().map(|e| e.action.as_str()).collect();
     assert_eq!(actions, vec!["alloc", "snapshot"]);
@@ -335,48 +320,32 @@ fn a_marker_inside_the_snapshot_closes_the_window() {
 
 #[test]
 fn an_empty_ring_at_the_first_point_is_not_yet_disabled() {
-    let first = ingest_with(
-        &snapshot(vec![], vec![vec![]]),
-        &HistoryCursor::new(),
-        Some("tcgd:0"),
-    );
+    let first = ingest_ring(&[], &HistoryCursor::new(), Some("tcgd:0"));
     assert_eq!(first.windows[0].status, HistoryStatus::FirstPoint);
     // History was switched on right after: the ring starts with our marker.
     let traces = vec![
         trace("snapshot", 0, 0, 5, "tcgd:0"),
         trace("alloc", 0x10, 8, 6, ""),
     ];
-    let second = ingest_with(
-        &snapshot(vec![], vec![traces]),
-        &first.next_cursor,
-        Some("tcgd:1"),
-    );
+    let second = ingest_ring(&traces, &first.next_cursor, Some("tcgd:1"));
     assert_eq!(second.windows[0].status, HistoryStatus::Complete);
     assert_eq!(second.events.len(), 1);
     // Still empty at a later point: history is off.
-    let third = ingest_with(
-        &snapshot(vec![], vec![vec![]]),
-        &first.next_cursor,
-        Some("tcgd:1"),
-    );
+    let third = ingest_ring(&[], &first.next_cursor, Some("tcgd:1"));
     assert_eq!(third.windows[0].status, HistoryStatus::Disabled);
 }
 
 #[test]
 fn without_markers_the_boundary_is_found_by_fingerprint() {
     let traces = ring(30, 1000, None);
-    let first = ingest_with(
-        &snapshot(vec![], vec![traces.clone()]),
-        &HistoryCursor::new(),
-        None,
-    );
+    let first = ingest_ring(&traces, &HistoryCursor::new(), None);
     assert!(!first.boundary_recorded);
     let mut more = traces.clone();
     let t = more.last().unwrap()["time_us"].as_i64().unwrap();
     // Same microsecond as the boundary: only a count plus fingerprint tells them apart.
     more.push(trace("alloc", 0x5555, 64, t, ""));
     more.push(trace("alloc", 0x6666, 64, t + 1, ""));
-    let second = ingest_with(&snapshot(vec![], vec![more]), &first.next_cursor, None);
+    let second = ingest_ring(&more, &first.next_cursor, None);
     assert_eq!(second.windows[0].status, HistoryStatus::Complete);
     let addresses: Vec<_> = second.events.iter().map(|e| e.address).collect();
     assert_eq!(addresses, vec![Some(0x5555), Some(0x6666)]);
@@ -408,7 +377,7 @@ fn before_capture_without_traces() -> serde_json::Value {
 #[test]
 fn timestamps_going_backwards_are_flagged() {
     let traces = vec![trace("alloc", 1, 1, 50, ""), trace("alloc", 2, 1, 40, "")];
-    let got = ingest_with(&snapshot(vec![], vec![traces]), &HistoryCursor::new(), None);
+    let got = ingest_ring(&traces, &HistoryCursor::new(), None);
     assert_eq!(got.windows[0].status, HistoryStatus::InvalidOrder);
 }
 

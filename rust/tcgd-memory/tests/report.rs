@@ -11,21 +11,12 @@ use tcgd_memory::report::{
 use tcgd_memory::{compare_phases, timeline, MemoryState};
 
 fn capture_pair() -> (MemoryState, MemoryState) {
-    let before = state(
-        &before_capture(),
+    capture_points(
         "probe:graph-capture",
-        "snapshot-0",
-        0,
-        vec![memory(0, 434 * MIB, Some(4 * MIB))],
-    );
-    let after = state(
-        &after_capture(),
-        "probe:graph-capture",
-        "snapshot-1",
-        1,
-        vec![memory(0, 540 * MIB, Some(4 * MIB))],
-    );
-    (before, after)
+        ["snapshot-0", "snapshot-1"],
+        [434 * MIB, 540 * MIB],
+        Some(4 * MIB),
+    )
 }
 
 fn all(include_unchanged: bool) -> ReportOptions {
@@ -81,20 +72,8 @@ fn capture_comparison_html_escapes_and_charts() {
 
 #[test]
 fn cross_run_text() {
-    let a = state(
-        &after_capture(),
-        "run-a",
-        "step-10",
-        3,
-        vec![memory(0, 600 * MIB, None)],
-    );
-    let b = state(
-        &after_capture(),
-        "run-b",
-        "step-10",
-        3,
-        vec![memory(0, 640 * MIB, None)],
-    );
+    let a = on_device(&after_capture(), "run-a", "step-10", 3, 600 * MIB, None);
+    let b = on_device(&after_capture(), "run-b", "step-10", 3, 640 * MIB, None);
     let c = compare(&a, &b, &CompareOptions::default()).unwrap();
     insta::assert_snapshot!(
         "cross_run_text",
@@ -115,20 +94,7 @@ fn summary_and_timeline_and_phases_text() {
         render_timeline(&t, Format::Text, all(true))
     );
     insta::assert_snapshot!("timeline_csv", render_timeline(&t, Format::Csv, all(true)));
-    let b0 = state(
-        &before_capture(),
-        "run-b",
-        "start",
-        0,
-        vec![memory(0, 400 * MIB, None)],
-    );
-    let b1 = state(
-        &after_capture(),
-        "run-b",
-        "end",
-        1,
-        vec![memory(0, 430 * MIB, None)],
-    );
+    let (b0, b1) = capture_points("run-b", ["start", "end"], [400 * MIB, 430 * MIB], None);
     let p = compare_phases((&before, &after), (&b0, &b1), &CompareOptions::default()).unwrap();
     insta::assert_snapshot!("phases_text", render_phases(&p, Format::Text, all(false)));
 }
@@ -166,24 +132,23 @@ fn check_sums(report: &Value) {
                 "block_count",
                 "inactive",
             ] {
-                let pools: i64 = device["pools"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| value(&p["stats"][metric], side))
-                    .sum();
+                // The sum of the metric over a node's children.
+                let children = |node: &Value, level: &str| -> i64 {
+                    node[level]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|child| value(&child["stats"][metric], side))
+                        .sum()
+                };
+                let pools = children(device, "pools");
                 assert_eq!(
                     value(&device["allocator"][metric], side),
                     pools,
                     "{metric} {side}"
                 );
                 for pool in device["pools"].as_array().unwrap() {
-                    let streams: i64 = pool["streams"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|s| value(&s["stats"][metric], side))
-                        .sum();
+                    let streams = children(pool, "streams");
                     assert_eq!(
                         value(&pool["stats"][metric], side),
                         streams,
@@ -209,12 +174,13 @@ fn every_level_sums_to_its_parent() {
             block(MIB, "inactive", 0),
         ],
     ));
-    let third = state(
+    let third = on_device(
         &more,
         "probe:graph-capture",
         "snapshot-2",
         2,
-        vec![memory(0, 560 * MIB, Some(4 * MIB))],
+        560 * MIB,
+        Some(4 * MIB),
     );
     for (a, b) in [(&before, &after), (&after, &third), (&before, &third)] {
         let c = compare(a, b, &CompareOptions::default()).unwrap();

@@ -9,6 +9,7 @@ use serde_json::Value;
 use tcgd_memory::compare::{compare, CompareOptions};
 use tcgd_memory::pickle::parse;
 use tcgd_memory::run::{MemoryRunReader, MemoryRunWriter, PointMeta};
+use tcgd_memory::state::SnapshotSource;
 use tcgd_memory::{IngestOptions, JsonSnapshot, MemoryError};
 use tcgd_store::{RunHeader, RunKind, Table};
 
@@ -46,8 +47,11 @@ fn record(
         PointMeta {
             label: label.into(),
             metadata: r#"{"step": 1}"#.into(),
-            source: "dict".into(),
-            synchronized: true,
+            taken: SnapshotSource {
+                source: "dict".into(),
+                synchronized: true,
+                ..SnapshotSource::default()
+            },
             ..PointMeta::default()
         },
         vec![memory(0, used, Some(MIB))],
@@ -122,7 +126,10 @@ fn real_pickle_round_trips_through_a_run() {
             pending,
             PointMeta {
                 label: stage.into(),
-                source: "import".into(),
+                taken: SnapshotSource {
+                    source: "import".into(),
+                    ..SnapshotSource::default()
+                },
                 ..PointMeta::default()
             },
             vec![],

@@ -12,6 +12,7 @@ mod delta;
 mod digest;
 mod durable;
 mod error;
+pub mod group;
 pub mod layout;
 mod manifest;
 mod parts;

@@ -140,6 +140,16 @@ impl Serialize for StackFrames {
     }
 }
 
+/// The share of `total` bytes that allocation stacks explain: `1.0` when there are none,
+/// since nothing is left to explain.
+pub fn stack_share(attributed: i64, total: i64) -> f64 {
+    if total == 0 {
+        1.0
+    } else {
+        attributed as f64 / total as f64
+    }
+}
+
 /// The frames of a stack id of `table` (none for `None` or an unknown id).
 pub fn resolve(table: &StackTable, stack: Option<u32>) -> StackFrames {
     let Some(ids) = stack.and_then(|s| table.stack(s)) else {
@@ -169,6 +179,13 @@ pub struct AttributionStatus {
     pub lifetimes: EvidenceStatus,
 }
 
+impl AttributionStatus {
+    /// Whether any analysis was asked for.
+    pub fn requested(&self) -> bool {
+        self.stacks.requested || self.events.requested || self.lifetimes.requested
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AttributionRequest {
     pub stacks: bool,
@@ -182,15 +199,21 @@ impl AttributionRequest {
     }
 }
 
+/// What an attribution says of one of its two endpoints.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AttributionSide {
+    /// `name@label`, as reports title the endpoint.
+    pub title: String,
+    /// With a stack request.
+    pub stack_coverage: Option<StackCoverage>,
+}
+
 /// The attribution attached to one comparison.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Attribution {
-    /// `name@label` of each endpoint, as reports title them.
-    pub reference_title: String,
-    pub candidate_title: String,
+    pub reference: AttributionSide,
+    pub candidate: AttributionSide,
     pub status: AttributionStatus,
-    pub reference_stack_coverage: Option<StackCoverage>,
-    pub candidate_stack_coverage: Option<StackCoverage>,
     pub stack_deltas: Vec<StackDelta>,
     pub events: Vec<EventSummary>,
     /// With a lifetime request on two points of one run: the cohort report of their range
@@ -228,9 +251,13 @@ pub fn attribute(
     windows: Option<&[PointWindow<'_>]>,
 ) -> Result<Attribution> {
     check_request(comparison.relation, request)?;
+    let side = |s: &MemoryState| AttributionSide {
+        title: s.identity.title(),
+        stack_coverage: None,
+    };
     let mut out = Attribution {
-        reference_title: reference.identity.title(),
-        candidate_title: candidate.identity.title(),
+        reference: side(reference),
+        candidate: side(candidate),
         ..Attribution::default()
     };
     if request.stacks {
@@ -257,8 +284,8 @@ pub fn attribute(
             available: true,
             complete: r.complete() && c.complete(),
         };
-        out.reference_stack_coverage = Some(r);
-        out.candidate_stack_coverage = Some(c);
+        out.reference.stack_coverage = Some(r);
+        out.candidate.stack_coverage = Some(c);
     }
     if request.events {
         let windows = windows.ok_or_else(|| {

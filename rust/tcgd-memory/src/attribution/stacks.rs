@@ -123,11 +123,7 @@ pub fn coverage(state: &MemoryState, filter: BlockFilter) -> Result<StackCoverag
         unattributed_bytes: active - attributed,
         active_blocks: blocks,
         attributed_blocks: framed,
-        coverage: if active == 0 {
-            1.0
-        } else {
-            attributed as f64 / active as f64
-        },
+        coverage: super::stack_share(attributed, active),
     })
 }
 

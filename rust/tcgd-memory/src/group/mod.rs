@@ -8,11 +8,12 @@
 //!
 //! Loading and checking a group is here; [`summary`] and [`phases`] are its two analyses.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
+use tcgd_store::group::{self, GroupRun, RankProblem};
 use tcgd_store::{list_runs, RunKind, RunSelector};
 
 use crate::error::{MemoryError, Result};
@@ -83,6 +84,20 @@ impl GroupMember {
     }
 }
 
+impl GroupRun for GroupMember {
+    fn rank(&self) -> i64 {
+        self.rank
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn labels(&self) -> &[String] {
+        &self.labels
+    }
+}
+
 /// The runs of one job, by rank, with what is doubtful about the set as a whole.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryRunGroup {
@@ -104,6 +119,19 @@ pub struct MemoryRunGroup {
 
 fn list(items: impl IntoIterator<Item = String>) -> String {
     items.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+/// The ranks, as text, whose `value` is not the first member's.
+fn differing<T: PartialEq>(
+    members: &[GroupMember],
+    value: impl Fn(&GroupMember) -> T,
+) -> Vec<String> {
+    let first = value(&members[0]);
+    members
+        .iter()
+        .filter(|m| value(m) != first)
+        .map(|m| m.rank.to_string())
+        .collect()
 }
 
 /// Where the memory runs under `root` are: the runs of `root` itself when it is a job
@@ -179,7 +207,7 @@ impl MemoryRunGroup {
         }
         let mut warnings = Vec::new();
         let name = members[0].name.clone();
-        if let Some(other) = members.iter().find(|m| m.name != name) {
+        if let Some(other) = group::other_name(&members) {
             return Err(MemoryError::invalid(format!(
                 "the runs of a group share one name: '{}' holds run '{name}', '{}' holds \
                  run '{}'; load each name as its own group",
@@ -188,26 +216,22 @@ impl MemoryRunGroup {
                 other.name
             )));
         }
-        let mut by_rank: BTreeMap<i64, GroupMember> = BTreeMap::new();
-        for m in members {
-            if m.rank < 0 {
-                return Err(MemoryError::invalid(format!(
+        let members = group::by_rank(members).map_err(|problem| {
+            MemoryError::invalid(match problem {
+                RankProblem::Negative(m) => format!(
                     "run '{}' in '{}' has rank {}; ranks are 0 or more",
                     m.name,
                     m.path.display(),
                     m.rank
-                )));
-            }
-            let (rank, path) = (m.rank, m.path.clone());
-            if let Some(other) = by_rank.insert(rank, m) {
-                return Err(MemoryError::invalid(format!(
-                    "rank {rank} has two runs ('{}' and '{}'); a group holds one run per rank",
-                    other.path.display(),
-                    path.display()
-                )));
-            }
-        }
-        let members: Vec<GroupMember> = by_rank.into_values().collect();
+                ),
+                RankProblem::Twice(first, second) => format!(
+                    "rank {} has two runs ('{}' and '{}'); a group holds one run per rank",
+                    second.rank,
+                    first.path.display(),
+                    second.path.display()
+                ),
+            })
+        })?;
 
         let ids: BTreeSet<&str> = members
             .iter()
@@ -268,12 +292,7 @@ impl MemoryRunGroup {
                 }
             }
         }
-        let missing_ranks: Vec<i64> = match world_size {
-            Some(w) => (0..w)
-                .filter(|r| !members.iter().any(|m| m.rank == *r))
-                .collect(),
-            None => Vec::new(),
-        };
+        let missing_ranks = world_size.map_or_else(Vec::new, |w| group::missing_ranks(&members, w));
         if !missing_ranks.is_empty() {
             warnings.push(format!(
                 "rank(s) {} of world size {} have no run",
@@ -285,29 +304,25 @@ impl MemoryRunGroup {
         // Label sequences: every rank records the same points in the same order; a rank
         // that crashed stops early (its labels are a prefix), and says so by being
         // incomplete.
-        let longest = members
-            .iter()
-            .max_by_key(|m| (m.labels.len(), std::cmp::Reverse(m.rank)))
-            .map(|m| (m.rank, m.labels.clone()))
-            .unwrap_or_default();
+        let longest = group::longest(&members).expect("a group has a run");
         for m in &members {
-            if let Some(at) = m.labels.iter().zip(&longest.1).position(|(a, b)| a != b) {
+            if let Some(at) = group::label_mismatch(m, longest) {
                 return Err(MemoryError::invalid(format!(
                     "the ranks of a group record the same points in the same order: rank {}'s \
                      point {at} is '{}', rank {}'s is '{}'",
-                    m.rank, m.labels[at], longest.0, longest.1[at]
+                    m.rank, m.labels[at], longest.rank, longest.labels[at]
                 )));
             }
-            if m.labels.len() < longest.1.len() {
+            if m.labels.len() < longest.labels.len() {
                 if m.complete {
                     return Err(MemoryError::invalid(format!(
                         "rank {} finished with {} of the group's {} points (rank {} recorded \
                          '{}' after them); a complete run records every point",
                         m.rank,
                         m.labels.len(),
-                        longest.1.len(),
-                        longest.0,
-                        longest.1[m.labels.len()]
+                        longest.labels.len(),
+                        longest.rank,
+                        longest.labels[m.labels.len()]
                     )));
                 }
                 warnings.push(format!(
@@ -315,7 +330,7 @@ impl MemoryRunGroup {
                      up to '{}'",
                     m.rank,
                     m.labels.len(),
-                    longest.1.len(),
+                    longest.labels.len(),
                     m.labels.last().map_or("(none)", String::as_str)
                 ));
             } else if !m.complete {
@@ -327,14 +342,11 @@ impl MemoryRunGroup {
             }
         }
 
+        let labels = longest.labels.clone();
         let first = &members[0];
         for key in PROVENANCE_KEYS {
             let value = |m: &GroupMember| m.provenance.get(key).cloned();
-            let differing: Vec<String> = members
-                .iter()
-                .filter(|m| value(m) != value(first))
-                .map(|m| m.rank.to_string())
-                .collect();
+            let differing = differing(&members, value);
             if !differing.is_empty() {
                 warnings.push(format!(
                     "provenance '{key}' differs: rank {} has {}, rank(s) {} differ",
@@ -344,11 +356,7 @@ impl MemoryRunGroup {
                 ));
             }
         }
-        let differing: Vec<String> = members
-            .iter()
-            .filter(|m| m.run_metadata != first.run_metadata)
-            .map(|m| m.rank.to_string())
-            .collect();
+        let differing = differing(&members, |m| m.run_metadata.clone());
         if !differing.is_empty() {
             warnings.push(format!(
                 "run metadata differs from rank {}'s on rank(s) {}",
@@ -365,7 +373,7 @@ impl MemoryRunGroup {
             world_size,
             members,
             missing_ranks,
-            labels: longest.1,
+            labels,
             complete,
             warnings,
         })

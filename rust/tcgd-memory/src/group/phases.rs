@@ -9,7 +9,7 @@ use crate::compare::{CompareOptions, PoolKey};
 use crate::error::{MemoryError, Result};
 use crate::phases::{compare_phases, PhaseComparison, PhaseLevel, PhaseRow, PhaseValues};
 use crate::state::MemoryState;
-use crate::stats::Scope;
+use crate::stats::{public_metric_name, Scope};
 
 use super::*;
 
@@ -56,6 +56,14 @@ pub struct GroupPhaseAggregate {
     pub scope: Scope,
     pub metric: String,
     pub rank_count: usize,
+    #[serde(flatten)]
+    pub terms: TermExtrema,
+}
+
+/// The cross-rank extrema of each term that ranks compute from their own points; `None`
+/// where no rank has the term.
+#[derive(Debug, Clone, Serialize)]
+pub struct TermExtrema {
     pub baseline_change: Option<MetricExtrema>,
     pub candidate_change: Option<MetricExtrema>,
     pub start_gap: Option<MetricExtrema>,
@@ -63,10 +71,33 @@ pub struct GroupPhaseAggregate {
     pub change_gap: Option<MetricExtrema>,
 }
 
+impl TermExtrema {
+    /// The terms' names, in the order [`all`](Self::all) gives them.
+    pub const NAMES: [&'static str; 5] = [
+        "baseline_change",
+        "candidate_change",
+        "start_gap",
+        "end_gap",
+        "change_gap",
+    ];
+
+    /// The extrema of each of [`NAMES`](Self::NAMES).
+    pub fn all(&self) -> [Option<&MetricExtrema>; 5] {
+        [
+            &self.baseline_change,
+            &self.candidate_change,
+            &self.start_gap,
+            &self.end_gap,
+            &self.change_gap,
+        ]
+        .map(Option::as_ref)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupPhaseComparison {
-    pub baseline: GroupDescriptor,
-    pub candidate: GroupDescriptor,
+    pub baseline: MemoryRunGroup,
+    pub candidate: MemoryRunGroup,
     /// The labels the four endpoints resolved to.
     pub endpoints: [String; 4],
     /// Ranks whose phases were compared, ascending.
@@ -257,8 +288,8 @@ pub fn compare_run_group_phases(
     }
     let phase_aggregates = aggregate_phases(&rank_comparisons);
     Ok(GroupPhaseComparison {
-        baseline: baseline.descriptor(),
-        candidate: candidate.descriptor(),
+        baseline: baseline.clone(),
+        candidate: candidate.clone(),
         endpoints: labels,
         ranks: rank_comparisons.iter().map(|(r, _)| *r).collect(),
         skipped_ranks: skipped,
@@ -306,23 +337,16 @@ pub(crate) fn aggregate_phases(ranks: &[(i64, PhaseComparison)]) -> Vec<GroupPha
             };
             GroupPhaseAggregate {
                 scope,
-                metric: phase_metric_name(metric),
+                metric: public_metric_name(metric),
                 rank_count: values.len(),
-                baseline_change: term(PhaseValues::baseline_change),
-                candidate_change: term(PhaseValues::candidate_change),
-                start_gap: term(PhaseValues::start_gap),
-                end_gap: term(PhaseValues::end_gap),
-                change_gap: term(change_gap),
+                terms: TermExtrema {
+                    baseline_change: term(PhaseValues::baseline_change),
+                    candidate_change: term(PhaseValues::candidate_change),
+                    start_gap: term(PhaseValues::start_gap),
+                    end_gap: term(PhaseValues::end_gap),
+                    change_gap: term(change_gap),
+                },
             }
         })
         .collect()
-}
-
-/// A phase row's metric under its public name (`reserved` -> `reserved_bytes`).
-pub fn phase_metric_name(metric: &str) -> String {
-    if metric.ends_with("_bytes") || metric.ends_with("_count") {
-        metric.to_owned()
-    } else {
-        format!("{metric}_bytes")
-    }
 }

@@ -1,64 +1,69 @@
 //! The group summary: per point, every rank's allocator and device state, and the extrema across ranks (never sums).
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
-use crate::stats::{MemoryStats, Scope};
+use crate::stats::{public_metric_name, MemoryStats, Scope};
 
 use super::*;
 
 // ---------------------------------------------------------------------- summary
-
-/// A metric's public name: bytes end in `_bytes`, counts keep their name.
-pub fn metric_name(column: &str) -> String {
-    if column.ends_with("_count") {
-        column.to_owned()
-    } else {
-        format!("{column}_bytes")
-    }
-}
 
 /// Every metric of a stats row under its public name, in the store's column order.
 pub fn stats_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
     stats
         .columns()
         .iter()
-        .map(|(n, v)| (metric_name(n), *v))
+        .map(|(n, v)| (public_metric_name(n), *v))
         .collect()
 }
 
-/// The byte metrics a cross-rank aggregate covers (counts are point diagnostics).
-pub fn byte_metrics(stats: &MemoryStats) -> Vec<(String, i64)> {
-    stats_metrics(stats)
+/// The public names of [`stats_metrics`], in order.
+pub fn stat_names() -> Vec<String> {
+    stats_metrics(&MemoryStats::default())
         .into_iter()
-        .filter(|(n, _)| n.ends_with("_bytes"))
+        .map(|(n, _)| n)
         .collect()
+}
+
+/// Metrics as one JSON object, `{name: value}`.
+fn metrics_map<S: serde::Serializer>(
+    metrics: &[(String, i64)],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_map(metrics.iter().map(|(n, v)| (n, v)))
+}
+
+/// One rank's point, as the rows of a group summary name it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RankPoint {
+    pub rank: i64,
+    pub point_index: i64,
+    pub label: String,
 }
 
 /// One rank's allocator state of one scope at one point.
 #[derive(Debug, Clone, Serialize)]
 pub struct RankPointState {
-    pub rank: i64,
-    pub point_index: i64,
-    pub label: String,
+    #[serde(flatten)]
+    pub at: RankPoint,
     pub scope: Scope,
     pub observation_count: usize,
     pub pool_count: usize,
+    #[serde(serialize_with = "metrics_map")]
     pub stats: Vec<(String, i64)>,
 }
 
 /// One rank's device at one point: the allocator's rollup and the CUDA Runtime sample.
 #[derive(Debug, Clone, Serialize)]
 pub struct RankDevicePointState {
-    pub rank: i64,
-    pub point_index: i64,
-    pub label: String,
+    #[serde(flatten)]
+    pub at: RankPoint,
     pub device_index: i64,
     pub free_bytes: Option<i64>,
     pub total_bytes: Option<i64>,
     pub used_bytes: Option<i64>,
     pub cuda_allocator_residual_bytes: Option<i64>,
+    #[serde(serialize_with = "metrics_map")]
     pub stats: Vec<(String, i64)>,
 }
 
@@ -113,6 +118,7 @@ pub struct RankPointAggregate {
     pub label: String,
     pub scope: Scope,
     pub metric: String,
+    #[serde(flatten)]
     pub extrema: MetricExtrema,
 }
 
@@ -125,41 +131,10 @@ impl RankPointAggregate {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupSummary {
-    pub group: GroupDescriptor,
+    pub group: MemoryRunGroup,
     pub rank_points: Vec<RankPointState>,
     pub rank_devices: Vec<RankDevicePointState>,
     pub point_aggregates: Vec<RankPointAggregate>,
-    pub warnings: Vec<String>,
-}
-
-/// What identifies a group in its reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct GroupDescriptor {
-    pub name: String,
-    pub root: Option<PathBuf>,
-    pub group_id: Option<String>,
-    pub world_size: Option<i64>,
-    pub ranks: Vec<i64>,
-    pub missing_ranks: Vec<i64>,
-    pub complete: bool,
-    pub labels: Vec<String>,
-    pub members: Vec<GroupMember>,
-}
-
-impl MemoryRunGroup {
-    pub fn descriptor(&self) -> GroupDescriptor {
-        GroupDescriptor {
-            name: self.name.clone(),
-            root: self.root.clone(),
-            group_id: self.group_id.clone(),
-            world_size: self.world_size,
-            ranks: self.ranks(),
-            missing_ranks: self.missing_ranks.clone(),
-            complete: self.complete,
-            labels: self.labels.clone(),
-            members: self.members.clone(),
-        }
-    }
 }
 
 pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
@@ -167,7 +142,11 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
     let mut rank_devices = Vec::new();
     for m in &group.members {
         for s in &m.states {
-            let id = &s.identity;
+            let at = RankPoint {
+                rank: m.rank,
+                point_index: s.identity.index,
+                label: s.identity.label.clone(),
+            };
             for scope in Scope::ALL {
                 let pools = s
                     .pool_stats()
@@ -180,9 +159,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
                     .filter(|(k, _)| scope.contains(k.pool))
                     .count();
                 rank_points.push(RankPointState {
-                    rank: m.rank,
-                    point_index: id.index,
-                    label: id.label.clone(),
+                    at: at.clone(),
                     scope,
                     observation_count: observations,
                     pool_count: pools,
@@ -192,9 +169,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
             for &d in &s.devices {
                 let memory = s.memory(d);
                 rank_devices.push(RankDevicePointState {
-                    rank: m.rank,
-                    point_index: id.index,
-                    label: id.label.clone(),
+                    at: at.clone(),
                     device_index: d,
                     free_bytes: memory.free_bytes,
                     total_bytes: memory.total_bytes,
@@ -210,7 +185,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         for scope in Scope::ALL {
             let rows: Vec<&RankPointState> = rank_points
                 .iter()
-                .filter(|r| r.point_index == index as i64 && r.scope == scope)
+                .filter(|r| r.at.point_index == index as i64 && r.scope == scope)
                 .collect();
             let Some(first) = rows.first() else { continue };
             for (metric, _) in first.stats.iter().filter(|(n, _)| n.ends_with("_bytes")) {
@@ -220,7 +195,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
                         r.stats
                             .iter()
                             .find(|(n, _)| n == metric)
-                            .map(|(_, v)| (r.rank, *v))
+                            .map(|(_, v)| (r.at.rank, *v))
                     })
                     .collect();
                 if let Some(extrema) = MetricExtrema::of(&values) {
@@ -236,10 +211,9 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         }
     }
     GroupSummary {
-        group: group.descriptor(),
+        group: group.clone(),
         rank_points,
         rank_devices,
         point_aggregates,
-        warnings: group.warnings.clone(),
     }
 }

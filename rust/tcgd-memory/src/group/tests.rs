@@ -1,4 +1,5 @@
 use super::*;
+use crate::stats::public_metric_name;
 
 fn member(rank: i64, labels: &[&str], complete: bool) -> GroupMember {
     GroupMember {
@@ -78,8 +79,8 @@ fn labels_prefix_rules() {
 
 #[test]
 fn public_metric_names() {
-    assert_eq!(metric_name("allocated"), "allocated_bytes");
-    assert_eq!(metric_name("segment_count"), "segment_count");
-    assert_eq!(phase_metric_name("reserved"), "reserved_bytes");
-    assert_eq!(phase_metric_name("active_bytes"), "active_bytes");
+    assert_eq!(public_metric_name("allocated"), "allocated_bytes");
+    assert_eq!(public_metric_name("segment_count"), "segment_count");
+    assert_eq!(public_metric_name("reserved"), "reserved_bytes");
+    assert_eq!(public_metric_name("active_bytes"), "active_bytes");
 }

@@ -292,66 +292,31 @@ impl<T: SnapshotTree> Ingester<'_, T> {
     ) -> Result<Event> {
         let node = self.entry(list, d, i)?;
         let path = |f: &str| format!("device_traces[{d}][{i}].{f}");
-        let action_node = self.required(&node, Field::Action, &|| path("action"))?;
-        let action = self
-            .tree
-            .with_str(&action_node, str::to_owned)
-            .ok_or_else(|| self.wrong_type(&action_node, "str", &path("action")))?;
+        let action = self.req(&node, Field::Action, &path, Self::as_string)?;
         // Entries that have no address by design: OOM (it carries device_free), snapshot
         // markers (torch writes addr 0 for them anyway).
         let addressless = action == "oom";
-        let address = self.opt_int(
-            &node,
-            Field::Addr,
-            &|| path("addr"),
-            (!addressless).then_some("trace.addr"),
-        )?;
-        let size = self
-            .opt_int(&node, Field::Size, &|| path("size"), Some("trace.size"))?
-            .unwrap_or(0);
-        let stream = self
-            .opt_int(
-                &node,
-                Field::Stream,
-                &|| path("stream"),
-                Some("trace.stream"),
-            )?
-            .unwrap_or(0);
-        let time_us = self.opt_int(
-            &node,
-            Field::TimeUs,
-            &|| path("time_us"),
-            Some("trace.time_us"),
-        )?;
-        let user_metadata =
-            self.opt_str(&node, Field::UserMetadata, &|| path("user_metadata"), None)?;
-        let compile_context = self.opt_str(
-            &node,
-            Field::CompileContext,
-            &|| path("compile_context"),
-            None,
-        )?;
-        let device_free = self.opt_int(&node, Field::DeviceFree, &|| path("device_free"), None)?;
+        let int = Self::as_int;
+        let address_warn = (!addressless).then_some("trace.addr");
+        let address = self.opt(&node, Field::Addr, &path, address_warn, int)?;
+        let size = self.opt(&node, Field::Size, &path, Some("trace.size"), int)?;
+        let stream = self.opt(&node, Field::Stream, &path, Some("trace.stream"), int)?;
+        let time_us = self.opt(&node, Field::TimeUs, &path, Some("trace.time_us"), int)?;
+        let text = Self::as_string;
+        let user_metadata = self.opt(&node, Field::UserMetadata, &path, None, text)?;
+        let compile_context = self.opt(&node, Field::CompileContext, &path, None, text)?;
+        let device_free = self.opt(&node, Field::DeviceFree, &path, None, int)?;
+        let (size, stream) = (size.unwrap_or(0), stream.unwrap_or(0));
         for (name, value) in [("size", Some(size)), ("device_free", device_free)] {
             if let Some(v) = value.filter(|v| *v < 0) {
                 return Err(self.negative(path(name), v));
             }
         }
         let pool = match self.get(&node, Field::PoolId, &|| path("pool_id"))? {
-            Some(v) if !self.tree.is_none(&v) => {
-                let pair = (self.tree.seq_len(&v) == Some(2))
-                    .then(|| (self.tree.seq_item(&v, 0), self.tree.seq_item(&v, 1)));
-                match pair {
-                    Some((Some(a), Some(b))) => Some((
-                        self.as_int(&a, &|| path("pool_id[0]"))?,
-                        self.as_int(&b, &|| path("pool_id[1]"))?,
-                    )),
-                    _ => return Err(self.wrong_type(&v, "a tuple of two ints", &path("pool_id"))),
-                }
-            }
+            Some(v) if !self.tree.is_none(&v) => Some(self.pool_pair(&v, &|| path("pool_id"))?),
             _ => None,
         };
-        let stack = self.frames(&node, &|| path("frames"), None)?;
+        let stack = self.frames(&node, &path, None)?;
         Ok(Event {
             device,
             ring_index: i as i64,

@@ -16,7 +16,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::error::{MemoryError, Result, TorchVersion};
-use crate::model::{Block, Event, HistoryWindow, Segment, StackTable};
+use crate::model::{Block, Event, HistoryWindow, PoolId, Segment, StackTable};
 use crate::tree::{Field, IntValue, SnapshotTree};
 
 mod history;
@@ -132,7 +132,7 @@ pub fn ingest<T: SnapshotTree>(
     for i in 0..segment_count {
         let node = ing.item(&segments_node, i, &|| format!("segments[{i}]"))?;
         let path = |f: &str| format!("segments[{i}].{f}");
-        let device = ing.req_int(&node, Field::Device, &|| path("device"))?;
+        let device = ing.req(&node, Field::Device, &path, Ingester::as_int)?;
         if !keep(device) {
             continue;
         }
@@ -279,55 +279,61 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         }
     }
 
-    pub(super) fn req_int(
+    /// A required field as `read` converts it (`Self::as_int`, ...), its path
+    /// `at(field.key())`.
+    pub(super) fn req<V>(
         &self,
         node: &T::Node,
         field: Field,
-        path: &dyn Fn() -> String,
-    ) -> Result<i64> {
-        let value = self.required(node, field, path)?;
-        self.as_int(&value, path)
+        at: &dyn Fn(&str) -> String,
+        read: impl Fn(&Self, &T::Node, &dyn Fn() -> String) -> Result<V>,
+    ) -> Result<V> {
+        let path = || at(field.key());
+        let value = self.required(node, field, &path)?;
+        read(self, &value, &path)
     }
 
-    /// An optional int: `warn` names the field for the once-per-snapshot warning, `None`
-    /// for fields that torch omits by design.
-    pub(super) fn opt_int(
+    /// `field` of `node` when present, its path `at(field.key())`. A missing one gets the
+    /// once-per-snapshot warning that `warn` names; `None` for fields that torch omits by
+    /// design.
+    pub(super) fn optional(
         &mut self,
         node: &T::Node,
         field: Field,
-        path: &dyn Fn() -> String,
+        at: &dyn Fn(&str) -> String,
         warn: Option<&'static str>,
-    ) -> Result<Option<i64>> {
-        match self.get(node, field, path)? {
-            Some(value) => self.as_int(&value, path).map(Some),
-            None => {
-                if let Some(what) = warn {
-                    self.warn_missing(what);
-                }
-                Ok(None)
-            }
+    ) -> Result<Option<T::Node>> {
+        let value = self.get(node, field, &|| at(field.key()))?;
+        if let (None, Some(what)) = (&value, warn) {
+            self.warn_missing(what);
         }
+        Ok(value)
     }
 
-    pub(super) fn opt_str(
+    /// An [`optional`](Self::optional) field as `read` converts it (`Self::as_int`, ...).
+    pub(super) fn opt<V>(
         &mut self,
         node: &T::Node,
         field: Field,
-        path: &dyn Fn() -> String,
+        at: &dyn Fn(&str) -> String,
         warn: Option<&'static str>,
-    ) -> Result<Option<String>> {
-        match self.get(node, field, path)? {
-            Some(value) => self
-                .tree
-                .with_str(&value, str::to_owned)
-                .map(Some)
-                .ok_or_else(|| self.wrong_type(&value, "str", &path())),
-            None => {
-                if let Some(what) = warn {
-                    self.warn_missing(what);
-                }
-                Ok(None)
-            }
+        read: impl Fn(&Self, &T::Node, &dyn Fn() -> String) -> Result<V>,
+    ) -> Result<Option<V>> {
+        self.optional(node, field, at, warn)?
+            .map(|value| read(self, &value, &|| at(field.key())))
+            .transpose()
+    }
+
+    /// A pool id: a sequence of two ints.
+    pub(super) fn pool_pair(&self, value: &T::Node, path: &dyn Fn() -> String) -> Result<PoolId> {
+        let pair = (self.tree.seq_len(value) == Some(2))
+            .then(|| (self.tree.seq_item(value, 0), self.tree.seq_item(value, 1)));
+        match pair {
+            Some((Some(a), Some(b))) => Ok((
+                self.as_int(&a, &|| format!("{}[0]", path()))?,
+                self.as_int(&b, &|| format!("{}[1]", path()))?,
+            )),
+            _ => Err(self.wrong_type(value, "a tuple of two ints", &path())),
         }
     }
 
@@ -368,15 +374,15 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         self.warnings.push(message);
     }
 
-    pub(super) fn req_str(
-        &self,
-        node: &T::Node,
-        field: Field,
-        path: &dyn Fn() -> String,
-    ) -> Result<String> {
-        let value = self.required(node, field, path)?;
+    pub(super) fn as_string(&self, node: &T::Node, path: &dyn Fn() -> String) -> Result<String> {
         self.tree
-            .with_str(&value, str::to_owned)
-            .ok_or_else(|| self.wrong_type(&value, "str", &path()))
+            .with_str(node, str::to_owned)
+            .ok_or_else(|| self.wrong_type(node, "str", &path()))
+    }
+
+    pub(super) fn as_bool(&self, node: &T::Node, path: &dyn Fn() -> String) -> Result<bool> {
+        self.tree
+            .boolean(node)
+            .ok_or_else(|| self.wrong_type(node, "bool", &path()))
     }
 }

@@ -1,90 +1,68 @@
 //! Segments, their blocks (addresses inferred where the snapshot omits them) and stack frames.
 
 use crate::error::{MemoryError, Result};
-use crate::model::{Block, BlockState, Frame, FxNode, PoolId, Segment, DEFAULT_POOL};
+use crate::model::{Block, BlockState, Frame, FxNode, Segment, DEFAULT_POOL};
 use crate::tree::{Field, SnapshotTree};
 
 use super::*;
 
 impl<T: SnapshotTree> Ingester<'_, T> {
-    pub(super) fn pool_id(&mut self, node: &T::Node, path: &dyn Fn() -> String) -> Result<PoolId> {
-        let Some(value) = self.get(node, Field::SegmentPoolId, path)? else {
-            self.warn_missing("segment.segment_pool_id");
-            return Ok(DEFAULT_POOL);
-        };
-        let pair = (self.tree.seq_len(&value) == Some(2))
-            .then(|| (self.tree.seq_item(&value, 0), self.tree.seq_item(&value, 1)));
-        match pair {
-            Some((Some(a), Some(b))) => Ok((
-                self.as_int(&a, &|| format!("{}[0]", path()))?,
-                self.as_int(&b, &|| format!("{}[1]", path()))?,
-            )),
-            _ => Err(self.wrong_type(&value, "a tuple of two ints", &path())),
-        }
-    }
-
     pub(super) fn segment(
         &mut self,
         node: &T::Node,
         device: i64,
         path: &dyn Fn(&str) -> String,
     ) -> Result<Segment> {
-        let total_size = self.req_int(node, Field::TotalSize, &|| path("total_size"))?;
-        let stream = self.req_int(node, Field::Stream, &|| path("stream"))?;
-        let address = self.opt_int(
-            node,
-            Field::Address,
-            &|| path("address"),
-            Some("segment.address"),
-        )?;
-        let allocated_size = self.opt_int(
-            node,
-            Field::AllocatedSize,
-            &|| path("allocated_size"),
-            Some("segment.allocated_size"),
-        )?;
-        let active_size = self.opt_int(
-            node,
-            Field::ActiveSize,
-            &|| path("active_size"),
-            Some("segment.active_size"),
-        )?;
-        let requested_size = self.opt_int(
-            node,
-            Field::RequestedSize,
-            &|| path("requested_size"),
-            Some("segment.requested_size"),
-        )?;
-        let pool = self.pool_id(node, &|| path("segment_pool_id"))?;
+        let total_size = self.req(node, Field::TotalSize, path, Self::as_int)?;
+        let stream = self.req(node, Field::Stream, path, Self::as_int)?;
+        // Sizes as torch reported them, each checked not to be negative.
+        const SIZES: [(Field, &str); 4] = [
+            (Field::Address, "segment.address"),
+            (Field::AllocatedSize, "segment.allocated_size"),
+            (Field::ActiveSize, "segment.active_size"),
+            (Field::RequestedSize, "segment.requested_size"),
+        ];
+        let mut sizes = [None; 4];
+        for (slot, (field, warn)) in sizes.iter_mut().zip(SIZES) {
+            *slot = self.opt(node, field, path, Some(warn), Self::as_int)?;
+        }
+        let pool = self
+            .opt(
+                node,
+                Field::SegmentPoolId,
+                path,
+                Some("segment.segment_pool_id"),
+                Self::pool_pair,
+            )?
+            .unwrap_or(DEFAULT_POOL);
         let segment_type = self
-            .opt_str(
+            .opt(
                 node,
                 Field::SegmentType,
-                &|| path("segment_type"),
+                path,
                 Some("segment.segment_type"),
+                Self::as_string,
             )?
             .unwrap_or_else(|| "unknown".to_owned());
-        let is_expandable = match self.get(node, Field::IsExpandable, &|| path("is_expandable"))? {
-            Some(v) => self
-                .tree
-                .boolean(&v)
-                .ok_or_else(|| self.wrong_type(&v, "bool", &path("is_expandable")))?,
-            None => {
-                self.warn_missing("segment.is_expandable");
-                false
-            }
-        };
-        for (name, value) in [
-            ("total_size", Some(total_size)),
-            ("address", address),
-            ("allocated_size", allocated_size),
-            ("active_size", active_size),
-            ("requested_size", requested_size),
-        ] {
+        let is_expandable = self
+            .opt(
+                node,
+                Field::IsExpandable,
+                path,
+                Some("segment.is_expandable"),
+                Self::as_bool,
+            )?
+            .unwrap_or(false);
+        let reported = SIZES.map(|(field, _)| field).into_iter().zip(sizes);
+        for (field, value) in [(Field::TotalSize, Some(total_size))]
+            .into_iter()
+            .chain(reported)
+        {
             if let Some(v) = value.filter(|v| *v < 0) {
-                return Err(self.negative(path(name), v));
+                return Err(self.negative(path(field.key()), v));
             }
         }
+        let [address, allocated_size, active_size, requested_size] = sizes;
         if let Some(a) = address {
             if a.checked_add(total_size).is_none() {
                 return Err(self.overflow(
@@ -93,7 +71,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 ));
             }
         }
-        let stack = self.frames(node, &|| path("frames"), Some("segment.frames"))?;
+        let stack = self.frames(node, path, Some("segment.frames"))?;
         Ok(Segment {
             device,
             address,
@@ -125,7 +103,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         for j in 0..n {
             let path = |f: &str| format!("segments[{i}].blocks[{j}].{f}");
             let block = self.item(&blocks, j, &|| format!("segments[{i}].blocks[{j}]"))?;
-            let size = self.req_int(&block, Field::Size, &|| path("size"))?;
+            let size = self.req(&block, Field::Size, &path, Self::as_int)?;
             let state_node = self.required(&block, Field::State, &|| path("state"))?;
             let state = self
                 .tree
@@ -141,17 +119,19 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                     ),
                     torch: self.torch.clone(),
                 })?;
-            let reported = self.opt_int(
+            let reported = self.opt(
                 &block,
                 Field::Address,
-                &|| path("address"),
+                &path,
                 Some("block.address"),
+                Self::as_int,
             )?;
-            let requested = self.opt_int(
+            let requested = self.opt(
                 &block,
                 Field::RequestedSize,
-                &|| path("requested_size"),
+                &path,
                 Some("block.requested_size"),
+                Self::as_int,
             )?;
             let requested_size = requested.unwrap_or(if state.is_active() { size } else { 0 });
             if size < 0 || requested_size < 0 {
@@ -179,7 +159,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                     torch: self.torch.clone(),
                 });
             }
-            let stack = self.frames(&block, &|| path("frames"), Some("block.frames"))?;
+            let stack = self.frames(&block, &path, Some("block.frames"))?;
             let (address, address_inferred) = match reported {
                 Some(a) => (Some(a), false),
                 // `offset <= total_size` (checked below for every earlier block) and the
@@ -224,16 +204,14 @@ impl<T: SnapshotTree> Ingester<'_, T> {
     pub(super) fn frames(
         &mut self,
         node: &T::Node,
-        path: &dyn Fn() -> String,
+        at: &dyn Fn(&str) -> String,
         warn: Option<&'static str>,
     ) -> Result<Option<u32>> {
-        let Some(frames) = self.get(node, Field::Frames, path)? else {
-            if let Some(what) = warn {
-                self.warn_missing(what);
-            }
+        let Some(frames) = self.optional(node, Field::Frames, at, warn)? else {
             return Ok(None);
         };
-        let n = self.seq_len(&frames, path)?;
+        let path = || at(Field::Frames.key());
+        let n = self.seq_len(&frames, &path)?;
         if n == 0 {
             return Ok(None);
         }
@@ -246,11 +224,11 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 Some(&id) if identity != usize::MAX => id,
                 _ => {
                     let fpath = |f: &str| format!("{}[{k}].{f}", path());
-                    let line = self.req_int(&frame, Field::Line, &|| fpath("line"))?;
-                    let filename = self.req_str(&frame, Field::Filename, &|| fpath("filename"))?;
-                    let name = self.req_str(&frame, Field::Name, &|| fpath("name"))?;
+                    let line = self.req(&frame, Field::Line, &fpath, Self::as_int)?;
+                    let filename = self.req(&frame, Field::Filename, &fpath, Self::as_string)?;
+                    let name = self.req(&frame, Field::Name, &fpath, Self::as_string)?;
                     let mut fx =
-                        |field: Field| self.opt_str(&frame, field, &|| fpath(field.key()), None);
+                        |field: Field| self.opt(&frame, field, &fpath, None, Self::as_string);
                     let fx = FxNode::of(
                         fx(Field::FxNodeOp)?,
                         fx(Field::FxNodeName)?,

@@ -12,8 +12,9 @@ use crate::state::MemoryState;
 use super::generations::{Generation, Mark, Replay, Step, NO_COHORT};
 use super::selection::{Plan, Selection};
 use super::{
-    AllocationCohort, CohortPointState, CohortSizeBucket, CohortSizeOutcome, CohortTransition,
-    LifetimeAnalysis, Origin, Outcome, PointRef, SelectionInfo, StackFrame,
+    AllocationCohort, AnalysedRange, CohortPeaks, CohortPointState, CohortSizeBucket,
+    CohortSizeOutcome, CohortSpan, CohortTotals, CohortTransition, CohortTransitions,
+    LifetimeAnalysis, Origin, Outcome, PointRef, SelectionInfo, StackFrame, Tracked,
 };
 
 /// (device, pool or none, stack or none, unframed block size, unframed requested size).
@@ -350,36 +351,50 @@ pub(crate) fn assemble(
                     total_bytes: size * count,
                 })
                 .collect(),
-            births,
-            free_requests,
-            free_completions,
-            peak_active_bytes: max(|p| p.active_bytes),
-            peak_owner_active_bytes: max(|p| p.owner_active_bytes),
-            peak_awaiting_free_bytes: max(|p| p.awaiting_free_bytes),
-            peak_block_count: max(|p| p.block_count),
-            active_span_bytes: max(|p| p.active_bytes) - min_active,
-            event_owner_peak_bytes: acc.owner_peak,
-            event_unreusable_peak_bytes: acc.unreusable_peak,
-            first_sampled_point: sampled.first().map(as_ref),
-            last_sampled_point: sampled.last().map(as_ref),
-            first_event_point: first_event.map(|w| point_ref(states, w)),
-            last_event_point: last_event.map(|w| point_ref(states, w)),
-            born_bytes,
-            born_count,
-            free_requested_bytes: req_bytes,
-            free_requested_count: req_count,
-            free_completed_bytes: done_bytes,
-            free_completed_count: done_count,
-            terminal_owner_active_bytes: last.owner_active_bytes,
-            terminal_owner_active_count: last.owner_active_count,
-            terminal_awaiting_free_bytes: last.awaiting_free_bytes,
-            terminal_awaiting_free_count: last.awaiting_free_count,
+            transitions: CohortTransitions {
+                births,
+                free_requests,
+                free_completions,
+            },
+            peaks: CohortPeaks {
+                peak_active_bytes: max(|p| p.active_bytes),
+                peak_owner_active_bytes: max(|p| p.owner_active_bytes),
+                peak_awaiting_free_bytes: max(|p| p.awaiting_free_bytes),
+                peak_block_count: max(|p| p.block_count),
+                active_span_bytes: max(|p| p.active_bytes) - min_active,
+                event_owner_peak_bytes: acc.owner_peak,
+                event_unreusable_peak_bytes: acc.unreusable_peak,
+            },
+            span: CohortSpan {
+                first_sampled_point: sampled.first().map(as_ref),
+                last_sampled_point: sampled.last().map(as_ref),
+                first_event_point: first_event.map(|w| point_ref(states, w)),
+                last_event_point: last_event.map(|w| point_ref(states, w)),
+            },
+            totals: CohortTotals {
+                born_bytes,
+                born_count,
+                free_requested_bytes: req_bytes,
+                free_requested_count: req_count,
+                free_completed_bytes: done_bytes,
+                free_completed_count: done_count,
+                terminal_owner_active_bytes: last.owner_active_bytes,
+                terminal_owner_active_count: last.owner_active_count,
+                terminal_awaiting_free_bytes: last.awaiting_free_bytes,
+                terminal_awaiting_free_count: last.awaiting_free_count,
+            },
             points,
         });
     }
     rows.sort_by(|a, b| {
-        (b.event_unreusable_peak_bytes, b.peak_active_bytes)
-            .cmp(&(a.event_unreusable_peak_bytes, a.peak_active_bytes))
+        let key = |c: &AllocationCohort| {
+            (
+                c.peaks.event_unreusable_peak_bytes,
+                c.peaks.peak_active_bytes,
+            )
+        };
+        key(b)
+            .cmp(&key(a))
             .then_with(|| a.cohort_id.cmp(&b.cohort_id))
     });
     for (i, row) in rows.iter_mut().enumerate() {
@@ -418,18 +433,13 @@ pub(crate) fn assemble(
         run_id: first.origin.clone(),
         name: first.name.clone(),
         selection: selection_info,
-        start_point: point_ref(states, plan.start),
-        through_point: point_ref(states, plan.through),
-        points: refs,
-        history,
-        tracked_generations: tracked,
-        tracked_bytes,
-        attributed_bytes,
-        instance_stack_coverage: if tracked_bytes == 0 {
-            1.0
-        } else {
-            attributed_bytes as f64 / tracked_bytes as f64
+        range: AnalysedRange {
+            start_point: point_ref(states, plan.start),
+            through_point: point_ref(states, plan.through),
+            points: refs,
         },
+        history,
+        tracked: Tracked::new(tracked, tracked_bytes, attributed_bytes),
         cohorts: rows,
         warnings,
     }

@@ -158,9 +158,27 @@ pub struct AllocationCohort {
     pub points: Vec<CohortPointState>,
     pub size_histogram: Vec<CohortSizeBucket>,
     pub size_outcomes: Vec<CohortSizeOutcome>,
+    #[serde(flatten)]
+    pub transitions: CohortTransitions,
+    #[serde(flatten)]
+    pub peaks: CohortPeaks,
+    #[serde(flatten)]
+    pub span: CohortSpan,
+    #[serde(flatten)]
+    pub totals: CohortTotals,
+}
+
+/// A cohort's transitions, each by interval, origin and event stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CohortTransitions {
     pub births: Vec<CohortBirth>,
     pub free_requests: Vec<CohortFreeRequest>,
     pub free_completions: Vec<CohortFreeCompletion>,
+}
+
+/// A cohort's peaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CohortPeaks {
     /// Sampled-point peaks (`snapshot_peak`, `snapshot_blocks`).
     pub peak_active_bytes: i64,
     pub peak_owner_active_bytes: i64,
@@ -172,10 +190,22 @@ pub struct AllocationCohort {
     /// `unreusable_event_peak`): transients between points count here.
     pub event_owner_peak_bytes: i64,
     pub event_unreusable_peak_bytes: i64,
+}
+
+/// The first and last points that showed a cohort's blocks, and the first and last whose
+/// windows hold its events.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CohortSpan {
     pub first_sampled_point: Option<PointRef>,
     pub last_sampled_point: Option<PointRef>,
     pub first_event_point: Option<PointRef>,
     pub last_event_point: Option<PointRef>,
+}
+
+/// What a cohort's transitions moved over the range, and what it held at the last
+/// analysed point.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CohortTotals {
     pub born_bytes: i64,
     pub born_count: i64,
     pub free_requested_bytes: i64,
@@ -213,18 +243,45 @@ pub struct LifetimeAnalysis {
     pub run_id: String,
     pub name: String,
     pub selection: SelectionInfo,
+    #[serde(flatten)]
+    pub range: AnalysedRange,
+    pub history: Vec<HistoryCoverage>,
+    #[serde(flatten)]
+    pub tracked: Tracked,
+    pub cohorts: Vec<AllocationCohort>,
+    pub warnings: Vec<String>,
+}
+
+/// The points an analysis replayed: from the range start through the last analysed point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnalysedRange {
     pub start_point: PointRef,
     pub through_point: PointRef,
     pub points: Vec<PointRef>,
-    pub history: Vec<HistoryCoverage>,
+}
+
+/// The generations an analysis tracked, and how much of them allocation stacks explain.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tracked {
     pub tracked_generations: i64,
     pub tracked_bytes: i64,
     /// Bytes of tracked generations that have allocation frames.
     pub attributed_bytes: i64,
     /// `attributed_bytes / tracked_bytes` (each generation counted once; not a peak).
     pub instance_stack_coverage: f64,
-    pub cohorts: Vec<AllocationCohort>,
-    pub warnings: Vec<String>,
+}
+
+impl Tracked {
+    /// `generations` of `bytes` in all, `attributed` of them with frames; nothing tracked
+    /// is fully covered.
+    pub fn new(generations: i64, bytes: i64, attributed: i64) -> Tracked {
+        Tracked {
+            tracked_generations: generations,
+            tracked_bytes: bytes,
+            attributed_bytes: attributed,
+            instance_stack_coverage: crate::attribution::stack_share(attributed, bytes),
+        }
+    }
 }
 
 /// Lifetimes over a run's states and stored history.

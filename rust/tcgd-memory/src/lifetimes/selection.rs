@@ -78,6 +78,23 @@ fn name(states: &[Arc<MemoryState>], pos: usize) -> String {
     format!("'{}' (index {})", s.label, s.index)
 }
 
+/// Refuses a `through` point before the selection's point at `pos` (`what` names it).
+fn through_reaches(
+    states: &[Arc<MemoryState>],
+    through: usize,
+    pos: usize,
+    what: &str,
+) -> Result<()> {
+    if through < pos {
+        return Err(MemoryError::invalid(format!(
+            "through {} precedes the {what} {}; give a later through point",
+            name(states, through),
+            name(states, pos)
+        )));
+    }
+    Ok(())
+}
+
 /// Resolves a selection and `through` against a run's states (in commit order).
 pub(crate) fn plan(
     states: &[Arc<MemoryState>],
@@ -97,13 +114,7 @@ pub(crate) fn plan(
         Selection::All => (0, None, false),
         Selection::ActiveAt { point } => {
             let p = position(states, point, "active_at")?;
-            if through_pos < p {
-                return Err(MemoryError::invalid(format!(
-                    "through {} precedes the active_at anchor {}; give a later through point",
-                    name(states, through_pos),
-                    name(states, p)
-                )));
-            }
+            through_reaches(states, through_pos, p, "active_at anchor")?;
             (p, None, true)
         }
         Selection::BornBetween { start, end } => {
@@ -116,13 +127,7 @@ pub(crate) fn plan(
                     name(states, b)
                 )));
             }
-            if through_pos < b {
-                return Err(MemoryError::invalid(format!(
-                    "through {} precedes the born_between end {}; give a later through point",
-                    name(states, through_pos),
-                    name(states, b)
-                )));
-            }
+            through_reaches(states, through_pos, b, "born_between end")?;
             (a, Some((a, b)), false)
         }
     };

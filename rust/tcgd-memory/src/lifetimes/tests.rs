@@ -194,19 +194,22 @@ fn transient_between_points_shows_only_in_event_peaks() {
         Some((0, 0)),
         "anchored to both endpoints' segment"
     );
-    assert_eq!(c.peak_active_bytes, 0);
-    assert_eq!(c.peak_block_count, 0);
-    assert_eq!(c.event_owner_peak_bytes, 1 << 20);
-    assert_eq!(c.event_unreusable_peak_bytes, 1 << 20);
-    assert_eq!((c.born_bytes, c.born_count), (1 << 20, 1));
-    assert_eq!(c.free_completed_count, 1);
-    assert_eq!(c.births[0].origin, Origin::Event);
-    assert_eq!(c.births[0].start_point.as_ref().unwrap().label, "p0");
-    assert_eq!(c.births[0].end_point.label, "p1");
+    assert_eq!(c.peaks.peak_active_bytes, 0);
+    assert_eq!(c.peaks.peak_block_count, 0);
+    assert_eq!(c.peaks.event_owner_peak_bytes, 1 << 20);
+    assert_eq!(c.peaks.event_unreusable_peak_bytes, 1 << 20);
+    assert_eq!((c.totals.born_bytes, c.totals.born_count), (1 << 20, 1));
+    assert_eq!(c.totals.free_completed_count, 1);
+    assert_eq!(c.transitions.births[0].origin, Origin::Event);
+    assert_eq!(
+        c.transitions.births[0].start_point.as_ref().unwrap().label,
+        "p0"
+    );
+    assert_eq!(c.transitions.births[0].end_point.label, "p1");
     assert_eq!(c.size_outcomes[0].outcome, Outcome::FreeCompleted);
-    assert_eq!(c.terminal_owner_active_bytes, 0);
-    assert_eq!(r.tracked_generations, 1);
-    assert_eq!(r.instance_stack_coverage, 1.0);
+    assert_eq!(c.totals.terminal_owner_active_bytes, 0);
+    assert_eq!(r.tracked.tracked_generations, 1);
+    assert_eq!(r.tracked.instance_stack_coverage, 1.0);
 }
 
 #[test]
@@ -224,13 +227,13 @@ fn a_leak_grows_point_after_point() {
     let c = &w.all().cohorts[0];
     let owner: Vec<i64> = c.points.iter().map(|p| p.owner_active_bytes).collect();
     assert_eq!(owner, vec![0, 4096, 8192, 12288]);
-    assert_eq!(c.peak_active_bytes, 12288);
-    assert_eq!(c.peak_block_count, 3);
-    assert_eq!(c.active_span_bytes, 12288);
-    assert_eq!(c.event_owner_peak_bytes, 12288);
-    assert_eq!(c.terminal_owner_active_count, 3);
-    assert_eq!(c.first_sampled_point.as_ref().unwrap().label, "p1");
-    assert_eq!(c.births.len(), 3, "one birth row per interval");
+    assert_eq!(c.peaks.peak_active_bytes, 12288);
+    assert_eq!(c.peaks.peak_block_count, 3);
+    assert_eq!(c.peaks.active_span_bytes, 12288);
+    assert_eq!(c.peaks.event_owner_peak_bytes, 12288);
+    assert_eq!(c.totals.terminal_owner_active_count, 3);
+    assert_eq!(c.span.first_sampled_point.as_ref().unwrap().label, "p1");
+    assert_eq!(c.transitions.births.len(), 3, "one birth row per interval");
 }
 
 #[test]
@@ -246,7 +249,7 @@ fn address_reuse_starts_a_new_generation() {
     w.ev("alloc", a, 2048, Some(s));
     w.point(&[(a, 2048, 2048, Owner, Some(s))]);
     let r = w.all();
-    assert_eq!(r.tracked_generations, 2);
+    assert_eq!(r.tracked.tracked_generations, 2);
     let c = &r.cohorts[0];
     assert_eq!(c.generation_count, 2);
     let sizes: Vec<(i64, i64, i64)> = c
@@ -258,7 +261,7 @@ fn address_reuse_starts_a_new_generation() {
     let outcomes: Vec<Outcome> = c.size_outcomes.iter().map(|o| o.outcome).collect();
     assert_eq!(outcomes, vec![Outcome::FreeCompleted, Outcome::OwnerActive]);
     // The second generation is born after the first one's completion: never both.
-    assert_eq!(c.event_unreusable_peak_bytes, 2048);
+    assert_eq!(c.peaks.event_unreusable_peak_bytes, 2048);
 }
 
 #[test]
@@ -277,15 +280,20 @@ fn awaiting_free_is_split_from_owner_active() {
     assert_eq!(c.points[0].awaiting_free_bytes, 512);
     assert_eq!(c.points[0].owner_active_bytes, 0);
     assert_eq!(c.points[1].awaiting_free_count, 1);
-    let boundary: Vec<Origin> = c.free_requests.iter().map(|t| t.origin).collect();
+    let boundary: Vec<Origin> = c
+        .transitions
+        .free_requests
+        .iter()
+        .map(|t| t.origin)
+        .collect();
     assert_eq!(boundary, vec![Origin::RangeBoundary, Origin::Event]);
-    assert_eq!(c.free_requests[0].start_point, None);
-    assert_eq!(c.event_owner_peak_bytes, 512);
+    assert_eq!(c.transitions.free_requests[0].start_point, None);
+    assert_eq!(c.peaks.event_owner_peak_bytes, 512);
     assert_eq!(
-        c.event_unreusable_peak_bytes, 512,
+        c.peaks.event_unreusable_peak_bytes, 512,
         "the first completes before the second is born"
     );
-    assert_eq!(c.terminal_awaiting_free_bytes, 512);
+    assert_eq!(c.totals.terminal_awaiting_free_bytes, 512);
 }
 
 #[test]
@@ -306,23 +314,26 @@ fn selections_active_at_and_born_between() {
     w.point(&[(b, 8192, 8192, Owner, Some(new))]);
 
     let active = w.run(Selection::ActiveAt { point: 0 }, None).unwrap();
-    assert_eq!(active.tracked_generations, 1);
+    assert_eq!(active.tracked.tracked_generations, 1);
     assert_eq!(active.cohorts[0].stack_frames[0].name, "old");
-    assert_eq!(active.cohorts[0].free_completed_bytes, 4096);
-    assert_eq!(active.points.len(), 3);
+    assert_eq!(active.cohorts[0].totals.free_completed_bytes, 4096);
+    assert_eq!(active.range.points.len(), 3);
 
     let born = w
         .run(Selection::BornBetween { start: 0, end: 1 }, Some(2))
         .unwrap();
-    assert_eq!(born.tracked_generations, 1);
+    assert_eq!(born.tracked.tracked_generations, 1);
     assert_eq!(born.cohorts[0].stack_frames[0].name, "new");
     let empty = w
         .run(Selection::BornBetween { start: 1, end: 2 }, None)
         .unwrap();
-    assert_eq!(empty.tracked_generations, 0, "(start, end] is half-open");
+    assert_eq!(
+        empty.tracked.tracked_generations, 0,
+        "(start, end] is half-open"
+    );
 
     let all = w.all();
-    assert_eq!(all.tracked_generations, 2);
+    assert_eq!(all.tracked.tracked_generations, 2);
     assert_eq!(all.cohorts[0].display_rank, 1);
     assert_eq!(all.cohorts[0].stack_frames[0].name, "new", "largest first");
 
@@ -368,7 +379,7 @@ fn unframed_allocations_are_split_by_size() {
         .collect();
     sizes.sort();
     assert_eq!(sizes, vec![(Some(512), 2), (Some(1024), 1)]);
-    assert_eq!(r.instance_stack_coverage, 0.0);
+    assert_eq!(r.tracked.instance_stack_coverage, 0.0);
     assert_eq!(r.cohorts[0].stack_key, "<unattributed>");
 }
 
@@ -437,62 +448,80 @@ fn contradictions_are_summarised_by_reason_with_examples() {
     assert!(!m.contains("0x10000030"), "{m}");
 }
 
+/// One step of a test world: a point with these blocks, or a history event
+/// `(action, size)` at `DEFAULT_BASE`.
+enum Step {
+    Point(&'static [B]),
+    Ev(&'static str, i64),
+}
+
 #[test]
 fn snapshot_disagreements_are_contradictions() {
-    // A block the history never allocated.
-    let mut w = World::new();
-    w.point(&[]);
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("no live generation"));
-
-    // A live generation the snapshot does not show.
-    let mut w = World::new();
-    w.point(&[]);
-    w.ev("alloc", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("missing from the snapshot"));
-
-    // Duplicate free request.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("free_requested", DEFAULT_BASE, 64, None);
-    w.ev("free_requested", DEFAULT_BASE, 64, None);
-    w.point(&[(DEFAULT_BASE, 64, 64, Awaiting, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("duplicate free_requested"));
-
-    // A free whose size is neither the block's nor the requested one.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 60, Owner, None)]);
-    w.ev("free_requested", DEFAULT_BASE, 32, None);
-    w.ev("free_completed", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("free size matches neither"));
-
-    // The block state says awaiting free, the history says owner-active.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.point(&[(DEFAULT_BASE, 64, 64, Awaiting, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("block state disagrees"));
-
-    // Identity changed without completion and reuse.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.point(&[(DEFAULT_BASE, 128, 128, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("changed identity"));
-
-    // Alloc over a live generation.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("alloc", DEFAULT_BASE, 64, None);
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("not free_completed"));
-
-    // Completion without request.
-    let mut w = World::new();
-    w.point(&[(DEFAULT_BASE, 64, 64, Owner, None)]);
-    w.ev("free_completed", DEFAULT_BASE, 64, None);
-    w.point(&[]);
-    assert!(reconciliation(w.run(Selection::All, None)).contains("without free_requested"));
+    use Step::{Ev, Point};
+    const OWNER: &[B] = &[(DEFAULT_BASE, 64, 64, Owner, None)];
+    const AWAITING: &[B] = &[(DEFAULT_BASE, 64, 64, Awaiting, None)];
+    let cases: [(&[Step], &str); 8] = [
+        // A block the history never allocated.
+        (&[Point(&[]), Point(OWNER)], "no live generation"),
+        // A live generation the snapshot does not show.
+        (
+            &[Point(&[]), Ev("alloc", 64), Point(&[])],
+            "missing from the snapshot",
+        ),
+        // Duplicate free request.
+        (
+            &[
+                Point(OWNER),
+                Ev("free_requested", 64),
+                Ev("free_requested", 64),
+                Point(AWAITING),
+            ],
+            "duplicate free_requested",
+        ),
+        // A free whose size is neither the block's nor the requested one.
+        (
+            &[
+                Point(&[(DEFAULT_BASE, 64, 60, Owner, None)]),
+                Ev("free_requested", 32),
+                Ev("free_completed", 64),
+                Point(&[]),
+            ],
+            "free size matches neither",
+        ),
+        // The block state says awaiting free, the history says owner-active.
+        (&[Point(OWNER), Point(AWAITING)], "block state disagrees"),
+        // Identity changed without completion and reuse.
+        (
+            &[
+                Point(OWNER),
+                Point(&[(DEFAULT_BASE, 128, 128, Owner, None)]),
+            ],
+            "changed identity",
+        ),
+        // Alloc over a live generation.
+        (
+            &[Point(OWNER), Ev("alloc", 64), Point(OWNER)],
+            "not free_completed",
+        ),
+        // Completion without request.
+        (
+            &[Point(OWNER), Ev("free_completed", 64), Point(&[])],
+            "without free_requested",
+        ),
+    ];
+    for (steps, contradiction) in cases {
+        let mut w = World::new();
+        for step in steps {
+            match *step {
+                Point(blocks) => w.point(blocks),
+                Ev(action, size) => w.ev(action, DEFAULT_BASE, size, None),
+            }
+        }
+        assert!(
+            reconciliation(w.run(Selection::All, None)).contains(contradiction),
+            "{contradiction}"
+        );
+    }
 }
 
 #[test]

@@ -202,6 +202,21 @@ impl<'a> Reader<'a> {
         self.pos += end + 1;
         Ok(line)
     }
+
+    /// The memo index of a PUT or GET: one byte (BINPUT, BINGET), four (LONG_BINPUT,
+    /// LONG_BINGET) or a text line (PUT, GET).
+    fn memo_index(&mut self, op: u8) -> Result<usize, PickleError> {
+        match op {
+            b'q' | b'h' => Ok(self.u8()? as usize),
+            b'r' | b'j' => self.len_u32(),
+            _ => {
+                let what = if op == b'p' { "PUT" } else { "GET" };
+                self.line()?
+                    .parse()
+                    .map_err(|_| self.malformed(format!("bad {what} index")))
+            }
+        }
+    }
 }
 
 /// Little-endian two's complement, as LONG1 and LONG4 store integers.
@@ -438,42 +453,40 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
                 let v = new_seq!(items, Tuple);
                 stack.push(v);
             }
-            b'a' => {
-                let item = pop!();
-                let Some(PickleValue::List(id)) = stack.last().copied() else {
-                    return Err(r.malformed("APPEND to something that is not a list"));
+            b'a' | b'e' | 0x90 => {
+                // APPEND, APPENDS, ADDITEMS: onto the list (set) on top of the stack.
+                let items = if op == b'a' {
+                    vec![pop!()]
+                } else {
+                    pop_mark!()
                 };
-                tree.sequences[id as usize].push(item);
-            }
-            b'e' => {
-                let items = pop_mark!();
-                let Some(PickleValue::List(id)) = stack.last().copied() else {
-                    return Err(r.malformed("APPENDS to something that is not a list"));
+                let (name, kind) = match op {
+                    b'a' => ("APPEND", "list"),
+                    b'e' => ("APPENDS", "list"),
+                    _ => ("ADDITEMS", "set"),
+                };
+                let id = match stack.last().copied() {
+                    Some(PickleValue::List(id)) if kind == "list" => id,
+                    Some(PickleValue::Set(id)) if kind == "set" => id,
+                    _ => {
+                        return Err(r.malformed(format!("{name} to something that is not a {kind}")))
+                    }
                 };
                 tree.sequences[id as usize].extend(items);
             }
-            0x90 => {
-                let items = pop_mark!();
-                let Some(PickleValue::Set(id)) = stack.last().copied() else {
-                    return Err(r.malformed("ADDITEMS to something that is not a set"));
+            b's' | b'u' => {
+                // SETITEM, SETITEMS: into the dict on top of the stack.
+                let (name, items) = if op == b's' {
+                    let value = pop!();
+                    ("SETITEM", vec![pop!(), value])
+                } else {
+                    ("SETITEMS", pop_mark!())
                 };
-                tree.sequences[id as usize].extend(items);
-            }
-            b's' => {
-                let value = pop!();
-                let key = pop!();
-                let Some(PickleValue::Dict(id)) = stack.last().copied() else {
-                    return Err(r.malformed("SETITEM on something that is not a dict"));
-                };
-                tree.dicts[id as usize].push((key, value));
-            }
-            b'u' => {
-                let items = pop_mark!();
                 if items.len() % 2 != 0 {
                     return Err(r.malformed("SETITEMS with an odd number of items"));
                 }
                 let Some(PickleValue::Dict(id)) = stack.last().copied() else {
-                    return Err(r.malformed("SETITEMS on something that is not a dict"));
+                    return Err(r.malformed(format!("{name} on something that is not a dict")));
                 };
                 tree.dicts[id as usize].extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
             }
@@ -490,12 +503,7 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
             0x94 | b'q' | b'r' | b'p' => {
                 let index = match op {
                     0x94 => memo.len(),
-                    b'q' => r.u8()? as usize,
-                    b'r' => r.len_u32()?,
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| r.malformed("bad PUT index"))?,
+                    _ => r.memo_index(op)?,
                 };
                 if memo.len() >= MAX_MEMO {
                     return Err(r.malformed("memo is too large"));
@@ -506,14 +514,7 @@ pub fn parse(data: &[u8]) -> Result<PickleTree, PickleError> {
                 memo.insert(index, top);
             }
             b'h' | b'j' | b'g' => {
-                let index: usize = match op {
-                    b'h' => r.u8()? as usize,
-                    b'j' => r.len_u32()?,
-                    _ => r
-                        .line()?
-                        .parse()
-                        .map_err(|_| r.malformed("bad GET index"))?,
-                };
+                let index = r.memo_index(op)?;
                 let value = *memo
                     .get(&index)
                     .ok_or_else(|| r.malformed(format!("memo entry {index} is not defined")))?;

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use tcgd_report::{Cell, Table};
+use tcgd_report::Cell;
 
+use super::columns::{self, field, Column, Parts};
 use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
     Attribution, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
@@ -55,15 +56,24 @@ fn status_word(s: &EvidenceStatus) -> &'static str {
     }
 }
 
-fn coverage_line(side: &str, c: &StackCoverage) -> String {
-    format!(
-        "{side} stack coverage: {:.1}% ({} of {} active bytes, {} of {} blocks)",
-        c.coverage * 100.0,
-        format_bytes(c.attributed_bytes),
-        format_bytes(c.active_bytes),
-        c.attributed_blocks,
-        c.active_blocks
-    )
+/// `reference stack coverage: ...` and its candidate line, for the sides that have one.
+fn coverage_lines(a: &Attribution) -> impl Iterator<Item = String> + '_ {
+    [
+        ("reference", &a.reference.stack_coverage),
+        ("candidate", &a.candidate.stack_coverage),
+    ]
+    .into_iter()
+    .filter_map(|(side, c)| {
+        let c = c.as_ref()?;
+        Some(format!(
+            "{side} stack coverage: {:.1}% ({} of {} active bytes, {} of {} blocks)",
+            c.coverage * 100.0,
+            format_bytes(c.attributed_bytes),
+            format_bytes(c.active_bytes),
+            c.attributed_blocks,
+            c.active_blocks
+        ))
+    })
 }
 
 fn visible_deltas(a: &Attribution, include_unchanged: bool) -> Vec<&StackDelta> {
@@ -73,67 +83,90 @@ fn visible_deltas(a: &Attribution, include_unchanged: bool) -> Vec<&StackDelta> 
         .collect()
 }
 
+/// Rows text and HTML show (at most `limit`), and how many there are.
+type Shown<'a, T> = (Vec<&'a T>, usize);
+
+fn first<'a, T>(rows: impl ExactSizeIterator<Item = &'a T>, limit: usize) -> Shown<'a, T> {
+    let total = rows.len();
+    (rows.take(limit).collect(), total)
+}
+
+/// The stack and event rows text and HTML show, for the analyses that were requested.
+fn shown(
+    a: &Attribution,
+    display: Display,
+    include_unchanged: bool,
+) -> (
+    Option<Shown<'_, StackDelta>>,
+    Option<Shown<'_, EventSummary>>,
+) {
+    let s = &a.status;
+    let deltas = s.stacks.requested.then(|| {
+        first(
+            visible_deltas(a, include_unchanged).into_iter(),
+            display.limit,
+        )
+    });
+    let events = s
+        .events
+        .requested
+        .then(|| first(a.events.iter(), display.limit));
+    (deltas, events)
+}
+
+/// One list of the text form under its heading, saying how many of its rows it shows;
+/// `lines` gives each row's lines.
+fn text_section<R>(
+    out: &mut String,
+    title: &str,
+    (rows, total): Shown<'_, R>,
+    lines: impl Fn(&R) -> String,
+) {
+    let _ = writeln!(out, "  {title} ({} of {total} rows):", rows.len());
+    for r in rows {
+        out.push_str(&lines(r));
+    }
+}
+
 /// The text section of one attribution (empty when nothing was requested).
 pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bool) -> String {
     let s = &a.status;
-    if !(s.stacks.requested || s.events.requested || s.lifetimes.requested) {
+    if !s.requested() {
         return String::new();
     }
     let mut out = String::new();
     let _ = writeln!(
         out,
         "attribution {} -> {}: stacks {}, events {}, lifetimes {}",
-        a.reference_title,
-        a.candidate_title,
+        a.reference.title,
+        a.candidate.title,
         status_word(&s.stacks),
         status_word(&s.events),
         status_word(&s.lifetimes)
     );
-    for (side, c) in [
-        ("  reference", &a.reference_stack_coverage),
-        ("  candidate", &a.candidate_stack_coverage),
-    ] {
-        if let Some(c) = c {
-            let _ = writeln!(out, "{}", coverage_line(side, c));
-        }
+    for line in coverage_lines(a) {
+        let _ = writeln!(out, "  {line}");
     }
-    if s.stacks.requested {
-        let rows = visible_deltas(a, include_unchanged);
-        let _ = writeln!(
-            out,
-            "  allocation stacks ({} of {} rows):",
-            rows.len().min(display.limit),
-            rows.len()
-        );
-        for d in rows.iter().take(display.limit) {
-            let _ = writeln!(
-                out,
-                "    {:>12}  {} -> {}  count {:+}  {}",
+    let (deltas, events) = shown(a, display, include_unchanged);
+    let depth = display.stack_depth;
+    if let Some(shown) = deltas {
+        text_section(&mut out, "allocation stacks", shown, |d| {
+            format!(
+                "    {:>12}  {} -> {}  count {:+}  {}\n                  {} / {}\n",
                 format_change(d.delta_size_bytes),
                 format_bytes(d.reference_size_bytes),
                 format_bytes(d.candidate_size_bytes),
                 d.delta_count,
-                d.stack_frames.key_at_depth(display.stack_depth)
-            );
-            let _ = writeln!(
-                out,
-                "                  {} / {}",
+                d.stack_frames.key_at_depth(depth),
                 side_key(d.reference_key),
                 side_key(d.candidate_key)
-            );
-        }
+            )
+        });
     }
-    if s.events.requested {
-        let _ = writeln!(
-            out,
-            "  allocator events ({} of {} rows):",
-            a.events.len().min(display.limit),
-            a.events.len()
-        );
-        for e in a.events.iter().take(display.limit) {
-            let _ = writeln!(
-                out,
-                "    {:<15} {:>12} x{:<5} device {} {} stream 0x{:x} [{}]  {}",
+    if let Some(shown) = events {
+        text_section(&mut out, "allocator events", shown, |e| {
+            format!(
+                "    {:<15} {:>12} x{:<5} device {} {} stream 0x{:x} [{}]  {}\n",
                 e.action,
                 format_bytes(e.total_bytes),
                 e.count,
@@ -141,9 +174,9 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
                 pool_label(e.pool_id, e.attribution_confidence),
                 e.stream,
                 e.attribution_confidence.as_str(),
-                e.stack_frames.key_at_depth(display.stack_depth)
-            );
-        }
+                e.stack_frames.key_at_depth(depth)
+            )
+        });
     }
     for w in &a.warnings {
         let _ = writeln!(out, "  warning: {w}");
@@ -171,16 +204,7 @@ fn status_value(s: &EvidenceStatus) -> Value {
 }
 
 pub fn coverage_json(c: &StackCoverage) -> Value {
-    json!({
-        "device_index": c.device_index,
-        "pool_id": pool_value(c.pool_id),
-        "active_bytes": c.active_bytes,
-        "attributed_bytes": c.attributed_bytes,
-        "unattributed_bytes": c.unattributed_bytes,
-        "active_blocks": c.active_blocks,
-        "attributed_blocks": c.attributed_blocks,
-        "coverage": c.coverage,
-    })
+    serde_json::to_value(c).unwrap_or(Value::Null)
 }
 
 pub fn summary_json(s: &StackSummary) -> Value {
@@ -235,216 +259,202 @@ pub fn event_json(e: &EventSummary) -> Value {
 /// Every row of one attribution.
 pub fn attribution_json(a: &Attribution) -> Value {
     json!({
-        "reference": a.reference_title,
-        "candidate": a.candidate_title,
+        "reference": a.reference.title,
+        "candidate": a.candidate.title,
         "attribution_status": {
             "stacks": status_value(&a.status.stacks),
             "events": status_value(&a.status.events),
             "lifetimes": status_value(&a.status.lifetimes),
         },
-        "reference_stack_coverage": a.reference_stack_coverage.as_ref().map(coverage_json),
-        "candidate_stack_coverage": a.candidate_stack_coverage.as_ref().map(coverage_json),
+        "reference_stack_coverage": a.reference.stack_coverage.as_ref().map(coverage_json),
+        "candidate_stack_coverage": a.candidate.stack_coverage.as_ref().map(coverage_json),
         "stack_deltas": a.stack_deltas.iter().map(delta_json).collect::<Vec<_>>(),
         "events": a.events.iter().map(event_json).collect::<Vec<_>>(),
         "warnings": a.warnings,
     })
 }
 
-const STACK_COLUMNS: &[&str] = &[
-    "reference",
-    "candidate",
-    "reference_device_index",
-    "reference_pool_id",
-    "candidate_device_index",
-    "candidate_pool_id",
-    "stream",
-    "stack_key",
-    "stack_fingerprint",
-    "stack_frames_json",
-    "reference_size_bytes",
-    "candidate_size_bytes",
-    "delta_size_bytes",
-    "reference_requested_bytes",
-    "candidate_requested_bytes",
-    "delta_requested_bytes",
-    "reference_count",
-    "candidate_count",
-    "delta_count",
+/// The endpoints every CSV row of an attribution starts with.
+const TITLE_COLUMNS: [Column<Attribution>; 2] = [
+    ("reference", |a| a.reference.title.as_str().into()),
+    ("candidate", |a| a.candidate.title.as_str().into()),
 ];
 
-const EVENT_COLUMNS: &[&str] = &[
-    "reference",
-    "candidate",
-    "device_index",
-    "pool_id",
-    "stream",
-    "action",
-    "stack_key",
-    "stack_fingerprint",
-    "stack_frames_json",
-    "total_bytes",
-    "count",
-    "attribution_confidence",
+/// A stack delta's pools and stream, before its stack.
+const DELTA_KEY_COLUMNS: [Column<StackDelta>; 5] = [
+    ("reference_device_index", |d| {
+        opt(d.reference_key.map(|k| k.0))
+    }),
+    ("reference_pool_id", |d| {
+        pool_cell(d.reference_key.map(|k| k.1))
+    }),
+    ("candidate_device_index", |d| {
+        opt(d.candidate_key.map(|k| k.0))
+    }),
+    ("candidate_pool_id", |d| {
+        pool_cell(d.candidate_key.map(|k| k.1))
+    }),
+    field!(stream),
+];
+
+/// A stack delta's sizes and counts, after its stack.
+const DELTA_VALUE_COLUMNS: [Column<StackDelta>; 9] = [
+    field!(reference_size_bytes),
+    field!(candidate_size_bytes),
+    field!(delta_size_bytes),
+    field!(reference_requested_bytes),
+    field!(candidate_requested_bytes),
+    field!(delta_requested_bytes),
+    field!(reference_count),
+    field!(candidate_count),
+    field!(delta_count),
+];
+
+/// An event row's place and action, before its stack.
+const EVENT_KEY_COLUMNS: [Column<EventSummary>; 4] = [
+    field!(device_index),
+    ("pool_id", |e| pool_cell(e.pool_id)),
+    field!(stream),
+    field!(action),
+];
+
+/// An event row's bytes and count, after its stack.
+const EVENT_VALUE_COLUMNS: [Column<EventSummary>; 3] = [
+    field!(total_bytes),
+    field!(count),
+    ("attribution_confidence", |e| {
+        e.attribution_confidence.as_str().into()
+    }),
+];
+
+/// How CSV files show a stack.
+const STACK_COLUMNS: [Column<StackFrames>; 3] = [
+    ("stack_key", |f| f.key().into()),
+    ("stack_fingerprint", |f| f.fingerprint().into()),
+    ("stack_frames_json", |f| f.to_json().into()),
 ];
 
 fn pool_cell(p: Option<PoolId>) -> Cell {
     Cell::text(p.map(|(a, b)| format!("{a},{b}")))
 }
 
+/// The rows `of` every attribution as CSV: the endpoints' titles, the row's `key`
+/// columns, its stack, then its `values`.
+fn stack_rows_csv<'a, R: 'a>(
+    items: &[&'a Attribution],
+    of: impl Fn(&'a Attribution) -> Vec<&'a R>,
+    (key, values): (&[Column<R>], &[Column<R>]),
+    frames: fn(&R) -> &StackFrames,
+) -> String {
+    let rows = items
+        .iter()
+        .flat_map(|a| of(a).into_iter().map(move |row| (*a, row)));
+    let parts = Parts::<(&Attribution, &R)>::new()
+        .of(&TITLE_COLUMNS, |(a, _)| *a)
+        .of(key, |(_, row)| *row)
+        .of(&STACK_COLUMNS, move |(_, row)| frames(row))
+        .of(values, |(_, row)| *row);
+    csv_table(&parts.table(rows))
+}
+
 /// `allocation_stack_comparisons.csv`: every stack delta of every attribution
 /// (`include_unchanged=false` drops unchanged rows).
 pub fn stack_deltas_csv(items: &[&Attribution], include_unchanged: bool) -> String {
-    let mut table = Table::new(STACK_COLUMNS);
-    for a in items {
-        for d in visible_deltas(a, include_unchanged) {
-            table.push(vec![
-                a.reference_title.as_str().into(),
-                a.candidate_title.as_str().into(),
-                opt(d.reference_key.map(|k| k.0)),
-                pool_cell(d.reference_key.map(|k| k.1)),
-                opt(d.candidate_key.map(|k| k.0)),
-                pool_cell(d.candidate_key.map(|k| k.1)),
-                opt(d.stream),
-                d.stack_frames.key().into(),
-                d.stack_frames.fingerprint().into(),
-                d.stack_frames.to_json().into(),
-                d.reference_size_bytes.into(),
-                d.candidate_size_bytes.into(),
-                d.delta_size_bytes.into(),
-                d.reference_requested_bytes.into(),
-                d.candidate_requested_bytes.into(),
-                d.delta_requested_bytes.into(),
-                d.reference_count.into(),
-                d.candidate_count.into(),
-                d.delta_count.into(),
-            ]);
-        }
-    }
-    csv_table(&table)
+    stack_rows_csv(
+        items,
+        |a| visible_deltas(a, include_unchanged),
+        (&DELTA_KEY_COLUMNS, &DELTA_VALUE_COLUMNS),
+        |d| &d.stack_frames,
+    )
 }
 
 /// `events.csv`: every event row of every attribution.
 pub fn events_csv(items: &[&Attribution]) -> String {
-    let mut table = Table::new(EVENT_COLUMNS);
-    for a in items {
-        for e in &a.events {
-            table.push(vec![
-                a.reference_title.as_str().into(),
-                a.candidate_title.as_str().into(),
-                e.device_index.into(),
-                pool_cell(e.pool_id),
-                e.stream.into(),
-                e.action.as_str().into(),
-                e.stack_frames.key().into(),
-                e.stack_frames.fingerprint().into(),
-                e.stack_frames.to_json().into(),
-                e.total_bytes.into(),
-                e.count.into(),
-                e.attribution_confidence.as_str().into(),
-            ]);
-        }
-    }
-    csv_table(&table)
+    stack_rows_csv(
+        items,
+        |a| a.events.iter().collect(),
+        (&EVENT_KEY_COLUMNS, &EVENT_VALUE_COLUMNS),
+        |e| &e.stack_frames,
+    )
+}
+
+/// The stack deltas as HTML shows them, before their stack.
+const DELTA_HTML: [Column<StackDelta>; 6] = [
+    ("reference pool", |d| side_key(d.reference_key).into()),
+    ("candidate pool", |d| side_key(d.candidate_key).into()),
+    ("reference bytes", |d| d.reference_size_bytes.into()),
+    ("candidate bytes", |d| d.candidate_size_bytes.into()),
+    ("delta bytes", |d| d.delta_size_bytes.into()),
+    ("delta count", |d| d.delta_count.into()),
+];
+
+/// The event rows as HTML shows them, before their stack.
+const EVENT_HTML: [Column<EventSummary>; 7] = [
+    ("device", |e| e.device_index.into()),
+    ("pool", |e| {
+        pool_label(e.pool_id, e.attribution_confidence).into()
+    }),
+    ("stream", |e| format!("0x{:x}", e.stream).into()),
+    ("action", |e| e.action.as_str().into()),
+    ("bytes", |e| e.total_bytes.into()),
+    ("count", |e| e.count.into()),
+    ("confidence", |e| e.attribution_confidence.as_str().into()),
+];
+
+/// One table of the HTML fragment under its heading, saying how many of its rows it
+/// shows: `columns`, then each row's `stack`.
+fn html_section<R>(
+    out: &mut String,
+    title: &str,
+    (rows, total): Shown<'_, R>,
+    columns: &[Column<R>],
+    stack: impl Fn(&R) -> String,
+) {
+    let _ = writeln!(
+        out,
+        "<h3>{title}</h3>\n<p>showing {} of {total} rows</p>",
+        rows.len()
+    );
+    let mut header = columns::header(columns);
+    header.push("stack");
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|r| {
+            let mut row = columns::cells(columns, r);
+            row.push(stack(r).into());
+            row
+        })
+        .collect();
+    out.push_str(&html_table(&header, &cells, |_| ""));
 }
 
 /// The HTML fragment of one attribution (tables limited to `display.limit` rows, each
 /// saying how many it shows).
 pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bool) -> String {
     let s = &a.status;
-    if !(s.stacks.requested || s.events.requested || s.lifetimes.requested) {
+    if !s.requested() {
         return String::new();
     }
     let mut out = format!(
         "<h2>Attribution {} &rarr; {}</h2>\n<p>stacks {}, events {}, lifetimes {}</p>\n",
-        escape_html(&a.reference_title),
-        escape_html(&a.candidate_title),
+        escape_html(&a.reference.title),
+        escape_html(&a.candidate.title),
         status_word(&s.stacks),
         status_word(&s.events),
         status_word(&s.lifetimes)
     );
-    for (side, c) in [
-        ("reference", &a.reference_stack_coverage),
-        ("candidate", &a.candidate_stack_coverage),
-    ] {
-        if let Some(c) = c {
-            let _ = writeln!(out, "<p>{}</p>", escape_html(&coverage_line(side, c)));
-        }
+    for line in coverage_lines(a) {
+        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
     }
-    if s.stacks.requested {
-        let rows = visible_deltas(a, include_unchanged);
-        let _ = writeln!(
-            out,
-            "<h3>Allocation stacks</h3>\n<p>showing {} of {} rows</p>",
-            rows.len().min(display.limit),
-            rows.len()
-        );
-        let cells: Vec<Vec<Cell>> = rows
-            .iter()
-            .take(display.limit)
-            .map(|d| {
-                vec![
-                    side_key(d.reference_key).into(),
-                    side_key(d.candidate_key).into(),
-                    d.reference_size_bytes.into(),
-                    d.candidate_size_bytes.into(),
-                    d.delta_size_bytes.into(),
-                    d.delta_count.into(),
-                    d.stack_frames.key_at_depth(display.stack_depth).into(),
-                ]
-            })
-            .collect();
-        out.push_str(&html_table(
-            &[
-                "reference pool",
-                "candidate pool",
-                "reference bytes",
-                "candidate bytes",
-                "delta bytes",
-                "delta count",
-                "stack",
-            ],
-            &cells,
-            |_| "",
-        ));
+    let (deltas, events) = shown(a, display, include_unchanged);
+    let depth = display.stack_depth;
+    if let Some(shown) = deltas {
+        let stack = |d: &StackDelta| d.stack_frames.key_at_depth(depth);
+        html_section(&mut out, "Allocation stacks", shown, &DELTA_HTML, stack);
     }
-    if s.events.requested {
-        let _ = writeln!(
-            out,
-            "<h3>Allocator events</h3>\n<p>showing {} of {} rows</p>",
-            a.events.len().min(display.limit),
-            a.events.len()
-        );
-        let cells: Vec<Vec<Cell>> = a
-            .events
-            .iter()
-            .take(display.limit)
-            .map(|e| {
-                vec![
-                    e.device_index.into(),
-                    pool_label(e.pool_id, e.attribution_confidence).into(),
-                    format!("0x{:x}", e.stream).into(),
-                    e.action.as_str().into(),
-                    e.total_bytes.into(),
-                    e.count.into(),
-                    e.attribution_confidence.as_str().into(),
-                    e.stack_frames.key_at_depth(display.stack_depth).into(),
-                ]
-            })
-            .collect();
-        out.push_str(&html_table(
-            &[
-                "device",
-                "pool",
-                "stream",
-                "action",
-                "bytes",
-                "count",
-                "confidence",
-                "stack",
-            ],
-            &cells,
-            |_| "",
-        ));
+    if let Some(shown) = events {
+        let stack = |e: &EventSummary| e.stack_frames.key_at_depth(depth);
+        html_section(&mut out, "Allocator events", shown, &EVENT_HTML, stack);
     }
     for w in &a.warnings {
         let _ = writeln!(out, "<p class=\"warn\">{}</p>", escape_html(w));

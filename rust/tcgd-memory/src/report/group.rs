@@ -7,11 +7,15 @@ use std::fmt::Write as _;
 use serde_json::{json, Value};
 
 use crate::group::{
-    change_gap, phase_metric_name, GroupDescriptor, GroupPhaseComparison, GroupSummary,
-    MetricExtrema, RankPhaseRow,
+    change_gap, stat_names, GroupPhaseAggregate, GroupPhaseComparison, GroupSummary,
+    MemoryRunGroup, MetricExtrema, RankDevicePointState, RankPhaseRow, RankPoint,
+    RankPointAggregate, RankPointState, TermExtrema,
 };
+use crate::stats::public_metric_name;
 
+use super::columns::{cells, field, header, json_object, Column, Parts};
 use super::comparison::pool_json;
+use super::document::{pretty, report_file_names, report_files};
 use super::*;
 
 /// The metrics text and HTML show; the others are in JSON and CSV.
@@ -30,13 +34,13 @@ fn ranks_text(ranks: &[i64]) -> String {
         .join(",")
 }
 
-pub fn group_descriptor_json(g: &GroupDescriptor) -> Value {
+pub fn group_descriptor_json(g: &MemoryRunGroup) -> Value {
     json!({
         "name": g.name,
         "root": g.root,
         "group_id": g.group_id,
         "world_size": g.world_size,
-        "ranks": g.ranks,
+        "ranks": g.ranks(),
         "missing_ranks": g.missing_ranks,
         "complete": g.complete,
         "labels": g.labels,
@@ -53,28 +57,11 @@ pub fn group_descriptor_json(g: &GroupDescriptor) -> Value {
     })
 }
 
-fn stats_json(stats: &[(String, i64)]) -> Value {
-    Value::Object(stats.iter().map(|(n, v)| (n.clone(), json!(v))).collect())
+fn to_json(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
 }
 
-fn extrema_json(e: &MetricExtrema) -> Value {
-    json!({
-        "min_bytes": e.min_bytes,
-        "min_rank": e.min_rank,
-        "min_ranks": e.min_ranks,
-        "max_bytes": e.max_bytes,
-        "max_rank": e.max_rank,
-        "max_ranks": e.max_ranks,
-        "spread_bytes": e.spread_bytes,
-        "rank_count": e.rank_count,
-    })
-}
-
-fn opt_extrema_json(e: &Option<MetricExtrema>) -> Value {
-    e.as_ref().map_or(Value::Null, extrema_json)
-}
-
-fn group_header(out: &mut String, what: &str, g: &GroupDescriptor) {
+fn group_header(out: &mut String, what: &str, g: &MemoryRunGroup) {
     let _ = writeln!(
         out,
         "{what} '{}'{}: ranks {} of world size {}, {} points, {}",
@@ -83,10 +70,10 @@ fn group_header(out: &mut String, what: &str, g: &GroupDescriptor) {
             .as_ref()
             .map(|r| format!(" at {}", r.display()))
             .unwrap_or_default(),
-        if g.ranks.is_empty() {
+        if g.members.is_empty() {
             "none".to_owned()
         } else {
-            ranks_text(&g.ranks)
+            ranks_text(&g.ranks())
         },
         g.world_size
             .map_or_else(|| "unknown".to_owned(), |w| w.to_string()),
@@ -101,34 +88,12 @@ pub fn group_summary_json(s: &GroupSummary) -> Value {
     json!({
         "kind": "memory_run_group_summary",
         "group": group_descriptor_json(&s.group),
-        "warnings": s.warnings,
-        "rank_points": s.rank_points.iter().map(|r| json!({
-            "rank": r.rank,
-            "point_index": r.point_index,
-            "label": r.label,
-            "scope": r.scope.as_str(),
-            "observation_count": r.observation_count,
-            "pool_count": r.pool_count,
-            "stats": stats_json(&r.stats),
-        })).collect::<Vec<_>>(),
-        "rank_devices": s.rank_devices.iter().map(|r| json!({
-            "rank": r.rank,
-            "point_index": r.point_index,
-            "label": r.label,
-            "device_index": r.device_index,
-            "free_bytes": r.free_bytes,
-            "total_bytes": r.total_bytes,
-            "used_bytes": r.used_bytes,
-            "cuda_allocator_residual_bytes": r.cuda_allocator_residual_bytes,
-            "stats": stats_json(&r.stats),
-        })).collect::<Vec<_>>(),
+        "warnings": s.group.warnings,
+        "rank_points": to_json(&s.rank_points),
+        "rank_devices": to_json(&s.rank_devices),
         "point_aggregates": s.point_aggregates.iter().map(|a| {
-            let mut v = extrema_json(&a.extrema);
+            let mut v = to_json(a);
             if let Value::Object(map) = &mut v {
-                map.insert("point_index".into(), json!(a.point_index));
-                map.insert("label".into(), json!(a.label));
-                map.insert("scope".into(), json!(a.scope.as_str()));
-                map.insert("metric".into(), json!(a.metric));
                 map.insert("worst_rank".into(), json!(a.worst_rank()));
             }
             v
@@ -148,7 +113,7 @@ pub fn group_summary_text(s: &GroupSummary) -> String {
             if m.complete { "complete" } else { "incomplete" }
         );
     }
-    for w in &s.warnings {
+    for w in &s.group.warnings {
         let _ = writeln!(out, "  warning: {w}");
     }
     let _ = writeln!(
@@ -182,400 +147,248 @@ pub fn group_summary_text(s: &GroupSummary) -> String {
     out
 }
 
-const RANK_POINT_STATS: [&str; 14] = [
-    "reserved_bytes",
-    "allocated_bytes",
-    "active_bytes",
-    "requested_bytes",
-    "awaiting_free_bytes",
-    "inactive_bytes",
-    "internal_fragmentation_bytes",
-    "segment_count",
-    "block_count",
-    "inactive_block_count",
-    "largest_inactive_block_bytes",
-    "expandable_segment_count",
-    "expandable_reserved_bytes",
-    "expandable_inactive_bytes",
+/// Rank rows: the point each is `at`, its `columns`, then every statistic of the rank's
+/// state.
+fn rank_rows<'a, R>(
+    columns: &'a [Column<R>],
+    rows: &'a [R],
+    at: fn(&R) -> &RankPoint,
+    stats: fn(&R) -> &[(String, i64)],
+) -> Table {
+    let parts = Parts::<&R>::new()
+        .of(&AT_COLUMNS, move |r| at(r))
+        .of(columns, |r| *r)
+        .with(stat_names(), move |r| {
+            stats(r).iter().map(|(_, v)| Cell::from(*v)).collect()
+        });
+    parts.table(rows)
+}
+
+/// The point a rank row is about.
+const AT_COLUMNS: [Column<RankPoint>; 3] = [field!(rank), field!(point_index), field!(label)];
+
+const RANK_POINT_COLUMNS: [Column<RankPointState>; 3] = [
+    ("scope", |r| r.scope.as_str().into()),
+    field!(observation_count),
+    field!(pool_count),
 ];
 
-fn stat_cells(stats: &[(String, i64)]) -> Vec<Cell> {
-    RANK_POINT_STATS
-        .iter()
-        .map(|name| {
-            stats
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| Cell::from(*v))
-                .unwrap_or(Cell::Null)
-        })
+const RANK_DEVICE_COLUMNS: [Column<RankDevicePointState>; 5] = [
+    field!(device_index),
+    field!(free_bytes),
+    field!(total_bytes),
+    field!(used_bytes),
+    field!(cuda_allocator_residual_bytes),
+];
+
+const EXTREMA_COLUMNS: [Column<MetricExtrema>; 8] = [
+    field!(min_bytes),
+    field!(min_rank),
+    ("min_ranks", |e| ranks_text(&e.min_ranks).into()),
+    field!(max_bytes),
+    field!(max_rank),
+    ("max_ranks", |e| ranks_text(&e.max_ranks).into()),
+    field!(spread_bytes),
+    field!(rank_count),
+];
+
+/// The extrema cells of a term, empty where no rank has it.
+fn extrema_cells(e: Option<&MetricExtrema>) -> Vec<Cell> {
+    e.map_or_else(
+        || vec![Cell::Null; EXTREMA_COLUMNS.len()],
+        |e| cells(&EXTREMA_COLUMNS, e),
+    )
+}
+
+/// The extrema columns of each of `terms`, named `{term}_{column}`.
+fn extrema_names<'a>(terms: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let names = header(&EXTREMA_COLUMNS);
+    terms
+        .into_iter()
+        .flat_map(|t| names.iter().map(move |n| format!("{t}{n}")))
         .collect()
 }
 
-fn table_csv(header: &[String], rows: &[Vec<Cell>]) -> String {
-    csv_table(&Table::with_rows(header, rows.to_vec()))
-}
-
-fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| (*s).to_owned()).collect()
-}
-
-fn rank_points_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let mut header = strings(&[
-        "rank",
-        "point_index",
-        "label",
-        "scope",
-        "observation_count",
-        "pool_count",
-    ]);
-    header.extend(strings(&RANK_POINT_STATS));
-    let rows = s
-        .rank_points
-        .iter()
-        .map(|r| {
-            let mut row: Vec<Cell> = vec![
-                r.rank.into(),
-                r.point_index.into(),
-                r.label.as_str().into(),
-                r.scope.as_str().into(),
-                r.observation_count.into(),
-                r.pool_count.into(),
-            ];
-            row.extend(stat_cells(&r.stats));
-            row
-        })
-        .collect();
-    (header, rows)
-}
-
-fn rank_devices_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let mut header = strings(&[
-        "rank",
-        "point_index",
-        "label",
-        "device_index",
-        "free_bytes",
-        "total_bytes",
-        "used_bytes",
-        "cuda_allocator_residual_bytes",
-    ]);
-    header.extend(strings(&RANK_POINT_STATS));
-    let rows = s
-        .rank_devices
-        .iter()
-        .map(|r| {
-            let mut row: Vec<Cell> = vec![
-                r.rank.into(),
-                r.point_index.into(),
-                r.label.as_str().into(),
-                r.device_index.into(),
-                opt(r.free_bytes),
-                opt(r.total_bytes),
-                opt(r.used_bytes),
-                opt(r.cuda_allocator_residual_bytes),
-            ];
-            row.extend(stat_cells(&r.stats));
-            row
-        })
-        .collect();
-    (header, rows)
-}
-
-const EXTREMA_HEADER: [&str; 8] = [
-    "min_bytes",
-    "min_rank",
-    "min_ranks",
-    "max_bytes",
-    "max_rank",
-    "max_ranks",
-    "spread_bytes",
-    "rank_count",
+const POINT_AGGREGATE_COLUMNS: [Column<RankPointAggregate>; 4] = [
+    field!(point_index),
+    field!(label),
+    ("scope", |r| r.scope.as_str().into()),
+    field!(metric),
 ];
 
-fn extrema_cells(e: Option<&MetricExtrema>) -> Vec<Cell> {
-    match e {
-        None => vec![Cell::Null; EXTREMA_HEADER.len()],
-        Some(e) => vec![
-            e.min_bytes.into(),
-            e.min_rank.into(),
-            ranks_text(&e.min_ranks).into(),
-            e.max_bytes.into(),
-            e.max_rank.into(),
-            ranks_text(&e.max_ranks).into(),
-            e.spread_bytes.into(),
-            e.rank_count.into(),
-        ],
-    }
+fn rank_points_table(s: &GroupSummary) -> Table {
+    rank_rows(&RANK_POINT_COLUMNS, &s.rank_points, |r| &r.at, |r| &r.stats)
 }
 
-fn point_aggregates_table(s: &GroupSummary) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let mut header = strings(&["point_index", "label", "scope", "metric"]);
-    header.extend(strings(&EXTREMA_HEADER));
-    header.push("worst_rank".to_owned());
-    let rows = s
-        .point_aggregates
-        .iter()
-        .map(|a| {
-            let mut row: Vec<Cell> = vec![
-                a.point_index.into(),
-                a.label.as_str().into(),
-                a.scope.as_str().into(),
-                a.metric.as_str().into(),
-            ];
-            row.extend(extrema_cells(Some(&a.extrema)));
+fn rank_devices_table(s: &GroupSummary) -> Table {
+    rank_rows(
+        &RANK_DEVICE_COLUMNS,
+        &s.rank_devices,
+        |r| &r.at,
+        |r| &r.stats,
+    )
+}
+
+fn point_aggregates_table(s: &GroupSummary) -> Table {
+    let mut names = extrema_names([""]);
+    names.push("worst_rank".to_owned());
+    let parts = Parts::<&RankPointAggregate>::new()
+        .of(&POINT_AGGREGATE_COLUMNS, |a| *a)
+        .with(names, |a| {
+            let mut row = extrema_cells(Some(&a.extrema));
             row.push(a.worst_rank().into());
             row
-        })
-        .collect();
-    (header, rows)
+        });
+    parts.table(&s.point_aggregates)
 }
 
-/// A table as the HTML page gets it: header cells and rows.
-type HtmlTable = (Vec<String>, Vec<Vec<Cell>>);
-
-fn html_of(title: &str, text: &str, tables: &[(&str, HtmlTable)]) -> String {
+/// A page: the text report, then the rows of `table` that `keep` keeps.
+fn html_of(
+    title: &str,
+    text: &str,
+    name: &str,
+    table: &Table,
+    keep: impl Fn(&[Cell]) -> bool,
+) -> String {
     let mut body = format!("<h1>{}</h1>\n<pre>", escape_html(title));
     body.push_str(&escape_html(text));
     body.push_str("</pre>\n");
-    for (name, (header, rows)) in tables {
-        let _ = writeln!(body, "<h2>{}</h2>", escape_html(name));
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        body.push_str(&html_table(&header, rows, |_| ""));
-    }
+    let _ = writeln!(body, "<h2>{}</h2>", escape_html(name));
+    let rows: Vec<Vec<Cell>> = table.rows().iter().filter(|r| keep(r)).cloned().collect();
+    body.push_str(&html_table(table.names(), &rows, |_| ""));
     html_page(title, &body)
-}
-
-fn pretty(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 pub fn render_group_summary(s: &GroupSummary, format: Format) -> String {
     match format {
         Format::Text => group_summary_text(s),
         Format::Json => pretty(&group_summary_json(s)),
-        Format::Csv => {
-            let (h, r) = point_aggregates_table(s);
-            table_csv(&h, &r)
-        }
-        Format::Html => {
-            // The headline metrics of every point aggregate; rank rows are in the CSVs.
-            let (h, rows) = point_aggregates_table(s);
-            let rows: Vec<Vec<Cell>> = rows
-                .into_iter()
-                .filter(|r| r[2] == "all" && r[3].as_str().is_some_and(|m| HEADLINE.contains(&m)))
-                .collect();
-            html_of(
-                "Memory run group summary",
-                &group_summary_text(s),
-                &[("Point aggregates (scope all)", (h, rows))],
-            )
-        }
+        Format::Csv => csv_table(&point_aggregates_table(s)),
+        // The headline metrics of every point aggregate; rank rows are in the CSVs.
+        Format::Html => html_of(
+            "Memory run group summary",
+            &group_summary_text(s),
+            "Point aggregates (scope all)",
+            &point_aggregates_table(s),
+            |r| r[2] == "all" && r[3].as_str().is_some_and(|m| HEADLINE.contains(&m)),
+        ),
     }
 }
 
 /// Every file of a group summary's report directory, `(name, content)`.
 pub fn group_summary_files(s: &GroupSummary) -> Vec<(String, String)> {
-    let mut files = vec![
-        ("report.txt".to_owned(), group_summary_text(s)),
-        ("report.json".to_owned(), pretty(&group_summary_json(s))),
-        (
-            "report.html".to_owned(),
-            render_group_summary(s, Format::Html),
-        ),
-    ];
-    let (h, r) = rank_points_table(s);
-    files.push(("rank_points.csv".to_owned(), table_csv(&h, &r)));
-    if !s.rank_devices.is_empty() {
-        let (h, r) = rank_devices_table(s);
-        files.push(("rank_devices.csv".to_owned(), table_csv(&h, &r)));
-    }
-    let (h, r) = point_aggregates_table(s);
-    files.push(("point_aggregates.csv".to_owned(), table_csv(&h, &r)));
-    files
+    let devices = (!s.rank_devices.is_empty()).then(|| rank_devices_table(s));
+    report_files(
+        group_summary_text(s),
+        &group_summary_json(s),
+        render_group_summary(s, Format::Html),
+        SUMMARY_CSV.into_iter().zip([
+            Some(rank_points_table(s)),
+            devices,
+            Some(point_aggregates_table(s)),
+        ]),
+    )
 }
 
-/// Every file a group summary report may write: what `overwrite` replaces.
-pub const GROUP_SUMMARY_FILES: [&str; 6] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a group summary, in order.
+const SUMMARY_CSV: [&str; 3] = [
     "rank_points.csv",
     "rank_devices.csv",
     "point_aggregates.csv",
 ];
 
+/// Every file a group summary report may write: what `overwrite` replaces.
+pub const GROUP_SUMMARY_FILES: [&str; 6] = report_file_names(SUMMARY_CSV);
+
 // ---------------------------------------------------------------------- phases
 
-const TERMS: [&str; 9] = [
-    "baseline_start",
-    "baseline_end",
-    "candidate_start",
-    "candidate_end",
-    "baseline_change",
-    "candidate_change",
-    "start_gap",
-    "end_gap",
-    "change_gap",
+/// The metric of a rank's phase row, each term of its equation and whether the identity
+/// holds: the columns every level's rank rows end with.
+const TERM_COLUMNS: [Column<RankPhaseRow>; 11] = [
+    ("metric", |r| public_metric_name(r.row.metric).into()),
+    ("baseline_start_bytes", |r| opt(r.values().baseline_start)),
+    ("baseline_end_bytes", |r| opt(r.values().baseline_end)),
+    ("candidate_start_bytes", |r| opt(r.values().candidate_start)),
+    ("candidate_end_bytes", |r| opt(r.values().candidate_end)),
+    ("baseline_change_bytes", |r| {
+        opt(r.values().baseline_change())
+    }),
+    ("candidate_change_bytes", |r| {
+        opt(r.values().candidate_change())
+    }),
+    ("start_gap_bytes", |r| opt(r.values().start_gap())),
+    ("end_gap_bytes", |r| opt(r.values().end_gap())),
+    ("change_gap_bytes", |r| opt(change_gap(r.values()))),
+    ("identity_holds", |r| r.values().identity_holds().into()),
 ];
 
-fn term_cells(r: &RankPhaseRow) -> Vec<Cell> {
+const BASELINE_DEVICE: Column<RankPhaseRow> =
+    ("baseline_device_index", |r| opt(r.row.baseline_device));
+const CANDIDATE_DEVICE: Column<RankPhaseRow> =
+    ("candidate_device_index", |r| opt(r.row.candidate_device));
+
+/// What identifies a rank's row of each level, before its [`TERM_COLUMNS`].
+const SCOPE_ROW: [Column<RankPhaseRow>; 2] = [
+    field!(rank),
+    ("scope", |r| Cell::text(r.row.scope.map(|s| s.as_str()))),
+];
+const POOL_ROW: [Column<RankPhaseRow>; 5] = [
+    field!(rank),
+    BASELINE_DEVICE,
+    ("baseline_pool_id", |r| opt_pool(r.row.baseline_pool)),
+    CANDIDATE_DEVICE,
+    ("candidate_pool_id", |r| opt_pool(r.row.candidate_pool)),
+];
+const DEVICE_ROW: [Column<RankPhaseRow>; 3] = [field!(rank), BASELINE_DEVICE, CANDIDATE_DEVICE];
+
+/// Whether a rank row changed or has a gap: what `include_unchanged=false` keeps.
+fn moved(r: &RankPhaseRow) -> bool {
     let v = r.values();
-    vec![
-        opt(v.baseline_start),
-        opt(v.baseline_end),
-        opt(v.candidate_start),
-        opt(v.candidate_end),
-        opt(v.baseline_change()),
-        opt(v.candidate_change()),
-        opt(v.start_gap()),
-        opt(v.end_gap()),
-        opt(change_gap(v)),
-        v.identity_holds().into(),
+    [
+        v.baseline_change(),
+        v.candidate_change(),
+        v.start_gap(),
+        v.end_gap(),
     ]
+    .iter()
+    .any(|x| x.is_some_and(|x| x != 0))
 }
 
-fn term_json(r: &RankPhaseRow) -> serde_json::Map<String, Value> {
-    let v = r.values();
-    let mut m = serde_json::Map::new();
-    m.insert("rank".into(), json!(r.rank));
-    m.insert("metric".into(), json!(phase_metric_name(r.row.metric)));
-    for (name, value) in [
-        ("baseline_start_bytes", v.baseline_start),
-        ("baseline_end_bytes", v.baseline_end),
-        ("candidate_start_bytes", v.candidate_start),
-        ("candidate_end_bytes", v.candidate_end),
-        ("baseline_change_bytes", v.baseline_change()),
-        ("candidate_change_bytes", v.candidate_change()),
-        ("start_gap_bytes", v.start_gap()),
-        ("end_gap_bytes", v.end_gap()),
-        ("change_gap_bytes", change_gap(v)),
-    ] {
-        m.insert(name.into(), json!(value));
-    }
-    m.insert("identity_holds".into(), json!(v.identity_holds()));
-    m
+/// The rank rows of one level: their identity columns, then the terms.
+fn rank_table(
+    identity: &[Column<RankPhaseRow>],
+    mut rows: Vec<RankPhaseRow>,
+    include_unchanged: bool,
+) -> Table {
+    rows.retain(|r| include_unchanged || moved(r));
+    Parts::<&RankPhaseRow>::new()
+        .of(identity, |r| *r)
+        .of(&TERM_COLUMNS, |r| *r)
+        .table(&rows)
 }
 
-fn term_header(prefix: &[&str]) -> Vec<String> {
-    let mut h = strings(prefix);
-    h.push("metric".to_owned());
-    h.extend(TERMS.iter().map(|t| format!("{t}_bytes")));
-    h.push("identity_holds".to_owned());
-    h
-}
-
-fn rank_decomposition_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let rows = c
-        .rank_decomposition()
-        .iter()
-        .map(|r| {
-            let mut row: Vec<Cell> = vec![
-                r.rank.into(),
-                Cell::text(r.row.scope.map(|s| s.as_str())),
-                phase_metric_name(r.row.metric).into(),
-            ];
-            row.extend(term_cells(r));
-            row
-        })
-        .collect();
-    (term_header(&["rank", "scope"]), rows)
-}
-
-fn rank_pool_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let rows = c
-        .rank_pool_decomposition()
-        .iter()
-        .map(|r| {
-            let mut row: Vec<Cell> = vec![
-                r.rank.into(),
-                opt(r.row.baseline_device),
-                opt_pool(r.row.baseline_pool),
-                opt(r.row.candidate_device),
-                opt_pool(r.row.candidate_pool),
-                phase_metric_name(r.row.metric).into(),
-            ];
-            row.extend(term_cells(r));
-            row
-        })
-        .collect();
-    (
-        term_header(&[
-            "rank",
-            "baseline_device_index",
-            "baseline_pool_id",
-            "candidate_device_index",
-            "candidate_pool_id",
-        ]),
-        rows,
-    )
-}
-
-fn rank_device_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let rows = c
-        .rank_device_decomposition()
-        .iter()
-        .map(|r| {
-            let mut row: Vec<Cell> = vec![
-                r.rank.into(),
-                opt(r.row.baseline_device),
-                opt(r.row.candidate_device),
-                phase_metric_name(r.row.metric).into(),
-            ];
-            row.extend(term_cells(r));
-            row
-        })
-        .collect();
-    (
-        term_header(&["rank", "baseline_device_index", "candidate_device_index"]),
-        rows,
-    )
-}
-
-const AGGREGATE_TERMS: [&str; 5] = [
-    "baseline_change",
-    "candidate_change",
-    "start_gap",
-    "end_gap",
-    "change_gap",
+const PHASE_AGGREGATE_COLUMNS: [Column<GroupPhaseAggregate>; 3] = [
+    ("scope", |r| r.scope.as_str().into()),
+    field!(metric),
+    field!(rank_count),
 ];
 
-fn phase_aggregates_table(c: &GroupPhaseComparison) -> (Vec<String>, Vec<Vec<Cell>>) {
-    let mut header = strings(&["scope", "metric", "rank_count"]);
-    for t in AGGREGATE_TERMS {
-        header.extend(EXTREMA_HEADER.iter().map(|h| format!("{t}_{h}")));
-    }
-    let rows = c
-        .phase_aggregates
-        .iter()
-        .map(|a| {
-            let mut row: Vec<Cell> = vec![
-                a.scope.as_str().into(),
-                a.metric.as_str().into(),
-                a.rank_count.into(),
-            ];
-            for e in [
-                &a.baseline_change,
-                &a.candidate_change,
-                &a.start_gap,
-                &a.end_gap,
-                &a.change_gap,
-            ] {
-                row.extend(extrema_cells(e.as_ref()));
-            }
-            row
-        })
-        .collect();
-    (header, rows)
+fn phase_aggregates_table(c: &GroupPhaseComparison) -> Table {
+    let terms = TermExtrema::NAMES.map(|t| format!("{t}_"));
+    let parts = Parts::<&GroupPhaseAggregate>::new()
+        .of(&PHASE_AGGREGATE_COLUMNS, |a| *a)
+        .with(extrema_names(terms.iter().map(String::as_str)), |a| {
+            a.terms.all().into_iter().flat_map(extrema_cells).collect()
+        });
+    parts.table(&c.phase_aggregates)
 }
 
 pub fn group_phases_json(c: &GroupPhaseComparison) -> Value {
     let with = |rows: Vec<RankPhaseRow>, extra: &dyn Fn(&RankPhaseRow) -> Vec<(&str, Value)>| {
         rows.iter()
             .map(|r| {
-                let mut m = term_json(r);
+                let mut m = json_object(&TERM_COLUMNS, r);
+                m.insert("rank".into(), json!(r.rank));
                 for (k, v) in extra(r) {
                     m.insert(k.to_owned(), v);
                 }
@@ -610,16 +423,7 @@ pub fn group_phases_json(c: &GroupPhaseComparison) -> Value {
             ("baseline_device_index", json!(r.row.baseline_device)),
             ("candidate_device_index", json!(r.row.candidate_device)),
         ]),
-        "phase_aggregates": c.phase_aggregates.iter().map(|a| json!({
-            "scope": a.scope.as_str(),
-            "metric": a.metric,
-            "rank_count": a.rank_count,
-            "baseline_change": opt_extrema_json(&a.baseline_change),
-            "candidate_change": opt_extrema_json(&a.candidate_change),
-            "start_gap": opt_extrema_json(&a.start_gap),
-            "end_gap": opt_extrema_json(&a.end_gap),
-            "change_gap": opt_extrema_json(&a.change_gap),
-        })).collect::<Vec<_>>(),
+        "phase_aggregates": to_json(&c.phase_aggregates),
     })
 }
 
@@ -655,7 +459,7 @@ pub fn group_phases_text(c: &GroupPhaseComparison, include_unchanged: bool) -> S
         "\nAcross ranks (min / max with their ranks, spread); never summed:"
     );
     for a in &c.phase_aggregates {
-        let moved = [&a.end_gap, &a.change_gap].iter().any(|e| {
+        let moved = [&a.terms.end_gap, &a.terms.change_gap].iter().any(|e| {
             e.as_ref()
                 .is_some_and(|e| e.min_bytes != 0 || e.max_bytes != 0)
         });
@@ -679,8 +483,8 @@ pub fn group_phases_text(c: &GroupPhaseComparison, include_unchanged: bool) -> S
             a.scope.as_str(),
             a.metric,
             a.rank_count,
-            show(&a.end_gap),
-            show(&a.change_gap)
+            show(&a.terms.end_gap),
+            show(&a.terms.change_gap)
         );
     }
     out
@@ -694,22 +498,14 @@ pub fn render_group_phases(
     match format {
         Format::Text => group_phases_text(c, include_unchanged),
         Format::Json => pretty(&group_phases_json(c)),
-        Format::Csv => {
-            let (h, r) = phase_aggregates_table(c);
-            table_csv(&h, &r)
-        }
-        Format::Html => {
-            let (h, rows) = rank_decomposition_table(c);
-            let rows: Vec<Vec<Cell>> = rows
-                .into_iter()
-                .filter(|r| include_unchanged || r[7..11].iter().any(moved))
-                .collect();
-            html_of(
-                "Memory run group phases",
-                &group_phases_text(c, include_unchanged),
-                &[("Per-rank allocator-scope equations", (h, rows))],
-            )
-        }
+        Format::Csv => csv_table(&phase_aggregates_table(c)),
+        Format::Html => html_of(
+            "Memory run group phases",
+            &group_phases_text(c, include_unchanged),
+            "Per-rank allocator-scope equations",
+            &rank_table(&SCOPE_ROW, c.rank_decomposition(), include_unchanged),
+            |_| true,
+        ),
     }
 }
 
@@ -719,56 +515,30 @@ pub fn group_phases_files(
     c: &GroupPhaseComparison,
     include_unchanged: bool,
 ) -> Vec<(String, String)> {
-    let keep = |rows: Vec<Vec<Cell>>, first_term: usize| -> Vec<Vec<Cell>> {
-        rows.into_iter()
-            .filter(|r| include_unchanged || r[first_term + 4..first_term + 8].iter().any(moved))
-            .collect()
-    };
-    let mut files = vec![
-        (
-            "report.txt".to_owned(),
-            group_phases_text(c, include_unchanged),
-        ),
-        ("report.json".to_owned(), pretty(&group_phases_json(c))),
-        (
-            "report.html".to_owned(),
-            render_group_phases(c, Format::Html, include_unchanged),
-        ),
-    ];
-    let (h, r) = rank_decomposition_table(c);
-    files.push((
-        "rank_decomposition.csv".to_owned(),
-        table_csv(&h, &keep(r, 3)),
-    ));
-    let (h, r) = rank_pool_table(c);
-    files.push((
-        "rank_pool_decomposition.csv".to_owned(),
-        table_csv(&h, &keep(r, 6)),
-    ));
-    let (h, r) = rank_device_table(c);
-    if !r.is_empty() {
-        files.push((
-            "rank_device_decomposition.csv".to_owned(),
-            table_csv(&h, &keep(r, 4)),
-        ));
-    }
-    let (h, r) = phase_aggregates_table(c);
-    files.push(("phase_aggregates.csv".to_owned(), table_csv(&h, &r)));
-    files
+    let ranks =
+        |identity: &[Column<RankPhaseRow>], rows| rank_table(identity, rows, include_unchanged);
+    let devices = c.rank_device_decomposition();
+    let devices = (!devices.is_empty()).then(|| ranks(&DEVICE_ROW, devices));
+    report_files(
+        group_phases_text(c, include_unchanged),
+        &group_phases_json(c),
+        render_group_phases(c, Format::Html, include_unchanged),
+        PHASE_CSV.into_iter().zip([
+            Some(ranks(&SCOPE_ROW, c.rank_decomposition())),
+            Some(ranks(&POOL_ROW, c.rank_pool_decomposition())),
+            devices,
+            Some(phase_aggregates_table(c)),
+        ]),
+    )
 }
 
-/// Every file a group phase report may write: what `overwrite` replaces.
-pub const GROUP_PHASE_FILES: [&str; 7] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a group phase comparison, in order.
+const PHASE_CSV: [&str; 4] = [
     "rank_decomposition.csv",
     "rank_pool_decomposition.csv",
     "rank_device_decomposition.csv",
     "phase_aggregates.csv",
 ];
 
-/// A byte term that moved: present and not zero.
-fn moved(x: &Cell) -> bool {
-    !x.is_null() && *x != Cell::Int(0)
-}
+/// Every file a group phase report may write: what `overwrite` replaces.
+pub const GROUP_PHASE_FILES: [&str; 7] = report_file_names(PHASE_CSV);

@@ -4,12 +4,16 @@
 
 use std::fmt::Write as _;
 
-/// Which transitions of a cohort a CSV file lists.
-type TransitionsOf = fn(&AllocationCohort) -> &Vec<CohortTransition>;
-
-use crate::lifetimes::{AllocationCohort, CohortTransition, LifetimeAnalysis, StackFrame};
-
+use super::columns::{field, Column, Parts};
+use super::document::{csv_files, report_file_names, report_files};
 use super::*;
+use crate::lifetimes::{
+    AllocationCohort, CohortPeaks, CohortPointState, CohortSizeBucket, CohortSizeOutcome,
+    CohortSpan, CohortTotals, CohortTransition, LifetimeAnalysis, StackFrame,
+};
+
+/// Which transitions of a cohort a CSV file lists.
+type TransitionsOf = fn(&AllocationCohort) -> &[CohortTransition];
 
 /// Display options of a lifetime report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +61,9 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
         out,
         "Allocation lifetimes '{}': {selection}, points '{}' through '{}' ({} points)",
         r.name,
-        r.start_point.label,
-        r.through_point.label,
-        r.points.len()
+        r.range.start_point.label,
+        r.range.through_point.label,
+        r.range.points.len()
     );
     for h in &r.history {
         let _ = writeln!(
@@ -74,9 +78,9 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
     let _ = writeln!(
         out,
         "  {} generations, {} tracked, instance stack coverage {:.1}%",
-        r.tracked_generations,
-        format_bytes(r.tracked_bytes),
-        r.instance_stack_coverage * 100.0
+        r.tracked.tracked_generations,
+        format_bytes(r.tracked.tracked_bytes),
+        r.tracked.instance_stack_coverage * 100.0
     );
     let shown = r.cohorts.len().min(d.limit);
     let _ = writeln!(out, "\n  cohorts: {} (showing {shown})", r.cohorts.len());
@@ -99,26 +103,26 @@ pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
             out,
             "    snapshot_peak {}, snapshot_blocks {}, owner_event_peak {}, \
              unreusable_event_peak {}",
-            format_bytes(c.peak_active_bytes),
-            c.peak_block_count,
-            format_bytes(c.event_owner_peak_bytes),
-            format_bytes(c.event_unreusable_peak_bytes)
+            format_bytes(c.peaks.peak_active_bytes),
+            c.peaks.peak_block_count,
+            format_bytes(c.peaks.event_owner_peak_bytes),
+            format_bytes(c.peaks.event_unreusable_peak_bytes)
         );
         let _ = writeln!(
             out,
             "    born {} ({}), free requested {} ({}), free completed {} ({}); at '{}': \
              owner-active {} ({}), awaiting free {} ({})",
-            format_bytes(c.born_bytes),
-            c.born_count,
-            format_bytes(c.free_requested_bytes),
-            c.free_requested_count,
-            format_bytes(c.free_completed_bytes),
-            c.free_completed_count,
-            r.through_point.label,
-            format_bytes(c.terminal_owner_active_bytes),
-            c.terminal_owner_active_count,
-            format_bytes(c.terminal_awaiting_free_bytes),
-            c.terminal_awaiting_free_count
+            format_bytes(c.totals.born_bytes),
+            c.totals.born_count,
+            format_bytes(c.totals.free_requested_bytes),
+            c.totals.free_requested_count,
+            format_bytes(c.totals.free_completed_bytes),
+            c.totals.free_completed_count,
+            r.range.through_point.label,
+            format_bytes(c.totals.terminal_owner_active_bytes),
+            c.totals.terminal_owner_active_count,
+            format_bytes(c.totals.terminal_awaiting_free_bytes),
+            c.totals.terminal_awaiting_free_count
         );
         if let (Some(b), Some(q)) = (c.block_size_bytes, c.requested_size_bytes) {
             let _ = writeln!(
@@ -166,232 +170,131 @@ pub fn lifetimes_json(r: &LifetimeAnalysis) -> serde_json::Value {
     v
 }
 
-const COHORTS_HEADER: [&str; 31] = [
-    "cohort_id",
-    "display_rank",
-    "device",
-    "pool_id",
-    "pool_label",
-    "stack_key",
-    "stack_frames_json",
-    "block_size_bytes",
-    "requested_size_bytes",
-    "streams",
-    "generation_count",
-    "peak_active_bytes",
-    "peak_owner_active_bytes",
-    "peak_awaiting_free_bytes",
-    "peak_block_count",
-    "active_span_bytes",
-    "event_owner_peak_bytes",
-    "event_unreusable_peak_bytes",
-    "first_sampled_point",
-    "last_sampled_point",
-    "first_event_point",
-    "last_event_point",
-    "born_bytes",
-    "born_count",
-    "free_requested_bytes",
-    "free_requested_count",
-    "free_completed_bytes",
-    "free_completed_count",
-    "terminal_owner_active_bytes",
-    "terminal_owner_active_count",
-    "terminal_awaiting_free_bytes",
-];
-
 fn pool_cell(c: &AllocationCohort) -> String {
     c.pool_id
         .map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a},{b}"))
 }
 
-fn cohort_row(c: &AllocationCohort) -> Vec<Cell> {
-    vec![
-        c.cohort_id.as_str().into(),
-        c.display_rank.into(),
-        c.device.into(),
-        pool_cell(c).into(),
-        c.pool_label.as_str().into(),
-        c.stack_key.as_str().into(),
-        frames_json(&c.stack_frames).into(),
-        opt(c.block_size_bytes),
-        opt(c.requested_size_bytes),
+const COHORT_ID: Column<AllocationCohort> = field!(cohort_id);
+
+/// `cohorts.csv`: a cohort's own columns, then its peaks, its span and its totals (all
+/// but the terminal awaiting-free count).
+const COHORT_COLUMNS: [Column<AllocationCohort>; 11] = [
+    COHORT_ID,
+    field!(display_rank),
+    field!(device),
+    ("pool_id", |c| pool_cell(c).into()),
+    field!(pool_label),
+    field!(stack_key),
+    ("stack_frames_json", |c| frames_json(&c.stack_frames).into()),
+    field!(block_size_bytes),
+    field!(requested_size_bytes),
+    ("streams", |c| {
         c.streams
             .iter()
             .map(|s| s.to_string())
             .collect::<Vec<_>>()
             .join(";")
-            .into(),
-        c.generation_count.into(),
-        c.peak_active_bytes.into(),
-        c.peak_owner_active_bytes.into(),
-        c.peak_awaiting_free_bytes.into(),
-        c.peak_block_count.into(),
-        c.active_span_bytes.into(),
-        c.event_owner_peak_bytes.into(),
-        c.event_unreusable_peak_bytes.into(),
-        point_label(&c.first_sampled_point),
-        point_label(&c.last_sampled_point),
-        point_label(&c.first_event_point),
-        point_label(&c.last_event_point),
-        c.born_bytes.into(),
-        c.born_count.into(),
-        c.free_requested_bytes.into(),
-        c.free_requested_count.into(),
-        c.free_completed_bytes.into(),
-        c.free_completed_count.into(),
-        c.terminal_owner_active_bytes.into(),
-        c.terminal_owner_active_count.into(),
-        c.terminal_awaiting_free_bytes.into(),
-    ]
-}
-
-fn table(header: &[&str], rows: impl Iterator<Item = Vec<Cell>>) -> String {
-    csv_table(&Table::with_rows(header, rows.collect()))
-}
-
-const TRANSITION_HEADER: [&str; 8] = [
-    "cohort_id",
-    "start_point",
-    "end_point",
-    "origin",
-    "stack_key",
-    "stack_frames_json",
-    "bytes",
-    "count",
+            .into()
+    }),
+    field!(generation_count),
 ];
 
-fn transition_rows<'a>(
-    r: &'a LifetimeAnalysis,
-    of: fn(&AllocationCohort) -> &Vec<CohortTransition>,
-) -> impl Iterator<Item = Vec<Cell>> + 'a {
-    r.cohorts.iter().flat_map(move |c| {
-        of(c).iter().map(move |t| {
-            vec![
-                c.cohort_id.as_str().into(),
-                point_label(&t.start_point),
-                t.end_point.label.as_str().into(),
-                t.origin.as_str().into(),
-                t.stack_key.as_str().into(),
-                frames_json(&t.stack_frames).into(),
-                t.bytes.into(),
-                t.count.into(),
-            ]
-        })
-    })
+const PEAK_COLUMNS: [Column<CohortPeaks>; 7] = [
+    field!(peak_active_bytes),
+    field!(peak_owner_active_bytes),
+    field!(peak_awaiting_free_bytes),
+    field!(peak_block_count),
+    field!(active_span_bytes),
+    field!(event_owner_peak_bytes),
+    field!(event_unreusable_peak_bytes),
+];
+
+const SPAN_COLUMNS: [Column<CohortSpan>; 4] = [
+    ("first_sampled_point", |s| {
+        point_label(&s.first_sampled_point)
+    }),
+    ("last_sampled_point", |s| point_label(&s.last_sampled_point)),
+    ("first_event_point", |s| point_label(&s.first_event_point)),
+    ("last_event_point", |s| point_label(&s.last_event_point)),
+];
+
+const TOTAL_COLUMNS: [Column<CohortTotals>; 9] = [
+    field!(born_bytes),
+    field!(born_count),
+    field!(free_requested_bytes),
+    field!(free_requested_count),
+    field!(free_completed_bytes),
+    field!(free_completed_count),
+    field!(terminal_owner_active_bytes),
+    field!(terminal_owner_active_count),
+    field!(terminal_awaiting_free_bytes),
+];
+
+fn cohorts_table(r: &LifetimeAnalysis) -> Table {
+    let parts = Parts::<&AllocationCohort>::new()
+        .of(&COHORT_COLUMNS, |c| *c)
+        .of(&PEAK_COLUMNS, |c| &c.peaks)
+        .of(&SPAN_COLUMNS, |c| &c.span)
+        .of(&TOTAL_COLUMNS, |c| &c.totals);
+    parts.table(&r.cohorts)
 }
 
-/// The CSV files of a lifetime report, `(file name, content)`; the transition-stack files
-/// only when such transitions exist.
-pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
-    let mut files = vec![
-        (
-            "cohorts.csv".to_owned(),
-            table(&COHORTS_HEADER, r.cohorts.iter().map(cohort_row)),
-        ),
-        (
-            "cohort_points.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "point_index",
-                    "label",
-                    "owner_active_bytes",
-                    "owner_active_count",
-                    "awaiting_free_bytes",
-                    "awaiting_free_count",
-                    "active_bytes",
-                    "block_count",
-                    "requested_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.points.iter().map(|p| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            p.point_index.into(),
-                            p.label.as_str().into(),
-                            p.owner_active_bytes.into(),
-                            p.owner_active_count.into(),
-                            p.awaiting_free_bytes.into(),
-                            p.awaiting_free_count.into(),
-                            p.active_bytes.into(),
-                            p.block_count.into(),
-                            p.requested_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
-        ),
-        (
-            "size_histograms.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "size_bytes",
-                    "requested_size_bytes",
-                    "count",
-                    "total_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.size_histogram.iter().map(|b| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            b.size_bytes.into(),
-                            b.requested_size_bytes.into(),
-                            b.count.into(),
-                            b.total_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
-        ),
-        (
-            "size_outcomes.csv".to_owned(),
-            table(
-                &[
-                    "cohort_id",
-                    "size_bytes",
-                    "requested_size_bytes",
-                    "outcome",
-                    "count",
-                    "total_bytes",
-                ],
-                r.cohorts.iter().flat_map(|c| {
-                    c.size_outcomes.iter().map(|o| {
-                        vec![
-                            c.cohort_id.as_str().into(),
-                            o.size_bytes.into(),
-                            o.requested_size_bytes.into(),
-                            o.outcome.as_str().into(),
-                            o.count.into(),
-                            o.total_bytes.into(),
-                        ]
-                    })
-                }),
-            ),
-        ),
-    ];
-    let kinds: [(&str, TransitionsOf); 3] = [
-        ("birth_stacks.csv", |c| &c.births),
-        ("free_request_stacks.csv", |c| &c.free_requests),
-        ("free_completion_stacks.csv", |c| &c.free_completions),
-    ];
-    for (name, of) in kinds {
-        if r.cohorts.iter().any(|c| !of(c).is_empty()) {
-            files.push((
-                name.to_owned(),
-                table(&TRANSITION_HEADER, transition_rows(r, of)),
-            ));
-        }
-    }
-    files
+const POINT_COLUMNS: [Column<CohortPointState>; 9] = [
+    field!(point_index),
+    field!(label),
+    field!(owner_active_bytes),
+    field!(owner_active_count),
+    field!(awaiting_free_bytes),
+    field!(awaiting_free_count),
+    field!(active_bytes),
+    field!(block_count),
+    field!(requested_bytes),
+];
+
+const SIZE_BUCKET_COLUMNS: [Column<CohortSizeBucket>; 4] = [
+    field!(size_bytes),
+    field!(requested_size_bytes),
+    field!(count),
+    field!(total_bytes),
+];
+
+const SIZE_OUTCOME_COLUMNS: [Column<CohortSizeOutcome>; 5] = [
+    field!(size_bytes),
+    field!(requested_size_bytes),
+    ("outcome", |o| o.outcome.as_str().into()),
+    field!(count),
+    field!(total_bytes),
+];
+
+const TRANSITION_COLUMNS: [Column<CohortTransition>; 7] = [
+    ("start_point", |t| point_label(&t.start_point)),
+    ("end_point", |t| t.end_point.label.as_str().into()),
+    ("origin", |t| t.origin.as_str().into()),
+    field!(stack_key),
+    ("stack_frames_json", |t| frames_json(&t.stack_frames).into()),
+    field!(bytes),
+    field!(count),
+];
+
+/// The rows `of` every cohort, each after its cohort's id.
+fn per_cohort<R>(
+    r: &LifetimeAnalysis,
+    of: fn(&AllocationCohort) -> &[R],
+    columns: &[Column<R>],
+) -> Table {
+    let rows = r
+        .cohorts
+        .iter()
+        .flat_map(|c| of(c).iter().map(move |row| (c, row)));
+    Parts::<(&AllocationCohort, &R)>::new()
+        .of(&[COHORT_ID], |(c, _)| *c)
+        .of(columns, |(_, row)| *row)
+        .table(rows)
 }
 
-/// Every file a lifetime report can write (what `overwrite` may replace).
-pub const LIFETIME_FILES: [&str; 10] = [
-    "report.txt",
-    "report.json",
-    "report.html",
+/// The CSV files of a lifetime report, in order.
+const LIFETIME_CSV: [&str; 7] = [
     "cohorts.csv",
     "cohort_points.csv",
     "size_histograms.csv",
@@ -401,6 +304,35 @@ pub const LIFETIME_FILES: [&str; 10] = [
     "free_completion_stacks.csv",
 ];
 
+/// The tables of a lifetime report's CSV files; the transition-stack files only when such
+/// transitions exist.
+fn lifetimes_tables(r: &LifetimeAnalysis) -> impl Iterator<Item = (&'static str, Option<Table>)> {
+    let transitions = |of: TransitionsOf| {
+        r.cohorts
+            .iter()
+            .any(|c| !of(c).is_empty())
+            .then(|| per_cohort(r, of, &TRANSITION_COLUMNS))
+    };
+    let tables = [
+        Some(cohorts_table(r)),
+        Some(per_cohort(r, |c| &c.points, &POINT_COLUMNS)),
+        Some(per_cohort(r, |c| &c.size_histogram, &SIZE_BUCKET_COLUMNS)),
+        Some(per_cohort(r, |c| &c.size_outcomes, &SIZE_OUTCOME_COLUMNS)),
+        transitions(|c| &c.transitions.births),
+        transitions(|c| &c.transitions.free_requests),
+        transitions(|c| &c.transitions.free_completions),
+    ];
+    LIFETIME_CSV.into_iter().zip(tables)
+}
+
+/// The CSV files of a lifetime report, `(file name, content)`.
+pub fn lifetimes_csv_files(r: &LifetimeAnalysis) -> Vec<(String, String)> {
+    csv_files(lifetimes_tables(r))
+}
+
+/// Every file a lifetime report can write (what `overwrite` may replace).
+pub const LIFETIME_FILES: [&str; 10] = report_file_names(LIFETIME_CSV);
+
 const COLORS: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
@@ -409,7 +341,7 @@ const COLORS: [&str; 8] = [
 /// is kept for the cohorts shown.
 fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
     let shown: Vec<&AllocationCohort> = r.cohorts.iter().take(d.limit).collect();
-    let n = r.points.len();
+    let n = r.range.points.len();
     if shown.is_empty() || n == 0 {
         return "<p>No cohorts to chart.</p>\n".to_owned();
     }
@@ -436,7 +368,7 @@ fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
         r.cohorts.len(),
         escape_html(&format_bytes(top as i64))
     );
-    for (i, p) in r.points.iter().enumerate() {
+    for (i, p) in r.range.points.iter().enumerate() {
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
@@ -512,12 +444,12 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
                 c.pool_label.as_str().into(),
                 stack.into(),
                 c.generation_count.into(),
-                c.peak_active_bytes.into(),
-                c.peak_block_count.into(),
-                c.event_owner_peak_bytes.into(),
-                c.event_unreusable_peak_bytes.into(),
-                c.terminal_owner_active_bytes.into(),
-                c.terminal_awaiting_free_bytes.into(),
+                c.peaks.peak_active_bytes.into(),
+                c.peaks.peak_block_count.into(),
+                c.peaks.event_owner_peak_bytes.into(),
+                c.peaks.event_unreusable_peak_bytes.into(),
+                c.totals.terminal_owner_active_bytes.into(),
+                c.totals.terminal_awaiting_free_bytes.into(),
             ]
         })
         .collect();
@@ -530,13 +462,10 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
 
 /// `report.txt`, `report.json`, `report.html` and the CSV files.
 pub fn lifetimes_files(r: &LifetimeAnalysis, d: LifetimeDisplay) -> Vec<(String, String)> {
-    let mut json = serde_json::to_string_pretty(&lifetimes_json(r)).unwrap_or_default();
-    json.push('\n');
-    let mut files = vec![
-        ("report.txt".to_owned(), lifetimes_text(r, d)),
-        ("report.json".to_owned(), json),
-        ("report.html".to_owned(), lifetimes_html(r, d)),
-    ];
-    files.extend(lifetimes_csv_files(r));
-    files
+    report_files(
+        lifetimes_text(r, d),
+        &lifetimes_json(r),
+        lifetimes_html(r, d),
+        lifetimes_tables(r),
+    )
 }

@@ -17,7 +17,9 @@ use tcgd_report::{Cell, Table};
 use crate::model::PoolId;
 
 pub mod attribution;
+mod columns;
 mod comparison;
+mod document;
 mod group;
 mod lifetimes;
 mod phases;

@@ -4,6 +4,7 @@ use crate::compare::{summary, Comparison};
 use crate::state::MemoryState;
 
 use super::comparison::*;
+use super::document::pretty;
 use super::*;
 
 /// Several states, each reported on its own, as one document (`tcgd memory summary`):
@@ -39,10 +40,7 @@ pub fn render_summaries(states: &[&MemoryState], format: Format, options: Report
                     v
                 })
                 .collect();
-            let mut s =
-                serde_json::to_string_pretty(&json!({ "points": points })).unwrap_or_default();
-            s.push('\n');
-            s
+            pretty(&json!({ "points": points }))
         }
         Format::Csv => {
             let header: Vec<&str> = std::iter::once("point").chain(CSV_HEADER).collect();

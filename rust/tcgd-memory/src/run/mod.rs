@@ -15,7 +15,7 @@ use crate::error::{MemoryError, Result};
 use crate::ingest::{ingest, HistoryCursor, IngestOptions, Ingested};
 use crate::model::{DeviceMemory, StackMark, StackTable};
 use crate::owners::{DevicePeaks, PoolOwner};
-use crate::state::{MemoryState, StateIdentity};
+use crate::state::{MemoryState, SnapshotSource, StateIdentity};
 use crate::tree::SnapshotTree;
 
 /// Points waiting for the writer thread at most; one more waits for the oldest to commit.
@@ -34,11 +34,7 @@ pub struct PointMeta {
     /// JSON text of the user's metadata.
     pub metadata: String,
     pub timestamp_us: Option<i64>,
-    pub source: String,
-    pub source_path: Option<String>,
-    pub synchronized: bool,
-    pub during_capture: bool,
-    pub torch_version: Option<String>,
+    pub taken: SnapshotSource,
 }
 
 /// What a point carries beyond its snapshot and device readings: the owners of its
@@ -233,13 +229,9 @@ impl MemoryRunWriter {
             name: header.name.clone(),
             label: meta.label.clone(),
             index: point_index as i64,
-            source: meta.source.clone(),
-            source_path: meta.source_path.clone(),
+            taken: meta.taken.clone(),
             marker: marker.filter(|_| ingested.boundary_recorded),
             boundary_recorded: ingested.boundary_recorded,
-            synchronized: meta.synchronized,
-            during_capture: meta.during_capture,
-            torch_version: meta.torch_version.clone(),
         };
         let cursor = ingested.next_cursor.clone();
         let mut state =

@@ -14,24 +14,67 @@ use crate::model::{
     StackTable,
 };
 use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
-use crate::state::{MemoryState, StateIdentity};
+use crate::state::{MemoryState, SnapshotSource, StateIdentity};
 
 // ---------------------------------------------------------------------- reading
 
 /// Typed access to the columns of one stored table.
-pub(crate) struct Columns<'a> {
-    batch: &'a RecordBatch,
+pub(crate) struct Columns {
+    batch: RecordBatch,
     table: Table,
 }
 
-impl<'a> Columns<'a> {
-    fn column(&self, name: &str) -> Result<&'a ArrayRef> {
+impl Columns {
+    /// Reads one table of a run.
+    fn read(store: &RunReader, table: Table) -> Result<Columns> {
+        Ok(Columns {
+            batch: store.table(table)?,
+            table,
+        })
+    }
+
+    fn num_rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    /// Row numbers, grouped by `point_index`.
+    fn rows_by_point(&self) -> Result<BTreeMap<i64, Vec<usize>>> {
+        let points = self.int("point_index")?;
+        let mut out: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+        for i in 0..points.len() {
+            out.entry(points.value(i)).or_default().push(i);
+        }
+        Ok(out)
+    }
+
+    /// The int64 columns `names`.
+    fn ints<const N: usize>(&self, names: [&str; N]) -> Result<[&Int64Array; N]> {
+        let columns: Vec<_> = names.iter().map(|n| self.int(n)).collect::<Result<_>>()?;
+        Ok(columns.try_into().expect("one column per name"))
+    }
+
+    /// The string columns `names`.
+    fn strs<const N: usize>(&self, names: [&str; N]) -> Result<[&StringArray; N]> {
+        let columns: Vec<_> = names.iter().map(|n| self.str(n)).collect::<Result<_>>()?;
+        Ok(columns.try_into().expect("one column per name"))
+    }
+
+    /// Row `i` of the optional int columns `names`.
+    fn opt_ints<const N: usize>(&self, names: [&str; N], i: usize) -> Result<[Option<i64>; N]> {
+        let mut out = [None; N];
+        for (slot, name) in out.iter_mut().zip(names) {
+            *slot = opt_i64(self.int(name)?, i);
+        }
+        Ok(out)
+    }
+
+    fn column(&self, name: &str) -> Result<&ArrayRef> {
         self.batch.column_by_name(name).ok_or_else(|| {
             MemoryError::invalid(format!("{} has no column '{name}'", self.table.dir_name()))
         })
     }
 
-    fn int(&self, name: &str) -> Result<&'a Int64Array> {
+    fn int(&self, name: &str) -> Result<&Int64Array> {
         self.column(name)?
             .as_primitive_opt::<Int64Type>()
             .ok_or_else(|| {
@@ -39,13 +82,13 @@ impl<'a> Columns<'a> {
             })
     }
 
-    fn str(&self, name: &str) -> Result<&'a StringArray> {
+    fn str(&self, name: &str) -> Result<&StringArray> {
         self.column(name)?.as_string_opt::<i32>().ok_or_else(|| {
             MemoryError::invalid(format!("{}.{name} is not a string", self.table.dir_name()))
         })
     }
 
-    fn bool(&self, name: &str) -> Result<&'a BooleanArray> {
+    fn bool(&self, name: &str) -> Result<&BooleanArray> {
         self.column(name)?.as_boolean_opt().ok_or_else(|| {
             MemoryError::invalid(format!("{}.{name} is not a bool", self.table.dir_name()))
         })
@@ -62,16 +105,6 @@ pub(crate) fn opt_string(a: &StringArray, i: usize) -> Option<String> {
 
 pub(crate) fn stack_id(a: &Int64Array, i: usize) -> Option<u32> {
     opt_i64(a, i).and_then(|v| u32::try_from(v).ok())
-}
-
-/// Row numbers of a table, grouped by `point_index`.
-pub(crate) fn rows_by_point(c: &Columns) -> Result<BTreeMap<i64, Vec<usize>>> {
-    let points = c.int("point_index")?;
-    let mut out: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-    for i in 0..points.len() {
-        out.entry(points.value(i)).or_default().push(i);
-    }
-    Ok(out)
 }
 
 pub struct MemoryRunReader {
@@ -112,46 +145,27 @@ impl MemoryRunReader {
             )));
         }
         let stacks = Arc::new(read_stacks(&store)?);
-        let points = store.table(Table::Points)?;
-        let mpoints = store.table(Table::MemoryPoints)?;
-        let devices = store.table(Table::MemoryDevices)?;
-        let segments = store.table(Table::MemorySegments)?;
-        let blocks = store.table(Table::MemoryBlocks)?;
-        let owners = store.table(Table::MemoryPoolOwners)?;
-        let ow = Columns {
-            batch: &owners,
-            table: Table::MemoryPoolOwners,
-        };
-        let ow_rows = rows_by_point(&ow)?;
-        let p = Columns {
-            batch: &points,
-            table: Table::Points,
-        };
-        let mp = Columns {
-            batch: &mpoints,
-            table: Table::MemoryPoints,
-        };
-        let dv = Columns {
-            batch: &devices,
-            table: Table::MemoryDevices,
-        };
-        let sg = Columns {
-            batch: &segments,
-            table: Table::MemorySegments,
-        };
-        let bl = Columns {
-            batch: &blocks,
-            table: Table::MemoryBlocks,
-        };
-        let mp_rows = rows_by_point(&mp)?;
-        let dv_rows = rows_by_point(&dv)?;
-        let sg_rows = rows_by_point(&sg)?;
-        let bl_rows = rows_by_point(&bl)?;
+        let read = |table| Columns::read(&store, table);
+        let p = read(Table::Points)?;
+        let [mp, dv, sg, bl, ow] = [
+            read(Table::MemoryPoints)?,
+            read(Table::MemoryDevices)?,
+            read(Table::MemorySegments)?,
+            read(Table::MemoryBlocks)?,
+            read(Table::MemoryPoolOwners)?,
+        ];
+        let [mp_rows, dv_rows, sg_rows, bl_rows, ow_rows] = [
+            mp.rows_by_point()?,
+            dv.rows_by_point()?,
+            sg.rows_by_point()?,
+            bl.rows_by_point()?,
+            ow.rows_by_point()?,
+        ];
         let empty = Vec::new();
 
         let (p_index, p_label) = (p.int("point_index")?, p.str("label")?);
-        let mut states = Vec::with_capacity(points.num_rows());
-        for row in 0..points.num_rows() {
+        let mut states = Vec::with_capacity(p.num_rows());
+        for row in 0..p.num_rows() {
             let index = p_index.value(row);
             let label = p_label.value(row).to_owned();
             let Some(&m) = mp_rows.get(&index).and_then(|r| r.first()) else {
@@ -175,13 +189,15 @@ impl MemoryRunReader {
                 name: header.name.clone(),
                 label,
                 index,
-                source: mp.str("source")?.value(m).to_owned(),
-                source_path: opt_string(mp.str("source_path")?, m),
+                taken: SnapshotSource {
+                    source: mp.str("source")?.value(m).to_owned(),
+                    source_path: opt_string(mp.str("source_path")?, m),
+                    synchronized: mp.bool("synchronized")?.value(m),
+                    during_capture: mp.bool("during_capture")?.value(m),
+                    torch_version: opt_string(mp.str("torch_version")?, m),
+                },
                 marker: opt_string(mp.str("marker")?, m),
                 boundary_recorded: mp.bool("boundary_recorded")?.value(m),
-                synchronized: mp.bool("synchronized")?.value(m),
-                during_capture: mp.bool("during_capture")?.value(m),
-                torch_version: opt_string(mp.str("torch_version")?, m),
             };
 
             let mut device_memory = Vec::new();
@@ -191,22 +207,43 @@ impl MemoryRunReader {
                 let device = dv.int("device")?.value(i);
                 let since = dv.bool("peak_since_previous_point")?;
                 if !since.is_null(i) {
+                    let [peak_reserved_bytes, peak_allocated_bytes, peak_active_bytes, num_alloc_retries, num_ooms] =
+                        dv.opt_ints(
+                            [
+                                "peak_reserved_bytes",
+                                "peak_allocated_bytes",
+                                "peak_active_bytes",
+                                "num_alloc_retries",
+                                "num_ooms",
+                            ],
+                            i,
+                        )?;
                     peaks.push(DevicePeaks {
                         device,
-                        peak_reserved_bytes: opt_i64(dv.int("peak_reserved_bytes")?, i),
-                        peak_allocated_bytes: opt_i64(dv.int("peak_allocated_bytes")?, i),
-                        peak_active_bytes: opt_i64(dv.int("peak_active_bytes")?, i),
-                        num_alloc_retries: opt_i64(dv.int("num_alloc_retries")?, i),
-                        num_ooms: opt_i64(dv.int("num_ooms")?, i),
+                        peak_reserved_bytes,
+                        peak_allocated_bytes,
+                        peak_active_bytes,
+                        num_alloc_retries,
+                        num_ooms,
                         since_previous_point: since.value(i),
                     });
                 }
+                let [free_bytes, total_bytes, probe_device_bytes, probe_pinned_bytes] = dv
+                    .opt_ints(
+                        [
+                            "free_bytes",
+                            "total_bytes",
+                            "probe_device_bytes",
+                            "probe_pinned_bytes",
+                        ],
+                        i,
+                    )?;
                 device_memory.push(DeviceMemory {
                     device,
-                    free_bytes: opt_i64(dv.int("free_bytes")?, i),
-                    total_bytes: opt_i64(dv.int("total_bytes")?, i),
-                    probe_device_bytes: opt_i64(dv.int("probe_device_bytes")?, i),
-                    probe_pinned_bytes: opt_i64(dv.int("probe_pinned_bytes")?, i),
+                    free_bytes,
+                    total_bytes,
+                    probe_device_bytes,
+                    probe_pinned_bytes,
                 });
                 let status = dv.str("history_status")?.value(i);
                 windows.push(HistoryWindow {
@@ -224,13 +261,17 @@ impl MemoryRunReader {
             let seg_rows = sg_rows.get(&index).unwrap_or(&empty);
             let mut segs = Vec::with_capacity(seg_rows.len());
             for &i in seg_rows {
+                let [address, allocated_size, active_size, requested_size] = sg.opt_ints(
+                    ["address", "allocated_size", "active_size", "requested_size"],
+                    i,
+                )?;
                 segs.push(Segment {
                     device: sg.int("device")?.value(i),
-                    address: opt_i64(sg.int("address")?, i),
+                    address,
                     total_size: sg.int("total_size")?.value(i),
-                    allocated_size: opt_i64(sg.int("allocated_size")?, i),
-                    active_size: opt_i64(sg.int("active_size")?, i),
-                    requested_size: opt_i64(sg.int("requested_size")?, i),
+                    allocated_size,
+                    active_size,
+                    requested_size,
                     stream: sg.int("stream")?.value(i),
                     pool: (sg.int("pool_id_0")?.value(i), sg.int("pool_id_1")?.value(i)),
                     segment_type: sg.str("segment_type")?.value(i).to_owned(),
@@ -301,31 +342,23 @@ impl MemoryRunReader {
 
     /// The history entries a point stored (its window).
     pub fn events(&self, point_index: i64) -> Result<Vec<Event>> {
-        let table = self.store.table(Table::MemoryEvents)?;
-        let c = Columns {
-            batch: &table,
-            table: Table::MemoryEvents,
-        };
-        let points = c.int("point_index")?;
-        let (device, ring, action, address, size, stream, time) = (
-            c.int("device")?,
-            c.int("ring_index")?,
-            c.str("action")?,
-            c.int("address")?,
-            c.int("size")?,
-            c.int("stream")?,
-            c.int("time_us")?,
-        );
-        let (p0, p1, meta, ctx, free, stack) = (
-            c.int("pool_id_0")?,
-            c.int("pool_id_1")?,
-            c.str("user_metadata")?,
-            c.str("compile_context")?,
-            c.int("device_free")?,
-            c.int("stack_id")?,
-        );
+        let c = Columns::read(&self.store, Table::MemoryEvents)?;
+        let [points, device, ring, address, size, stream, time, p0, p1, free, stack] = c.ints([
+            "point_index",
+            "device",
+            "ring_index",
+            "address",
+            "size",
+            "stream",
+            "time_us",
+            "pool_id_0",
+            "pool_id_1",
+            "device_free",
+            "stack_id",
+        ])?;
+        let [action, meta, ctx] = c.strs(["action", "user_metadata", "compile_context"])?;
         let mut out = Vec::new();
-        for i in (0..table.num_rows()).filter(|&i| points.value(i) == point_index) {
+        for i in (0..c.num_rows()).filter(|&i| points.value(i) == point_index) {
             out.push(Event {
                 device: device.value(i),
                 ring_index: ring.value(i),
@@ -387,11 +420,7 @@ pub(crate) fn read_owners(c: &Columns, rows: &[usize]) -> Result<Vec<PoolOwner>>
 }
 
 pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
-    let frames = store.table(Table::MemoryFrames)?;
-    let f = Columns {
-        batch: &frames,
-        table: Table::MemoryFrames,
-    };
+    let f = Columns::read(store, Table::MemoryFrames)?;
     let (ids, file, line, name) = (
         f.int("frame_id")?,
         f.str("filename")?,
@@ -405,7 +434,7 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
         f.str("fx_original_trace")?,
     ];
     let mut by_id: BTreeMap<i64, Frame> = BTreeMap::new();
-    for i in 0..frames.num_rows() {
+    for i in 0..f.num_rows() {
         by_id.insert(
             ids.value(i),
             Frame {
@@ -427,18 +456,14 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
             "memory_frames ids are not 0, 1, 2, ...; the run is damaged",
         ));
     }
-    let stacks_batch = store.table(Table::MemoryStacks)?;
-    let s = Columns {
-        batch: &stacks_batch,
-        table: Table::MemoryStacks,
-    };
+    let s = Columns::read(store, Table::MemoryStacks)?;
     let sid = s.int("stack_id")?;
     let lists = s
         .column("frame_ids")?
         .as_list_opt::<i32>()
         .ok_or_else(|| MemoryError::invalid("memory_stacks.frame_ids is not a list"))?;
     let mut stacks: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
-    for i in 0..stacks_batch.num_rows() {
+    for i in 0..s.num_rows() {
         let values = lists.value(i);
         let values = values
             .as_primitive_opt::<Int64Type>()

@@ -84,13 +84,13 @@ pub(crate) fn state_batches(
     let mut columns = identity_columns(ids, 1);
     columns.extend([
         strs([id.label.as_str()]),
-        strs([id.source.as_str()]),
-        opt_strs([id.source_path.as_deref()]),
+        strs([id.taken.source.as_str()]),
+        opt_strs([id.taken.source_path.as_deref()]),
         opt_strs([id.marker.as_deref()]),
         bools([id.boundary_recorded]),
-        bools([id.synchronized]),
-        bools([id.during_capture]),
-        opt_strs([id.torch_version.as_deref()]),
+        bools([id.taken.synchronized]),
+        bools([id.taken.during_capture]),
+        opt_strs([id.taken.torch_version.as_deref()]),
         Arc::new(warnings.finish()) as ArrayRef,
     ]);
     out.push(batch(Table::MemoryPoints, columns)?);

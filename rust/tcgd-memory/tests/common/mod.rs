@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tcgd_memory::state::SnapshotSource;
 use tcgd_memory::{
-    ingest, DeviceMemory, HistoryCursor, IngestOptions, JsonSnapshot, MemoryState, StackTable,
-    StateIdentity,
+    ingest, CompareOptions, DeviceMemory, HistoryCursor, IngestOptions, JsonSnapshot, MemoryState,
+    PoolKey, StackTable, StateIdentity,
 };
 
 pub const KIB: i64 = 1024;
@@ -126,7 +127,10 @@ pub fn identity(origin: &str, label: &str, index: i64) -> StateIdentity {
         name: "test".into(),
         label: label.into(),
         index,
-        source: "dict".into(),
+        taken: SnapshotSource {
+            source: "dict".into(),
+            ..SnapshotSource::default()
+        },
         ..StateIdentity::default()
     }
 }
@@ -167,4 +171,38 @@ pub fn state(
         Arc::new(stacks),
     )
     .unwrap()
+}
+
+/// A standalone state of device 0, CUDA using `used` bytes of it.
+pub fn on_device(
+    snap: &Value,
+    origin: &str,
+    label: &str,
+    index: i64,
+    used: i64,
+    probe: Option<i64>,
+) -> MemoryState {
+    state(snap, origin, label, index, vec![memory(0, used, probe)])
+}
+
+/// [`before_capture`] and [`after_capture`] as points 0 and 1 of `origin`, CUDA using
+/// `used[i]` bytes of device 0 at each.
+pub fn capture_points(
+    origin: &str,
+    labels: [&str; 2],
+    used: [i64; 2],
+    probe: Option<i64>,
+) -> (MemoryState, MemoryState) {
+    (
+        on_device(&before_capture(), origin, labels[0], 0, used[0], probe),
+        on_device(&after_capture(), origin, labels[1], 1, used[1], probe),
+    )
+}
+
+/// Comparison options pairing `pools` and `devices`.
+pub fn mapping(pools: Vec<(PoolKey, PoolKey)>, devices: Vec<(i64, i64)>) -> CompareOptions {
+    CompareOptions {
+        pool_mapping: pools,
+        device_mapping: devices,
+    }
 }

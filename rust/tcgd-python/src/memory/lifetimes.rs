@@ -226,30 +226,34 @@ fn cohort(py: Python<'_>, c: &RustCohort) -> PyResult<AllocationCohort> {
         points: row_tuple::<CohortPointState, _>(py, &c.points)?,
         size_histogram: row_tuple::<CohortSizeBucket, _>(py, &c.size_histogram)?,
         size_outcomes: row_tuple::<CohortSizeOutcome, _>(py, &c.size_outcomes)?,
-        births: transitions(py, &c.births, CohortBirth::of)?,
-        free_requests: transitions(py, &c.free_requests, CohortFreeRequest::of)?,
-        free_completions: transitions(py, &c.free_completions, CohortFreeCompletion::of)?,
-        peak_active_bytes: c.peak_active_bytes,
-        peak_owner_active_bytes: c.peak_owner_active_bytes,
-        peak_awaiting_free_bytes: c.peak_awaiting_free_bytes,
-        peak_block_count: c.peak_block_count,
-        active_span_bytes: c.active_span_bytes,
-        event_owner_peak_bytes: c.event_owner_peak_bytes,
-        event_unreusable_peak_bytes: c.event_unreusable_peak_bytes,
-        first_sampled_point: label(&c.first_sampled_point),
-        last_sampled_point: label(&c.last_sampled_point),
-        first_event_point: label(&c.first_event_point),
-        last_event_point: label(&c.last_event_point),
-        born_bytes: c.born_bytes,
-        born_count: c.born_count,
-        free_requested_bytes: c.free_requested_bytes,
-        free_requested_count: c.free_requested_count,
-        free_completed_bytes: c.free_completed_bytes,
-        free_completed_count: c.free_completed_count,
-        terminal_owner_active_bytes: c.terminal_owner_active_bytes,
-        terminal_owner_active_count: c.terminal_owner_active_count,
-        terminal_awaiting_free_bytes: c.terminal_awaiting_free_bytes,
-        terminal_awaiting_free_count: c.terminal_awaiting_free_count,
+        births: transitions(py, &c.transitions.births, CohortBirth::of)?,
+        free_requests: transitions(py, &c.transitions.free_requests, CohortFreeRequest::of)?,
+        free_completions: transitions(
+            py,
+            &c.transitions.free_completions,
+            CohortFreeCompletion::of,
+        )?,
+        peak_active_bytes: c.peaks.peak_active_bytes,
+        peak_owner_active_bytes: c.peaks.peak_owner_active_bytes,
+        peak_awaiting_free_bytes: c.peaks.peak_awaiting_free_bytes,
+        peak_block_count: c.peaks.peak_block_count,
+        active_span_bytes: c.peaks.active_span_bytes,
+        event_owner_peak_bytes: c.peaks.event_owner_peak_bytes,
+        event_unreusable_peak_bytes: c.peaks.event_unreusable_peak_bytes,
+        first_sampled_point: label(&c.span.first_sampled_point),
+        last_sampled_point: label(&c.span.last_sampled_point),
+        first_event_point: label(&c.span.first_event_point),
+        last_event_point: label(&c.span.last_event_point),
+        born_bytes: c.totals.born_bytes,
+        born_count: c.totals.born_count,
+        free_requested_bytes: c.totals.free_requested_bytes,
+        free_requested_count: c.totals.free_requested_count,
+        free_completed_bytes: c.totals.free_completed_bytes,
+        free_completed_count: c.totals.free_completed_count,
+        terminal_owner_active_bytes: c.totals.terminal_owner_active_bytes,
+        terminal_owner_active_count: c.totals.terminal_owner_active_count,
+        terminal_awaiting_free_bytes: c.totals.terminal_awaiting_free_bytes,
+        terminal_awaiting_free_count: c.totals.terminal_awaiting_free_count,
     })
 }
 
@@ -282,17 +286,17 @@ frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
     run_id: String => r.run_id.clone();
     name: String => r.name.clone();
     selection_kind: &'static str => r.selection.kind;
-    start_point: String => r.start_point.label.clone();
-    through_point: String => r.through_point.label.clone();
+    start_point: String => r.range.start_point.label.clone();
+    through_point: String => r.range.through_point.label.clone();
     /// Labels of the analysed points, in order.
-    points: Vec<String> => r.points.iter().map(|p| p.label.clone()).collect();
+    points: Vec<String> => r.range.points.iter().map(|p| p.label.clone()).collect();
     /// `(device, windows, events, complete)` per device.
     history: Vec<(i64, i64, i64, bool)> =>
         r.history.iter().map(|h| (h.device, h.windows, h.events, h.complete)).collect();
-    tracked_generations: i64 => r.tracked_generations;
-    tracked_bytes: i64 => r.tracked_bytes;
-    attributed_bytes: i64 => r.attributed_bytes;
-    instance_stack_coverage: f64 => r.instance_stack_coverage;
+    tracked_generations: i64 => r.tracked.tracked_generations;
+    tracked_bytes: i64 => r.tracked.tracked_bytes;
+    attributed_bytes: i64 => r.tracked.attributed_bytes;
+    instance_stack_coverage: f64 => r.tracked.instance_stack_coverage;
     warnings: Vec<String> => r.warnings.clone();
 } {
     /// `format` is text, json or html; `limit` and `stack_depth` shape text and HTML.
@@ -368,9 +372,9 @@ frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
              cohorts={}, generations={})",
             self.inner.name,
             self.inner.selection.kind,
-            self.inner.through_point.label,
+            self.inner.range.through_point.label,
             self.inner.cohorts.len(),
-            self.inner.tracked_generations
+            self.inner.tracked.tracked_generations
         )
     }
 });

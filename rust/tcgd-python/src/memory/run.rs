@@ -3,6 +3,7 @@
 use crate::store::{run_writer, with_locked};
 
 use super::*;
+use tcgd_memory::state::SnapshotSource;
 
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct MemoryRunWriter {
@@ -61,11 +62,13 @@ run_writer!(MemoryRunWriter, "recorder", {
                 label,
                 metadata: metadata_json,
                 timestamp_us: None,
-                source,
-                source_path: None,
-                synchronized,
-                during_capture,
-                torch_version,
+                taken: SnapshotSource {
+                    source,
+                    source_path: None,
+                    synchronized,
+                    during_capture,
+                    torch_version,
+                },
             };
             let memory = self::device_memory(device_memory);
             let w: &mut RustWriter = &mut writer;
@@ -95,11 +98,7 @@ run_writer!(MemoryRunWriter, "recorder", {
                         label,
                         metadata: metadata_json,
                         timestamp_us: None,
-                        source: "import".to_owned(),
-                        source_path: Some(path.display().to_string()),
-                        synchronized: false,
-                        during_capture: false,
-                        torch_version: None,
+                        taken: SnapshotSource::import(&path),
                     },
                     memory,
                 )

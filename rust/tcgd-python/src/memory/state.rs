@@ -1,6 +1,8 @@
 //! Allocator states: read from the snapshot dict in place (or a pickle), ingested point by
 //! point, and their Python views.
 
+use tcgd_memory::state::SnapshotSource;
+
 use super::*;
 
 /// One analysed snapshot or point (immutable).
@@ -358,13 +360,15 @@ impl MemoryIngestor {
                 name: st.name.clone(),
                 label: label.unwrap_or_else(|| format!("snapshot-{index}")),
                 index,
-                source,
-                source_path: None,
                 marker: marker.filter(|_| ingested.boundary_recorded),
                 boundary_recorded: ingested.boundary_recorded,
-                synchronized,
-                during_capture,
-                torch_version,
+                taken: SnapshotSource {
+                    source,
+                    source_path: None,
+                    synchronized,
+                    during_capture,
+                    torch_version,
+                },
             };
             let cursor = ingested.next_cursor.clone();
             let result = RustState::from_ingested(
@@ -420,8 +424,7 @@ pub(super) fn memory_state_from_pickle(
                 name,
                 label,
                 index: 0,
-                source: "import".to_owned(),
-                source_path: Some(path.display().to_string()),
+                taken: SnapshotSource::import(&path),
                 ..StateIdentity::default()
             };
             RustState::from_ingested(

@@ -209,7 +209,7 @@ impl Text<'_> {
 
 pub(in crate::report) fn relation_words(c: &Comparison) -> &'static str {
     match c.relation {
-        Relation::SameOrigin => match c.candidate.source.as_str() {
+        Relation::SameOrigin => match c.candidate.taken.source.as_str() {
             _ if c.candidate.origin.starts_with("probe:") => "same probe",
             _ => "same run",
         },

@@ -250,9 +250,9 @@ frozen_class! {
             a.status.lifetimes.into(),
         );
         reference_stack_coverage: Option<AllocationStackCoverage> =>
-            a.reference_stack_coverage.clone().map(AllocationStackCoverage::from);
+            a.reference.stack_coverage.clone().map(AllocationStackCoverage::from);
         candidate_stack_coverage: Option<AllocationStackCoverage> =>
-            a.candidate_stack_coverage.clone().map(AllocationStackCoverage::from);
+            a.candidate.stack_coverage.clone().map(AllocationStackCoverage::from);
         /// The cohort report of the compared range (lifetime requests on two points of one
         /// run whose history covers it).
         allocation_lifetimes: Option<MemoryAllocationLifetimeAnalysis> =>

@@ -81,7 +81,7 @@ frozen_class! {
         }
 
         fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            descriptor(py, &self.inner.descriptor())
+            descriptor(py, &self.inner)
         }
 
         fn summary(&self, py: Python<'_>) -> MemoryRunGroupSummary {
@@ -93,7 +93,7 @@ frozen_class! {
 }
 
 /// What identifies a group, as its reports' JSON holds it.
-fn descriptor<'py>(py: Python<'py>, group: &rg::GroupDescriptor) -> PyResult<Bound<'py, PyAny>> {
+fn descriptor<'py>(py: Python<'py>, group: &rg::MemoryRunGroup) -> PyResult<Bound<'py, PyAny>> {
     serde_to_py(py, &tcgd_memory::report::group_descriptor_json(group))
 }
 
@@ -141,7 +141,7 @@ frozen_class! {
             s.rank_devices.iter().cloned().map(MemoryRankDevicePointState::from).collect();
         point_aggregates: Vec<MemoryRankPointAggregate> =>
             s.point_aggregates.iter().cloned().map(MemoryRankPointAggregate::from).collect();
-        warnings: Vec<String> => s.warnings.clone();
+        warnings: Vec<String> => s.group.warnings.clone();
     }
     {
         fn to_text(&self, py: Python<'_>) -> String {
@@ -173,9 +173,9 @@ frozen_class! {
             format!(
                 "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
                 self.inner.group.name,
-                self.inner.group.ranks,
+                self.inner.group.ranks(),
                 self.inner.group.labels.len(),
-                self.inner.warnings.len()
+                self.inner.group.warnings.len()
             )
         }
     }

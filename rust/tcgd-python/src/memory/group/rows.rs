@@ -13,9 +13,9 @@ frozen_class! {
     #[pyclass]
     pub struct MemoryRankPointState(rg::RankPointState);
     |r, py| {
-        rank: i64 => r.rank;
-        point_index: i64 => r.point_index;
-        label: String => r.label.clone();
+        rank: i64 => r.at.rank;
+        point_index: i64 => r.at.point_index;
+        label: String => r.at.label.clone();
         scope: &'static str => r.scope.as_str();
         observation_count: usize => r.observation_count;
         pool_count: usize => r.pool_count;
@@ -28,8 +28,8 @@ frozen_class! {
             let allocated = r.stats.iter().find(|(name, _)| name == "allocated_bytes");
             format!(
                 "MemoryRankPointState(rank={}, point={:?}, scope={:?}, allocated_bytes={})",
-                r.rank,
-                r.label,
+                r.at.rank,
+                r.at.label,
                 r.scope.as_str(),
                 allocated.map_or(0, |(_, v)| *v)
             )
@@ -41,9 +41,9 @@ frozen_class! {
     #[pyclass]
     pub struct MemoryRankDevicePointState(rg::RankDevicePointState);
     |r, py| {
-        rank: i64 => r.rank;
-        point_index: i64 => r.point_index;
-        label: String => r.label.clone();
+        rank: i64 => r.at.rank;
+        point_index: i64 => r.at.point_index;
+        label: String => r.at.label.clone();
         device_index: i64 => r.device_index;
         free_bytes: Option<i64> => r.free_bytes;
         total_bytes: Option<i64> => r.total_bytes;
@@ -104,7 +104,7 @@ macro_rules! phase_row_class {
             |$r, $py| {
                 rank: i64 => $r.rank;
                 $($getters)*
-                metric: String => rg::phase_metric_name($r.row.metric);
+                metric: String => tcgd_memory::stats::public_metric_name($r.row.metric);
                 baseline_start_bytes: Option<i64> => $r.values().baseline_start;
                 baseline_end_bytes: Option<i64> => $r.values().baseline_end;
                 candidate_start_bytes: Option<i64> => $r.values().candidate_start;
@@ -146,11 +146,11 @@ frozen_class! {
         scope: &'static str => a.scope.as_str();
         metric: String => a.metric.clone();
         rank_count: usize => a.rank_count;
-        baseline_change: Option<MemoryMetricExtrema> => extrema(&a.baseline_change);
-        candidate_change: Option<MemoryMetricExtrema> => extrema(&a.candidate_change);
-        start_gap: Option<MemoryMetricExtrema> => extrema(&a.start_gap);
-        end_gap: Option<MemoryMetricExtrema> => extrema(&a.end_gap);
-        change_gap: Option<MemoryMetricExtrema> => extrema(&a.change_gap);
+        baseline_change: Option<MemoryMetricExtrema> => extrema(&a.terms.baseline_change);
+        candidate_change: Option<MemoryMetricExtrema> => extrema(&a.terms.candidate_change);
+        start_gap: Option<MemoryMetricExtrema> => extrema(&a.terms.start_gap);
+        end_gap: Option<MemoryMetricExtrema> => extrema(&a.terms.end_gap);
+        change_gap: Option<MemoryMetricExtrema> => extrema(&a.terms.change_gap);
     }
     repr(scope, metric, rank_count);
 }
