@@ -22,20 +22,17 @@ fn repr_of(class: &str, s: &tcgd_memory::MemoryStats) -> String {
     format!("{class}({})", fields.join(", "))
 }
 
-fn deprecated(py: Python<'_>, old: &str, new: &str) -> PyResult<()> {
-    let message = std::ffi::CString::new(format!(
-        "MemoryStats.{old} is deprecated; use MemoryStats.{new}"
-    ))
-    .unwrap_or_default();
-    let category = py.get_type::<PyDeprecationWarning>();
-    PyErr::warn(py, category.as_any(), &message, 1)
-}
-
 /// The classes over `tcgd_memory::MemoryStats`, one `#[pymethods]` block each (without
 /// the `multiple-pymethods` feature): the struct, the getter of every public metric by
-/// its position in `MemoryStats::public_columns`, then the class's own methods.
+/// its position in `MemoryStats::public_columns`, the getters of the first release's
+/// spellings listed under `deprecated` (the name without `_bytes`, warning), then the
+/// class's own methods.
 macro_rules! stats_class {
-    ($ty:ident, $name:literal, $doc:literal, { $($extra:tt)* }) => {
+    (
+        $ty:ident, $name:literal, $doc:literal,
+        $(deprecated: [$($old:ident),* $(,)?],)?
+        { $($extra:tt)* }
+    ) => {
         #[doc = $doc]
         #[pyclass(
             name = $name,
@@ -63,6 +60,13 @@ macro_rules! stats_class {
         #[pymethods]
         impl $ty {
             $($extra)*
+
+            $($(
+                #[getter]
+                fn $old(&self, py: Python<'_>) -> PyResult<i64> {
+                    deprecated_metric(py, &self.inner, stringify!($old))
+                }
+            )*)?
 
             #[getter]
             fn reserved_bytes(&self) -> i64 { self.column(0) }
@@ -153,7 +157,12 @@ fn fields_of(kwargs: Option<&Bound<'_, PyDict>>, allow_negative: bool) -> PyResu
 /// `DeprecationWarning` naming the new one.
 fn deprecated_metric(py: Python<'_>, stats: &tcgd_memory::MemoryStats, old: &str) -> PyResult<i64> {
     let new = format!("{old}_bytes");
-    deprecated(py, old, &new)?;
+    let message = std::ffi::CString::new(format!(
+        "MemoryStats.{old} is deprecated; use MemoryStats.{new}"
+    ))
+    .unwrap_or_default();
+    let category = py.get_type::<PyDeprecationWarning>();
+    PyErr::warn(py, category.as_any(), &message, 1)?;
     metric_named(stats, &new)
 }
 
@@ -161,6 +170,18 @@ stats_class!(
     PyMemoryStats,
     "MemoryStats",
     "What the caching allocator holds in one slice of its state (bytes or counts).",
+    deprecated: [
+        reserved,
+        allocated,
+        active,
+        requested,
+        largest_inactive_block,
+        expandable_reserved,
+        expandable_inactive,
+        awaiting_free,
+        inactive,
+        internal_fragmentation,
+    ],
     {
         /// Every field keyword-only, missing ones 0; values must be `>= 0`.
         #[new]
@@ -177,48 +198,6 @@ stats_class!(
                 &other.inner,
                 &self.inner,
             )?))
-        }
-
-        // Deprecated spellings of the first release (without the `_bytes` suffix).
-        #[getter]
-        fn reserved(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "reserved")
-        }
-        #[getter]
-        fn allocated(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "allocated")
-        }
-        #[getter]
-        fn active(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "active")
-        }
-        #[getter]
-        fn requested(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "requested")
-        }
-        #[getter]
-        fn largest_inactive_block(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "largest_inactive_block")
-        }
-        #[getter]
-        fn expandable_reserved(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "expandable_reserved")
-        }
-        #[getter]
-        fn expandable_inactive(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "expandable_inactive")
-        }
-        #[getter]
-        fn awaiting_free(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "awaiting_free")
-        }
-        #[getter]
-        fn inactive(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "inactive")
-        }
-        #[getter]
-        fn internal_fragmentation(&self, py: Python<'_>) -> PyResult<i64> {
-            deprecated_metric(py, &self.inner, "internal_fragmentation")
         }
     }
 );
