@@ -117,6 +117,7 @@ __all__ = [
     "__version__",
     "add_nvrtc_search_dir",
     "allocation_stack_coverage",
+    "attribution_csv",
     "capture_id",
     "check_dtype",
     "check_run_name",
@@ -143,13 +144,13 @@ __all__ = [
     "memory_timeline",
     "probe_memory",
     "release_deferred",
-    "render_attributions",
     "render_memory_summaries",
     "run_group",
     "summarize",
     "summarize_allocation_stacks",
     "summarize_state_events",
     "supported_dtypes",
+    "with_attribution_sections",
     "write_report_files",
 ]
 
@@ -1908,12 +1909,18 @@ def memory_attribution(
     reader: MemoryRunReader | None = None,
     interval: list[MemoryState] | None = None,
 ) -> MemoryAttribution: ...
-def render_attributions(
-    items: list[MemoryAttribution],
+def with_attribution_sections(
+    rendered: str,
     format: str,
+    items: list[MemoryAttribution],
     include_unchanged: bool = True,
     limit: int = 20,
     stack_depth: int = 2,
+) -> str: ...
+def attribution_csv(
+    items: list[MemoryAttribution],
+    file_name: Literal["allocation_stack_comparisons.csv", "events.csv"],
+    include_unchanged: bool = True,
 ) -> str: ...
 def allocation_stack_coverage(
     state: MemoryState, *, device: int | None = None, pool: tuple[int, int] | None = None

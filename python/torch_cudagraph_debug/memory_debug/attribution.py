@@ -5,7 +5,6 @@ the native core."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from torch_cudagraph_debug import _native
@@ -87,22 +86,14 @@ def with_sections(
     limit: int,
     stack_depth: int,
 ) -> str:
-    """A rendered report with the attribution sections of ``items`` added: appended to
-    text, inserted before ``</body>`` in HTML, under ``"attribution"`` in JSON. CSV is
-    left alone: attribution rows go to their own files (``csv_files``)."""
-    if not items or format == "csv":
+    """A rendered report with the attribution sections of ``items`` added (the native
+    composition: appended to text, before ``</body>`` in HTML, under ``"attribution"``
+    in JSON; CSV is left alone, attribution rows go to their own files)."""
+    if not items:
         return rendered
-    if format == "json":
-        document = json.loads(rendered)
-        document["attribution"] = json.loads(
-            _native.render_attributions(items, "json", include_unchanged, limit, stack_depth)
-        )
-        return json.dumps(document, indent=2)
-    section = _native.render_attributions(items, format, include_unchanged, limit, stack_depth)
-    if format == "html":
-        at = rendered.rfind("</body>")
-        return rendered[:at] + section + rendered[at:] if at >= 0 else rendered + section
-    return rendered.rstrip("\n") + "\n\n" + section
+    return _native.with_attribution_sections(
+        rendered, format, items, include_unchanged, limit, stack_depth
+    )
 
 
 def csv_files(items: list[Any], include_unchanged: bool) -> list[tuple[str, str]]:
@@ -113,9 +104,9 @@ def csv_files(items: list[Any], include_unchanged: bool) -> list[tuple[str, str]
     out = []
     if any(a.attribution_status.stacks.requested for a in items):
         name = "allocation_stack_comparisons.csv"
-        out.append((name, _native.render_attributions(items, name, include_unchanged)))
+        out.append((name, _native.attribution_csv(items, name, include_unchanged)))
     if any(a.attribution_status.events.requested for a in items):
-        out.append(("events.csv", _native.render_attributions(items, "events.csv")))
+        out.append(("events.csv", _native.attribution_csv(items, "events.csv")))
     return out
 
 

@@ -235,6 +235,57 @@ fn stack_deltas_and_events_within_one_run() {
 }
 
 #[test]
+fn sections_join_each_report_format_where_it_belongs() {
+    use tcgd_memory::report::attribution::{with_sections, Display};
+    use tcgd_memory::report::Format;
+    let (states, c) = two_points_compared();
+    let request = AttributionRequest {
+        stacks: true,
+        events: false,
+        lifetimes: false,
+    };
+    let a = attribute(&states[0], &states[1], &c, &request, None).unwrap();
+    let items = [&a];
+    let with = |rendered: &str, format| {
+        with_sections(
+            rendered.to_owned(),
+            format,
+            &items,
+            Display::default(),
+            true,
+        )
+    };
+    let text = with("state tree\n\n", Format::Text).unwrap();
+    assert!(text.starts_with("state tree\n\nattribution test@p0"), "{text}");
+    assert!(text.contains("model.py:20:capture"));
+    let html = with("<html><body><p>tree</p></body></html>", Format::Html).unwrap();
+    let (body, tail) = html.split_at(html.find("</body>").unwrap());
+    assert!(
+        body.starts_with("<html><body><p>tree</p><h2>Attribution"),
+        "{html}"
+    );
+    assert_eq!(tail, "</body></html>");
+    let json: Value =
+        serde_json::from_str(&with("{\"rows\": [1]}", Format::Json).unwrap()).unwrap();
+    assert_eq!(json["rows"], json!([1]));
+    let sections = json["attribution"].as_array().unwrap();
+    assert_eq!(sections.len(), 1);
+    assert_eq!(sections[0]["attribution_status"]["stacks"]["requested"], json!(true));
+    // CSV reports stay as they are, and so does any report without attributions.
+    assert_eq!(with("a,b\n", Format::Csv).unwrap(), "a,b\n");
+    let none = with_sections(
+        "[1]".to_owned(),
+        Format::Json,
+        &[],
+        Display::default(),
+        true,
+    );
+    assert_eq!(none.unwrap(), "[1]");
+    // A JSON report that is not an object is refused, never returned without its sections.
+    assert!(with("[1]", Format::Json).is_err());
+}
+
+#[test]
 fn zero_coverage_is_history_disabled() {
     let s = snapshot(
         vec![segment(0, A, (0, 0), 0, vec![unframed(MIB), free(MIB)])],

@@ -461,3 +461,46 @@ pub fn attribution_html(a: &Attribution, display: Display, include_unchanged: bo
     }
     out
 }
+
+/// A whole report in `format` (`rendered`) with the sections of `attributions` (one per
+/// comparison, in order) added: appended to text, before `</body>` in HTML, under
+/// `"attribution"` in a JSON document. A CSV report is returned as it is: attribution
+/// rows have files of their own. A JSON report that does not parse as an object is an
+/// error (never a report with the sections silently dropped).
+pub fn with_sections(
+    rendered: String,
+    format: super::Format,
+    attributions: &[&Attribution],
+    display: Display,
+    include_unchanged: bool,
+) -> Result<String, serde_json::Error> {
+    use super::Format;
+    if attributions.is_empty() || format == Format::Csv {
+        return Ok(rendered);
+    }
+    Ok(match format {
+        Format::Json => {
+            let mut document: serde_json::Map<String, Value> = serde_json::from_str(&rendered)?;
+            let sections = attributions.iter().map(|a| attribution_json(a)).collect();
+            document.insert("attribution".to_owned(), Value::Array(sections));
+            super::document::pretty(&Value::Object(document))
+        }
+        Format::Html => {
+            let sections: String = attributions
+                .iter()
+                .map(|a| attribution_html(a, display, include_unchanged))
+                .collect();
+            match rendered.rfind("</body>") {
+                Some(at) => format!("{}{sections}{}", &rendered[..at], &rendered[at..]),
+                None => rendered + &sections,
+            }
+        }
+        Format::Text | Format::Csv => {
+            let sections: String = attributions
+                .iter()
+                .map(|a| attribution_text(a, display, include_unchanged))
+                .collect();
+            format!("{}\n\n{sections}", rendered.trim_end_matches('\n'))
+        }
+    })
+}

@@ -13,42 +13,48 @@ mod results;
 
 pub use results::*;
 
-/// Renders attributions (one per comparison, in order) as one report section: `text`,
-/// `html` (a fragment), `json` (a list), or the CSV files by name.
+/// `rendered` (a whole report in `format`) with the attribution sections of `items`
+/// (one per comparison, in order) added, as [`rep::with_sections`] composes them.
 #[pyfunction]
-#[pyo3(signature = (items, format, include_unchanged=true, limit=20, stack_depth=2))]
-pub(super) fn render_attributions(
+#[pyo3(signature = (rendered, format, items, include_unchanged=true, limit=20, stack_depth=2))]
+pub(super) fn with_attribution_sections(
     py: Python<'_>,
-    items: Vec<PyRef<'_, MemoryAttribution>>,
+    rendered: String,
     format: &str,
+    items: Vec<PyRef<'_, MemoryAttribution>>,
     include_unchanged: bool,
     limit: usize,
     stack_depth: usize,
 ) -> PyResult<String> {
     guard(py, || {
         let d = display(limit, stack_depth)?;
+        let format = format_of(format)?;
         let refs: Vec<&att::Attribution> = items.iter().map(|a| &a.inner).collect();
-        Ok(match format {
-            "text" => refs
-                .iter()
-                .map(|a| rep::attribution_text(a, d, include_unchanged))
-                .collect::<Vec<_>>()
-                .join(""),
-            "html" => refs
-                .iter()
-                .map(|a| rep::attribution_html(a, d, include_unchanged))
-                .collect::<Vec<_>>()
-                .join(""),
-            "json" => {
-                serde_json::Value::Array(refs.iter().map(|a| rep::attribution_json(a)).collect())
-                    .to_string()
-            }
+        rep::with_sections(rendered, format, &refs, d, include_unchanged).map_err(|e| {
+            BindingError::InvalidInput(format!("the report to extend is not a JSON object: {e}"))
+        })
+    })
+}
+
+/// One attribution CSV file by name (`allocation_stack_comparisons.csv` or
+/// `events.csv`) over `items`, one per comparison, in order.
+#[pyfunction]
+#[pyo3(signature = (items, file_name, include_unchanged=true))]
+pub(super) fn attribution_csv(
+    py: Python<'_>,
+    items: Vec<PyRef<'_, MemoryAttribution>>,
+    file_name: &str,
+    include_unchanged: bool,
+) -> PyResult<String> {
+    guard(py, || {
+        let refs: Vec<&att::Attribution> = items.iter().map(|a| &a.inner).collect();
+        Ok(match file_name {
             "allocation_stack_comparisons.csv" => rep::stack_deltas_csv(&refs, include_unchanged),
             "events.csv" => rep::events_csv(&refs),
             other => {
                 return Err(BindingError::InvalidInput(format!(
-                    "unknown attribution format '{other}'; use text, html, json, \
-                     allocation_stack_comparisons.csv or events.csv"
+                    "unknown attribution file '{other}'; use allocation_stack_comparisons.csv \
+                     or events.csv"
                 )))
             }
         })
@@ -292,7 +298,8 @@ pub(super) fn register_attribution(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ],
         [
             memory_attribution,
-            render_attributions,
+            with_attribution_sections,
+            attribution_csv,
             allocation_stack_coverage,
             summarize_allocation_stacks,
             compare_allocation_stacks,
