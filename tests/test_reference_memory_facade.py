@@ -11,7 +11,7 @@ import json
 import warnings
 
 import pytest
-from test_memory_support import MIB, FakeAllocator
+from test_memory_support import MIB, FakeAllocator, two_runs
 from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
 from torch_cudagraph_debug.memory_debug import (
     DeviceMemorySample,
@@ -31,22 +31,6 @@ from torch_cudagraph_debug.memory_debug import (
 )
 
 PRIVATE = MemoryPoolKey(0, (1, 0))
-
-
-def two_runs(tmp_path, second_capture_bytes: int = 32 * MIB):
-    """Two independent runs: 2 MiB default segment, then a capture pool of 16 MiB (run a)
-    or ``second_capture_bytes`` (run b), fully allocated."""
-    runs = []
-    for name, capture in (("a", 16 * MIB), ("b", second_capture_bytes)):
-        alloc = FakeAllocator()
-        alloc.alloc(alloc.segment(2 * MIB), 1024)
-        with MemoryRecorder(name=name, run_dir=tmp_path / name, _source=alloc) as rec:
-            rec.record_point("start")
-            seg = alloc.segment(capture, pool=(1, 0), stream=0x77)
-            alloc.alloc(seg, capture)
-            rec.record_point("captured")
-        runs.append(rec.result)
-    return runs
 
 
 def test_stats_fields_and_derived_metrics() -> None:
