@@ -4,6 +4,7 @@ classes only give them names."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import types
@@ -181,6 +182,20 @@ def thaw(value: FrozenJSONValue) -> Any:
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
     return value
+
+
+def descriptor_of(source: Any, kind: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The identity of a snapshot, point or run as JSON-ready data: ``kind``, then each
+    named attribute of ``source`` in order (tuples as lists, datetimes in ISO format)."""
+    out: dict[str, Any] = {"kind": kind}
+    for name in names:
+        value = getattr(source, name)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, datetime.datetime):
+            value = value.isoformat()
+        out[name] = value
+    return out
 
 
 class _StateView:
