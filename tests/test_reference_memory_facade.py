@@ -31,6 +31,16 @@ from torch_cudagraph_debug.memory_debug import (
 )
 
 PRIVATE = MemoryPoolKey(0, (1, 0))
+# The files a point comparison and a timeline write.
+REPORT_FILES = {
+    "report.txt",
+    "report.json",
+    "report.html",
+    "allocator_scopes.csv",
+    "pools.csv",
+    "observations.csv",
+    "devices.csv",
+}
 
 
 def test_stats_fields_and_derived_metrics() -> None:
@@ -247,15 +257,7 @@ def test_timeline_first_delta_none_and_disappearing_pool(tmp_path) -> None:
     assert devices[1].delta.reserved_bytes == 8 * MIB
     assert devices[1].cuda_allocator_residual_bytes == 400 * MIB
     out = timeline.write(tmp_path / "timeline")
-    assert set(out) == {
-        "report.txt",
-        "report.json",
-        "report.html",
-        "allocator_scopes.csv",
-        "pools.csv",
-        "observations.csv",
-        "devices.csv",
-    }
+    assert set(out) == REPORT_FILES
     rows = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
     last = next(r for r in rows if r["pool_id"] == "1,0" and r["point_label"] == "p2")
     assert int(last["delta_reserved_bytes"]) == -8 * MIB
@@ -324,15 +326,7 @@ def test_report_files_csv_columns_and_json_shape(tmp_path) -> None:
         c.write(tmp_path / "never", depth="segment")  # type: ignore[arg-type]
     assert not (tmp_path / "never").exists()
     out = c.write(tmp_path / "report")
-    assert set(out) == {
-        "report.txt",
-        "report.json",
-        "report.html",
-        "allocator_scopes.csv",
-        "pools.csv",
-        "observations.csv",
-        "devices.csv",
-    }
+    assert set(out) == REPORT_FILES
     assert all(p.parent == tmp_path / "report" and p.is_file() for p in out.values())
     pools = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
     for column in (
