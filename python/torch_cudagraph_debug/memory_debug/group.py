@@ -16,17 +16,6 @@ from torch_cudagraph_debug.memory_debug.compare import _pool_key
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 from torch_cudagraph_debug.memory_debug.run import MemoryRun
 
-MemoryRunGroupSummary = _native.MemoryRunGroupSummary
-MemoryRunGroupPhaseComparison = _native.MemoryRunGroupPhaseComparison
-MemoryRankPointState = _native.MemoryRankPointState
-MemoryRankDevicePointState = _native.MemoryRankDevicePointState
-MemoryRankPointAggregate = _native.MemoryRankPointAggregate
-MemoryRankPhaseDecomposition = _native.MemoryRankPhaseDecomposition
-MemoryRankPoolPhaseDecomposition = _native.MemoryRankPoolPhaseDecomposition
-MemoryRankDevicePhaseDecomposition = _native.MemoryRankDevicePhaseDecomposition
-MemoryMetricExtrema = _native.MemoryMetricExtrema
-MemoryRunGroupPhaseAggregate = _native.MemoryRunGroupPhaseAggregate
-
 
 class MemoryRunGroup:
     """One memory run per rank of a job. ``group[rank]`` is that rank's ``MemoryRun``.
