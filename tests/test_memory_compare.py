@@ -8,7 +8,7 @@ import io
 import warnings
 
 import pytest
-from test_memory_support import MIB, FakeAllocator, capture_scenario
+from test_memory_support import MIB, FakeAllocator, capture_scenario, two_runs
 from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError, ReportExistsError
 from torch_cudagraph_debug.memory_debug import (
     MemoryAttributionOptions,
@@ -22,22 +22,6 @@ from torch_cudagraph_debug.memory_debug import (
     compare_snapshots,
 )
 from torch_cudagraph_debug.memory_debug._model import thaw
-
-
-def two_runs(tmp_path, second_capture_bytes: int = 32 * MIB):
-    """Two independent runs of the same program: default state, then a capture whose
-    private pool differs in size between the runs."""
-    runs = []
-    for name, capture in (("a", 16 * MIB), ("b", second_capture_bytes)):
-        alloc = FakeAllocator()
-        alloc.alloc(alloc.segment(2 * MIB), 1024)
-        with MemoryRecorder(name=name, run_dir=tmp_path / name, _source=alloc) as rec:
-            rec.record_point("start")
-            seg = alloc.segment(capture, pool=(1, 0), stream=0x77)
-            alloc.alloc(seg, capture)
-            rec.record_point("captured")
-        runs.append(rec.result)
-    return runs
 
 
 def sums_hold(report: dict) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import pickle
+from pathlib import Path
 from typing import Any
+
+from torch_cudagraph_debug.memory_debug import MemoryRecorder, MemoryRun
 
 MIB = 1024 * 1024
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -370,6 +373,22 @@ def capture_scenario(alloc: FakeAllocator) -> None:
     capture stream with one 16 MiB active block."""
     segment = alloc.segment(16 * MIB, pool=(1, 0), stream=0x5A5A)
     alloc.alloc(segment, 16 * MIB)
+
+
+def two_runs(tmp_path: Path, second_capture_bytes: int = 32 * MIB) -> list[MemoryRun]:
+    """Two independent runs of the same program: a 2 MiB default segment, then a capture
+    pool of 16 MiB (run a) or ``second_capture_bytes`` (run b), fully allocated."""
+    runs = []
+    for name, capture in (("a", 16 * MIB), ("b", second_capture_bytes)):
+        alloc = FakeAllocator()
+        alloc.alloc(alloc.segment(2 * MIB), 1024)
+        with MemoryRecorder(name=name, run_dir=tmp_path / name, _source=alloc) as rec:
+            rec.record_point("start")
+            seg = alloc.segment(capture, pool=(1, 0), stream=0x77)
+            alloc.alloc(seg, capture)
+            rec.record_point("captured")
+        runs.append(rec.result)
+    return runs
 
 
 # The files a memory run group's summary writes.

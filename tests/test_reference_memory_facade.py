@@ -11,7 +11,7 @@ import json
 import warnings
 
 import pytest
-from test_memory_support import MIB, FakeAllocator
+from test_memory_support import MIB, FakeAllocator, two_runs
 from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
 from torch_cudagraph_debug.memory_debug import (
     DeviceMemorySample,
@@ -31,22 +31,16 @@ from torch_cudagraph_debug.memory_debug import (
 )
 
 PRIVATE = MemoryPoolKey(0, (1, 0))
-
-
-def two_runs(tmp_path, second_capture_bytes: int = 32 * MIB):
-    """Two independent runs: 2 MiB default segment, then a capture pool of 16 MiB (run a)
-    or ``second_capture_bytes`` (run b), fully allocated."""
-    runs = []
-    for name, capture in (("a", 16 * MIB), ("b", second_capture_bytes)):
-        alloc = FakeAllocator()
-        alloc.alloc(alloc.segment(2 * MIB), 1024)
-        with MemoryRecorder(name=name, run_dir=tmp_path / name, _source=alloc) as rec:
-            rec.record_point("start")
-            seg = alloc.segment(capture, pool=(1, 0), stream=0x77)
-            alloc.alloc(seg, capture)
-            rec.record_point("captured")
-        runs.append(rec.result)
-    return runs
+# The files a point comparison and a timeline write.
+REPORT_FILES = {
+    "report.txt",
+    "report.json",
+    "report.html",
+    "allocator_scopes.csv",
+    "pools.csv",
+    "observations.csv",
+    "devices.csv",
+}
 
 
 def test_stats_fields_and_derived_metrics() -> None:
@@ -263,15 +257,7 @@ def test_timeline_first_delta_none_and_disappearing_pool(tmp_path) -> None:
     assert devices[1].delta.reserved_bytes == 8 * MIB
     assert devices[1].cuda_allocator_residual_bytes == 400 * MIB
     out = timeline.write(tmp_path / "timeline")
-    assert set(out) == {
-        "report.txt",
-        "report.json",
-        "report.html",
-        "allocator_scopes.csv",
-        "pools.csv",
-        "observations.csv",
-        "devices.csv",
-    }
+    assert set(out) == REPORT_FILES
     rows = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
     last = next(r for r in rows if r["pool_id"] == "1,0" and r["point_label"] == "p2")
     assert int(last["delta_reserved_bytes"]) == -8 * MIB
@@ -340,15 +326,7 @@ def test_report_files_csv_columns_and_json_shape(tmp_path) -> None:
         c.write(tmp_path / "never", depth="segment")  # type: ignore[arg-type]
     assert not (tmp_path / "never").exists()
     out = c.write(tmp_path / "report")
-    assert set(out) == {
-        "report.txt",
-        "report.json",
-        "report.html",
-        "allocator_scopes.csv",
-        "pools.csv",
-        "observations.csv",
-        "devices.csv",
-    }
+    assert set(out) == REPORT_FILES
     assert all(p.parent == tmp_path / "report" and p.is_file() for p in out.values())
     pools = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
     for column in (

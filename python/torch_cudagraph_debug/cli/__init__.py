@@ -23,7 +23,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_OUTPUT_CLOSED,
     REFERENCE_EXIT_FOR_STATUS,
 )
-from torch_cudagraph_debug.cli._subcommands import commands
+from torch_cudagraph_debug.cli._subcommands import add_table, commands
 
 DEBUG_VARIABLE = "TCGD_DEBUG"
 
@@ -92,11 +92,14 @@ def _parser() -> argparse.ArgumentParser:
             "allocator snapshot pickles.",
         )
     )
-    compile.add_explain_command(domains)
-    compile.add_differential_command(domains)
-    runs.add_query_command(domains)
-    runs.add_validate_command(domains)
-    runs.add_compact_command(domains)
+    tools = (
+        compile.EXPLAIN_COMMAND,
+        compile.DIFFERENTIAL_COMMAND,
+        runs.QUERY_COMMAND,
+        runs.VALIDATE_COMMAND,
+        runs.COMPACT_COMMAND,
+    )
+    add_table(domains, tools)
     return parser
 
 

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli._subcommands import Command, arg
+from torch_cudagraph_debug.cli.tensor_options import _comparison_options, _finish, _options
 
-
-def _quiet_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress lines on stderr (errors still are)"
-    )
+_QUIET = arg("--quiet", action="store_true", help="no progress lines on stderr (errors still are)")
+_CONFIG = arg("config", help="probe config (TOML)")
 
 
 def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
@@ -44,24 +43,6 @@ def _script(path: str, what: str) -> str:
             "a Python file"
         )
     return path
-
-
-def add_explain_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "explain",
-        help="run a script under a probe config and show every selected and rejected site",
-        description="Runs SCRIPT with the probe pass installed (compile caches off, so "
-        "every graph is compiled and decided) and prints, per compiled graph, each "
-        "selected site and why, and each rejected candidate and why. Nothing recorded is "
-        "kept. Exit code 0, or 2 on error, including a script that compiles no graph.",
-    )
-    parser.add_argument("config", help="probe config (TOML)")
-    parser.add_argument("script", help="a Python script that compiles and runs the model")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--selected-only", action="store_true", help="omit rejected nodes")
-    _quiet_option(parser)
-    parser.set_defaults(handler=_explain)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -103,28 +84,6 @@ def _explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_differential_command(subparsers: argparse._SubParsersAction) -> None:
-    from torch_cudagraph_debug.cli.tensor_options import _comparison_options
-
-    parser = subparsers.add_parser(
-        "differential",
-        help="eager reference vs compiled model, site by site: the first diverging site",
-        description="Calls FACTORY (`file.py:function`, returning `(model, batches)` where "
-        "batches is a list of argument tuples), runs every batch through an eager reference "
-        "and through the compiled model with the same probe sites, and reports the "
-        "comparison. Exit code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
-        epilog="--overwrite also replaces the two runs of an earlier differential run in "
-        "--run-dir.",
-    )
-    parser.add_argument("config", help="probe config (TOML)")
-    parser.add_argument("factory", help="file.py:function returning (model, batches)")
-    parser.add_argument("--run-dir", required=True, help="where the two runs go")
-    parser.add_argument("--compile-mode", default=None, help="torch.compile mode")
-    _quiet_option(parser)
-    _comparison_options(parser)
-    parser.set_defaults(handler=_differential)
-
-
 def _factory(spec: str) -> tuple[Any, list[Any]]:
     """Runs ``file.py:function`` and checks that it returned ``(model, batches)``."""
     from torch_cudagraph_debug.errors import InvalidInputError
@@ -159,7 +118,6 @@ def _factory(spec: str) -> tuple[Any, list[Any]]:
 
 
 def _differential(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug.cli.tensor_options import _finish, _options
     from torch_cudagraph_debug.compile.differential import differential
     from torch_cudagraph_debug.compile.session import load_config
 
@@ -176,3 +134,41 @@ def _differential(args: argparse.Namespace) -> int:
         progress=_progress(args),
     )
     return _finish(result.comparison, args)
+
+
+EXPLAIN_COMMAND = Command(
+    "explain",
+    _explain,
+    "run a script under a probe config and show every selected and rejected site",
+    (
+        _CONFIG,
+        arg("script", help="a Python script that compiles and runs the model"),
+        arg("args", nargs=argparse.REMAINDER, help="arguments for the script"),
+        arg("--json", action="store_true", help="print JSON"),
+        arg("--selected-only", action="store_true", help="omit rejected nodes"),
+        _QUIET,
+    ),
+    description="Runs SCRIPT with the probe pass installed (compile caches off, so every "
+    "graph is compiled and decided) and prints, per compiled graph, each selected site and "
+    "why, and each rejected candidate and why. Nothing recorded is kept. Exit code 0, or 2 "
+    "on error, including a script that compiles no graph.",
+)
+
+DIFFERENTIAL_COMMAND = Command(
+    "differential",
+    _differential,
+    "eager reference vs compiled model, site by site: the first diverging site",
+    (
+        _CONFIG,
+        arg("factory", help="file.py:function returning (model, batches)"),
+        arg("--run-dir", required=True, help="where the two runs go"),
+        arg("--compile-mode", default=None, help="torch.compile mode"),
+        _QUIET,
+        _comparison_options,
+    ),
+    description="Calls FACTORY (`file.py:function`, returning `(model, batches)` where "
+    "batches is a list of argument tuples), runs every batch through an eager reference and "
+    "through the compiled model with the same probe sites, and reports the comparison. Exit "
+    "code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
+    epilog="--overwrite also replaces the two runs of an earlier differential run in --run-dir.",
+)

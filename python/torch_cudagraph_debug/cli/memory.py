@@ -11,6 +11,7 @@ Exit codes: 0 when the report is produced, 2 on error."""
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import sys
@@ -18,8 +19,8 @@ from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import point_operands, run_flags
-from torch_cudagraph_debug.cli._subcommands import commands
-from torch_cudagraph_debug.cli.memory_lifetimes import add_lifetimes_command
+from torch_cudagraph_debug.cli._subcommands import Command, add_table, arg, commands
+from torch_cudagraph_debug.cli.memory_lifetimes import LIFETIMES_COMMAND
 from torch_cudagraph_debug.cli.memory_options import (
     _attribution,
     _emit,
@@ -38,123 +39,137 @@ from torch_cudagraph_debug.cli.memory_options import (
     _Progress,
 )
 
+# The job root holding the run, for the commands that read one run.
+_RUN = arg("run", metavar="root", help="job root holding the memory run")
+
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`."""
-    sub = commands(parser, help="what to report, compare or import")
-
-    p = sub.add_parser("summary", help="each point's allocator state as a report tree")
-    p.add_argument("run", metavar="root", help="job root holding the memory run")
-    run_flags(p)
-    p.add_argument("--point", action="append", default=[], help="only these points (repeatable)")
-    _output_flags(p)
-    p.set_defaults(handler=_summary)
-
-    p = sub.add_parser("timeline", help="every point with its change since the previous one")
-    p.add_argument("run", metavar="root", help="job root holding the memory run")
-    run_flags(p)
-    _output_flags(p, tree=False)
-    p.set_defaults(handler=_timeline)
-
-    p = sub.add_parser(
-        "compare-points",
-        help="compare two points (of one run or of two)",
-        description="ROOT REF CAND, or the reference form REFERENCE_BUNDLE "
-        "[CANDIDATE_BUNDLE] --reference-point P --candidate-point P.",
+    table = (
+        Command(
+            "summary",
+            _summary,
+            "each point's allocator state as a report tree",
+            (
+                _RUN,
+                run_flags,
+                arg("--point", action="append", default=[], help="only these points (repeatable)"),
+                _output_flags,
+            ),
+        ),
+        Command(
+            "timeline",
+            _timeline,
+            "every point with its change since the previous one",
+            (_RUN, run_flags, functools.partial(_output_flags, tree=False)),
+        ),
+        Command(
+            "compare-points",
+            _compare_points,
+            "compare two points (of one run or of two)",
+            (
+                functools.partial(
+                    point_operands,
+                    metavar="ROOT",
+                    help="ROOT REF CAND, or REFERENCE_BUNDLE [CANDIDATE_BUNDLE] with "
+                    "--reference-point and --candidate-point",
+                    sides=("reference", "candidate"),
+                    point_metavar="POINT",
+                    point_help="{side} point label or index",
+                ),
+                _mapping_flags,
+                _output_flags,
+            ),
+            description="ROOT REF CAND, or the reference form REFERENCE_BUNDLE "
+            "[CANDIDATE_BUNDLE] --reference-point P --candidate-point P.",
+        ),
+        Command(
+            "compare-phases",
+            _compare_phases,
+            "compare a baseline phase (two points) with a candidate phase",
+            (
+                arg(
+                    "operands",
+                    nargs="+",
+                    metavar="ROOT",
+                    help="ROOT START END CAND_START CAND_END, or BASELINE_BUNDLE "
+                    "CANDIDATE_BUNDLE with the four endpoint flags",
+                ),
+                _endpoint_flags,
+                _mapping_flags,
+                functools.partial(_output_flags, tree=False),
+            ),
+        ),
+        Command(
+            "export-viz",
+            _export_viz,
+            "write one point as a pickle PyTorch's memory viewer opens",
+            (
+                _RUN,
+                arg("point", help="point label (or index)"),
+                arg("path", help="pickle file to write (replaced when it exists)"),
+                run_flags,
+            ),
+        ),
+        Command(
+            "group-summary",
+            _group_summary,
+            "the memory runs of a multi-rank job: per-rank points and cross-rank extrema",
+            (
+                arg("group", metavar="GROUP_DIR", help="job root (or directory of job roots)"),
+                _group_output_flags,
+            ),
+        ),
+        Command(
+            "compare-run-group-phases",
+            _compare_run_group_phases,
+            "compare a baseline group's phase with a candidate group's, rank by rank",
+            (
+                arg("baseline", metavar="BASELINE_GROUP"),
+                arg("candidate", metavar="CANDIDATE_GROUP"),
+                functools.partial(_endpoint_flags, required=True),
+                arg(
+                    "--pool-map",
+                    action="append",
+                    default=[],
+                    metavar="RANK@D:A,B=D:C,E",
+                    help="pair a baseline pool of a rank with a candidate pool (repeatable)",
+                ),
+                arg(
+                    "--device-map",
+                    action="append",
+                    default=[],
+                    metavar="RANK@B=C",
+                    help="pair baseline device B of a rank with candidate device C (repeatable)",
+                ),
+                functools.partial(_group_output_flags, phases=True),
+            ),
+        ),
+        Command(
+            "import",
+            _import,
+            "import torch.cuda.memory._dump_snapshot pickles as the points of a new run",
+            (
+                arg("snapshots", nargs="+", help="pickle files, in the order they were taken"),
+                arg("--run", required=True, metavar="ROOT", help="job root the new run goes into"),
+                arg("--name", default="import", help="run name (default import)"),
+                arg(
+                    "--label",
+                    action="append",
+                    default=[],
+                    help="point label per file, in order (default: file names)",
+                ),
+                arg(
+                    "--overwrite",
+                    action="store_true",
+                    help="replace the run already in DIR (its files only; other files are kept)",
+                ),
+                arg("--json", action="store_true", help="print what was imported as JSON"),
+            ),
+        ),
+        LIFETIMES_COMMAND,
     )
-    point_operands(
-        p,
-        metavar="ROOT",
-        help="ROOT REF CAND, or REFERENCE_BUNDLE [CANDIDATE_BUNDLE] with --reference-point "
-        "and --candidate-point",
-        sides=("reference", "candidate"),
-        point_metavar="POINT",
-        point_help="{side} point label or index",
-    )
-    _mapping_flags(p)
-    _output_flags(p)
-    p.set_defaults(handler=_compare_points)
-
-    p = sub.add_parser(
-        "compare-phases",
-        help="compare a baseline phase (two points) with a candidate phase",
-    )
-    p.add_argument(
-        "operands",
-        nargs="+",
-        metavar="ROOT",
-        help="ROOT START END CAND_START CAND_END, or BASELINE_BUNDLE CANDIDATE_BUNDLE with "
-        "the four endpoint flags",
-    )
-    _endpoint_flags(p)
-    _mapping_flags(p)
-    _output_flags(p, tree=False)
-    p.set_defaults(handler=_compare_phases)
-
-    p = sub.add_parser(
-        "export-viz",
-        help="write one point as a pickle PyTorch's memory viewer opens",
-    )
-    p.add_argument("run", metavar="root", help="job root holding the memory run")
-    p.add_argument("point", help="point label (or index)")
-    p.add_argument("path", help="pickle file to write (replaced when it exists)")
-    run_flags(p)
-    p.set_defaults(handler=_export_viz)
-
-    p = sub.add_parser(
-        "group-summary",
-        help="the memory runs of a multi-rank job: per-rank points and cross-rank extrema",
-    )
-    p.add_argument("group", metavar="GROUP_DIR", help="job root (or directory of job roots)")
-    _group_output_flags(p)
-    p.set_defaults(handler=_group_summary)
-
-    p = sub.add_parser(
-        "compare-run-group-phases",
-        help="compare a baseline group's phase with a candidate group's, rank by rank",
-    )
-    p.add_argument("baseline", metavar="BASELINE_GROUP")
-    p.add_argument("candidate", metavar="CANDIDATE_GROUP")
-    _endpoint_flags(p, required=True)
-    p.add_argument(
-        "--pool-map",
-        action="append",
-        default=[],
-        metavar="RANK@D:A,B=D:C,E",
-        help="pair a baseline pool of a rank with a candidate pool (repeatable)",
-    )
-    p.add_argument(
-        "--device-map",
-        action="append",
-        default=[],
-        metavar="RANK@B=C",
-        help="pair baseline device B of a rank with candidate device C (repeatable)",
-    )
-    _group_output_flags(p, phases=True)
-    p.set_defaults(handler=_compare_run_group_phases)
-
-    p = sub.add_parser(
-        "import",
-        help="import torch.cuda.memory._dump_snapshot pickles as the points of a new run",
-    )
-    p.add_argument("snapshots", nargs="+", help="pickle files, in the order they were taken")
-    p.add_argument("--run", required=True, metavar="ROOT", help="job root the new run goes into")
-    p.add_argument("--name", default="import", help="run name (default import)")
-    p.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        help="point label per file, in order (default: file names)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the run already in DIR (its files only; other files are kept)",
-    )
-    p.add_argument("--json", action="store_true", help="print what was imported as JSON")
-    p.set_defaults(handler=_import)
-
-    add_lifetimes_command(sub)
+    add_table(commands(parser, help="what to report, compare or import"), table)
 
 
 # ---------------------------------------------------------------------- handlers

@@ -8,41 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import run_flags
+from torch_cudagraph_debug.cli._subcommands import Command, arg
 from torch_cudagraph_debug.cli.memory_options import _point_key, _Progress
-
-
-def add_lifetimes_command(sub: Any) -> None:
-    """Adds `allocation-lifetimes` to the memory subcommands."""
-    p = sub.add_parser(
-        "allocation-lifetimes",
-        help="allocation cohorts (born, released, still held) from the stored history",
-        description="Replays the run's allocator history and groups allocation generations "
-        "into cohorts by device, pool and complete allocation stack. Needs complete event "
-        "history over the analysed points.",
-    )
-    p.add_argument("run", metavar="BUNDLE", help="job root holding the memory run")
-    run_flags(p)
-    which = p.add_mutually_exclusive_group()
-    which.add_argument(
-        "--active-at", metavar="POINT", help="keep generations not reusable at this point"
-    )
-    which.add_argument(
-        "--born-between",
-        nargs=2,
-        metavar=("START", "END"),
-        help="keep generations allocated in (START, END]",
-    )
-    p.add_argument("--through", metavar="POINT", help="last analysed point (default: the last)")
-    p.add_argument("--stack-depth", type=int, default=4, help="frames shown per stack (4)")
-    p.add_argument("--limit", type=int, default=20, help="cohorts shown in text and HTML (20)")
-    p.add_argument("--output", metavar="DIR", help="also write report.* and the CSV files here")
-    p.add_argument("--overwrite", action="store_true", help="replace a report already in DIR")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(handler=_allocation_lifetimes)
 
 
 def _allocation_lifetimes(args: argparse.Namespace) -> int:
@@ -79,3 +49,39 @@ def _allocation_lifetimes(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"tcgd: note: {warning}", file=sys.stderr)
     return EXIT_OK
+
+
+def _selection_flags(p: argparse.ArgumentParser) -> None:
+    """Which generations to keep (all of them when neither flag is given)."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--active-at", metavar="POINT", help="keep generations not reusable at this point"
+    )
+    which.add_argument(
+        "--born-between",
+        nargs=2,
+        metavar=("START", "END"),
+        help="keep generations allocated in (START, END]",
+    )
+
+
+LIFETIMES_COMMAND = Command(
+    "allocation-lifetimes",
+    _allocation_lifetimes,
+    "allocation cohorts (born, released, still held) from the stored history",
+    (
+        arg("run", metavar="BUNDLE", help="job root holding the memory run"),
+        run_flags,
+        _selection_flags,
+        arg("--through", metavar="POINT", help="last analysed point (default: the last)"),
+        arg("--stack-depth", type=int, default=4, help="frames shown per stack (4)"),
+        arg("--limit", type=int, default=20, help="cohorts shown in text and HTML (20)"),
+        arg("--output", metavar="DIR", help="also write report.* and the CSV files here"),
+        arg("--overwrite", action="store_true", help="replace a report already in DIR"),
+        arg("--json", action="store_true", help="print JSON instead of text"),
+    ),
+    description="Replays the run's allocator history and groups allocation generations "
+    "into cohorts by device, pool and complete allocation stack. Needs complete event "
+    "history over the analysed points.",
+)
+"""`allocation-lifetimes`, one of the memory subcommands."""

@@ -14,7 +14,11 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_ERROR,
     EXIT_OK,
 )
+from torch_cudagraph_debug.cli._subcommands import Command, arg
 from torch_cudagraph_debug.cli.tensor import _table
+
+# The job roots `query` and `validate` read.
+_ROOTS = arg("runs", nargs="+", metavar="root", help="job roots (every run in each)")
 
 
 def _runs_in(roots: list[str]) -> list[dict[str, Any]]:
@@ -143,27 +147,29 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def add_query_command(subparsers: Any) -> None:
-    """Adds `tcgd query "<SQL>" RUN...`: DuckDB over the committed rows of the given runs
-    (or of every run under a job directory), as tables `runs`, `points`, `observations`,
-    `payloads` (and the memory tables of memory runs). A run that cannot be read is
-    skipped with a warning, or fails the query with `--strict`."""
-    p = subparsers.add_parser(
-        "query",
-        help="SQL (DuckDB) over runs: tables runs, points, observations, payloads",
-    )
-    p.add_argument(
-        "sql", help='the query, e.g. "SELECT name, max(abs(mean)) FROM observations GROUP BY name"'
-    )
-    p.add_argument("runs", nargs="+", metavar="root", help="job roots (every run in each)")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    p.add_argument("--limit", type=int, default=100, help="rows shown in the table (100)")
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="fail (exit 2) on a damaged run instead of skipping it with a warning",
-    )
-    p.set_defaults(handler=_query)
+QUERY_COMMAND = Command(
+    "query",
+    _query,
+    "SQL (DuckDB) over runs: tables runs, points, observations, payloads",
+    (
+        arg(
+            "sql",
+            help='the query, e.g. "SELECT name, max(abs(mean)) FROM observations GROUP BY name"',
+        ),
+        _ROOTS,
+        arg("--json", action="store_true", help="print the rows as a JSON list"),
+        arg("--limit", type=int, default=100, help="rows shown in the table (100)"),
+        arg(
+            "--strict",
+            action="store_true",
+            help="fail (exit 2) on a damaged run instead of skipping it with a warning",
+        ),
+    ),
+)
+"""`tcgd query "<SQL>" RUN...`: DuckDB over the committed rows of the given runs (or of
+every run under a job directory), as tables `runs`, `points`, `observations`, `payloads`
+(and the memory tables of memory runs). A run that cannot be read is skipped with a
+warning, or fails the query with `--strict`."""
 
 
 # ---------------------------------------------------------------------------- validate
@@ -200,18 +206,17 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK if damaged == 0 else EXIT_ERROR
 
 
-def add_validate_command(subparsers: Any) -> None:
-    """Adds `tcgd validate ROOT...`: every file and payload digest of every tensor and
-    memory run of the given job roots."""
-    p = subparsers.add_parser(
-        "validate",
-        help="check every file of runs; exit 0 when intact, 2 when damage is found",
-        description="Check every file and payload digest of every run of the given job "
-        "roots. Prints one line per intact run and one line per problem; exits 0 when every "
-        "run is intact, 2 otherwise.",
-    )
-    p.add_argument("runs", nargs="+", metavar="root", help="job roots (every run in each)")
-    p.set_defaults(handler=_validate)
+VALIDATE_COMMAND = Command(
+    "validate",
+    _validate,
+    "check every file of runs; exit 0 when intact, 2 when damage is found",
+    (_ROOTS,),
+    description="Check every file and payload digest of every run of the given job roots. "
+    "Prints one line per intact run and one line per problem; exits 0 when every run is "
+    "intact, 2 otherwise.",
+)
+"""`tcgd validate ROOT...`: every file and payload digest of every tensor and memory run of
+the given job roots."""
 
 
 # ---------------------------------------------------------------------------- compact
@@ -233,17 +238,15 @@ def _compact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_compact_command(subparsers: Any) -> None:
-    """Adds `tcgd compact ROOT...`: rewrites the small files of every finished run into
-    files of the target size, one commit per table, and deletes what crashed writers
-    left outside the tables' logs. Runs still being written are left alone."""
-    p = subparsers.add_parser(
-        "compact",
-        help="rewrite small files of finished runs into large ones; delete crash leftovers",
-        description="Rewrite the small files of every run no writer holds into files of "
-        "about 256 MiB (one commit per table, so readers never see a mix), remove rows of "
-        "points that never committed, and delete files that crashed writers left outside "
-        "the tables' logs.",
-    )
-    p.add_argument("roots", nargs="+", metavar="root", help="job roots")
-    p.set_defaults(handler=_compact)
+COMPACT_COMMAND = Command(
+    "compact",
+    _compact,
+    "rewrite small files of finished runs into large ones; delete crash leftovers",
+    (arg("roots", nargs="+", metavar="root", help="job roots"),),
+    description="Rewrite the small files of every run no writer holds into files of about "
+    "256 MiB (one commit per table, so readers never see a mix), remove rows of points that "
+    "never committed, and delete files that crashed writers left outside the tables' logs.",
+)
+"""`tcgd compact ROOT...`: rewrites the small files of every finished run into files of the
+target size, one commit per table, and deletes what crashed writers left outside the
+tables' logs. Runs still being written are left alone."""

@@ -28,6 +28,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_OK,
 )
 from torch_cudagraph_debug.cli._flags import point_operands, run_flags
+from torch_cudagraph_debug.cli._subcommands import Adder, Command, add_table, arg
 from torch_cudagraph_debug.cli._subcommands import commands as subcommands
 from torch_cudagraph_debug.cli.tensor_options import (
     Labels,
@@ -407,138 +408,172 @@ def _first_anomaly(args: argparse.Namespace) -> int:
     return EXIT_MISMATCH
 
 
+# Both point commands name their points the same way.
+_point_operands = functools.partial(
+    point_operands,
+    metavar="PATH_OR_POINT",
+    point_metavar="LABEL",
+    point_help="{side} point (label, or #index)",
+)
+
+
+def _sides(what: str) -> tuple[Adder, Adder]:
+    """The reference and candidate job roots of a command comparing two runs or groups."""
+    return (
+        arg("reference", help=f"job root of the reference {what}"),
+        arg("candidate", help=f"job root of the candidate {what} (may be the same root)"),
+    )
+
+
 def add_commands(
     parser: argparse.ArgumentParser, *, exit_codes: dict[str, int] | None = None
 ) -> None:
     """Adds this domain's subcommands; each sets `handler(args) -> exit code`.
     `exit_codes` maps a comparison's status to the exit code (`tcgd tensor`'s by default;
     `tcgd-tensor` passes the reference design's)."""
+    table = (
+        Command(
+            "summary",
+            _summary,
+            "a run's points and observation summaries",
+            (
+                arg("run", metavar="root", help="job root holding the run"),
+                run_flags,
+                arg("--point", help="only this point (label, or #index)"),
+                arg("--limit", type=int, default=20, help="observations shown per point (20)"),
+                arg("--json", action="store_true", help="print everything as JSON"),
+            ),
+            description="Print a run's execution and completion state, its point count and "
+            "default payload, then per point its observation count (full and summary-only "
+            "payloads), its replay index (or the execution that recorded it) and a table of "
+            "its observations.",
+        ),
+        Command(
+            "compare-points",
+            _compare_points,
+            "compare two points, of one run or two",
+            (
+                functools.partial(
+                    _point_operands,
+                    help="REFERENCE [CANDIDATE] with --reference-point/--candidate-point, or "
+                    "ROOT REF_POINT CAND_POINT",
+                    sides=("reference", "candidate"),
+                ),
+                arg(
+                    "--candidate-run",
+                    metavar="ROOT",
+                    help="job root of the candidate point's run (default: the reference's)",
+                ),
+                functools.partial(run_flags, candidate="candidate point's run"),
+                _comparison_options,
+            ),
+            description="Compare two points. REFERENCE and CANDIDATE are job roots (CANDIDATE "
+            "left out: the reference's run); the points are named by --reference-point and "
+            "--candidate-point. The second form names the points as arguments.",
+            usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL --candidate-point "
+            "LABEL [options]\n       %(prog)s ROOT REF_POINT CAND_POINT [--candidate-run ROOT2] "
+            "[options]",
+            defaults={"series": False},
+        ),
+        Command(
+            "compare-runs",
+            _compare_runs,
+            "compare two runs point by point",
+            (
+                *_sides("run"),
+                functools.partial(run_flags, candidate="candidate run"),
+                _mapping_options,
+                _comparison_options,
+            ),
+        ),
+        Command(
+            "compare-point-series",
+            _compare_point_series,
+            "compare one point against every point of a run: the first diverging replay",
+            (
+                functools.partial(
+                    _point_operands,
+                    help="REFERENCE [CANDIDATE] with --reference-point, or ROOT REF_POINT "
+                    "[SERIES_ROOT]",
+                    sides=("reference",),
+                ),
+                functools.partial(run_flags, candidate="series run"),
+                _comparison_options,
+            ),
+            description="Compare the point --reference-point of REFERENCE with every point of "
+            "CANDIDATE's run, in order (CANDIDATE left out: the reference's run). The second "
+            "form names the point as an argument.",
+            usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL [options]\n"
+            "       %(prog)s ROOT REF_POINT [SERIES_ROOT] [options]",
+            defaults={"series": True},
+        ),
+        Command(
+            "group-summary",
+            _group_summary,
+            "the runs of a multi-rank job, one per rank",
+            (
+                arg("root", help="job root holding one run per rank"),
+                arg("--name", help="the runs of this name, when the root holds several names"),
+                arg("--json", action="store_true", help="print the group as JSON"),
+                arg(
+                    "--output",
+                    metavar="DIR",
+                    help="also write summary.txt/.json/.html and rank_points.csv into DIR",
+                ),
+                arg(
+                    "--overwrite",
+                    action="store_true",
+                    help="replace the summary files in a non-empty DIR",
+                ),
+            ),
+        ),
+        Command(
+            "compare-run-groups",
+            _compare_run_groups,
+            "compare two multi-rank jobs rank by rank",
+            (
+                *_sides("group"),
+                arg("--name", help="the reference group's run name, when the root holds several"),
+                arg(
+                    "--candidate-name",
+                    metavar="NAME",
+                    help="the candidate group's run name (default: --name)",
+                ),
+                _mapping_options,
+                _comparison_options,
+            ),
+        ),
+        Command(
+            "first-anomaly",
+            _first_anomaly,
+            "the first replay and site where a value held NaN, Inf or a large magnitude",
+            (
+                arg("root", help="job root holding the run"),
+                run_flags,
+                arg(
+                    "--kind",
+                    choices=tuple(_ANOMALY_KINDS),
+                    default="nonfinite",
+                    help="nan, inf (either sign), nonfinite (nan or inf; the default), or "
+                    "abs-max (a finite |value| over --threshold, or an infinity)",
+                ),
+                arg("--threshold", type=float, help="the magnitude abs-max looks for"),
+                arg(
+                    "--site",
+                    metavar="GLOB",
+                    help="only observations whose name, module path, node name or site id "
+                    "matches (a glob such as 'layers.*', or an exact name)",
+                ),
+                arg("--json", action="store_true", help="print the answer as one JSON object"),
+            ),
+            description="Search a tensor run's observations in execution order (replay, "
+            "point, order within the point) for the first NaN, infinity or magnitude over a "
+            "threshold. Exit 0 when there is none, 1 when one is found (printed with the other "
+            "sites that hit at the same replay), 2 on an error.",
+        ),
+    )
     commands = subcommands(parser, help="what to summarise or compare")
-
-    p = commands.add_parser(
-        "summary",
-        help="a run's points and observation summaries",
-        description="Print a run's execution and completion state, its point count and "
-        "default payload, then per point its observation count (full and summary-only "
-        "payloads), its replay index (or the execution that recorded it) and a table of "
-        "its observations.",
-    )
-    p.add_argument("run", metavar="root", help="job root holding the run")
-    run_flags(p)
-    p.add_argument("--point", help="only this point (label, or #index)")
-    p.add_argument("--limit", type=int, default=20, help="observations shown per point (20)")
-    p.add_argument("--json", action="store_true", help="print everything as JSON")
-    p.set_defaults(handler=_summary)
-
-    p = commands.add_parser(
-        "compare-points",
-        help="compare two points, of one run or two",
-        usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL --candidate-point LABEL"
-        " [options]\n       %(prog)s ROOT REF_POINT CAND_POINT [--candidate-run ROOT2] "
-        "[options]",
-        description="Compare two points. REFERENCE and CANDIDATE are job roots (CANDIDATE "
-        "left out: the reference's run); the points are named by --reference-point and "
-        "--candidate-point. The second form names the points as arguments.",
-    )
-    point_operands(
-        p,
-        metavar="PATH_OR_POINT",
-        help="REFERENCE [CANDIDATE] with --reference-point/--candidate-point, or ROOT "
-        "REF_POINT CAND_POINT",
-        sides=("reference", "candidate"),
-        point_metavar="LABEL",
-        point_help="{side} point (label, or #index)",
-    )
-    p.add_argument(
-        "--candidate-run",
-        metavar="ROOT",
-        help="job root of the candidate point's run (default: the reference's)",
-    )
-    run_flags(p, candidate="candidate point's run")
-    _comparison_options(p)
-    p.set_defaults(handler=_compare_points, series=False)
-
-    p = commands.add_parser("compare-runs", help="compare two runs point by point")
-    p.add_argument("reference", help="job root of the reference run")
-    p.add_argument("candidate", help="job root of the candidate run (may be the same root)")
-    run_flags(p, candidate="candidate run")
-    _mapping_options(p)
-    _comparison_options(p)
-    p.set_defaults(handler=_compare_runs)
-
-    p = commands.add_parser(
-        "compare-point-series",
-        help="compare one point against every point of a run: the first diverging replay",
-        usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL [options]\n"
-        "       %(prog)s ROOT REF_POINT [SERIES_ROOT] [options]",
-        description="Compare the point --reference-point of REFERENCE with every point of "
-        "CANDIDATE's run, in order (CANDIDATE left out: the reference's run). The second "
-        "form names the point as an argument.",
-    )
-    point_operands(
-        p,
-        metavar="PATH_OR_POINT",
-        help="REFERENCE [CANDIDATE] with --reference-point, or ROOT REF_POINT [SERIES_ROOT]",
-        sides=("reference",),
-        point_metavar="LABEL",
-        point_help="{side} point (label, or #index)",
-    )
-    run_flags(p, candidate="series run")
-    _comparison_options(p)
-    p.set_defaults(handler=_compare_point_series, series=True)
-
-    p = commands.add_parser("group-summary", help="the runs of a multi-rank job, one per rank")
-    p.add_argument("root", help="job root holding one run per rank")
-    p.add_argument("--name", help="the runs of this name, when the root holds several names")
-    p.add_argument("--json", action="store_true", help="print the group as JSON")
-    p.add_argument(
-        "--output",
-        metavar="DIR",
-        help="also write summary.txt/.json/.html and rank_points.csv into DIR",
-    )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace the summary files in a non-empty DIR"
-    )
-    p.set_defaults(handler=_group_summary)
-
-    p = commands.add_parser("compare-run-groups", help="compare two multi-rank jobs rank by rank")
-    p.add_argument("reference", help="job root of the reference group")
-    p.add_argument("candidate", help="job root of the candidate group (may be the same root)")
-    p.add_argument("--name", help="the reference group's run name, when the root holds several")
-    p.add_argument(
-        "--candidate-name", metavar="NAME", help="the candidate group's run name (default: --name)"
-    )
-    _mapping_options(p)
-    _comparison_options(p)
-    p.set_defaults(handler=_compare_run_groups)
-
-    p = commands.add_parser(
-        "first-anomaly",
-        help="the first replay and site where a value held NaN, Inf or a large magnitude",
-        description="Search a tensor run's observations in execution order (replay, point, "
-        "order within the point) for the first NaN, infinity or magnitude over a threshold. "
-        "Exit 0 when there is none, 1 when one is found (printed with the other sites that "
-        "hit at the same replay), 2 on an error.",
-    )
-    p.add_argument("root", help="job root holding the run")
-    run_flags(p)
-    p.add_argument(
-        "--kind",
-        choices=tuple(_ANOMALY_KINDS),
-        default="nonfinite",
-        help="nan, inf (either sign), nonfinite (nan or inf; the default), or abs-max "
-        "(a finite |value| over --threshold, or an infinity)",
-    )
-    p.add_argument("--threshold", type=float, help="the magnitude abs-max looks for")
-    p.add_argument(
-        "--site",
-        metavar="GLOB",
-        help="only observations whose name, module path, node name or site id matches "
-        "(a glob such as 'layers.*', or an exact name)",
-    )
-    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
-    p.set_defaults(handler=_first_anomaly)
-
+    add_table(commands, table)
     # Every subcommand carries the table: defaults set on the parent parser would be
     # overwritten by the namespace a subparser fills.
     codes = dict(EXIT_FOR_STATUS if exit_codes is None else exit_codes)

@@ -15,6 +15,31 @@ attributes without their ``_bytes`` suffix (``reserved`` ...), which warn.
 
 from __future__ import annotations
 
+from torch_cudagraph_debug._native import (
+    AllocationCohort,
+    AllocationStackCoverage,
+    AllocationStackDelta,
+    AllocationStackSummary,
+    AllocatorEventSummary,
+    CohortBirth,
+    CohortFreeCompletion,
+    CohortFreeRequest,
+    CohortPointState,
+    CohortSizeBucket,
+    CohortSizeOutcome,
+    MemoryAttributionStatus,
+    MemoryEvidenceStatus,
+    MemoryMetricExtrema,
+    MemoryRankDevicePhaseDecomposition,
+    MemoryRankDevicePointState,
+    MemoryRankPhaseDecomposition,
+    MemoryRankPointAggregate,
+    MemoryRankPointState,
+    MemoryRankPoolPhaseDecomposition,
+    MemoryRunGroupPhaseAggregate,
+    MemoryRunGroupPhaseComparison,
+    MemoryRunGroupSummary,
+)
 from torch_cudagraph_debug.errors import (
     MemoryBundleError,
     MemoryDebugError,
@@ -47,14 +72,6 @@ from torch_cudagraph_debug.memory_debug._model import (
 )
 from torch_cudagraph_debug.memory_debug._owners import name_pool
 from torch_cudagraph_debug.memory_debug._rendered import MemoryStateReport
-from torch_cudagraph_debug.memory_debug.attribution import (
-    AllocationStackCoverage,
-    AllocationStackDelta,
-    AllocationStackSummary,
-    AllocatorEventSummary,
-    MemoryAttributionStatus,
-    MemoryEvidenceStatus,
-)
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryAllocatorScopeComparison,
     MemoryComparison,
@@ -68,27 +85,10 @@ from torch_cudagraph_debug.memory_debug.compare import (
     compare_snapshots,
 )
 from torch_cudagraph_debug.memory_debug.group import (
-    MemoryMetricExtrema,
-    MemoryRankDevicePhaseDecomposition,
-    MemoryRankDevicePointState,
-    MemoryRankPhaseDecomposition,
-    MemoryRankPointAggregate,
-    MemoryRankPointState,
-    MemoryRankPoolPhaseDecomposition,
     MemoryRunGroup,
-    MemoryRunGroupPhaseAggregate,
-    MemoryRunGroupPhaseComparison,
-    MemoryRunGroupSummary,
     compare_run_group_phases,
 )
 from torch_cudagraph_debug.memory_debug.lifetimes import (
-    AllocationCohort,
-    CohortBirth,
-    CohortFreeCompletion,
-    CohortFreeRequest,
-    CohortPointState,
-    CohortSizeBucket,
-    CohortSizeOutcome,
     MemoryAllocationLifetimeAnalysis,
     MemoryLifetimeOptions,
     MemoryLifetimeSelection,

@@ -4,10 +4,11 @@ classes only give them names."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -181,6 +182,49 @@ def thaw(value: FrozenJSONValue) -> Any:
     if isinstance(value, tuple):
         return [thaw(v) for v in value]
     return value
+
+
+class _FromNative:
+    """A read-only attribute of a class wrapping a native object (``self._native``): the
+    native attribute of the same name, passed through ``convert`` when one is given."""
+
+    def __init__(self, convert: Callable[[Any], Any] | None, doc: str | None):
+        self._convert = convert
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = getattr(instance._native, self._name)
+        return value if self._convert is None else self._convert(value)
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        raise AttributeError(
+            f"attribute {self._name!r} of {type(instance).__name__!r} is read-only"
+        )
+
+
+def from_native(convert: Callable[[Any], Any] | None = None, *, doc: str | None = None) -> Any:
+    """Declares a read-only attribute read from the wrapped native object, as in
+    ``ranks: tuple[int, ...] = from_native(tuple)``: the annotation is its type."""
+    return _FromNative(convert, doc)
+
+
+def descriptor_of(source: Any, kind: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """The identity of a snapshot, point or run as JSON-ready data: ``kind``, then each
+    named attribute of ``source`` in order (tuples as lists, datetimes in ISO format)."""
+    out: dict[str, Any] = {"kind": kind}
+    for name in names:
+        value = getattr(source, name)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, datetime.datetime):
+            value = value.isoformat()
+        out[name] = value
+    return out
 
 
 class _StateView:

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
-from torch_cudagraph_debug.memory_debug.attribution import (
+from torch_cudagraph_debug._native import (
     AllocationStackCoverage,
     AllocationStackDelta,
     AllocationStackSummary,
     AllocatorEventSummary,
 )
+from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
 
 __all__ = [
     "AllocationStackCoverage",

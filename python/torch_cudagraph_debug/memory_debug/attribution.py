@@ -13,13 +13,6 @@ from torch_cudagraph_debug.memory_debug.options import (
     MemoryDisplayOptions,
 )
 
-MemoryEvidenceStatus = _native.MemoryEvidenceStatus
-MemoryAttributionStatus = _native.MemoryAttributionStatus
-AllocationStackCoverage = _native.AllocationStackCoverage
-AllocationStackSummary = _native.AllocationStackSummary
-AllocationStackDelta = _native.AllocationStackDelta
-AllocatorEventSummary = _native.AllocatorEventSummary
-
 _NOT_REQUESTED = _native.MemoryEvidenceStatus(False, False, False)
 UNREQUESTED_STATUS = _native.MemoryAttributionStatus(_NOT_REQUESTED, _NOT_REQUESTED, _NOT_REQUESTED)
 

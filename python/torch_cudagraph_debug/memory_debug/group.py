@@ -11,20 +11,10 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import CrossRunError, InvalidInputError
+from torch_cudagraph_debug.memory_debug._model import from_native
 from torch_cudagraph_debug.memory_debug.compare import _pool_key
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 from torch_cudagraph_debug.memory_debug.run import MemoryRun
-
-MemoryRunGroupSummary = _native.MemoryRunGroupSummary
-MemoryRunGroupPhaseComparison = _native.MemoryRunGroupPhaseComparison
-MemoryRankPointState = _native.MemoryRankPointState
-MemoryRankDevicePointState = _native.MemoryRankDevicePointState
-MemoryRankPointAggregate = _native.MemoryRankPointAggregate
-MemoryRankPhaseDecomposition = _native.MemoryRankPhaseDecomposition
-MemoryRankPoolPhaseDecomposition = _native.MemoryRankPoolPhaseDecomposition
-MemoryRankDevicePhaseDecomposition = _native.MemoryRankDevicePhaseDecomposition
-MemoryMetricExtrema = _native.MemoryMetricExtrema
-MemoryRunGroupPhaseAggregate = _native.MemoryRunGroupPhaseAggregate
 
 
 class MemoryRunGroup:
@@ -35,6 +25,20 @@ class MemoryRunGroup:
     may stop early (its labels a prefix of the longest: a crashed rank), which is a
     warning; a finished run with fewer points, or labels out of order, is an error.
     Missing declared ranks, provenance and run-metadata differences are warnings."""
+
+    name: str = from_native()
+    root: str | None = from_native(lambda root: None if root is None else os.fspath(root))
+    group_id: str | None = from_native()
+    world_size: int | None = from_native()
+    ranks: tuple[int, ...] = from_native(tuple)
+    missing_ranks: tuple[int, ...] = from_native(
+        tuple, doc="Ranks below the declared world size that have no run."
+    )
+    complete: bool = from_native(doc="Every declared rank has a run, and every run finished.")
+    labels: tuple[str, ...] = from_native(
+        tuple, doc="The group's point labels (those of its longest rank)."
+    )
+    warnings: tuple[str, ...] = from_native(tuple)
 
     def __init__(self, runs: Iterable[MemoryRun], native: _native.MemoryRunGroup):
         self._runs = {run.rank: run for run in runs}
@@ -70,46 +74,6 @@ class MemoryRunGroup:
     def _build(cls, runs: list[MemoryRun], root: str | None) -> MemoryRunGroup:
         native = _native.MemoryRunGroup([(run.path, run._reader) for run in runs], root)
         return cls(runs, native)
-
-    @property
-    def name(self) -> str:
-        return self._native.name
-
-    @property
-    def root(self) -> str | None:
-        root = self._native.root
-        return None if root is None else os.fspath(root)
-
-    @property
-    def group_id(self) -> str | None:
-        return self._native.group_id
-
-    @property
-    def world_size(self) -> int | None:
-        return self._native.world_size
-
-    @property
-    def ranks(self) -> tuple[int, ...]:
-        return tuple(self._native.ranks)
-
-    @property
-    def missing_ranks(self) -> tuple[int, ...]:
-        """Ranks below the declared world size that have no run."""
-        return tuple(self._native.missing_ranks)
-
-    @property
-    def complete(self) -> bool:
-        """Every declared rank has a run, and every run finished."""
-        return self._native.complete
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        """The group's point labels (those of its longest rank)."""
-        return tuple(self._native.labels)
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(self._native.warnings)
 
     def __len__(self) -> int:
         return len(self._runs)

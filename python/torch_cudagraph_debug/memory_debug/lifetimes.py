@@ -16,14 +16,6 @@ from torch_cudagraph_debug.memory_debug.options import MemoryDisplayOptions
 if TYPE_CHECKING:
     from torch_cudagraph_debug.memory_debug.run import MemoryPoint, MemoryRun
 
-AllocationCohort = _native.AllocationCohort
-CohortBirth = _native.CohortBirth
-CohortFreeRequest = _native.CohortFreeRequest
-CohortFreeCompletion = _native.CohortFreeCompletion
-CohortPointState = _native.CohortPointState
-CohortSizeBucket = _native.CohortSizeBucket
-CohortSizeOutcome = _native.CohortSizeOutcome
-
 
 @dataclass(frozen=True)
 class MemoryLifetimeSelection:

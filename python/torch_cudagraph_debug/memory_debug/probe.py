@@ -10,7 +10,7 @@ from typing import Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
-from torch_cudagraph_debug.memory_debug._model import _StateView
+from torch_cudagraph_debug.memory_debug._model import _StateView, descriptor_of
 from torch_cudagraph_debug.memory_debug._source import (
     Devices,
     LiveAllocator,
@@ -59,16 +59,16 @@ class MemoryProbeSnapshot(_StateView):
 
     def descriptor(self) -> dict[str, Any]:
         """Who took this snapshot and when (JSON-ready)."""
-        return {
-            "kind": "probe_snapshot",
-            "probe_id": self.probe_id,
-            "probe_name": self.probe_name,
-            "snapshot_index": self.snapshot_index,
-            "label": self.label,
-            "timestamp": self.timestamp,
-            "boundary_marker": self.boundary_marker,
-            "devices": list(self.devices),
-        }
+        names = (
+            "probe_id",
+            "probe_name",
+            "snapshot_index",
+            "label",
+            "timestamp",
+            "boundary_marker",
+            "devices",
+        )
+        return descriptor_of(self, "probe_snapshot", names)
 
     @classmethod
     def from_snapshot(

@@ -19,7 +19,7 @@ from torch_cudagraph_debug.errors import (
     InvalidInputError,
     MemoryOwnershipError,
 )
-from torch_cudagraph_debug.memory_debug._model import _StateView
+from torch_cudagraph_debug.memory_debug._model import _StateView, descriptor_of
 from torch_cudagraph_debug.memory_debug.compare import MemoryPointComparison, _compare_states
 from torch_cudagraph_debug.memory_debug.lifetimes import (
     MemoryAllocationLifetimeAnalysis,
@@ -57,15 +57,8 @@ class MemoryPoint(_StateView):
 
     def descriptor(self) -> dict[str, Any]:
         """Which run and point this is (JSON-ready)."""
-        return {
-            "kind": "run_point",
-            "run_id": self.run_id,
-            "run_name": self.run_name,
-            "index": self.index,
-            "label": self.label,
-            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
-            "devices": list(self.devices),
-        }
+        names = ("run_id", "run_name", "index", "label", "timestamp", "devices")
+        return descriptor_of(self, "run_point", names)
 
     def _raw(self) -> dict[str, Any]:
         # Rebuilt from the stored tables; the traces are this point's own window.
@@ -167,17 +160,8 @@ class MemoryRun(Run[MemoryPoint]):
 
     def descriptor(self) -> dict[str, Any]:
         """The run's identity (JSON-ready)."""
-        return {
-            "kind": "memory_run",
-            "run_id": self.run_id,
-            "name": self.name,
-            "path": self.path,
-            "rank": self.rank,
-            "group_id": self.group_id,
-            "world_size": self.world_size,
-            "complete": self.complete,
-            "labels": list(self.labels),
-        }
+        names = ("run_id", "name", "path", "rank", "group_id", "world_size", "complete", "labels")
+        return descriptor_of(self, "memory_run", names)
 
     def between(self, start: str | int | MemoryPoint, end: str | int | MemoryPoint) -> MemoryRange:
         """The phase from point ``start`` to point ``end`` (for ``compare_phases``);
