@@ -70,7 +70,7 @@ def test_hand_capture_shows_a_new_private_pool() -> None:
     assert new, comparison.to_text()
     assert sum(p["stats"]["active"]["candidate"] for p in new) >= CAPTURE_BYTES
     assert sum(p["lifecycle"]["newly_active_bytes"] for p in new) >= CAPTURE_BYTES
-    assert after.allocator_scope_stats["private"].active >= CAPTURE_BYTES
+    assert after.allocator_scope_stats["private"].active_bytes >= CAPTURE_BYTES
     del graph, graph_state, static_y
 
 

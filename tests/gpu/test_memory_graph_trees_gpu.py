@@ -46,9 +46,9 @@ def test_memory_points_around_graph_trees_recordings(tmp_path) -> None:
     before = run.points[-2].pool_stats
     grown = after.pool_stats
     key = next(k for k in grown if k.pool_id == pool)
-    before_reserved = next((s.reserved for k, s in before.items() if k.pool_id == pool), 0)
-    assert grown[key].reserved > 0
-    assert grown[key].reserved >= before_reserved
+    before_reserved = next((s.reserved_bytes for k, s in before.items() if k.pool_id == pool), 0)
+    assert grown[key].reserved_bytes > 0
+    assert grown[key].reserved_bytes >= before_reserved
     assert f"pool[{pool[0]},{pool[1]}]" in run.timeline().to_text()
     assert owner.description in run.timeline().to_text()
 
@@ -80,7 +80,7 @@ def test_training_pool_owner_names_forward_and_backward(tmp_path) -> None:
     } <= set(owner.function_kinds)
     assert len(owner.graph_ids) >= 2
     pool = _graph_trees_pool(trained)
-    reserved = sum(s.reserved for k, s in trained.pool_stats.items() if k.pool_id == pool)
+    reserved = sum(s.reserved_bytes for k, s in trained.pool_stats.items() if k.pool_id == pool)
     assert reserved > 0
     # Peaks since the start point: at least what the pool holds now.
     peaks = trained.peaks[0]
