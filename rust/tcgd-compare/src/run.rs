@@ -11,7 +11,7 @@ use tcgd_tensor::DType;
 
 use crate::engine::{ObservationSet, PayloadBuf, PayloadSource};
 use crate::error::{CompareError, Result};
-use crate::model::{ObservationMeta, PointRef, SiteView, Subject, SummaryView};
+use crate::model::{ObservationMeta, PointRef, SiteLocation, Subject, SummaryView};
 
 /// Payload bytes of a run, fetched by digest (and checked against it by the reader).
 struct RunPayloads {
@@ -224,7 +224,7 @@ fn read_observations(
     for i in 0..batch.num_rows() {
         let dtype = DType::from_torch_name(&dtype[i]).map_err(StoreError::from)?;
         let payload = PayloadKind::parse(&payload[i])?;
-        let site = SiteView {
+        let site = SiteLocation {
             site_id: sites[0][i].clone(),
             graph_kind: sites[1][i].clone(),
             node_name: sites[2][i].clone(),

@@ -95,13 +95,15 @@ pub(crate) struct SiteArgs {
 impl From<SiteArgs> for tcgd_store::Site {
     fn from(s: SiteArgs) -> Self {
         tcgd_store::Site {
-            site_id: s.site_id,
-            graph_kind: s.graph_kind,
-            node_name: s.node_name,
-            aten_op: s.aten_op,
-            module_path: s.module_path,
-            source_location: s.source_location,
-            compile_id: s.compile_id,
+            location: tcgd_store::SiteLocation {
+                site_id: s.site_id,
+                graph_kind: s.graph_kind,
+                node_name: s.node_name,
+                aten_op: s.aten_op,
+                module_path: s.module_path,
+                source_location: s.source_location,
+                compile_id: s.compile_id,
+            },
             materialized_by_probe: s.materialized_by_probe,
         }
     }

@@ -1,14 +1,15 @@
 //! What a producer hands the writer for one point: plain facts about tensors, never torch
 //! objects. Bytes are borrowed host memory (contiguous, row-major, little-endian).
 
+use serde::Serialize;
 use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Where a probed value came from when a compile pass placed the probe. All optional:
-/// hand-placed probes have none of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Site {
+/// Where a compile pass placed the probe of a value: the graph node, its op, module and
+/// source line. All optional: hand-placed probes have none of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SiteLocation {
     pub site_id: Option<String>,
     pub graph_kind: Option<String>,
     pub node_name: Option<String>,
@@ -16,6 +17,33 @@ pub struct Site {
     pub module_path: Option<String>,
     pub source_location: Option<String>,
     pub compile_id: Option<String>,
+}
+
+impl SiteLocation {
+    pub fn is_empty(&self) -> bool {
+        *self == SiteLocation::default()
+    }
+
+    /// `module.path (aten.op) at file.py:12`: the parts that are known.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.module_path {
+            parts.push(m.clone());
+        }
+        if let Some(op) = &self.aten_op {
+            parts.push(format!("({op})"));
+        }
+        if let Some(src) = &self.source_location {
+            parts.push(format!("at {src}"));
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
+}
+
+/// Where a probed value came from, as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Site {
+    pub location: SiteLocation,
     /// True when the probe forced the value out of a fused kernel (the observer effect:
     /// rounding downstream may differ from the unprobed graph).
     pub materialized_by_probe: Option<bool>,

@@ -47,54 +47,9 @@ impl From<tcgd_tensor::TensorSummary> for SummaryView {
     }
 }
 
-/// Where a value came from when a compile pass placed the probe.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SiteView {
-    pub site_id: Option<String>,
-    pub graph_kind: Option<String>,
-    pub node_name: Option<String>,
-    pub aten_op: Option<String>,
-    pub module_path: Option<String>,
-    pub source_location: Option<String>,
-    pub compile_id: Option<String>,
-}
-
-/// A stored site as a comparison shows it (whether the probe materialised the value is a
-/// recording fact, not compared).
-impl From<tcgd_store::Site> for SiteView {
-    fn from(site: tcgd_store::Site) -> SiteView {
-        SiteView {
-            site_id: site.site_id,
-            graph_kind: site.graph_kind,
-            node_name: site.node_name,
-            aten_op: site.aten_op,
-            module_path: site.module_path,
-            source_location: site.source_location,
-            compile_id: site.compile_id,
-        }
-    }
-}
-
-impl SiteView {
-    pub fn is_empty(&self) -> bool {
-        *self == SiteView::default()
-    }
-
-    /// `module.path (aten.op) at file.py:12`: the parts that are known.
-    pub fn describe(&self) -> Option<String> {
-        let mut parts = Vec::new();
-        if let Some(m) = &self.module_path {
-            parts.push(m.clone());
-        }
-        if let Some(op) = &self.aten_op {
-            parts.push(format!("({op})"));
-        }
-        if let Some(src) = &self.source_location {
-            parts.push(format!("at {src}"));
-        }
-        (!parts.is_empty()).then(|| parts.join(" "))
-    }
-}
+/// Where a value came from when a compile pass placed the probe (whether the probe
+/// materialised the value is a recording fact, not compared).
+pub use tcgd_store::SiteLocation;
 
 /// Everything about one recorded value except its bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,7 +64,7 @@ pub struct ObservationMeta {
     pub payload: PayloadKind,
     pub digest: Option<String>,
     pub summary: Option<SummaryView>,
-    pub site: Option<SiteView>,
+    pub site: Option<SiteLocation>,
 }
 
 impl ObservationMeta {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tcgd_compare::{
     compare_run_groups, CompareOptions, Comparison, ObservationMeta, ObservationSet, PayloadBuf,
-    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteView, Subject,
+    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteLocation, Subject,
     SummaryView,
 };
 use tcgd_store::{
@@ -42,7 +42,7 @@ pub struct Obs {
     pub shape: Vec<i64>,
     pub bytes: Vec<u8>,
     pub payload: PayloadKind,
-    pub site: Option<SiteView>,
+    pub site: Option<SiteLocation>,
 }
 
 pub fn obs(name: &'static str, dtype: DType, shape: &[i64], bytes: Vec<u8>) -> Obs {

@@ -182,10 +182,10 @@ pub(super) struct PointRow {
 
 pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Result<RecordBatch> {
     let n = rows.len();
-    let site = |f: fn(&crate::record::Site) -> &Option<String>| -> ArrayRef {
+    let site = |f: fn(&crate::record::SiteLocation) -> &Option<String>| -> ArrayRef {
         Arc::new(
             rows.iter()
-                .map(|r| f(&r.site).as_deref())
+                .map(|r| f(&r.site.location).as_deref())
                 .collect::<StringArray>(),
         )
     };
