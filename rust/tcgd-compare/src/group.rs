@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::AsArray;
 use serde::Serialize;
-use tcgd_store::group::{self, RankProblem, RankRun};
+use tcgd_store::group::{self, RankRun};
 use tcgd_store::{list_runs, OnDamage, RunKind, RunReader, RunSelector, Table};
 
 use crate::error::{CompareError, Result};
@@ -150,21 +150,8 @@ impl RunGroup {
                 points: member_points,
             });
         }
-        let members = group::by_rank(loaded).map_err(|problem| {
-            CompareError::InvalidInput(match problem {
-                RankProblem::Negative(m) => format!(
-                    "'{}' has rank {}; ranks are 0 or more",
-                    m.run.path.display(),
-                    m.run.rank
-                ),
-                RankProblem::Twice(first, second) => format!(
-                    "rank {} has two runs, '{}' and '{}'; a group holds one run per rank",
-                    second.run.rank,
-                    first.run.path.display(),
-                    second.run.path.display()
-                ),
-            })
-        })?;
+        let members = group::by_rank(loaded)
+            .map_err(|problem| CompareError::InvalidInput(problem.to_string()))?;
         // On a tie the highest rank is the longest (memory groups take the lowest).
         let Some(longest) = members.iter().max_by_key(|m| m.run.labels.len()) else {
             return Err(CompareError::InvalidInput(

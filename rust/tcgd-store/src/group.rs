@@ -1,7 +1,8 @@
 //! What every run group checks of its runs, whatever they record: one name, one run per
 //! rank (ranks 0 or more), and one sequence of point labels, which a rank that crashed
-//! stops early in. Each kind of group (tensor runs, memory runs) words the problems for
-//! its users and adds its own checks.
+//! stops early in. A rank problem reads the same in every kind of group (tensor runs,
+//! memory runs); each kind words its other problems for its users and adds its own
+//! checks.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -61,6 +62,30 @@ pub enum RankProblem<R> {
     Negative(R),
     /// Two runs of one rank, in the order they came.
     Twice(R, R),
+}
+
+impl<R: AsRef<RankRun>> std::fmt::Display for RankProblem<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RankProblem::Negative(run) => {
+                let run = run.as_ref();
+                write!(
+                    f,
+                    "run '{}' in '{}' has rank {}; ranks are 0 or more",
+                    run.name,
+                    run.path.display(),
+                    run.rank
+                )
+            }
+            RankProblem::Twice(first, second) => write!(
+                f,
+                "rank {} has two runs ('{}' and '{}'); a group holds one run per rank",
+                second.as_ref().rank,
+                first.as_ref().path.display(),
+                second.as_ref().path.display()
+            ),
+        }
+    }
 }
 
 /// The runs by rank, ascending.

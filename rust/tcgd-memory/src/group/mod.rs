@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tcgd_store::group::{self, RankProblem, RankRun};
+use tcgd_store::group::{self, RankRun};
 use tcgd_store::{list_runs, RunKind, RunSelector};
 
 use crate::error::{MemoryError, Result};
@@ -197,22 +197,8 @@ impl MemoryRunGroup {
                 other.run.name
             )));
         }
-        let members = group::by_rank(members).map_err(|problem| {
-            MemoryError::invalid(match problem {
-                RankProblem::Negative(m) => format!(
-                    "run '{}' in '{}' has rank {}; ranks are 0 or more",
-                    m.run.name,
-                    m.run.path.display(),
-                    m.run.rank
-                ),
-                RankProblem::Twice(first, second) => format!(
-                    "rank {} has two runs ('{}' and '{}'); a group holds one run per rank",
-                    second.run.rank,
-                    first.run.path.display(),
-                    second.run.path.display()
-                ),
-            })
-        })?;
+        let members =
+            group::by_rank(members).map_err(|problem| MemoryError::invalid(problem.to_string()))?;
 
         let ids: BTreeSet<&str> = members
             .iter()
