@@ -112,8 +112,7 @@ impl RunGroup {
 
     fn build(root: Option<PathBuf>, found: Vec<(PathBuf, RunSelector)>) -> Result<RunGroup> {
         let mut warnings = Vec::new();
-        let mut loaded = Vec::new();
-        let mut name: Option<(String, PathBuf)> = None;
+        let mut loaded: Vec<GroupMember> = Vec::new();
         for (path, wanted) in found {
             let reader = RunReader::open_selected(&path, &wanted, OnDamage::Raise)?;
             let manifest = reader.manifest();
@@ -122,20 +121,6 @@ impl RunGroup {
                     "'{}' is a memory run; a tensor run group holds tensor runs",
                     path.display()
                 )));
-            }
-            match &name {
-                None => name = Some((manifest.header.name.clone(), path.clone())),
-                Some((first, first_path)) if *first != manifest.header.name => {
-                    return Err(CompareError::InvalidInput(format!(
-                        "runs of one group must share a name: '{}' is named '{}', '{}' is \
-                         named '{}'",
-                        first_path.display(),
-                        first,
-                        path.display(),
-                        manifest.header.name
-                    )));
-                }
-                Some(_) => {}
             }
             let points = reader.table(Table::Points)?;
             let labels: Vec<String> = points
@@ -150,6 +135,19 @@ impl RunGroup {
                 points: member_points,
             });
         }
+        if let (Some(first), Some(other)) = (loaded.first(), group::other_name(&loaded)) {
+            return Err(CompareError::InvalidInput(format!(
+                "runs of one group must share a name: '{}' is named '{}', '{}' is named '{}'",
+                first.run.path.display(),
+                first.run.name,
+                other.run.path.display(),
+                other.run.name
+            )));
+        }
+        let name = loaded
+            .first()
+            .map(|m| m.run.name.clone())
+            .unwrap_or_default();
         let members = group::by_rank(loaded)
             .map_err(|problem| CompareError::InvalidInput(problem.to_string()))?;
         // On a tie the highest rank is the longest (memory groups take the lowest).
@@ -210,7 +208,6 @@ impl RunGroup {
                 }
             ));
         }
-        let name = name.map(|(n, _)| n).unwrap_or_default();
         let complete = missing_ranks.is_empty() && members.iter().all(|m| m.run.complete);
         Ok(RunGroup {
             name,
