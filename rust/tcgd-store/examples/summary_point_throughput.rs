@@ -7,8 +7,8 @@
 use std::time::Instant;
 
 use tcgd_store::{
-    CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
-    RunWriter, Site, SiteLocation, Value,
+    CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind, PointInput,
+    RunHeader, RunKind, RunWriter, Site, SiteLocation, Value,
 };
 use tcgd_tensor::{DType, TensorSummary};
 
@@ -33,15 +33,17 @@ fn job(label: String, sites: usize) -> CommitJob {
     Box::new(move |writer: &mut RunWriter| {
         let inputs: Vec<ObservationInput<'_>> = (0..sites)
             .map(|i| ObservationInput {
-                order: i as i64,
-                name: format!("inference:mm_{i}"),
-                invocation_index: 0,
+                descriptor: ObservationDescriptor {
+                    order: i as i64,
+                    name: format!("inference:mm_{i}"),
+                    invocation_index: 0,
+                    dtype: DType::BFloat16,
+                    shape: vec![4, 128, 512],
+                    stride: vec![65536, 512, 1],
+                    source_device: "cuda:0".into(),
+                    payload: PayloadKind::Summary,
+                },
                 site: site(i),
-                dtype: DType::BFloat16,
-                shape: vec![4, 128, 512],
-                stride: vec![65536, 512, 1],
-                source_device: "cuda:0".into(),
-                payload: PayloadKind::Summary,
                 value: Value::Summary(TensorSummary {
                     numel: 4 * 128 * 512,
                     finite: 4 * 128 * 512,

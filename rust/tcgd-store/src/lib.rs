@@ -34,7 +34,8 @@ pub use reader::{
     list_runs, runs_batch, Damage, OnDamage, RunReader, RunRow, RunSelector, ValidationIssue,
 };
 pub use record::{
-    CommittedPoint, ObservationInput, PayloadKind, PointInput, Site, SiteLocation, Value,
+    CommittedPoint, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, Site,
+    SiteLocation, Value,
 };
 pub use schema::{Table, FORMAT_VERSION};
 pub use writer::{

@@ -1,8 +1,7 @@
 //! What a comparison reads: value summaries, observation sites and metadata, points and subjects.
 
 use serde::Serialize;
-use tcgd_store::PayloadKind;
-use tcgd_tensor::DType;
+use tcgd_store::{ObservationDescriptor, PayloadKind};
 
 use super::*;
 
@@ -54,14 +53,7 @@ pub use tcgd_store::SiteLocation;
 /// Everything about one recorded value except its bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservationMeta {
-    pub order: i64,
-    pub name: String,
-    pub invocation_index: i64,
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    pub stride: Vec<i64>,
-    pub source_device: String,
-    pub payload: PayloadKind,
+    pub descriptor: ObservationDescriptor,
     pub digest: Option<String>,
     pub summary: Option<SummaryView>,
     pub site: Option<SiteLocation>,
@@ -69,29 +61,27 @@ pub struct ObservationMeta {
 
 impl ObservationMeta {
     pub fn key(&self) -> (&str, i64) {
-        (&self.name, self.invocation_index)
+        self.descriptor.key()
     }
 
     /// Elements, or `None` for a shape with a negative size or one that overflows.
     pub fn numel(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| {
-            u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
-        })
+        self.descriptor.numel().ok()
     }
 
     /// Whether the bytes can be read: a full payload with a digest to fetch them by.
     pub fn has_payload(&self) -> bool {
-        self.payload == PayloadKind::Full && self.digest.is_some()
+        self.descriptor.payload == PayloadKind::Full && self.digest.is_some()
     }
 
     pub(crate) fn side(&self) -> ObservationSide {
         ObservationSide {
-            order: self.order,
-            dtype: self.dtype.torch_name().to_owned(),
-            shape: self.shape.clone(),
-            stride: self.stride.clone(),
-            source_device: self.source_device.clone(),
-            payload: self.payload.as_str().to_owned(),
+            order: self.descriptor.order,
+            dtype: self.descriptor.dtype.torch_name().to_owned(),
+            shape: self.descriptor.shape.clone(),
+            stride: self.descriptor.stride.clone(),
+            source_device: self.descriptor.source_device.clone(),
+            payload: self.descriptor.payload.as_str().to_owned(),
             digest: self.digest.clone(),
             summary: self.summary,
             site: self.site.clone().filter(|s| !s.is_empty()),
