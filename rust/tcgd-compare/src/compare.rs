@@ -326,7 +326,7 @@ fn group_subject(group: &RunGroup) -> Subject {
         rank: None,
         world_size: Some(group.world_size),
         complete: Some(group.complete),
-        points: group.members.iter().map(|m| m.labels.len()).max(),
+        points: group.members.iter().map(|m| m.run.labels.len()).max(),
         detail: Some(format!(
             "{} of {} ranks",
             group.members.len(),
@@ -349,8 +349,8 @@ pub fn compare_run_groups(
     for rank in 0..world {
         let entry = match (reference.member(rank), candidate.member(rank)) {
             (Some(r), Some(c)) => {
-                let r = RunData::open_selected(&r.path, &r.selector())?;
-                let c = RunData::open_selected(&c.path, &c.selector())?;
+                let r = RunData::open_selected(&r.run.path, &r.selector())?;
+                let c = RunData::open_selected(&c.run.path, &c.selector())?;
                 let comparison = compare_runs(&r, &c, mapping, options, progress)?;
                 RankComparison {
                     rank,

@@ -5,21 +5,16 @@ use std::path::{Path, PathBuf};
 
 use arrow::array::AsArray;
 use serde::Serialize;
+use tcgd_store::group::{self, RankRun};
 use tcgd_store::{list_runs, OnDamage, RunKind, RunReader, RunSelector, Table};
 
 use crate::error::{CompareError, Result};
 
+/// One rank's tensor run: its identity and labels, and what each point holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupMember {
-    pub rank: i64,
-    /// The job root holding the run.
-    pub path: PathBuf,
-    /// The run's name in that root.
-    pub name: String,
-    pub run_id: String,
-    pub complete: bool,
-    pub world_size: Option<i64>,
-    pub labels: Vec<String>,
+    #[serde(flatten)]
+    pub run: RankRun,
     /// Per point, in order: what was recorded there.
     pub points: Vec<MemberPoint>,
 }
@@ -117,8 +112,7 @@ impl RunGroup {
 
     fn build(root: Option<PathBuf>, found: Vec<(PathBuf, RunSelector)>) -> Result<RunGroup> {
         let mut warnings = Vec::new();
-        let mut by_rank: BTreeMap<i64, GroupMember> = BTreeMap::new();
-        let mut name: Option<(String, PathBuf)> = None;
+        let mut loaded: Vec<GroupMember> = Vec::new();
         for (path, wanted) in found {
             let reader = RunReader::open_selected(&path, &wanted, OnDamage::Raise)?;
             let manifest = reader.manifest();
@@ -128,21 +122,6 @@ impl RunGroup {
                     path.display()
                 )));
             }
-            let rank = manifest.rank();
-            match &name {
-                None => name = Some((manifest.header.name.clone(), path.clone())),
-                Some((first, first_path)) if *first != manifest.header.name => {
-                    return Err(CompareError::InvalidInput(format!(
-                        "runs of one group must share a name: '{}' is named '{}', '{}' is \
-                         named '{}'",
-                        first_path.display(),
-                        first,
-                        path.display(),
-                        manifest.header.name
-                    )));
-                }
-                Some(_) => {}
-            }
             let points = reader.table(Table::Points)?;
             let labels: Vec<String> = points
                 .column_by_name("label")
@@ -151,63 +130,60 @@ impl RunGroup {
                 .unwrap_or_default();
             let member_points =
                 member_points(&points, &reader.table(Table::Observations)?, &labels);
-            let member = GroupMember {
-                rank,
-                path: path.clone(),
-                name: manifest.header.name.clone(),
-                run_id: manifest.header.run_id.clone(),
-                complete: manifest.complete,
-                world_size: manifest.header.world_size,
-                labels,
+            loaded.push(GroupMember {
+                run: RankRun::new(&path, manifest, manifest.rank(), labels),
                 points: member_points,
-            };
-            if let Some(other) = by_rank.insert(rank, member) {
-                return Err(CompareError::InvalidInput(format!(
-                    "rank {rank} has two runs, '{}' and '{}'; a group holds one run per rank",
-                    other.path.display(),
-                    path.display()
-                )));
-            }
+            });
         }
-        let members: Vec<GroupMember> = by_rank.into_values().collect();
-        let Some(longest) = members.iter().max_by_key(|m| m.labels.len()) else {
+        if let (Some(first), Some(other)) = (loaded.first(), group::other_name(&loaded)) {
+            return Err(CompareError::InvalidInput(format!(
+                "runs of one group must share a name: '{}' is named '{}', '{}' is named '{}'",
+                first.run.path.display(),
+                first.run.name,
+                other.run.path.display(),
+                other.run.name
+            )));
+        }
+        let name = loaded
+            .first()
+            .map(|m| m.run.name.clone())
+            .unwrap_or_default();
+        let members = group::by_rank(loaded)
+            .map_err(|problem| CompareError::InvalidInput(problem.to_string()))?;
+        // On a tie the highest rank is the longest (memory groups take the lowest).
+        let Some(longest) = members.iter().max_by_key(|m| m.run.labels.len()) else {
             return Err(CompareError::InvalidInput(
                 "a run group needs at least one run".into(),
             ));
         };
         for m in &members {
-            if let Some(at) = m
-                .labels
-                .iter()
-                .zip(&longest.labels)
-                .position(|(a, b)| a != b)
-            {
+            if let Some(at) = group::label_mismatch(&m.run, &longest.run) {
                 return Err(CompareError::InvalidInput(format!(
                     "the ranks of a group record the same points: rank {}'s point {at} is \
                      '{}', rank {}'s is '{}'",
-                    m.rank, m.labels[at], longest.rank, longest.labels[at]
+                    m.run.rank, m.run.labels[at], longest.run.rank, longest.run.labels[at]
                 )));
             }
-            if m.labels.len() < longest.labels.len() {
+            if m.run.labels.len() < longest.run.labels.len() {
                 warnings.push(format!(
                     "rank {} has {} of {} points ({}); its labels are a prefix of rank {}'s",
-                    m.rank,
-                    m.labels.len(),
-                    longest.labels.len(),
-                    if m.complete {
+                    m.run.rank,
+                    m.run.labels.len(),
+                    longest.run.labels.len(),
+                    if m.run.complete {
                         "the run says it is complete"
                     } else {
                         "the run is incomplete: it may have crashed"
                     },
-                    longest.rank
+                    longest.run.rank
                 ));
             }
         }
-        let declared: Vec<i64> = members.iter().filter_map(|m| m.world_size).collect();
+        let declared: Vec<i64> = members.iter().filter_map(|m| m.run.world_size).collect();
         if declared.iter().any(|&w| w != declared[0]) {
             warnings.push(format!("ranks declare different world sizes: {declared:?}"));
         }
-        let max_rank = members.iter().map(|m| m.rank).max().unwrap_or(0);
+        let max_rank = members.iter().map(|m| m.run.rank).max().unwrap_or(0);
         let world_size = declared
             .iter()
             .copied()
@@ -215,8 +191,7 @@ impl RunGroup {
             .unwrap_or(0)
             .max(members.len() as i64)
             .max(max_rank + 1);
-        let present: Vec<i64> = members.iter().map(|m| m.rank).collect();
-        let missing_ranks: Vec<i64> = (0..world_size).filter(|r| !present.contains(r)).collect();
+        let missing_ranks = group::missing_ranks(&members, world_size);
         if !missing_ranks.is_empty() {
             warnings.push(format!(
                 "rank{} {} of world size {world_size} {} no run",
@@ -233,8 +208,7 @@ impl RunGroup {
                 }
             ));
         }
-        let name = name.map(|(n, _)| n).unwrap_or_default();
-        let complete = missing_ranks.is_empty() && members.iter().all(|m| m.complete);
+        let complete = missing_ranks.is_empty() && members.iter().all(|m| m.run.complete);
         Ok(RunGroup {
             name,
             root,
@@ -247,7 +221,7 @@ impl RunGroup {
     }
 
     pub fn member(&self, rank: i64) -> Option<&GroupMember> {
-        self.members.iter().find(|m| m.rank == rank)
+        self.members.iter().find(|m| m.run.rank == rank)
     }
 }
 
@@ -307,10 +281,16 @@ fn member_points(
         .collect()
 }
 
+impl AsRef<RankRun> for GroupMember {
+    fn as_ref(&self) -> &RankRun {
+        &self.run
+    }
+}
+
 impl GroupMember {
     /// How to open this member again.
     pub fn selector(&self) -> RunSelector {
-        selector(&self.name, self.rank)
+        selector(&self.run.name, self.run.rank)
     }
 }
 

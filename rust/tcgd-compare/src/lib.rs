@@ -35,7 +35,7 @@ pub use group::{GroupMember, MemberPoint, RunGroup};
 pub use model::{
     Comparison, ComparisonKind, Counts, Divergence, FirstMismatch, Issue, Kind, Metrics,
     ObservationComparison, ObservationMeta, ObservationSide, PointComparison, PointRef,
-    RankComparison, Scalar, Series, SeriesPoint, SiteView, Status, Subject, SummaryView,
+    RankComparison, Scalar, Series, SeriesPoint, SiteLocation, Status, Subject, SummaryView,
     REPORT_SCHEMA, REPORT_VERSION,
 };
 pub use options::{CompareOptions, DtypePolicy, LayoutPolicy, Mode};

@@ -6,12 +6,15 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type, TimestampMicrosecondType};
-use tcgd_store::{OnDamage, PayloadKind, RunKind, RunReader, RunSelector, StoreError, Table};
+use tcgd_store::{
+    ObservationDescriptor, OnDamage, PayloadKind, RunKind, RunReader, RunSelector, StoreError,
+    Table,
+};
 use tcgd_tensor::DType;
 
 use crate::engine::{ObservationSet, PayloadBuf, PayloadSource};
 use crate::error::{CompareError, Result};
-use crate::model::{ObservationMeta, PointRef, SiteView, Subject, SummaryView};
+use crate::model::{ObservationMeta, PointRef, SiteLocation, Subject, SummaryView};
 
 /// Payload bytes of a run, fetched by digest (and checked against it by the reader).
 struct RunPayloads {
@@ -23,7 +26,7 @@ impl PayloadSource for RunPayloads {
         let digest = meta.digest.as_deref().ok_or_else(|| {
             CompareError::InvalidInput(format!(
                 "observation '{}' has no digest to read its payload by",
-                meta.name
+                meta.descriptor.name
             ))
         })?;
         Ok(Arc::new(self.reader.payload(digest)?))
@@ -73,7 +76,7 @@ impl RunData {
             if let Some(list) = metas.get_mut(&index) {
                 observations = std::mem::take(list);
             }
-            observations.sort_by_key(|o| o.order);
+            observations.sort_by_key(|o| o.descriptor.order);
             sets.push(ObservationSet {
                 point: PointRef {
                     label: Some(labels[row].clone()),
@@ -224,7 +227,7 @@ fn read_observations(
     for i in 0..batch.num_rows() {
         let dtype = DType::from_torch_name(&dtype[i]).map_err(StoreError::from)?;
         let payload = PayloadKind::parse(&payload[i])?;
-        let site = SiteView {
+        let site = SiteLocation {
             site_id: sites[0][i].clone(),
             graph_kind: sites[1][i].clone(),
             node_name: sites[2][i].clone(),
@@ -234,14 +237,16 @@ fn read_observations(
             compile_id: sites[6][i].clone(),
         };
         by_point.entry(point[i]).or_default().push(ObservationMeta {
-            order: order[i],
-            name: name[i].clone(),
-            invocation_index: invocation[i],
-            dtype,
-            shape: shape[i].clone(),
-            stride: stride[i].clone(),
-            source_device: device[i].clone(),
-            payload,
+            descriptor: ObservationDescriptor {
+                order: order[i],
+                name: name[i].clone(),
+                invocation_index: invocation[i],
+                dtype,
+                shape: shape[i].clone(),
+                stride: stride[i].clone(),
+                source_device: device[i].clone(),
+                payload,
+            },
             digest: digest[i].clone(),
             summary: Some(SummaryView {
                 numel: numel[i],

@@ -74,7 +74,7 @@ fn metadata_rules_follow_the_policies() {
             [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
         )],
     );
-    c.observations[0].stride = vec![2];
+    c.observations[0].descriptor.stride = vec![2];
     let strict = compare(&r, &c, &CompareOptions::default());
     let o = &strict.points[0].observations[0];
     assert_eq!((o.status, o.kind), (Status::Mismatch, Kind::Metadata));
@@ -120,8 +120,8 @@ fn equal_digests_match_unless_nan_without_equal_nan() {
     // Summary only: the NaN count is known exactly, its place is not.
     let mut rs = r.clone();
     let mut cs = c.clone();
-    rs.observations[0].payload = PayloadKind::Summary;
-    cs.observations[0].payload = PayloadKind::Summary;
+    rs.observations[0].descriptor.payload = PayloadKind::Summary;
+    cs.observations[0].descriptor.payload = PayloadKind::Summary;
     let o = compare(&rs, &cs, &CompareOptions::default()).points[0].observations[0].clone();
     assert_eq!((o.status, o.kind), (Status::Mismatch, Kind::Digest));
     let m = o.metrics.unwrap();
@@ -138,7 +138,7 @@ fn summary_only_pairs_are_inconclusive_or_decided_by_their_summaries() {
         "p",
         vec![obs("x", DType::Float32, &[2], f32_bytes(&[1.0, 2.5]))],
     );
-    r.observations[0].payload = PayloadKind::Summary;
+    r.observations[0].descriptor.payload = PayloadKind::Summary;
     let allclose = compare(&r, &c, &CompareOptions::default());
     let o = &allclose.points[0].observations[0];
     assert_eq!((o.status, o.kind), (Status::Inconclusive, Kind::Summary));
@@ -191,7 +191,7 @@ fn status_precedence_is_mismatch_then_inconclusive_then_match() {
             one_f32("bad", 3.0),
         ],
     );
-    r.observations[1].payload = PayloadKind::Summary;
+    r.observations[1].descriptor.payload = PayloadKind::Summary;
     let result = compare(&r, &c, &CompareOptions::default());
     assert_eq!(result.status, Status::Mismatch);
     assert_eq!(

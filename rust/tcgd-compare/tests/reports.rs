@@ -10,7 +10,7 @@ use common::*;
 use tcgd_compare::report::{self, REPORT_FILES};
 use tcgd_compare::{
     compare_point_series, compare_runs, compare_sets, CompareOptions, Comparison, ComparisonKind,
-    Mode, PointMapping, RunData, RunGroup, Silent, SiteView,
+    Mode, PointMapping, RunData, RunGroup, Silent, SiteLocation,
 };
 use tcgd_store::PayloadKind;
 use tcgd_tensor::DType;
@@ -33,11 +33,11 @@ fn scrub(c: &mut Comparison) {
 }
 
 fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) {
-    let site = SiteView {
+    let site = SiteLocation {
         module_path: Some("model.layers.0.<mlp>".into()),
         aten_op: Some("aten.mm.default".into()),
         source_location: Some("model.py:42".into()),
-        ..SiteView::default()
+        ..SiteLocation::default()
     };
     let mut hidden_r = obs(
         "hidden",

@@ -110,6 +110,19 @@ pub struct DeviceNode {
     pub pools: Vec<PoolNode>,
 }
 
+impl DeviceNode {
+    /// The device readings by the names reports give them, in report order.
+    pub fn readings(&self) -> [(&'static str, Pair<Option<i64>>); 5] {
+        [
+            ("cuda_used", self.cuda_used),
+            ("residual", self.residual),
+            ("probe_slots", self.probe_slots),
+            ("residual_other", self.residual_other),
+            ("probe_pinned", self.probe_pinned),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
     pub reference: Option<StateIdentity>,
@@ -358,13 +371,7 @@ fn check_changes(devices: &[DeviceNode], torch: &TorchVersion) -> Result<()> {
             .candidate_device
             .or(d.reference_device)
             .unwrap_or_default();
-        for (metric, pair) in [
-            ("cuda_used", d.cuda_used),
-            ("residual", d.residual),
-            ("probe_slots", d.probe_slots),
-            ("residual_other", d.residual_other),
-            ("probe_pinned", d.probe_pinned),
-        ] {
+        for (metric, pair) in d.readings() {
             if pair.change_overflows() {
                 return Err(MemoryError::Overflow {
                     field: format!("device_memory[{device}].{metric}"),

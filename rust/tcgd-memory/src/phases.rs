@@ -163,6 +163,11 @@ fn pools(states: [&MemoryState; 2], device: i64) -> BTreeSet<PoolId> {
         .collect()
 }
 
+/// The devices either end of a phase saw.
+fn phase_devices((start, end): (&MemoryState, &MemoryState)) -> BTreeSet<i64> {
+    start.devices.iter().chain(&end.devices).copied().collect()
+}
+
 pub fn compare_phases(
     baseline: (&MemoryState, &MemoryState),
     candidate: (&MemoryState, &MemoryState),
@@ -198,20 +203,7 @@ pub fn compare_phases(
 
     let device_map: BTreeMap<i64, i64> = options.device_mapping.iter().copied().collect();
     let pool_map: HashMap<PoolKey, PoolKey> = options.pool_mapping.iter().copied().collect();
-    let base_devices: BTreeSet<i64> = baseline
-        .0
-        .devices
-        .iter()
-        .chain(&baseline.1.devices)
-        .copied()
-        .collect();
-    let cand_devices: BTreeSet<i64> = candidate
-        .0
-        .devices
-        .iter()
-        .chain(&candidate.1.devices)
-        .copied()
-        .collect();
+    let (base_devices, cand_devices) = (phase_devices(baseline), phase_devices(candidate));
     let mut pairs: Vec<(Option<i64>, Option<i64>)> = Vec::new();
     let mut taken = BTreeSet::new();
     for &bd in &base_devices {

@@ -9,7 +9,19 @@ use crate::model::{BlockState, Event, StackTable};
 use crate::pickle_write::{self, Value};
 use crate::state::MemoryState;
 
-fn frames(stacks: &StackTable, stack: Option<u32>) -> Value {
+/// What a rebuilt `_snapshot()` value is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotShape {
+    /// The stored facts as they are: an address the snapshot lacked is `None`, history
+    /// entries without a stack have no `frames`, frames carry no FX node fields.
+    Stored,
+    /// What PyTorch's memory viewer opens: blocks laid out by address (one the snapshot
+    /// lacked follows the one before it), `frames` on every entry, frames with the FX
+    /// node fields torch added.
+    Viewer,
+}
+
+fn frames(stacks: &StackTable, stack: Option<u32>, shape: SnapshotShape) -> Value {
     let Some(ids) = stack.and_then(|s| stacks.stack(s)) else {
         return Value::List(Vec::new());
     };
@@ -23,7 +35,7 @@ fn frames(stacks: &StackTable, stack: Option<u32>) -> Value {
                     ("name", Value::str(f.name.as_str())),
                 ];
                 // The FX node fields torch added, written back as it wrote them.
-                if let Some(fx) = f.fx.as_deref() {
+                if let Some(fx) = f.fx.as_deref().filter(|_| shape == SnapshotShape::Viewer) {
                     for (key, value) in [
                         ("fx_node_op", &fx.op),
                         ("fx_node_name", &fx.name),
@@ -47,7 +59,8 @@ fn pool(p: (i64, i64)) -> Value {
 
 /// The `_snapshot()`-shaped value of a state and the history entries it stored (pass the
 /// point's window: `MemoryRunReader::events`, or `state.events` for a fresh state).
-pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
+pub fn snapshot_value(state: &MemoryState, events: &[Event], shape: SnapshotShape) -> Value {
+    let viewer = shape == SnapshotShape::Viewer;
     let stacks = &state.stacks;
     let mut blocks_of: Vec<Vec<usize>> = vec![Vec::new(); state.segments.len()];
     for (i, b) in state.blocks.iter().enumerate() {
@@ -73,12 +86,10 @@ pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
                         active = active.saturating_add(b.size);
                         requested = requested.saturating_add(b.requested_size);
                     }
-                    // The viewer lays blocks out by address; one the snapshot lacked
-                    // follows the one before it.
-                    let at = b.address.unwrap_or(address);
-                    address = at.saturating_add(b.size);
+                    let at = b.address.or(viewer.then_some(address));
+                    address = at.unwrap_or(address).saturating_add(b.size);
                     Value::dict([
-                        ("address", Value::Int(at)),
+                        ("address", Value::opt_int(at)),
                         ("size", Value::Int(b.size)),
                         ("requested_size", Value::Int(b.requested_size)),
                         (
@@ -89,13 +100,13 @@ pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
                                 other => other.as_str(),
                             }),
                         ),
-                        ("frames", frames(stacks, b.stack)),
+                        ("frames", frames(stacks, b.stack, shape)),
                     ])
                 })
                 .collect();
             Value::dict([
                 ("device", Value::Int(s.device)),
-                ("address", Value::Int(s.address.unwrap_or(0))),
+                ("address", Value::opt_int(s.address.or(viewer.then_some(0)))),
                 ("total_size", Value::Int(s.total_size)),
                 (
                     "allocated_size",
@@ -110,7 +121,7 @@ pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
                 ("segment_type", Value::str(s.segment_type.as_str())),
                 ("segment_pool_id", pool(s.pool)),
                 ("is_expandable", Value::Bool(s.is_expandable)),
-                ("frames", frames(stacks, s.stack)),
+                ("frames", frames(stacks, s.stack, shape)),
                 ("blocks", Value::List(blocks)),
             ])
         })
@@ -149,7 +160,9 @@ pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
             d.push(("pool_id".into(), pool(p)));
         }
         // The viewer reads `frames` of every entry.
-        d.push(("frames".into(), frames(stacks, e.stack)));
+        if viewer || e.stack.is_some() {
+            d.push(("frames".into(), frames(stacks, e.stack, shape)));
+        }
         list.push(Value::Dict(d));
     }
     Value::dict([
@@ -163,7 +176,7 @@ pub fn snapshot_value(state: &MemoryState, events: &[Event]) -> Value {
 
 /// Writes the memory-viewer pickle of a state to `path` (replacing a file there).
 pub fn write_memory_viz(path: &Path, state: &MemoryState, events: &[Event]) -> Result<()> {
-    let bytes = pickle_write::to_bytes(&snapshot_value(state, events));
+    let bytes = pickle_write::to_bytes(&snapshot_value(state, events, SnapshotShape::Viewer));
     let io = |source| MemoryError::Io {
         path: path.to_path_buf(),
         source,

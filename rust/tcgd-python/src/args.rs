@@ -2,8 +2,7 @@
 //! hold: each group is one struct, read from the same mapping as the rest.
 
 use pyo3::prelude::*;
-use tcgd_store::PayloadKind;
-use tcgd_tensor::DType;
+use tcgd_store::{ObservationDescriptor, PayloadKind};
 
 use crate::errors::BindResult;
 use crate::parse_dtype;
@@ -45,25 +44,14 @@ pub(crate) struct DescriptorArgs {
     payload: String,
 }
 
-/// A descriptor checked: its dtype and payload kind known.
-pub(crate) struct Descriptor {
-    pub(crate) order: i64,
-    pub(crate) name: String,
-    pub(crate) invocation_index: i64,
-    pub(crate) dtype: DType,
-    pub(crate) shape: Vec<i64>,
-    pub(crate) stride: Vec<i64>,
-    pub(crate) source_device: String,
-    pub(crate) payload: PayloadKind,
-}
-
 impl DescriptorArgs {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    pub(crate) fn check(self) -> BindResult<Descriptor> {
-        Ok(Descriptor {
+    /// The descriptor checked: its dtype and payload kind known.
+    pub(crate) fn check(self) -> BindResult<ObservationDescriptor> {
+        Ok(ObservationDescriptor {
             dtype: parse_dtype(&self.dtype)?,
             payload: PayloadKind::parse(&self.payload)?,
             order: self.order,
@@ -95,13 +83,15 @@ pub(crate) struct SiteArgs {
 impl From<SiteArgs> for tcgd_store::Site {
     fn from(s: SiteArgs) -> Self {
         tcgd_store::Site {
-            site_id: s.site_id,
-            graph_kind: s.graph_kind,
-            node_name: s.node_name,
-            aten_op: s.aten_op,
-            module_path: s.module_path,
-            source_location: s.source_location,
-            compile_id: s.compile_id,
+            location: tcgd_store::SiteLocation {
+                site_id: s.site_id,
+                graph_kind: s.graph_kind,
+                node_name: s.node_name,
+                aten_op: s.aten_op,
+                module_path: s.module_path,
+                source_location: s.source_location,
+                compile_id: s.compile_id,
+            },
             materialized_by_probe: s.materialized_by_probe,
         }
     }

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
     PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
-    SiteView, Subject, SummaryView,
+    Subject, SummaryView,
 };
 use tcgd_store::{RunKind, RunSelector};
 
@@ -148,17 +148,9 @@ fn build_set(
 ) -> BindResult<(ObservationSet, Subject)> {
     let mut observations = Vec::with_capacity(args.observations.len());
     for Joined(descriptor, Joined(value, site)) in args.observations {
-        let d = descriptor.check()?;
-        let site = SiteView::from(tcgd_store::Site::from(site));
+        let site = tcgd_store::Site::from(site).location;
         observations.push(ObservationMeta {
-            order: d.order,
-            name: d.name,
-            invocation_index: d.invocation_index,
-            dtype: d.dtype,
-            shape: d.shape,
-            stride: d.stride,
-            source_device: d.source_device,
-            payload: d.payload,
+            descriptor: descriptor.check()?,
             digest: value.digest,
             summary: value.summary.map(summary),
             site: Some(site).filter(|s| !s.is_empty()),

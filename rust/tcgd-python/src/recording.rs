@@ -8,7 +8,8 @@ use pyo3::prelude::*;
 use serde_json::{Map, Value as Json};
 use tcgd_cuda::{HarvestedData, HarvestedPoint, PointKind, RecorderSettings, Trigger};
 use tcgd_store::{
-    now_micros, CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, Site, Value,
+    now_micros, CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind,
+    PointInput, Site, Value,
 };
 use tcgd_tensor::DType;
 
@@ -133,22 +134,30 @@ fn commit_job(
             keyed.push((
                 (f.order, v.replay),
                 ObservationInput {
-                    order: 0,
-                    name: f.name.clone(),
-                    invocation_index: 0,
+                    descriptor: ObservationDescriptor {
+                        order: 0,
+                        name: f.name.clone(),
+                        invocation_index: 0,
+                        dtype: f.dtype,
+                        shape: f.shape.clone(),
+                        stride: f.stride.clone(),
+                        source_device: f.source_device.clone(),
+                        payload,
+                    },
                     site: f.site.clone(),
-                    dtype: f.dtype,
-                    shape: f.shape.clone(),
-                    stride: f.stride.clone(),
-                    source_device: f.source_device.clone(),
-                    payload,
                     value,
                 },
             ));
         }
         if let Some(host) = &host {
             for input in &host.inputs {
-                keyed.push(((input.order, input.invocation_index as u64), input.clone()));
+                keyed.push((
+                    (
+                        input.descriptor.order,
+                        input.descriptor.invocation_index as u64,
+                    ),
+                    input.clone(),
+                ));
             }
         }
         keyed.sort_by_key(|(key, _)| *key);
@@ -157,9 +166,9 @@ fn commit_job(
             .into_iter()
             .enumerate()
             .map(|(order, (_, mut input))| {
-                let invocation = seen.entry(input.name.clone()).or_insert(0);
-                input.order = order as i64;
-                input.invocation_index = *invocation;
+                let invocation = seen.entry(input.descriptor.name.clone()).or_insert(0);
+                input.descriptor.order = order as i64;
+                input.descriptor.invocation_index = *invocation;
                 *invocation += 1;
                 input
             })

@@ -63,17 +63,9 @@ pub(crate) fn observation_inputs(
                 )))
             }
         };
-        let d = descriptor.check()?;
         inputs.push(ObservationInput {
-            order: d.order,
-            name: d.name,
-            invocation_index: d.invocation_index,
+            descriptor: descriptor.check()?,
             site: site.into(),
-            dtype: d.dtype,
-            shape: d.shape,
-            stride: d.stride,
-            source_device: d.source_device,
-            payload: d.payload,
             value,
         });
     }

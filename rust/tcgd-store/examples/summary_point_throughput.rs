@@ -7,20 +7,24 @@
 use std::time::Instant;
 
 use tcgd_store::{
-    CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
-    RunWriter, Site, Value,
+    CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind, PointInput,
+    RunHeader, RunKind, RunWriter, Site, SiteLocation, Value,
 };
 use tcgd_tensor::{DType, TensorSummary};
 
 fn site(i: usize) -> Site {
     Site {
-        site_id: Some(format!("inference:mm_{i}")),
-        graph_kind: Some("inference".into()),
-        node_name: Some(format!("mm_{i}")),
-        aten_op: Some("aten.mm.default".into()),
-        module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
-        source_location: Some("transformers/models/llama/modeling_llama.py:262 in forward".into()),
-        compile_id: Some("0/0".into()),
+        location: SiteLocation {
+            site_id: Some(format!("inference:mm_{i}")),
+            graph_kind: Some("inference".into()),
+            node_name: Some(format!("mm_{i}")),
+            aten_op: Some("aten.mm.default".into()),
+            module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
+            source_location: Some(
+                "transformers/models/llama/modeling_llama.py:262 in forward".into(),
+            ),
+            compile_id: Some("0/0".into()),
+        },
         materialized_by_probe: Some(false),
     }
 }
@@ -29,15 +33,17 @@ fn job(label: String, sites: usize) -> CommitJob {
     Box::new(move |writer: &mut RunWriter| {
         let inputs: Vec<ObservationInput<'_>> = (0..sites)
             .map(|i| ObservationInput {
-                order: i as i64,
-                name: format!("inference:mm_{i}"),
-                invocation_index: 0,
+                descriptor: ObservationDescriptor {
+                    order: i as i64,
+                    name: format!("inference:mm_{i}"),
+                    invocation_index: 0,
+                    dtype: DType::BFloat16,
+                    shape: vec![4, 128, 512],
+                    stride: vec![65536, 512, 1],
+                    source_device: "cuda:0".into(),
+                    payload: PayloadKind::Summary,
+                },
                 site: site(i),
-                dtype: DType::BFloat16,
-                shape: vec![4, 128, 512],
-                stride: vec![65536, 512, 1],
-                source_device: "cuda:0".into(),
-                payload: PayloadKind::Summary,
                 value: Value::Summary(TensorSummary {
                     numel: 4 * 128 * 512,
                     finite: 4 * 128 * 512,

@@ -33,7 +33,10 @@ pub use queue::{CommitJob, CommitQueue};
 pub use reader::{
     list_runs, runs_batch, Damage, OnDamage, RunReader, RunRow, RunSelector, ValidationIssue,
 };
-pub use record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Site, Value};
+pub use record::{
+    CommittedPoint, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, Site,
+    SiteLocation, Value,
+};
 pub use schema::{Table, FORMAT_VERSION};
 pub use writer::{
     check_point, now_micros, rfc3339, run_path, CommitPolicy, RunWriter, DEFAULT_COMMIT_INTERVAL,

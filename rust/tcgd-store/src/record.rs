@@ -1,14 +1,15 @@
 //! What a producer hands the writer for one point: plain facts about tensors, never torch
 //! objects. Bytes are borrowed host memory (contiguous, row-major, little-endian).
 
+use serde::Serialize;
 use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Where a probed value came from when a compile pass placed the probe. All optional:
-/// hand-placed probes have none of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Site {
+/// Where a compile pass placed the probe of a value: the graph node, its op, module and
+/// source line. All optional: hand-placed probes have none of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SiteLocation {
     pub site_id: Option<String>,
     pub graph_kind: Option<String>,
     pub node_name: Option<String>,
@@ -16,6 +17,33 @@ pub struct Site {
     pub module_path: Option<String>,
     pub source_location: Option<String>,
     pub compile_id: Option<String>,
+}
+
+impl SiteLocation {
+    pub fn is_empty(&self) -> bool {
+        *self == SiteLocation::default()
+    }
+
+    /// `module.path (aten.op) at file.py:12`: the parts that are known.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.module_path {
+            parts.push(m.clone());
+        }
+        if let Some(op) = &self.aten_op {
+            parts.push(format!("({op})"));
+        }
+        if let Some(src) = &self.source_location {
+            parts.push(format!("at {src}"));
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
+}
+
+/// Where a probed value came from, as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Site {
+    pub location: SiteLocation,
     /// True when the probe forced the value out of a fused kernel (the observer effect:
     /// rounding downstream may differ from the unprobed graph).
     pub materialized_by_probe: Option<bool>,
@@ -58,21 +86,27 @@ pub enum Value<'a> {
     Summary(TensorSummary),
 }
 
-#[derive(Debug, Clone)]
-pub struct ObservationInput<'a> {
+/// What an observation is and where it stands in its point: everything about a recorded
+/// value except its site and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservationDescriptor {
     pub order: i64,
     pub name: String,
     pub invocation_index: i64,
-    pub site: Site,
     pub dtype: DType,
     pub shape: Vec<i64>,
     pub stride: Vec<i64>,
     pub source_device: String,
     pub payload: PayloadKind,
-    pub value: Value<'a>,
 }
 
-impl ObservationInput<'_> {
+impl ObservationDescriptor {
+    /// `(name, invocation_index)`: what pairs an observation with another point's.
+    pub fn key(&self) -> (&str, i64) {
+        (&self.name, self.invocation_index)
+    }
+
+    /// Elements; an error for a shape with a negative size or one that overflows.
     pub fn numel(&self) -> Result<u64> {
         self.shape.iter().try_fold(1u64, |acc, &d| {
             let d = u64::try_from(d).map_err(|_| {
@@ -86,42 +120,52 @@ impl ObservationInput<'_> {
             })
         })
     }
+}
 
+#[derive(Debug, Clone)]
+pub struct ObservationInput<'a> {
+    pub descriptor: ObservationDescriptor,
+    pub site: Site,
+    pub value: Value<'a>,
+}
+
+impl ObservationInput<'_> {
     pub(crate) fn validate(&self) -> Result<()> {
-        if self.shape.len() != self.stride.len() {
+        let d = &self.descriptor;
+        if d.shape.len() != d.stride.len() {
             return Err(StoreError::invalid(
                 "stride",
                 format!(
                     "observation '{}' has {} sizes but {} strides",
-                    self.name,
-                    self.shape.len(),
-                    self.stride.len()
+                    d.name,
+                    d.shape.len(),
+                    d.stride.len()
                 ),
             ));
         }
-        let numel = self.numel()?;
+        let numel = d.numel()?;
         match self.value {
             Value::Bytes(bytes) => {
-                let expected = numel.saturating_mul(self.dtype.itemsize() as u64);
+                let expected = numel.saturating_mul(d.dtype.itemsize() as u64);
                 if bytes.len() as u64 != expected {
                     return Err(StoreError::invalid(
                         "bytes",
                         format!(
                             "observation '{}' ({} {:?}) needs {expected} bytes, got {}",
-                            self.name,
-                            self.dtype,
-                            self.shape,
+                            d.name,
+                            d.dtype,
+                            d.shape,
                             bytes.len()
                         ),
                     ));
                 }
             }
-            Value::Summary(_) if self.payload == PayloadKind::Full => {
+            Value::Summary(_) if d.payload == PayloadKind::Full => {
                 return Err(StoreError::invalid(
                     "payload",
                     format!(
                         "observation '{}' asks for a full payload but carries only a summary",
-                        self.name
+                        d.name
                     ),
                 ));
             }
@@ -130,7 +174,7 @@ impl ObservationInput<'_> {
                     "summary",
                     format!(
                         "observation '{}' has {numel} elements but its summary counts {}",
-                        self.name, s.numel
+                        d.name, s.numel
                     ),
                 ));
             }

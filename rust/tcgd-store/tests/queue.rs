@@ -1,8 +1,8 @@
 //! The background commit queue: order, durability at flush, and what a failure does.
 
 use tcgd_store::{
-    CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
-    RunReader, RunWriter, Site, StoreError, Value,
+    CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind, PointInput,
+    RunHeader, RunKind, RunReader, RunWriter, Site, StoreError, Value,
 };
 use tcgd_tensor::DType;
 
@@ -16,15 +16,17 @@ fn point_job(label: &str, value: f32) -> CommitJob {
     Box::new(move |writer: &mut RunWriter| {
         let bytes = value.to_le_bytes();
         let obs = ObservationInput {
-            order: 0,
-            name: "x".into(),
-            invocation_index: 0,
+            descriptor: ObservationDescriptor {
+                order: 0,
+                name: "x".into(),
+                invocation_index: 0,
+                dtype: DType::Float32,
+                shape: vec![1],
+                stride: vec![1],
+                source_device: "cpu".into(),
+                payload: PayloadKind::Full,
+            },
             site: Site::default(),
-            dtype: DType::Float32,
-            shape: vec![1],
-            stride: vec![1],
-            source_device: "cpu".into(),
-            payload: PayloadKind::Full,
             value: Value::Bytes(&bytes),
         };
         let point = PointInput {

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
-    content_digest, ObservationInput, OnDamage, PayloadKind, PointInput, RunHeader, RunKind,
-    RunReader, RunSelector, RunWriter, Site, StoreError, Table, Value, FORMAT_VERSION,
+    content_digest, ObservationDescriptor, ObservationInput, OnDamage, PayloadKind, PointInput,
+    RunHeader, RunKind, RunReader, RunSelector, RunWriter, Site, StoreError, Table, Value,
+    FORMAT_VERSION,
 };
 use tcgd_tensor::DType;
 
@@ -34,15 +35,17 @@ fn point(label: &str) -> PointInput {
 fn f32_obs<'a>(name: &str, inv: i64, order: i64, bytes: &'a [u8]) -> ObservationInput<'a> {
     let n = (bytes.len() / 4) as i64;
     ObservationInput {
-        order,
-        name: name.into(),
-        invocation_index: inv,
+        descriptor: ObservationDescriptor {
+            order,
+            name: name.into(),
+            invocation_index: inv,
+            dtype: DType::Float32,
+            shape: vec![n],
+            stride: vec![1],
+            source_device: "cpu".into(),
+            payload: PayloadKind::Full,
+        },
         site: Site::default(),
-        dtype: DType::Float32,
-        shape: vec![n],
-        stride: vec![1],
-        source_device: "cpu".into(),
-        payload: PayloadKind::Full,
         value: Value::Bytes(bytes),
     }
 }
@@ -160,11 +163,9 @@ fn large_payload_spans_chunks_and_round_trips() {
         .map(|i| (i * 31 % 251) as u8)
         .collect();
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
-    let obs = ObservationInput {
-        dtype: DType::UInt8,
-        shape: vec![bytes.len() as i64],
-        ..f32_obs("big", 0, 0, &bytes)
-    };
+    let mut obs = f32_obs("big", 0, 0, &bytes);
+    obs.descriptor.dtype = DType::UInt8;
+    obs.descriptor.shape = vec![bytes.len() as i64];
     let c = w.commit_point(&point("p0"), &[obs]).unwrap();
     assert_eq!(c.payload_chunks_written, 3);
     w.close(true).unwrap();
@@ -181,15 +182,11 @@ fn summary_payload_stores_no_bytes_and_empty_tensors_work() {
     let dir = tmp.path().join("run");
     let a = f32_bytes(&[1.0, 2.0]);
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
-    let summary_only = ObservationInput {
-        payload: PayloadKind::Summary,
-        ..f32_obs("s", 0, 0, &a)
-    };
-    let empty = ObservationInput {
-        shape: vec![0, 3],
-        stride: vec![3, 1],
-        ..f32_obs("e", 0, 1, &[])
-    };
+    let mut summary_only = f32_obs("s", 0, 0, &a);
+    summary_only.descriptor.payload = PayloadKind::Summary;
+    let mut empty = f32_obs("e", 0, 1, &[]);
+    empty.descriptor.shape = vec![0, 3];
+    empty.descriptor.stride = vec![3, 1];
     w.commit_point(&point("p0"), &[summary_only, empty])
         .unwrap();
     w.close(false).unwrap();
@@ -219,10 +216,8 @@ fn bad_points_are_refused_and_leave_nothing_visible() {
         .unwrap();
     let dup = w.commit_point(&point("p0"), &[]).unwrap_err();
     assert!(dup.to_string().contains("'p0' is already used"), "{dup}");
-    let ragged = ObservationInput {
-        shape: vec![2],
-        ..f32_obs("a", 0, 0, &a)
-    };
+    let mut ragged = f32_obs("a", 0, 0, &a);
+    ragged.descriptor.shape = vec![2];
     let err = w.commit_point(&point("p1"), &[ragged]).unwrap_err();
     assert!(err.to_string().contains("needs 8 bytes, got 4"), "{err}");
     let twice = w
@@ -463,10 +458,11 @@ fn payload_bytes_are_compressed_only_where_zstd_pays() {
     let pattern: Vec<u8> = (0..(4 * (16 << 20))).map(|i| (i % 7) as u8).collect();
     let small = noise(1000, 3);
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
-    let obs = |name: &str, order: i64, bytes: &'static [u8]| ObservationInput {
-        dtype: DType::UInt8,
-        shape: vec![bytes.len() as i64],
-        ..f32_obs(name, 0, order, bytes)
+    let obs = |name: &str, order: i64, bytes: &'static [u8]| {
+        let mut obs = f32_obs(name, 0, order, bytes);
+        obs.descriptor.dtype = DType::UInt8;
+        obs.descriptor.shape = vec![bytes.len() as i64];
+        obs
     };
     let (random, pattern, small): (&'static [u8], &'static [u8], &'static [u8]) =
         (random.leak(), pattern.leak(), small.leak());

@@ -145,8 +145,8 @@ impl Engine<'_> {
                 &format!(
                     "{} {}[{}]",
                     reference.point.display(),
-                    r.name,
-                    r.invocation_index
+                    r.descriptor.name,
+                    r.descriptor.invocation_index
                 ),
             )?;
             let Some(loaded) = next.take() else {
@@ -158,14 +158,14 @@ impl Engine<'_> {
                 || {
                     kernel::compare(
                         Values {
-                            dtype: r.dtype,
+                            dtype: r.descriptor.dtype,
                             bytes: loaded.0.bytes(),
                         },
                         Values {
-                            dtype: c.dtype,
+                            dtype: c.descriptor.dtype,
                             bytes: loaded.1.bytes(),
                         },
-                        &r.shape,
+                        &r.descriptor.shape,
                         self.options,
                     )
                 },
@@ -238,8 +238,8 @@ fn fetch(set: &ObservationSet, index: usize, side: &'static str) -> Result<Arc<d
     set.source.load(index, meta).map_err(|e| match e {
         CompareError::InvalidInput(reason) => CompareError::Payload {
             side,
-            name: meta.name.clone(),
-            invocation: meta.invocation_index,
+            name: meta.descriptor.name.clone(),
+            invocation: meta.descriptor.invocation_index,
             reason,
         },
         other => other,
@@ -249,20 +249,20 @@ fn fetch(set: &ObservationSet, index: usize, side: &'static str) -> Result<Arc<d
 fn payload_len(meta: &ObservationMeta) -> u64 {
     meta.numel()
         .unwrap_or(0)
-        .saturating_mul(meta.dtype.itemsize() as u64)
+        .saturating_mul(meta.descriptor.dtype.itemsize() as u64)
 }
 
 fn check_len(meta: &ObservationMeta, len: usize, side: &'static str) -> Result<()> {
     let expected = payload_len(meta);
-    if len as u64 != expected || meta.payload != PayloadKind::Full {
+    if len as u64 != expected || meta.descriptor.payload != PayloadKind::Full {
         return Err(CompareError::Payload {
             side,
-            name: meta.name.clone(),
-            invocation: meta.invocation_index,
+            name: meta.descriptor.name.clone(),
+            invocation: meta.descriptor.invocation_index,
             reason: format!(
                 "{len} bytes, but {} {} needs {expected}",
-                meta.dtype,
-                format::dims(&meta.shape)
+                meta.descriptor.dtype,
+                format::dims(&meta.descriptor.shape)
             ),
         });
     }

@@ -58,10 +58,15 @@ pub(crate) fn align(
     type Sorted = (Vec<usize>, Vec<(String, i64)>);
     let sorted = |side: &[ObservationMeta], what: &str| -> Result<Sorted> {
         let mut idx: Vec<usize> = (0..side.len()).collect();
-        idx.sort_by_key(|&i| side[i].order);
+        idx.sort_by_key(|&i| side[i].descriptor.order);
         let keys: Vec<(String, i64)> = idx
             .iter()
-            .map(|&i| (side[i].name.clone(), side[i].invocation_index))
+            .map(|&i| {
+                (
+                    side[i].descriptor.name.clone(),
+                    side[i].descriptor.invocation_index,
+                )
+            })
             .collect();
         let mut seen = std::collections::HashSet::with_capacity(keys.len());
         for (name, inv) in &keys {
@@ -115,7 +120,9 @@ pub(crate) fn decide(
     options: &CompareOptions,
 ) -> Decision {
     let (name, invocation_index) = match (reference, candidate) {
-        (Some(o), _) | (None, Some(o)) => (o.name.clone(), o.invocation_index),
+        (Some(o), _) | (None, Some(o)) => {
+            (o.descriptor.name.clone(), o.descriptor.invocation_index)
+        }
         (None, None) => (String::new(), 0),
     };
     let template = ObservationComparison {
@@ -152,22 +159,25 @@ pub(crate) fn decide(
     };
 
     let mut differences = Vec::new();
-    if r.shape != c.shape {
+    if r.descriptor.shape != c.descriptor.shape {
         differences.push(format!(
             "shape {} vs {}",
-            format::dims(&r.shape),
-            format::dims(&c.shape)
+            format::dims(&r.descriptor.shape),
+            format::dims(&c.descriptor.shape)
         ));
     }
-    if options.layout_policy == LayoutPolicy::Strict && r.stride != c.stride {
+    if options.layout_policy == LayoutPolicy::Strict && r.descriptor.stride != c.descriptor.stride {
         differences.push(format!(
             "stride {} vs {}",
-            format::dims(&r.stride),
-            format::dims(&c.stride)
+            format::dims(&r.descriptor.stride),
+            format::dims(&c.descriptor.stride)
         ));
     }
-    if options.dtype_policy == DtypePolicy::Strict && r.dtype != c.dtype {
-        differences.push(format!("dtype {} vs {}", r.dtype, c.dtype));
+    if options.dtype_policy == DtypePolicy::Strict && r.descriptor.dtype != c.descriptor.dtype {
+        differences.push(format!(
+            "dtype {} vs {}",
+            r.descriptor.dtype, c.descriptor.dtype
+        ));
     }
     if !differences.is_empty() {
         return Decision::Done(verdict(
@@ -181,7 +191,7 @@ pub(crate) fn decide(
     let numel = r.numel().unwrap_or(0);
     let nan_count = r.summary.map(|s| s.nan).or(c.summary.map(|s| s.nan));
 
-    if r.dtype == c.dtype && r.digest.is_some() && r.digest == c.digest {
+    if r.descriptor.dtype == c.descriptor.dtype && r.digest.is_some() && r.digest == c.digest {
         let nans = nan_count.unwrap_or(0);
         if nans == 0 || options.equal_nan {
             return Decision::Done(verdict(
@@ -189,11 +199,11 @@ pub(crate) fn decide(
                 Status::Match,
                 Kind::Digest,
                 "identical bytes (equal digests)".into(),
-                Some(identical_metrics(r.dtype, numel, nan_count)),
+                Some(identical_metrics(r.descriptor.dtype, numel, nan_count)),
             ));
         }
         if !(r.has_payload() && c.has_payload()) {
-            let mut metrics = identical_metrics(r.dtype, numel, nan_count);
+            let mut metrics = identical_metrics(r.descriptor.dtype, numel, nan_count);
             metrics.mismatch_count = nans;
             metrics.mismatch_fraction = nans as f64 / numel.max(1) as f64;
             return Decision::Done(verdict(
@@ -234,7 +244,7 @@ pub(crate) fn decide(
             }
         }
         let both_digests = r.digest.is_some() && c.digest.is_some();
-        if options.mode == Mode::Exact && both_digests && r.dtype == c.dtype {
+        if options.mode == Mode::Exact && both_digests && r.descriptor.dtype == c.descriptor.dtype {
             return Decision::Done(verdict(
                 &template,
                 Status::Mismatch,

@@ -1,8 +1,7 @@
 //! What a comparison reads: value summaries, observation sites and metadata, points and subjects.
 
 use serde::Serialize;
-use tcgd_store::PayloadKind;
-use tcgd_tensor::DType;
+use tcgd_store::{ObservationDescriptor, PayloadKind};
 
 use super::*;
 
@@ -47,96 +46,42 @@ impl From<tcgd_tensor::TensorSummary> for SummaryView {
     }
 }
 
-/// Where a value came from when a compile pass placed the probe.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SiteView {
-    pub site_id: Option<String>,
-    pub graph_kind: Option<String>,
-    pub node_name: Option<String>,
-    pub aten_op: Option<String>,
-    pub module_path: Option<String>,
-    pub source_location: Option<String>,
-    pub compile_id: Option<String>,
-}
-
-/// A stored site as a comparison shows it (whether the probe materialised the value is a
-/// recording fact, not compared).
-impl From<tcgd_store::Site> for SiteView {
-    fn from(site: tcgd_store::Site) -> SiteView {
-        SiteView {
-            site_id: site.site_id,
-            graph_kind: site.graph_kind,
-            node_name: site.node_name,
-            aten_op: site.aten_op,
-            module_path: site.module_path,
-            source_location: site.source_location,
-            compile_id: site.compile_id,
-        }
-    }
-}
-
-impl SiteView {
-    pub fn is_empty(&self) -> bool {
-        *self == SiteView::default()
-    }
-
-    /// `module.path (aten.op) at file.py:12`: the parts that are known.
-    pub fn describe(&self) -> Option<String> {
-        let mut parts = Vec::new();
-        if let Some(m) = &self.module_path {
-            parts.push(m.clone());
-        }
-        if let Some(op) = &self.aten_op {
-            parts.push(format!("({op})"));
-        }
-        if let Some(src) = &self.source_location {
-            parts.push(format!("at {src}"));
-        }
-        (!parts.is_empty()).then(|| parts.join(" "))
-    }
-}
+/// Where a value came from when a compile pass placed the probe (whether the probe
+/// materialised the value is a recording fact, not compared).
+pub use tcgd_store::SiteLocation;
 
 /// Everything about one recorded value except its bytes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObservationMeta {
-    pub order: i64,
-    pub name: String,
-    pub invocation_index: i64,
-    pub dtype: DType,
-    pub shape: Vec<i64>,
-    pub stride: Vec<i64>,
-    pub source_device: String,
-    pub payload: PayloadKind,
+    pub descriptor: ObservationDescriptor,
     pub digest: Option<String>,
     pub summary: Option<SummaryView>,
-    pub site: Option<SiteView>,
+    pub site: Option<SiteLocation>,
 }
 
 impl ObservationMeta {
     pub fn key(&self) -> (&str, i64) {
-        (&self.name, self.invocation_index)
+        self.descriptor.key()
     }
 
     /// Elements, or `None` for a shape with a negative size or one that overflows.
     pub fn numel(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| {
-            u64::try_from(d).ok().and_then(|d| acc.checked_mul(d))
-        })
+        self.descriptor.numel().ok()
     }
 
     /// Whether the bytes can be read: a full payload with a digest to fetch them by.
     pub fn has_payload(&self) -> bool {
-        self.payload == PayloadKind::Full && self.digest.is_some()
+        self.descriptor.payload == PayloadKind::Full && self.digest.is_some()
     }
 
     pub(crate) fn side(&self) -> ObservationSide {
         ObservationSide {
-            order: self.order,
-            dtype: self.dtype.torch_name().to_owned(),
-            shape: self.shape.clone(),
-            stride: self.stride.clone(),
-            source_device: self.source_device.clone(),
-            payload: self.payload.as_str().to_owned(),
+            order: self.descriptor.order,
+            dtype: self.descriptor.dtype.torch_name().to_owned(),
+            shape: self.descriptor.shape.clone(),
+            stride: self.descriptor.stride.clone(),
+            source_device: self.descriptor.source_device.clone(),
+            payload: self.descriptor.payload.as_str().to_owned(),
             digest: self.digest.clone(),
             summary: self.summary,
             site: self.site.clone().filter(|s| !s.is_empty()),

@@ -52,7 +52,7 @@ pub struct ObservationSide {
     pub payload: String,
     pub digest: Option<String>,
     pub summary: Option<SummaryView>,
-    pub site: Option<SiteView>,
+    pub site: Option<SiteLocation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -83,7 +83,7 @@ impl ObservationComparison {
             .and_then(|s| DType::from_torch_name(&s.dtype).ok())
     }
 
-    pub fn site(&self) -> Option<&SiteView> {
+    pub fn site(&self) -> Option<&SiteLocation> {
         self.reference
             .as_ref()
             .and_then(|s| s.site.as_ref())

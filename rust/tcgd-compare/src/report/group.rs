@@ -73,7 +73,7 @@ pub fn to_value(g: &RunGroup) -> Result<serde_json::Value> {
         .into_iter()
         .map(|(m, p)| {
             serde_json::json!({
-                "rank": m.rank,
+                "rank": m.run.rank,
                 "point_index": p.index,
                 "label": p.label,
                 "replay_index": p.replay_index,
@@ -122,11 +122,11 @@ fn sections(g: &RunGroup, limit: usize) -> [Section; 2] {
     let title = format!("ranks ({})", g.members.len());
     let ranks = Section::new("ranks", title, columns, &g.members, limit, |m| {
         vec![
-            m.rank.to_string().into(),
+            m.run.rank.to_string().into(),
             m.points.len().to_string().into(),
-            m.complete.to_string().into(),
-            m.run_id.clone().into(),
-            m.path.display().to_string().into(),
+            m.run.complete.to_string().into(),
+            m.run.run_id.clone().into(),
+            m.run.path.display().to_string().into(),
         ]
     });
     let rows = rank_points(g);
@@ -142,7 +142,7 @@ fn sections(g: &RunGroup, limit: usize) -> [Section; 2] {
     let title = format!("rank points ({})", rows.len());
     let points = Section::new("rank-points", title, columns, &rows, limit, |(m, p)| {
         vec![
-            m.rank.to_string().into(),
+            m.run.rank.to_string().into(),
             p.index.to_string().into(),
             p.label.clone().into(),
             replay(p).into(),
@@ -194,15 +194,15 @@ pub fn rank_points_csv(g: &RunGroup) -> String {
     ]);
     for (m, p) in rank_points(g) {
         table.push(vec![
-            m.rank.into(),
+            m.run.rank.into(),
             p.index.into(),
             p.label.as_str().into(),
             p.replay_index.into(),
             p.observations.into(),
             p.full.into(),
             p.summary.into(),
-            m.run_id.as_str().into(),
-            m.complete.into(),
+            m.run.run_id.as_str().into(),
+            m.run.complete.into(),
         ]);
     }
     crate::report::csv::write(&table)

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use tcgd_compare::{
     compare_run_groups, CompareOptions, Comparison, ObservationMeta, ObservationSet, PayloadBuf,
-    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteView, Subject,
+    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteLocation, Subject,
     SummaryView,
 };
 use tcgd_store::{
-    content_digest, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind, RunWriter, Site,
-    Value,
+    content_digest, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, RunHeader,
+    RunKind, RunWriter, Site, Value,
 };
 use tcgd_tensor::{summarize, DType};
 
@@ -42,7 +42,7 @@ pub struct Obs {
     pub shape: Vec<i64>,
     pub bytes: Vec<u8>,
     pub payload: PayloadKind,
-    pub site: Option<SiteView>,
+    pub site: Option<SiteLocation>,
 }
 
 pub fn obs(name: &'static str, dtype: DType, shape: &[i64], bytes: Vec<u8>) -> Obs {
@@ -93,14 +93,16 @@ pub fn set(label: &str, observations: Vec<Obs>) -> ObservationSet {
     let mut bytes = Vec::new();
     for (order, o) in observations.into_iter().enumerate() {
         metas.push(ObservationMeta {
-            order: order as i64,
-            name: o.name.to_owned(),
-            invocation_index: o.invocation,
-            dtype: o.dtype,
-            stride: row_major(&o.shape),
-            shape: o.shape,
-            source_device: "cpu".into(),
-            payload: o.payload,
+            descriptor: ObservationDescriptor {
+                order: order as i64,
+                name: o.name.to_owned(),
+                invocation_index: o.invocation,
+                dtype: o.dtype,
+                stride: row_major(&o.shape),
+                shape: o.shape,
+                source_device: "cpu".into(),
+                payload: o.payload,
+            },
             digest: Some(content_digest(&o.bytes)),
             summary: Some(summary_of(o.dtype, &o.bytes)),
             site: o.site,
@@ -150,15 +152,17 @@ pub fn write_run(
             .iter()
             .enumerate()
             .map(|(order, o)| ObservationInput {
-                order: order as i64,
-                name: o.name.into(),
-                invocation_index: o.invocation,
+                descriptor: ObservationDescriptor {
+                    order: order as i64,
+                    name: o.name.into(),
+                    invocation_index: o.invocation,
+                    dtype: o.dtype,
+                    shape: o.shape.clone(),
+                    stride: row_major(&o.shape),
+                    source_device: "cpu".into(),
+                    payload: o.payload,
+                },
                 site: Site::default(),
-                dtype: o.dtype,
-                shape: o.shape.clone(),
-                stride: row_major(&o.shape),
-                source_device: "cpu".into(),
-                payload: o.payload,
                 value: Value::Bytes(&o.bytes),
             })
             .collect();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tcgd_store::group::{self, GroupRun, RankProblem};
+use tcgd_store::group::{self, RankRun};
 use tcgd_store::{list_runs, RunKind, RunSelector};
 
 use crate::error::{MemoryError, Result};
@@ -33,15 +33,9 @@ const PROVENANCE_KEYS: [&str; 5] = ["producer_version", "python", "torch", "cuda
 /// One rank's run as the group holds it: identity from its manifest and its states.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupMember {
-    pub rank: i64,
-    /// The job root holding the run.
-    pub path: PathBuf,
-    pub name: String,
-    pub run_id: String,
-    pub complete: bool,
-    pub world_size: Option<i64>,
+    #[serde(flatten)]
+    pub run: RankRun,
     pub group_id: Option<String>,
-    pub labels: Vec<String>,
     #[serde(skip)]
     pub provenance: serde_json::Value,
     #[serde(skip)]
@@ -64,15 +58,10 @@ impl GroupMember {
             ))
         })?;
         let states = reader.states().to_vec();
+        let labels = states.iter().map(|s| s.identity.label.clone()).collect();
         Ok(GroupMember {
-            rank,
-            path: path.to_path_buf(),
-            name: header.name.clone(),
-            run_id: header.run_id.clone(),
-            complete: manifest.complete,
-            world_size: header.world_size,
+            run: RankRun::new(path, manifest, rank, labels),
             group_id: header.group_id.clone(),
-            labels: states.iter().map(|s| s.identity.label.clone()).collect(),
             provenance: header.provenance.clone(),
             run_metadata: header.run_metadata.clone(),
             states,
@@ -84,17 +73,9 @@ impl GroupMember {
     }
 }
 
-impl GroupRun for GroupMember {
-    fn rank(&self) -> i64 {
-        self.rank
-    }
-
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn labels(&self) -> &[String] {
-        &self.labels
+impl AsRef<RankRun> for GroupMember {
+    fn as_ref(&self) -> &RankRun {
+        &self.run
     }
 }
 
@@ -130,7 +111,7 @@ fn differing<T: PartialEq>(
     members
         .iter()
         .filter(|m| value(m) != first)
-        .map(|m| m.rank.to_string())
+        .map(|m| m.run.rank.to_string())
         .collect()
 }
 
@@ -206,32 +187,18 @@ impl MemoryRunGroup {
             return Err(MemoryError::invalid("a run group needs at least one run"));
         }
         let mut warnings = Vec::new();
-        let name = members[0].name.clone();
+        let name = members[0].run.name.clone();
         if let Some(other) = group::other_name(&members) {
             return Err(MemoryError::invalid(format!(
                 "the runs of a group share one name: '{}' holds run '{name}', '{}' holds \
                  run '{}'; load each name as its own group",
-                members[0].path.display(),
-                other.path.display(),
-                other.name
+                members[0].run.path.display(),
+                other.run.path.display(),
+                other.run.name
             )));
         }
-        let members = group::by_rank(members).map_err(|problem| {
-            MemoryError::invalid(match problem {
-                RankProblem::Negative(m) => format!(
-                    "run '{}' in '{}' has rank {}; ranks are 0 or more",
-                    m.name,
-                    m.path.display(),
-                    m.rank
-                ),
-                RankProblem::Twice(first, second) => format!(
-                    "rank {} has two runs ('{}' and '{}'); a group holds one run per rank",
-                    second.rank,
-                    first.path.display(),
-                    second.path.display()
-                ),
-            })
-        })?;
+        let members =
+            group::by_rank(members).map_err(|problem| MemoryError::invalid(problem.to_string()))?;
 
         let ids: BTreeSet<&str> = members
             .iter()
@@ -247,7 +214,7 @@ impl MemoryRunGroup {
         let no_id: Vec<i64> = members
             .iter()
             .filter(|m| m.group_id.is_none())
-            .map(|m| m.rank)
+            .map(|m| m.run.rank)
             .collect();
         if group_id.is_some() && !no_id.is_empty() {
             warnings.push(format!(
@@ -256,7 +223,7 @@ impl MemoryRunGroup {
                 group_id.as_deref().unwrap_or_default()
             ));
         }
-        let sizes: BTreeSet<i64> = members.iter().filter_map(|m| m.world_size).collect();
+        let sizes: BTreeSet<i64> = members.iter().filter_map(|m| m.run.world_size).collect();
         if sizes.len() > 1 {
             return Err(MemoryError::invalid(format!(
                 "the runs declare different world sizes ({}); they come from different jobs",
@@ -271,18 +238,18 @@ impl MemoryRunGroup {
                     .to_owned(),
             ),
             Some(w) => {
-                if let Some(m) = members.iter().find(|m| m.rank >= w) {
+                if let Some(m) = members.iter().find(|m| m.run.rank >= w) {
                     return Err(MemoryError::invalid(format!(
                         "run '{}' in '{}' has rank {} but the world size is {w}",
-                        m.name,
-                        m.path.display(),
-                        m.rank
+                        m.run.name,
+                        m.run.path.display(),
+                        m.run.rank
                     )));
                 }
                 let undeclared: Vec<i64> = members
                     .iter()
-                    .filter(|m| m.world_size.is_none())
-                    .map(|m| m.rank)
+                    .filter(|m| m.run.world_size.is_none())
+                    .map(|m| m.run.rank)
                     .collect();
                 if !undeclared.is_empty() {
                     warnings.push(format!(
@@ -306,43 +273,43 @@ impl MemoryRunGroup {
         // incomplete.
         let longest = group::longest(&members).expect("a group has a run");
         for m in &members {
-            if let Some(at) = group::label_mismatch(m, longest) {
+            if let Some(at) = group::label_mismatch(&m.run, &longest.run) {
                 return Err(MemoryError::invalid(format!(
                     "the ranks of a group record the same points in the same order: rank {}'s \
                      point {at} is '{}', rank {}'s is '{}'",
-                    m.rank, m.labels[at], longest.rank, longest.labels[at]
+                    m.run.rank, m.run.labels[at], longest.run.rank, longest.run.labels[at]
                 )));
             }
-            if m.labels.len() < longest.labels.len() {
-                if m.complete {
+            if m.run.labels.len() < longest.run.labels.len() {
+                if m.run.complete {
                     return Err(MemoryError::invalid(format!(
                         "rank {} finished with {} of the group's {} points (rank {} recorded \
                          '{}' after them); a complete run records every point",
-                        m.rank,
-                        m.labels.len(),
-                        longest.labels.len(),
-                        longest.rank,
-                        longest.labels[m.labels.len()]
+                        m.run.rank,
+                        m.run.labels.len(),
+                        longest.run.labels.len(),
+                        longest.run.rank,
+                        longest.run.labels[m.run.labels.len()]
                     )));
                 }
                 warnings.push(format!(
                     "rank {} is incomplete (it may have crashed): it recorded {} of {} points, \
                      up to '{}'",
-                    m.rank,
-                    m.labels.len(),
-                    longest.labels.len(),
-                    m.labels.last().map_or("(none)", String::as_str)
+                    m.run.rank,
+                    m.run.labels.len(),
+                    longest.run.labels.len(),
+                    m.run.labels.last().map_or("(none)", String::as_str)
                 ));
-            } else if !m.complete {
+            } else if !m.run.complete {
                 warnings.push(format!(
                     "rank {} is incomplete: its run did not finish, though it holds every \
                      point",
-                    m.rank
+                    m.run.rank
                 ));
             }
         }
 
-        let labels = longest.labels.clone();
+        let labels = longest.run.labels.clone();
         let first = &members[0];
         for key in PROVENANCE_KEYS {
             let value = |m: &GroupMember| m.provenance.get(key).cloned();
@@ -350,7 +317,7 @@ impl MemoryRunGroup {
             if !differing.is_empty() {
                 warnings.push(format!(
                     "provenance '{key}' differs: rank {} has {}, rank(s) {} differ",
-                    first.rank,
+                    first.run.rank,
                     value(first).unwrap_or(serde_json::Value::Null),
                     differing.join(", ")
                 ));
@@ -360,12 +327,13 @@ impl MemoryRunGroup {
         if !differing.is_empty() {
             warnings.push(format!(
                 "run metadata differs from rank {}'s on rank(s) {}",
-                first.rank,
+                first.run.rank,
                 differing.join(", ")
             ));
         }
-        let complete =
-            missing_ranks.is_empty() && world_size.is_some() && members.iter().all(|m| m.complete);
+        let complete = missing_ranks.is_empty()
+            && world_size.is_some()
+            && members.iter().all(|m| m.run.complete);
         Ok(MemoryRunGroup {
             name,
             root,
@@ -380,11 +348,11 @@ impl MemoryRunGroup {
     }
 
     pub fn ranks(&self) -> Vec<i64> {
-        self.members.iter().map(|m| m.rank).collect()
+        self.members.iter().map(|m| m.run.rank).collect()
     }
 
     pub fn member(&self, rank: i64) -> Option<&GroupMember> {
-        self.members.iter().find(|m| m.rank == rank)
+        self.members.iter().find(|m| m.run.rank == rank)
     }
 
     /// The group's label for a point named by label, or by index into the group's

@@ -157,10 +157,10 @@ pub(crate) fn endpoint<'a>(
 ) -> Result<Option<&'a Arc<MemoryState>>> {
     match member.state(label) {
         Some(s) => Ok(Some(s)),
-        None if !member.complete => Ok(None),
+        None if !member.run.complete => Ok(None),
         None => Err(MemoryError::invalid(format!(
             "{side} rank {} has no point '{label}' though its run is complete",
-            member.rank
+            member.run.rank
         ))),
     }
 }

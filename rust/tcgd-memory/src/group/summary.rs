@@ -143,7 +143,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
     for m in &group.members {
         for s in &m.states {
             let at = RankPoint {
-                rank: m.rank,
+                rank: m.run.rank,
                 point_index: s.identity.index,
                 label: s.identity.label.clone(),
             };

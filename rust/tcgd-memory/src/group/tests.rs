@@ -3,14 +3,16 @@ use crate::stats::public_metric_name;
 
 fn member(rank: i64, labels: &[&str], complete: bool) -> GroupMember {
     GroupMember {
-        rank,
-        path: PathBuf::from(format!("/job/{rank}")),
-        name: "job".into(),
-        run_id: format!("run{rank}"),
-        complete,
-        world_size: Some(2),
+        run: RankRun {
+            rank,
+            path: PathBuf::from(format!("/job/{rank}")),
+            name: "job".into(),
+            run_id: format!("run{rank}"),
+            complete,
+            world_size: Some(2),
+            labels: labels.iter().map(|s| (*s).to_owned()).collect(),
+        },
         group_id: None,
-        labels: labels.iter().map(|s| (*s).to_owned()).collect(),
         provenance: serde_json::json!({"torch": "2.11"}),
         run_metadata: serde_json::Value::Null,
         states: Vec::new(),

@@ -45,14 +45,14 @@ pub fn group_descriptor_json(g: &MemoryRunGroup) -> Value {
         "complete": g.complete,
         "labels": g.labels,
         "members": g.members.iter().map(|m| json!({
-            "rank": m.rank,
-            "path": m.path,
-            "name": m.name,
-            "run_id": m.run_id,
-            "complete": m.complete,
-            "world_size": m.world_size,
+            "rank": m.run.rank,
+            "path": m.run.path,
+            "name": m.run.name,
+            "run_id": m.run.run_id,
+            "complete": m.run.complete,
+            "world_size": m.run.world_size,
             "group_id": m.group_id,
-            "point_count": m.labels.len(),
+            "point_count": m.run.labels.len(),
         })).collect::<Vec<_>>(),
     })
 }
@@ -108,9 +108,13 @@ pub fn group_summary_text(s: &GroupSummary) -> String {
         let _ = writeln!(
             out,
             "  rank {}: {} points, {}",
-            m.rank,
-            m.labels.len(),
-            if m.complete { "complete" } else { "incomplete" }
+            m.run.rank,
+            m.run.labels.len(),
+            if m.run.complete {
+                "complete"
+            } else {
+                "incomplete"
+            }
         );
     }
     for w in &s.group.warnings {

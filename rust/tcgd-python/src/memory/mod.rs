@@ -13,7 +13,7 @@ use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 use tcgd_memory::compare::CompareOptions;
-use tcgd_memory::model::{DeviceMemory, Event, PoolId, StackTable};
+use tcgd_memory::model::{DeviceMemory, Event, StackTable};
 use tcgd_memory::report::{Depth, Format, ReportOptions};
 use tcgd_memory::run::{MemoryRunReader as RustReader, MemoryRunWriter as RustWriter, PointMeta};
 use tcgd_memory::tree::IntValue;

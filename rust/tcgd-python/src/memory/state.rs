@@ -1,7 +1,9 @@
 //! Allocator states: read from the snapshot dict in place (or a pickle), ingested point by
 //! point, and their Python views.
 
+use tcgd_memory::pickle_write::Value;
 use tcgd_memory::state::SnapshotSource;
+use tcgd_memory::viz::SnapshotShape;
 
 use super::*;
 
@@ -11,29 +13,27 @@ pub struct MemoryState {
     pub(super) inner: Arc<RustState>,
 }
 
-pub(super) fn frames_list<'py>(
-    py: Python<'py>,
-    stacks: &StackTable,
-    stack: Option<u32>,
-) -> PyResult<Bound<'py, PyList>> {
-    let list = PyList::empty(py);
-    let Some(frames) = stack.and_then(|s| stacks.stack(s)) else {
-        return Ok(list);
+/// A rebuilt snapshot value as Python objects (dicts keep their keys' order).
+fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    let items = |items: &[Value]| -> PyResult<Vec<Bound<'py, PyAny>>> {
+        items.iter().map(|v| value_to_py(py, v)).collect()
     };
-    for &f in frames {
-        if let Some(frame) = stacks.frame(f) {
+    Ok(match value {
+        Value::None => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(f) => f.into_pyobject(py)?.into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::List(list) => PyList::new(py, items(list)?)?.into_any(),
+        Value::Tuple(tuple) => PyTuple::new(py, items(tuple)?)?.into_any(),
+        Value::Dict(entries) => {
             let d = PyDict::new(py);
-            d.set_item("filename", &frame.filename)?;
-            d.set_item("line", frame.line)?;
-            d.set_item("name", &frame.name)?;
-            list.append(d)?;
+            for (k, v) in entries {
+                d.set_item(k, value_to_py(py, v)?)?;
+            }
+            d.into_any()
         }
-    }
-    Ok(list)
-}
-
-pub(super) fn pool_tuple(pool: PoolId) -> (i64, i64) {
-    pool
+    })
 }
 
 /// Rebuilds a dict shaped like `torch.cuda.memory._snapshot()`'s from a state: its
@@ -43,96 +43,8 @@ pub(super) fn raw_snapshot<'py>(
     state: &RustState,
     events: &[Event],
 ) -> PyResult<Bound<'py, PyDict>> {
-    let stacks = &state.stacks;
-    let segments = PyList::empty(py);
-    let mut blocks_of: Vec<Vec<usize>> = vec![Vec::new(); state.segments.len()];
-    for (i, b) in state.blocks.iter().enumerate() {
-        if let Some(list) = blocks_of.get_mut(b.segment as usize) {
-            list.push(i);
-        }
-    }
-    for (i, s) in state.segments.iter().enumerate() {
-        let d = PyDict::new(py);
-        d.set_item("device", s.device)?;
-        d.set_item("address", s.address)?;
-        d.set_item("total_size", s.total_size)?;
-        let blocks = PyList::empty(py);
-        let (mut allocated, mut active, mut requested) = (0i64, 0i64, 0i64);
-        for &bi in &blocks_of[i] {
-            let b = &state.blocks[bi];
-            if b.state == tcgd_memory::model::BlockState::ActiveAllocated {
-                allocated += b.size;
-            }
-            if b.state.is_active() {
-                active += b.size;
-                requested += b.requested_size;
-            }
-            let bd = PyDict::new(py);
-            bd.set_item("address", b.address)?;
-            bd.set_item("size", b.size)?;
-            bd.set_item("requested_size", b.requested_size)?;
-            bd.set_item(
-                "state",
-                match b.state {
-                    // The name torch's _snapshot() itself uses.
-                    tcgd_memory::model::BlockState::ActiveAwaitingFree => "active_pending_free",
-                    other => other.as_str(),
-                },
-            )?;
-            bd.set_item("frames", frames_list(py, stacks, b.stack)?)?;
-            blocks.append(bd)?;
-        }
-        d.set_item("allocated_size", s.allocated_size.unwrap_or(allocated))?;
-        d.set_item("active_size", s.active_size.unwrap_or(active))?;
-        d.set_item("requested_size", s.requested_size.unwrap_or(requested))?;
-        d.set_item("stream", s.stream)?;
-        d.set_item("segment_type", &s.segment_type)?;
-        d.set_item("segment_pool_id", pool_tuple(s.pool))?;
-        d.set_item("is_expandable", s.is_expandable)?;
-        d.set_item("frames", frames_list(py, stacks, s.stack)?)?;
-        d.set_item("blocks", blocks)?;
-        segments.append(d)?;
-    }
-    let device_count = state
-        .devices
-        .iter()
-        .copied()
-        .chain(events.iter().map(|e| e.device))
-        .max()
-        .map_or(0, |d| usize::try_from(d + 1).unwrap_or(0));
-    let traces: Vec<Bound<'py, PyList>> = (0..device_count).map(|_| PyList::empty(py)).collect();
-    for e in events {
-        let Some(list) = usize::try_from(e.device).ok().and_then(|d| traces.get(d)) else {
-            continue;
-        };
-        let d = PyDict::new(py);
-        d.set_item("action", &e.action)?;
-        if e.action == "oom" {
-            d.set_item("device_free", e.device_free)?;
-        } else {
-            d.set_item("addr", e.address)?;
-        }
-        d.set_item("size", e.size)?;
-        d.set_item("stream", e.stream)?;
-        d.set_item("time_us", e.time_us)?;
-        if let Some(m) = &e.user_metadata {
-            d.set_item("user_metadata", m)?;
-        }
-        if let Some(c) = &e.compile_context {
-            d.set_item("compile_context", c)?;
-        }
-        if let Some(p) = e.pool {
-            d.set_item("pool_id", pool_tuple(p))?;
-        }
-        if e.stack.is_some() {
-            d.set_item("frames", frames_list(py, stacks, e.stack)?)?;
-        }
-        list.append(d)?;
-    }
-    let out = PyDict::new(py);
-    out.set_item("segments", segments)?;
-    out.set_item("device_traces", PyList::new(py, traces)?)?;
-    Ok(out)
+    let value = tcgd_memory::viz::snapshot_value(state, events, SnapshotShape::Stored);
+    Ok(value_to_py(py, &value)?.cast_into::<PyDict>()?)
 }
 
 #[pymethods]

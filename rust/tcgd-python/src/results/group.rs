@@ -48,27 +48,27 @@ frozen_class! {
     #[derive(Clone, PartialEq)]
     pub struct PyGroupMember(GroupMember);
     |m, py| {
-        rank: i64 => m.rank;
+        rank: i64 => m.run.rank;
         /// The job root holding the run; `name` picks it there.
-        path: String => m.path.display().to_string();
-        name: String => m.name.clone();
-        run_id: String => m.run_id.clone();
-        complete: bool => m.complete;
-        world_size: Option<i64> => m.world_size;
-        labels: PyResult<Bound<'py, PyTuple>> => tuple(py, m.labels.iter());
+        path: String => m.run.path.display().to_string();
+        name: String => m.run.name.clone();
+        run_id: String => m.run.run_id.clone();
+        complete: bool => m.run.complete;
+        world_size: Option<i64> => m.run.world_size;
+        labels: PyResult<Bound<'py, PyTuple>> => tuple(py, m.run.labels.iter());
         /// One `TensorRankPointSummary` per point, in order.
         points: PyResult<Bound<'py, PyTuple>> =>
-            tuple(py, m.points.iter().map(|p| PyRankPoint::new(m.rank, p)));
+            tuple(py, m.points.iter().map(|p| PyRankPoint::new(m.run.rank, p)));
     }
     eq;
     {
         fn __repr__(&self) -> String {
             format!(
                 "TensorRunGroupMember(rank={}, path={}, name={}, complete={}, points={})",
-                self.inner.rank,
-                quoted(&self.inner.path.display().to_string()),
-                quoted(&self.inner.name),
-                if self.inner.complete { "True" } else { "False" },
+                self.inner.run.rank,
+                quoted(&self.inner.run.path.display().to_string()),
+                quoted(&self.inner.run.name),
+                if self.inner.run.complete { "True" } else { "False" },
                 self.inner.points.len()
             )
         }
@@ -133,7 +133,7 @@ frozen_class!(impl PyGroupSummary |g, py| {
     name: String => g.name.clone();
     world_size: i64 => g.world_size;
     complete: bool => g.complete;
-    ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.members.iter().map(|m| m.rank));
+    ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.members.iter().map(|m| m.run.rank));
     missing_ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.missing_ranks.iter().copied());
     warnings: PyResult<Bound<'py, PyTuple>> => tuple(py, g.warnings.iter());
     /// Ranks ascending, then points in order.
@@ -141,7 +141,7 @@ frozen_class!(impl PyGroupSummary |g, py| {
         py,
         tcgd_compare::report::group::rank_points(g)
             .into_iter()
-            .map(|(m, p)| PyRankPoint::new(m.rank, p)),
+            .map(|(m, p)| PyRankPoint::new(m.run.rank, p)),
     );
 } {
     /// The `TensorRunGroup` summarised.

@@ -87,7 +87,7 @@ frozen_class! {
     /// Where a compared value came from when a compile pass placed its probe.
     #[pyclass(name = "ObservationSite", skip_from_py_object)]
     #[derive(Clone, PartialEq)]
-    pub struct PySite(SiteView);
+    pub struct PySite(SiteLocation);
     |s, py| {
         site_id: Option<String> => s.site_id.clone();
         graph_kind: Option<String> => s.graph_kind.clone();

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
     GroupMember, Issue, Kind, MemberPoint, Metrics, ObservationComparison, ObservationSide,
-    PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteView, Status,
+    PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteLocation, Status,
     Subject, SummaryView,
 };
 

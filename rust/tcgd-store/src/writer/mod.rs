@@ -364,7 +364,7 @@ impl RunWriter {
             };
             for d in &digested {
                 let (PayloadKind::Full, Value::Bytes(bytes), Some(digest)) =
-                    (d.input.payload, d.input.value, &d.digest)
+                    (d.input.descriptor.payload, d.input.value, &d.digest)
                 else {
                     continue;
                 };

@@ -21,12 +21,12 @@ pub fn check_point(point: &PointInput, observations: &[ObservationInput<'_>]) ->
     let mut keys = HashSet::new();
     for obs in observations {
         obs.validate()?;
-        if !keys.insert((obs.name.as_str(), obs.invocation_index)) {
+        if !keys.insert(obs.descriptor.key()) {
             return Err(StoreError::invalid(
                 "observation",
                 format!(
                     "('{}', invocation {}) appears twice in point '{}'",
-                    obs.name, obs.invocation_index, point.label
+                    obs.descriptor.name, obs.descriptor.invocation_index, point.label
                 ),
             ));
         }
@@ -38,7 +38,7 @@ pub(super) fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<
     match input.value {
         Value::Bytes(bytes) => Ok(Digested {
             input,
-            summary: summarize(input.dtype, bytes)?,
+            summary: summarize(input.descriptor.dtype, bytes)?,
             digest: Some(content_digest(bytes)),
             nbytes: bytes.len() as i64,
         }),
@@ -46,7 +46,7 @@ pub(super) fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<
             input,
             summary,
             digest: None,
-            nbytes: i64::try_from(summary.numel * input.dtype.itemsize() as u64)
+            nbytes: i64::try_from(summary.numel * input.descriptor.dtype.itemsize() as u64)
                 .unwrap_or(i64::MAX),
         }),
     }
@@ -150,19 +150,20 @@ pub(super) struct ObservationRow {
 
 impl ObservationRow {
     pub(super) fn new(point_index: u64, label: &Arc<str>, d: Digested<'_>) -> ObservationRow {
+        let o = &d.input.descriptor;
         ObservationRow {
             point_index: point_index as i64,
             point_label: Arc::clone(label),
-            ordinal: d.input.order,
-            name: d.input.name.clone(),
-            invocation_index: d.input.invocation_index,
+            ordinal: o.order,
+            name: o.name.clone(),
+            invocation_index: o.invocation_index,
             site: d.input.site.clone(),
-            dtype: d.input.dtype.torch_name(),
-            shape: d.input.shape.clone(),
-            stride: d.input.stride.clone(),
-            source_device: d.input.source_device.clone(),
+            dtype: o.dtype.torch_name(),
+            shape: o.shape.clone(),
+            stride: o.stride.clone(),
+            source_device: o.source_device.clone(),
             nbytes: d.nbytes,
-            payload: d.input.payload.as_str(),
+            payload: o.payload.as_str(),
             digest: d.digest,
             summary: d.summary,
         }
@@ -182,10 +183,10 @@ pub(super) struct PointRow {
 
 pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Result<RecordBatch> {
     let n = rows.len();
-    let site = |f: fn(&crate::record::Site) -> &Option<String>| -> ArrayRef {
+    let site = |f: fn(&crate::record::SiteLocation) -> &Option<String>| -> ArrayRef {
         Arc::new(
             rows.iter()
-                .map(|r| f(&r.site).as_deref())
+                .map(|r| f(&r.site.location).as_deref())
                 .collect::<StringArray>(),
         )
     };

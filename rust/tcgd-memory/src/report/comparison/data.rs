@@ -190,13 +190,7 @@ pub(in crate::report) fn comparison_rows(shown: &Comparison) -> Vec<Row> {
             ]
         };
         let device_id = ids([None, None], "", [None, None]);
-        for (metric, pair) in [
-            ("cuda_used", d.cuda_used),
-            ("residual", d.residual),
-            ("probe_slots", d.probe_slots),
-            ("residual_other", d.residual_other),
-            ("probe_pinned", d.probe_pinned),
-        ] {
+        for (metric, pair) in d.readings() {
             let values = [pair.reference, pair.candidate, pair.change()];
             push_row(&mut rows, "device", &device_id, metric, values);
         }
