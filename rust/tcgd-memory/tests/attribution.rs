@@ -256,7 +256,10 @@ fn sections_join_each_report_format_where_it_belongs() {
         )
     };
     let text = with("state tree\n\n", Format::Text).unwrap();
-    assert!(text.starts_with("state tree\n\nattribution test@p0"), "{text}");
+    assert!(
+        text.starts_with("state tree\n\nattribution test@p0"),
+        "{text}"
+    );
     assert!(text.contains("model.py:20:capture"));
     let html = with("<html><body><p>tree</p></body></html>", Format::Html).unwrap();
     let (body, tail) = html.split_at(html.find("</body>").unwrap());
@@ -270,7 +273,10 @@ fn sections_join_each_report_format_where_it_belongs() {
     assert_eq!(json["rows"], json!([1]));
     let sections = json["attribution"].as_array().unwrap();
     assert_eq!(sections.len(), 1);
-    assert_eq!(sections[0]["attribution_status"]["stacks"]["requested"], json!(true));
+    assert_eq!(
+        sections[0]["attribution_status"]["stacks"]["requested"],
+        json!(true)
+    );
     // CSV reports stay as they are, and so does any report without attributions.
     assert_eq!(with("a,b\n", Format::Csv).unwrap(), "a,b\n");
     let none = with_sections(
