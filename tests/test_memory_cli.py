@@ -122,7 +122,10 @@ def test_errors_exit_2(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "GLOBAL" in err and "refused" in err
     assert main(["memory", "summary", str(tmp_path / "nope")]) == 2
-    assert "is not a job root" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is not a job root" in err and "it does not exist" in err
+    assert main(["memory", "summary", str(tmp_path)]) == 2
+    assert "it has no runs table" in capsys.readouterr().err
     broken = tmp_path / "broken.pickle"
     snap = {"segments": [{"device": 0, "blocks": []}], "device_traces": []}
     broken.write_bytes(pickle.dumps(snap))

@@ -13,11 +13,14 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
+    /// `missing`: the path does not exist at all (a typo, most often), which the message
+    /// says rather than pointing at a table inside it.
     #[error(
-        "'{path}' is not a job root of torch-cudagraph-debug: it has no runs table \
-         (runs/_delta_log); give the directory a recorder wrote to (its run_dir)"
+        "'{path}' is not a job root of torch-cudagraph-debug: {}; give the directory a \
+         recorder wrote to (its run_dir)",
+        if *missing { "it does not exist" } else { "it has no runs table (runs/_delta_log)" }
     )]
-    NotARun { path: PathBuf },
+    NotARun { path: PathBuf, missing: bool },
 
     #[error(
         "'{path}' is a run of storage version 1 (it has a run.json manifest); this version \

@@ -357,7 +357,18 @@ fn a_logged_path_escaping_the_table_is_refused() {
 #[test]
 fn not_a_job_root_and_version_one_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    assert!(matches!(open_err(tmp.path()), StoreError::NotARun { .. }));
+    let err = open_err(tmp.path());
+    assert!(
+        matches!(err, StoreError::NotARun { missing: false, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("it has no runs table"), "{err}");
+    let err = open_err(&tmp.path().join("typo"));
+    assert!(
+        matches!(err, StoreError::NotARun { missing: true, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("it does not exist"), "{err}");
     fs::write(
         tmp.path().join("run.json"),
         b"{\"schema\": \"torch-cudagraph-debug/run\"}",

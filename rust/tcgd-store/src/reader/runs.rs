@@ -106,6 +106,7 @@ pub fn list_runs(root: &Path) -> Result<Vec<RunRow>> {
         attempt += 1;
         let runs = DeltaTable::open(root, Table::Runs)?.ok_or_else(|| StoreError::NotARun {
             path: root.to_path_buf(),
+            missing: !root.exists(),
         })?;
         match read_runs(&runs) {
             Err(e) if attempt < OPEN_ATTEMPTS && moved_away(&e) => continue,
