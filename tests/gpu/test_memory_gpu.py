@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 
 import torch
@@ -14,32 +13,12 @@ from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.memory_debug import (
     MemoryDebugWarning,
     MemoryProbe,
+    MemoryProbeSnapshot,
     MemoryRecorder,
     MemoryRun,
 )
 
 CAPTURE_BYTES = 16 * 1024 * 1024
-
-# The same capture in a child process, so that PYTORCH_CUDA_ALLOC_CONF is read by a torch
-# that has not initialised CUDA yet. It prints the comparison as JSON.
-CHILD = textwrap.dedent(
-    f"""
-    import json, torch
-    from torch_cudagraph_debug.memory_debug import MemoryProbe
-    probe = MemoryProbe(name="child")
-    static_x = torch.ones(256, device="cuda")
-    torch.cuda.synchronize()
-    before = probe.snapshot()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        state = torch.empty({CAPTURE_BYTES}, dtype=torch.uint8, device="cuda")
-        state.fill_(1)
-        y = static_x * 2
-    graph.replay()
-    after = probe.snapshot()
-    print(json.dumps(probe.compare(before, after).to_json()))
-    """
-)
 
 
 def private_pools(report: dict) -> list[dict]:
@@ -51,8 +30,10 @@ def private_pools(report: dict) -> list[dict]:
     ]
 
 
-def test_hand_capture_shows_a_new_private_pool() -> None:
-    probe = MemoryProbe(name="graph-capture")
+def hand_capture(name: str) -> tuple[MemoryProbe, MemoryProbeSnapshot, MemoryProbeSnapshot]:
+    """A probe's snapshots before and after a graph that allocates ``CAPTURE_BYTES`` in
+    its private pool is captured and replayed once."""
+    probe = MemoryProbe(name=name)
     static_x = torch.ones(256, device="cuda")
     torch.cuda.synchronize()
     before = probe.snapshot()
@@ -63,6 +44,12 @@ def test_hand_capture_shows_a_new_private_pool() -> None:
         static_y = static_x * 2
     graph.replay()
     after = probe.snapshot()
+    del graph, graph_state, static_y
+    return probe, before, after
+
+
+def test_hand_capture_shows_a_new_private_pool() -> None:
+    probe, before, after = hand_capture("graph-capture")
     comparison = probe.compare(before, after)
     assert comparison.lifecycle_label == "exact"
     report = comparison.to_json()
@@ -71,13 +58,14 @@ def test_hand_capture_shows_a_new_private_pool() -> None:
     assert sum(p["stats"]["active"]["candidate"] for p in new) >= CAPTURE_BYTES
     assert sum(p["lifecycle"]["newly_active_bytes"] for p in new) >= CAPTURE_BYTES
     assert after.allocator_scope_stats["private"].active_bytes >= CAPTURE_BYTES
-    del graph, graph_state, static_y
 
 
 def test_expandable_segments_capture_in_a_fresh_process() -> None:
+    # The same capture in a child process (this file run as a script), so that
+    # PYTORCH_CUDA_ALLOC_CONF is read by a torch that has not initialised CUDA yet.
     env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
     done = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=False
+        [sys.executable, __file__], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -145,3 +133,10 @@ def test_snapshot_during_capture_warns_and_keeps_the_capture() -> None:
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(z, torch.full_like(x, 4))
+
+
+if __name__ == "__main__":
+    # The child of test_expandable_segments_capture_in_a_fresh_process: the comparison
+    # as JSON.
+    probe, before, after = hand_capture("child")
+    print(json.dumps(probe.compare(before, after).to_json()))

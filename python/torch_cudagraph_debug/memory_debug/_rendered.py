@@ -57,6 +57,19 @@ class _Rendered:
             out += "\n" + lifetimes.to_text(limit=shown, stack_depth=frames)
         return out
 
+    def _checked(
+        self,
+        format: str,
+        include_unchanged: bool,
+        depth: Depth,
+        limit: int | None = None,
+        stack_depth: int | None = None,
+    ) -> str:
+        """``_full`` for the public entry points, which refuse an unknown ``depth`` before
+        rendering (or writing) anything."""
+        _check_depth(depth)
+        return self._full(format, include_unchanged, depth, limit, stack_depth)
+
     def _csv_files(self) -> dict[str, str]:
         """The reference's CSV file set of this result (``name -> content``)."""
         raise NotImplementedError
@@ -76,14 +89,12 @@ class _Rendered:
     ) -> str:
         """The report tree as text, with the attribution sections; ``limit`` and
         ``stack_depth`` bound their rows here (and in HTML) only."""
-        _check_depth(depth)
-        return self._full("text", include_unchanged, depth, limit, stack_depth)
+        return self._checked("text", include_unchanged, depth, limit, stack_depth)
 
     def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> dict[str, Any]:
         """The report tree as the native JSON document (``to_dict()`` is the reference's
         structured form)."""
-        _check_depth(depth)
-        return json.loads(self._full("json", include_unchanged, depth))
+        return json.loads(self._checked("json", include_unchanged, depth))
 
     def to_csv(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
         _check_depth(depth)
@@ -97,8 +108,7 @@ class _Rendered:
         *,
         depth: Depth = "stream",
     ) -> str:
-        _check_depth(depth)
-        return self._full("html", include_unchanged, depth, limit, stack_depth)
+        return self._checked("html", include_unchanged, depth, limit, stack_depth)
 
     def write(
         self,
@@ -115,11 +125,10 @@ class _Rendered:
         is checked before anything is created; a directory that already holds anything
         needs ``overwrite=True`` (:class:`ReportExistsError` otherwise), which replaces
         only this report's files."""
-        _check_depth(depth)
         files = {
-            "report.txt": self._full("text", include_unchanged, depth, limit, stack_depth),
+            "report.txt": self._checked("text", include_unchanged, depth, limit, stack_depth),
             "report.json": json.dumps(self.to_dict(), indent=2) + "\n",
-            "report.html": self._full("html", include_unchanged, depth, limit, stack_depth),
+            "report.html": self._checked("html", include_unchanged, depth, limit, stack_depth),
         }
         files.update(self._csv_files())
         files.update(_attribution.csv_files(self._attributions, include_unchanged))

@@ -11,7 +11,7 @@ from typing import Any
 import torch_cudagraph_debug.memory_debug.attribution as _attribution
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError
-from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey
+from torch_cudagraph_debug.memory_debug._model import MemoryPoolKey, from_native
 from torch_cudagraph_debug.memory_debug._rendered import Depth, _Rendered
 from torch_cudagraph_debug.memory_debug.lifetimes import MemoryAllocationLifetimeAnalysis
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
@@ -83,6 +83,9 @@ class MemoryComparison(_Rendered):
     The shared base of :class:`MemorySnapshotComparison` and
     :class:`MemoryPointComparison`; as a name of its own it is deprecated."""
 
+    relation: str = from_native(doc="``same_origin`` (one run or probe) or ``cross_run``.")
+    lifecycle_label: str = from_native()
+
     def __init__(
         self,
         native: _native.MemoryComparison,
@@ -138,15 +141,6 @@ class MemoryComparison(_Rendered):
         """Allocator events of the interval by device, pool, stream, action and stack
         (empty unless events were requested)."""
         return () if self._attribution is None else tuple(self._attribution.event_summaries)
-
-    @property
-    def relation(self) -> str:
-        """``same_origin`` (one run or probe) or ``cross_run``."""
-        return self._native.relation
-
-    @property
-    def lifecycle_label(self) -> str:
-        return self._native.lifecycle_label
 
     @property
     def lifecycle_confidence(self) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.memory_debug._model import from_native
 from torch_cudagraph_debug.memory_debug._rendered import Depth, _Rendered
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryPointComparison,
@@ -55,6 +56,11 @@ class MemoryPhaseComparison(_Rendered):
     ``baseline_change`` / ``candidate_change`` / ``start_gap`` / ``end_gap`` are the four
     ordinary comparisons the equation is made of; ``allocator_scope_decomposition``,
     ``pool_decomposition`` and ``device_decomposition`` hold one row per phase metric."""
+
+    identity_failures: int = from_native(
+        doc="Rows whose identity does not hold (0 unless something is wrong)."
+    )
+    warnings: tuple[str, ...] = from_native(tuple)
 
     def __init__(
         self,
@@ -106,15 +112,6 @@ class MemoryPhaseComparison(_Rendered):
         else:
             self.baseline_change = self.candidate_change = None
             self.start_gap = self.end_gap = None
-
-    @property
-    def identity_failures(self) -> int:
-        """Rows whose identity does not hold (0 unless something is wrong)."""
-        return self._native.identity_failures
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        return tuple(self._native.warnings)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
