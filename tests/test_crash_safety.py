@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import torch
 from storage_files import data_files, logged_files, points_of
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.errors import RunNotFoundError
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
 KILLS = 24
@@ -303,12 +304,27 @@ def test_points_left_waiting_are_committed_by_the_interval(tmp_path: Path) -> No
     watchdog.start()
     try:
         assert proc.stdout.readline().strip() == "waited", stderr_path.read_text()
+        # Only the writer's timer can commit these points (nothing flushes). Ten intervals
+        # are plenty on an idle machine; on a loaded one the group commit itself (about
+        # 10 MiB digested and written) can outlast them, so wait for the points to become
+        # visible, up to the watchdog, before the kill.
+        deadline = time.monotonic() + WATCHDOG_S / 2
+        while visible_points(run_dir) < 3 and time.monotonic() < deadline:
+            time.sleep(COMMIT_INTERVAL)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
     finally:
         watchdog.cancel()
     assert check_run(run_dir, complete=False) == 3
+
+
+def visible_points(run_dir: Path) -> int:
+    """How many points a reader sees in the run now (0 before its first commit)."""
+    try:
+        return len(TensorRun.load(run_dir))
+    except RunNotFoundError:
+        return 0
 
 
 def test_finish_marks_the_run_complete(tmp_path: Path) -> None:
