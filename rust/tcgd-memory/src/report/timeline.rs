@@ -62,9 +62,9 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
                 opt(r.residual),
                 opt(r.residual_change),
                 Cell::text(r.pool_owner.clone()),
-                opt(r.peaks.and_then(|p| p.peak_reserved_bytes)),
-                opt(r.peaks.and_then(|p| p.peak_allocated_bytes)),
-                opt(r.peaks.and_then(|p| p.peak_active_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_reserved_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_allocated_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_active_bytes)),
                 opt(r.peaks.and_then(|p| p.alloc_retries)),
                 opt(r.peaks.and_then(|p| p.ooms)),
             ]
@@ -76,11 +76,7 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
 /// reading tells of the window since the previous point.
 pub(super) fn peaks_parts(p: &crate::owners::PeaksBetween) -> Vec<String> {
     let mut peaks = Vec::new();
-    for (name, v) in [
-        ("reserved", p.peak_reserved_bytes),
-        ("allocated", p.peak_allocated_bytes),
-        ("active", p.peak_active_bytes),
-    ] {
+    for (name, v) in p.bytes.labelled() {
         if let Some(v) = v {
             peaks.push(format!("{name} {}", format_bytes(v)));
         }
