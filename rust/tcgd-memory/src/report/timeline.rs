@@ -6,6 +6,7 @@ use crate::stats::MemoryStats;
 use crate::timeline::Timeline;
 
 use super::comparison::*;
+use super::document::pretty;
 use super::*;
 
 pub(super) const TIMELINE_HEADER: [&str; 25] = [
@@ -251,11 +252,7 @@ fn timeline_chart(t: &Timeline) -> String {
 pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> String {
     match format {
         Format::Text => timeline_text(t, options.include_unchanged),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&timeline_json(t)).unwrap_or_default();
-            s.push('\n');
-            s
-        }
+        Format::Json => pretty(&timeline_json(t)),
         Format::Csv => csv_table(&Table::with_rows(&TIMELINE_HEADER, timeline_rows(t))),
         Format::Html => {
             let mut body = String::from("<h1>Memory timeline</h1>\n");
