@@ -209,17 +209,8 @@ fn read_observations(
     let mean = floats(dir, batch, "mean")?;
     let std = floats(dir, batch, "std")?;
     let l2 = floats(dir, batch, "l2")?;
-    let site_columns = [
-        "site_id",
-        "graph_kind",
-        "node_name",
-        "aten_op",
-        "module_path",
-        "source_location",
-        "compile_id",
-    ];
-    let mut sites = Vec::with_capacity(site_columns.len());
-    for c in site_columns {
+    let mut sites = Vec::with_capacity(SiteLocation::COLUMNS.len());
+    for c in SiteLocation::COLUMNS {
         sites.push(opt_strings(dir, batch, c)?);
     }
     let mut by_point: std::collections::HashMap<i64, Vec<ObservationMeta>> =
@@ -227,15 +218,7 @@ fn read_observations(
     for i in 0..batch.num_rows() {
         let dtype = DType::from_torch_name(&dtype[i]).map_err(StoreError::from)?;
         let payload = PayloadKind::parse(&payload[i])?;
-        let site = SiteLocation {
-            site_id: sites[0][i].clone(),
-            graph_kind: sites[1][i].clone(),
-            node_name: sites[2][i].clone(),
-            aten_op: sites[3][i].clone(),
-            module_path: sites[4][i].clone(),
-            source_location: sites[5][i].clone(),
-            compile_id: sites[6][i].clone(),
-        };
+        let site = SiteLocation::from_column_values(std::array::from_fn(|k| sites[k][i].clone()));
         by_point.entry(point[i]).or_default().push(ObservationMeta {
             descriptor: ObservationDescriptor {
                 order: order[i],

@@ -36,7 +36,7 @@ pub use group::{compare_run_group_phases, GroupPhaseComparison, GroupSummary, Me
 pub use ingest::{ingest, HistoryCursor, IngestOptions, Ingested};
 pub use lifecycle::{Lifecycle, LifecycleLabel};
 pub use model::{DeviceMemory, PoolId, StackTable, DEFAULT_POOL};
-pub use owners::{DevicePeaks, OwnerKind, PeaksBetween, PoolOwner};
+pub use owners::{DevicePeaks, OwnerKind, PeakBytes, PeaksBetween, PoolOwner};
 pub use phases::{compare_phases, PhaseComparison};
 pub use report::{Depth, Format, ReportOptions};
 pub use run::{MemoryRunReader, MemoryRunWriter, PendingPoint, PointExtras, PointMeta};

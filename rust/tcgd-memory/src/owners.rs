@@ -119,13 +119,44 @@ impl PoolOwner {
     }
 }
 
+/// The three byte peaks torch keeps per device, each `None` when unknown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PeakBytes {
+    pub peak_reserved_bytes: Option<i64>,
+    pub peak_allocated_bytes: Option<i64>,
+    pub peak_active_bytes: Option<i64>,
+}
+
+impl PeakBytes {
+    /// Each peak with the word reports name it by.
+    pub fn labelled(&self) -> [(&'static str, Option<i64>); 3] {
+        [
+            ("reserved", self.peak_reserved_bytes),
+            ("allocated", self.peak_allocated_bytes),
+            ("active", self.peak_active_bytes),
+        ]
+    }
+
+    /// `f` of each peak here and the same peak in `other`.
+    fn zip_with(
+        &self,
+        other: &PeakBytes,
+        f: impl Fn(Option<i64>, Option<i64>) -> Option<i64>,
+    ) -> PeakBytes {
+        PeakBytes {
+            peak_reserved_bytes: f(self.peak_reserved_bytes, other.peak_reserved_bytes),
+            peak_allocated_bytes: f(self.peak_allocated_bytes, other.peak_allocated_bytes),
+            peak_active_bytes: f(self.peak_active_bytes, other.peak_active_bytes),
+        }
+    }
+}
+
 /// `torch.cuda.memory_stats(device)` at a point: the peaks and the cumulative counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DevicePeaks {
     pub device: i64,
-    pub peak_reserved_bytes: Option<i64>,
-    pub peak_allocated_bytes: Option<i64>,
-    pub peak_active_bytes: Option<i64>,
+    #[serde(flatten)]
+    pub bytes: PeakBytes,
     /// Cumulative since the process started (torch never resets these with the peaks).
     pub num_alloc_retries: Option<i64>,
     pub num_ooms: Option<i64>,
@@ -139,9 +170,8 @@ pub struct PeaksBetween {
     /// The highest value since the previous point; `None` when the reading cannot say
     /// (peaks not reset and no higher than at the previous point: the maximum in
     /// between is then at most the previous peak, not known exactly).
-    pub peak_reserved_bytes: Option<i64>,
-    pub peak_allocated_bytes: Option<i64>,
-    pub peak_active_bytes: Option<i64>,
+    #[serde(flatten)]
+    pub bytes: PeakBytes,
     /// Retries and OOMs since the previous point (since the process started at the first).
     pub alloc_retries: Option<i64>,
     pub ooms: Option<i64>,
@@ -174,9 +204,7 @@ impl DevicePeaks {
         };
         let p = previous.copied().unwrap_or_default();
         PeaksBetween {
-            peak_reserved_bytes: peak(self.peak_reserved_bytes, p.peak_reserved_bytes),
-            peak_allocated_bytes: peak(self.peak_allocated_bytes, p.peak_allocated_bytes),
-            peak_active_bytes: peak(self.peak_active_bytes, p.peak_active_bytes),
+            bytes: self.bytes.zip_with(&p.bytes, peak),
             alloc_retries: count(self.num_alloc_retries, p.num_alloc_retries),
             ooms: count(self.num_ooms, p.num_ooms),
         }
@@ -221,14 +249,16 @@ mod tests {
     fn peaks_between_points() {
         let first = DevicePeaks {
             device: 0,
-            peak_reserved_bytes: Some(100),
-            peak_allocated_bytes: Some(80),
-            peak_active_bytes: Some(90),
+            bytes: PeakBytes {
+                peak_reserved_bytes: Some(100),
+                peak_allocated_bytes: Some(80),
+                peak_active_bytes: Some(90),
+            },
             num_alloc_retries: Some(1),
             num_ooms: Some(0),
             since_previous_point: false,
         };
-        assert_eq!(first.between(None).peak_reserved_bytes, Some(100));
+        assert_eq!(first.between(None).bytes.peak_reserved_bytes, Some(100));
         assert_eq!(first.between(None).alloc_retries, Some(1));
         // Not reset, no new high: the maximum in between is not known.
         let flat = DevicePeaks {
@@ -236,21 +266,33 @@ mod tests {
             ..first
         };
         let b = flat.between(Some(&first));
-        assert_eq!(b.peak_reserved_bytes, None);
+        assert_eq!(b.bytes.peak_reserved_bytes, None);
         assert_eq!(b.alloc_retries, Some(2));
         assert_eq!(b.ooms, Some(0));
         // Not reset, a new high: that high happened in between.
         let rose = DevicePeaks {
-            peak_reserved_bytes: Some(150),
+            bytes: PeakBytes {
+                peak_reserved_bytes: Some(150),
+                ..first.bytes
+            },
             ..first
         };
-        assert_eq!(rose.between(Some(&first)).peak_reserved_bytes, Some(150));
+        assert_eq!(
+            rose.between(Some(&first)).bytes.peak_reserved_bytes,
+            Some(150)
+        );
         // Reset at the previous point: the peak is the window's own.
         let reset = DevicePeaks {
-            peak_reserved_bytes: Some(40),
+            bytes: PeakBytes {
+                peak_reserved_bytes: Some(40),
+                ..first.bytes
+            },
             since_previous_point: true,
             ..first
         };
-        assert_eq!(reset.between(Some(&first)).peak_reserved_bytes, Some(40));
+        assert_eq!(
+            reset.between(Some(&first)).bytes.peak_reserved_bytes,
+            Some(40)
+        );
     }
 }

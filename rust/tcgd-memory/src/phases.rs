@@ -163,6 +163,31 @@ fn pools(states: [&MemoryState; 2], device: i64) -> BTreeSet<PoolId> {
         .collect()
 }
 
+/// Each baseline key with its candidate counterpart (the key `counterpart` names, when the
+/// candidate has it and no earlier baseline key took it), then each candidate key that no
+/// baseline key took, alone.
+fn pair_up<K: Ord + Copy>(
+    baseline: &BTreeSet<K>,
+    candidate: &BTreeSet<K>,
+    counterpart: impl Fn(K) -> Option<K>,
+) -> Vec<(Option<K>, Option<K>)> {
+    let mut taken = BTreeSet::new();
+    let mut pairs: Vec<(Option<K>, Option<K>)> = baseline
+        .iter()
+        .map(|&b| {
+            let c = counterpart(b).filter(|c| candidate.contains(c) && taken.insert(*c));
+            (Some(b), c)
+        })
+        .collect();
+    pairs.extend(
+        candidate
+            .iter()
+            .filter(|c| !taken.contains(c))
+            .map(|&c| (None, Some(c))),
+    );
+    pairs
+}
+
 /// The devices either end of a phase saw.
 fn phase_devices((start, end): (&MemoryState, &MemoryState)) -> BTreeSet<i64> {
     start.devices.iter().chain(&end.devices).copied().collect()
@@ -204,19 +229,9 @@ pub fn compare_phases(
     let device_map: BTreeMap<i64, i64> = options.device_mapping.iter().copied().collect();
     let pool_map: HashMap<PoolKey, PoolKey> = options.pool_mapping.iter().copied().collect();
     let (base_devices, cand_devices) = (phase_devices(baseline), phase_devices(candidate));
-    let mut pairs: Vec<(Option<i64>, Option<i64>)> = Vec::new();
-    let mut taken = BTreeSet::new();
-    for &bd in &base_devices {
-        let target = device_map.get(&bd).copied().unwrap_or(bd);
-        let cd = (cand_devices.contains(&target) && taken.insert(target)).then_some(target);
-        pairs.push((Some(bd), cd));
-    }
-    pairs.extend(
-        cand_devices
-            .iter()
-            .filter(|d| !taken.contains(d))
-            .map(|&d| (None, Some(d))),
-    );
+    let pairs = pair_up(&base_devices, &cand_devices, |d| {
+        Some(device_map.get(&d).copied().unwrap_or(d))
+    });
 
     let mut warnings = Vec::new();
     for (bd, cd) in pairs {
@@ -251,34 +266,26 @@ pub fn compare_phases(
         let cand_pools = cd
             .map(|d| pools([candidate.0, candidate.1], d))
             .unwrap_or_default();
-        let mut used = BTreeSet::new();
-        let mut pool_pairs = Vec::new();
-        for &bp in &base_pools {
-            let target = match bd.and_then(|d| pool_map.get(&(d, bp))) {
+        let pool_pairs = pair_up(&base_pools, &cand_pools, |bp| {
+            match bd.and_then(|d| pool_map.get(&(d, bp))) {
                 Some(&(_, p)) => Some(p),
                 None if same_origin || bp == DEFAULT_POOL => Some(bp),
                 None => None,
             }
-            .filter(|p| cd.is_some() && cand_pools.contains(p) && !used.contains(p));
-            if let Some(p) = target {
-                used.insert(p);
-            } else if !same_origin && bp != DEFAULT_POOL {
-                warnings.push(format!(
-                    "baseline pool [{},{}] of device {} has no candidate counterpart; map it \
-                     with pool_mapping to compare it",
-                    bp.0,
-                    bp.1,
-                    bd.map_or_else(|| "?".to_owned(), |d| d.to_string())
-                ));
+        });
+        for &(bp, cp) in &pool_pairs {
+            if let (Some(bp), None) = (bp, cp) {
+                if !same_origin && bp != DEFAULT_POOL {
+                    warnings.push(format!(
+                        "baseline pool [{},{}] of device {} has no candidate counterpart; map \
+                         it with pool_mapping to compare it",
+                        bp.0,
+                        bp.1,
+                        bd.map_or_else(|| "?".to_owned(), |d| d.to_string())
+                    ));
+                }
             }
-            pool_pairs.push((Some(bp), target));
         }
-        pool_pairs.extend(
-            cand_pools
-                .iter()
-                .filter(|p| !used.contains(p))
-                .map(|&p| (None, Some(p))),
-        );
         for (bp, cp) in pool_pairs {
             let reading = |state: &MemoryState, device: Option<i64>, pool: Option<PoolId>| {
                 Some(state.pool(device?, pool?))

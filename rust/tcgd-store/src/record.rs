@@ -6,17 +6,46 @@ use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Where a compile pass placed the probe of a value: the graph node, its op, module and
-/// source line. All optional: hand-placed probes have none of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SiteLocation {
-    pub site_id: Option<String>,
-    pub graph_kind: Option<String>,
-    pub node_name: Option<String>,
-    pub aten_op: Option<String>,
-    pub module_path: Option<String>,
-    pub source_location: Option<String>,
-    pub compile_id: Option<String>,
+/// Declares [`SiteLocation`] from one list of its fields, each also a nullable string column
+/// of the `observations` table under the same name, so that the schema, the writer and the
+/// readers take the site columns from this one list.
+macro_rules! site_location {
+    ($($field:ident),* $(,)?) => {
+        /// Where a compile pass placed the probe of a value: the graph node, its op, module
+        /// and source line. All optional: hand-placed probes have none of it.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+        pub struct SiteLocation {
+            $(pub $field: Option<String>,)*
+        }
+
+        impl SiteLocation {
+            /// The site columns of the `observations` table, in their order.
+            pub const COLUMNS: [&'static str; [$(stringify!($field)),*].len()] =
+                [$(stringify!($field)),*];
+
+            /// The value of each of [`Self::COLUMNS`], in the same order.
+            pub fn column_values(&self) -> [&Option<String>; Self::COLUMNS.len()] {
+                [$(&self.$field),*]
+            }
+
+            /// The location whose [`Self::column_values`] are `values`.
+            pub fn from_column_values(
+                [$($field),*]: [Option<String>; Self::COLUMNS.len()],
+            ) -> Self {
+                Self { $($field),* }
+            }
+        }
+    };
+}
+
+site_location! {
+    site_id,
+    graph_kind,
+    node_name,
+    aten_op,
+    module_path,
+    source_location,
+    compile_id,
 }
 
 impl SiteLocation {

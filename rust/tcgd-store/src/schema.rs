@@ -6,6 +6,8 @@ use std::sync::{Arc, LazyLock};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow_schema::extension::Json;
 
+use crate::record::SiteLocation;
+
 /// Version of the on-disk layout. Readers refuse a newer one; version 1 (run directories
 /// with a `run.json`) is refused with an error saying what it is.
 pub const FORMAT_VERSION: u32 = 2;
@@ -179,20 +181,18 @@ pub static POINTS: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// One row per observed tensor value. Payload bytes live in `payloads` so that metadata
 /// queries never read tensor bytes; the summary columns are always present.
 pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
-    schema(vec![
+    let site = SiteLocation::COLUMNS.map(|c| nullable(utf8(c)));
+    let columns = [
         utf8("run_id"),
         int64("point_index"),
         utf8("point_label"),
         int64("ordinal"),
         utf8("name"),
         int64("invocation_index"),
-        nullable(utf8("site_id")),
-        nullable(utf8("graph_kind")),
-        nullable(utf8("node_name")),
-        nullable(utf8("aten_op")),
-        nullable(utf8("module_path")),
-        nullable(utf8("source_location")),
-        nullable(utf8("compile_id")),
+    ]
+    .into_iter()
+    .chain(site)
+    .chain([
         nullable(boolean("materialized_by_probe")),
         utf8("dtype"),
         int64_list("shape"),
@@ -212,7 +212,8 @@ pub static OBSERVATIONS: LazyLock<SchemaRef> = LazyLock::new(|| {
         nullable(float64("mean")),
         nullable(float64("std")),
         float64("l2"),
-    ])
+    ]);
+    schema(columns.collect())
 });
 
 /// Tensor bytes keyed by content digest; a payload larger than one chunk spans rows.

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use crate::phases::PhaseComparison;
 
 use super::comparison::*;
+use super::document::pretty;
 use super::*;
 
 pub(super) const PHASE_HEADER: [&str; 16] = [
@@ -171,11 +172,7 @@ pub(super) fn phases_text(phases: &PhaseComparison, include_unchanged: bool) -> 
 pub fn render_phases(phases: &PhaseComparison, format: Format, options: ReportOptions) -> String {
     match format {
         Format::Text => phases_text(phases, options.include_unchanged),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&phases_json(phases)).unwrap_or_default();
-            s.push('\n');
-            s
-        }
+        Format::Json => pretty(&phases_json(phases)),
         Format::Csv => csv_table(&Table::with_rows(&PHASE_HEADER, phase_rows(phases))),
         Format::Html => {
             let mut body = String::from("<h1>Memory phases</h1>\n<pre>");

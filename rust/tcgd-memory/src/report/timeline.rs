@@ -6,6 +6,7 @@ use crate::stats::MemoryStats;
 use crate::timeline::Timeline;
 
 use super::comparison::*;
+use super::document::pretty;
 use super::*;
 
 pub(super) const TIMELINE_HEADER: [&str; 25] = [
@@ -62,9 +63,9 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
                 opt(r.residual),
                 opt(r.residual_change),
                 Cell::text(r.pool_owner.clone()),
-                opt(r.peaks.and_then(|p| p.peak_reserved_bytes)),
-                opt(r.peaks.and_then(|p| p.peak_allocated_bytes)),
-                opt(r.peaks.and_then(|p| p.peak_active_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_reserved_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_allocated_bytes)),
+                opt(r.peaks.and_then(|p| p.bytes.peak_active_bytes)),
                 opt(r.peaks.and_then(|p| p.alloc_retries)),
                 opt(r.peaks.and_then(|p| p.ooms)),
             ]
@@ -76,11 +77,7 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
 /// reading tells of the window since the previous point.
 pub(super) fn peaks_parts(p: &crate::owners::PeaksBetween) -> Vec<String> {
     let mut peaks = Vec::new();
-    for (name, v) in [
-        ("reserved", p.peak_reserved_bytes),
-        ("allocated", p.peak_allocated_bytes),
-        ("active", p.peak_active_bytes),
-    ] {
+    for (name, v) in p.bytes.labelled() {
         if let Some(v) = v {
             peaks.push(format!("{name} {}", format_bytes(v)));
         }
@@ -255,11 +252,7 @@ fn timeline_chart(t: &Timeline) -> String {
 pub fn render_timeline(t: &Timeline, format: Format, options: ReportOptions) -> String {
     match format {
         Format::Text => timeline_text(t, options.include_unchanged),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&timeline_json(t)).unwrap_or_default();
-            s.push('\n');
-            s
-        }
+        Format::Json => pretty(&timeline_json(t)),
         Format::Csv => csv_table(&Table::with_rows(&TIMELINE_HEADER, timeline_rows(t))),
         Format::Html => {
             let mut body = String::from("<h1>Memory timeline</h1>\n");

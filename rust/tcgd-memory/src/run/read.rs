@@ -13,7 +13,7 @@ use crate::model::{
     Block, BlockState, DeviceMemory, Event, Frame, FxNode, HistoryStatus, HistoryWindow, Segment,
     StackTable,
 };
-use crate::owners::{DevicePeaks, OwnerKind, PoolOwner};
+use crate::owners::{DevicePeaks, OwnerKind, PeakBytes, PoolOwner};
 use crate::state::{MemoryState, SnapshotSource, StateIdentity};
 
 // ---------------------------------------------------------------------- reading
@@ -220,9 +220,11 @@ impl MemoryRunReader {
                         )?;
                     peaks.push(DevicePeaks {
                         device,
-                        peak_reserved_bytes,
-                        peak_allocated_bytes,
-                        peak_active_bytes,
+                        bytes: PeakBytes {
+                            peak_reserved_bytes,
+                            peak_allocated_bytes,
+                            peak_active_bytes,
+                        },
                         num_alloc_retries,
                         num_ooms,
                         since_previous_point: since.value(i),

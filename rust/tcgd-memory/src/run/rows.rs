@@ -140,9 +140,9 @@ pub(crate) fn state_batches(
     ]);
     let peaks = |d: i64| state.device_peaks(d);
     for field in [
-        |p: &DevicePeaks| p.peak_reserved_bytes,
-        |p: &DevicePeaks| p.peak_allocated_bytes,
-        |p: &DevicePeaks| p.peak_active_bytes,
+        |p: &DevicePeaks| p.bytes.peak_reserved_bytes,
+        |p: &DevicePeaks| p.bytes.peak_allocated_bytes,
+        |p: &DevicePeaks| p.bytes.peak_active_bytes,
         |p: &DevicePeaks| p.num_alloc_retries,
         |p: &DevicePeaks| p.num_ooms,
     ] {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tcgd_memory::owners::{DevicePeaks, OwnerKind, PoolOwner};
+use tcgd_memory::owners::{DevicePeaks, OwnerKind, PeakBytes, PoolOwner};
 
 use crate::classes::frozen_class;
 
@@ -65,9 +65,11 @@ pub(super) fn extras(
         .map(
             |(device, reserved, allocated, active, retries, ooms, since)| DevicePeaks {
                 device,
-                peak_reserved_bytes: reserved,
-                peak_allocated_bytes: allocated,
-                peak_active_bytes: active,
+                bytes: PeakBytes {
+                    peak_reserved_bytes: reserved,
+                    peak_allocated_bytes: allocated,
+                    peak_active_bytes: active,
+                },
                 num_alloc_retries: retries,
                 num_ooms: ooms,
                 since_previous_point: since,
@@ -112,9 +114,9 @@ frozen_class! {
     pub struct MemoryDevicePeaks(DevicePeaks);
     |p, py| {
         device: i64 => p.device;
-        peak_reserved_bytes: Option<i64> => p.peak_reserved_bytes;
-        peak_allocated_bytes: Option<i64> => p.peak_allocated_bytes;
-        peak_active_bytes: Option<i64> => p.peak_active_bytes;
+        peak_reserved_bytes: Option<i64> => p.bytes.peak_reserved_bytes;
+        peak_allocated_bytes: Option<i64> => p.bytes.peak_allocated_bytes;
+        peak_active_bytes: Option<i64> => p.bytes.peak_active_bytes;
         num_alloc_retries: Option<i64> => p.num_alloc_retries;
         num_ooms: Option<i64> => p.num_ooms;
         /// The peaks were reset at the previous point (they cover only the time since).

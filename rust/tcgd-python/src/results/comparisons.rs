@@ -1,5 +1,7 @@
 //! The comparison results: snapshots, points, runs, point series, ranks, run groups.
 
+use tcgd_compare::report::{to_html_with, to_text_with};
+
 use super::*;
 
 pub(super) fn failed(py: Python<'_>, message: String) -> PyErr {
@@ -19,6 +21,18 @@ pub(super) fn paths(
 ) -> PyResult<Vec<Bound<'_, PyAny>>> {
     let path = py.import("pathlib")?.getattr("Path")?;
     written.into_iter().map(|p| path.call1((p,))).collect()
+}
+
+/// The text or HTML report `render` writes of `c` (`to_text` and `to_html`), the rows
+/// chosen by `limit` and `include_unchanged`.
+fn report(
+    py: Python<'_>,
+    c: &Comparison,
+    render: fn(&Comparison, Option<usize>, Option<bool>) -> String,
+    limit: Option<usize>,
+    include_unchanged: bool,
+) -> PyResult<String> {
+    guard(py, || Ok(render(c, limit, Some(include_unchanged))))
 }
 
 /// A comparison result class over the engine's `Comparison`: the getters and methods
@@ -110,13 +124,7 @@ macro_rules! comparison_result {
                     include_unchanged: bool,
                     limit: Option<usize>,
                 ) -> PyResult<String> {
-                    guard(py, || {
-                        Ok(tcgd_compare::report::to_text_with(
-                            &self.inner,
-                            limit,
-                            Some(include_unchanged),
-                        ))
-                    })
+                    report(py, &self.inner, to_text_with, limit, include_unchanged)
                 }
                 /// A standalone HTML report (charts as inline SVG, no script), rows chosen
                 /// as `to_text` chooses them.
@@ -127,13 +135,7 @@ macro_rules! comparison_result {
                     include_unchanged: bool,
                     limit: Option<usize>,
                 ) -> PyResult<String> {
-                    guard(py, || {
-                        Ok(tcgd_compare::report::to_html_with(
-                            &self.inner,
-                            limit,
-                            Some(include_unchanged),
-                        ))
-                    })
+                    report(py, &self.inner, to_html_with, limit, include_unchanged)
                 }
                 /// The complete comparison (the content of report.json); non-finite
                 /// floats are the strings "nan", "inf" and "-inf".

@@ -2,6 +2,7 @@
 //! built into Arrow record batches.
 
 use super::*;
+use crate::record::SiteLocation;
 
 /// An observation after the writer has looked at its value.
 pub(super) struct Digested<'a> {
@@ -183,10 +184,10 @@ pub(super) struct PointRow {
 
 pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Result<RecordBatch> {
     let n = rows.len();
-    let site = |f: fn(&crate::record::SiteLocation) -> &Option<String>| -> ArrayRef {
+    let site = |k: usize| -> ArrayRef {
         Arc::new(
             rows.iter()
-                .map(|r| f(&r.site.location).as_deref())
+                .map(|r| r.site.location.column_values()[k].as_deref())
                 .collect::<StringArray>(),
         )
     };
@@ -206,20 +207,16 @@ pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Resul
     let floats = |f: fn(&TensorSummary) -> Option<f64>| -> ArrayRef {
         Arc::new(rows.iter().map(|r| f(&r.summary)).collect::<Float64Array>())
     };
-    let columns: Vec<ArrayRef> = vec![
+    let identity = [
         repeated_str(run_id, n),
         ints(|r| r.point_index),
         strs(|r| &r.point_label),
         ints(|r| r.ordinal),
         strs(|r| &r.name),
         ints(|r| r.invocation_index),
-        site(|s| &s.site_id),
-        site(|s| &s.graph_kind),
-        site(|s| &s.node_name),
-        site(|s| &s.aten_op),
-        site(|s| &s.module_path),
-        site(|s| &s.source_location),
-        site(|s| &s.compile_id),
+    ];
+    let site = (0..SiteLocation::COLUMNS.len()).map(site);
+    let values: Vec<ArrayRef> = vec![
         Arc::new(
             rows.iter()
                 .map(|r| r.site.materialized_by_probe)
@@ -248,6 +245,7 @@ pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Resul
         floats(|s| s.std),
         floats(|s| Some(s.l2)),
     ];
+    let columns = identity.into_iter().chain(site).chain(values).collect();
     batch(Table::Observations.schema(), columns)
 }
 

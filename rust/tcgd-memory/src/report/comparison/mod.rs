@@ -10,6 +10,7 @@ use crate::lifecycle::Lifecycle;
 use crate::model::PoolId;
 use crate::stats::{MemoryStats, PoolKind};
 
+use super::document::pretty;
 use super::*;
 
 mod data;
@@ -70,12 +71,7 @@ pub fn render_comparison(
 ) -> String {
     match format {
         Format::Text => comparison_text(comparison, options),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&comparison_json(comparison, options))
-                .unwrap_or_default();
-            s.push('\n');
-            s
-        }
+        Format::Json => pretty(&comparison_json(comparison, options)),
         Format::Csv => comparison_csv(comparison, options),
         Format::Html => comparison_html(comparison, options),
     }
