@@ -42,7 +42,9 @@ class _Rendered:
         stack_depth: int | None = None,
     ) -> str:
         shown, frames = _attribution.display_of(self._options, limit, stack_depth)
-        out = _attribution.with_sections(
+        # The attribution sections join the report natively (text appended, HTML before
+        # </body>, JSON under "attribution"; CSV rows have files of their own).
+        out = _native.with_attribution_sections(
             self._render(format, include_unchanged, depth),
             format,
             self._attributions,

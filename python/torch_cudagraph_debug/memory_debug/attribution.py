@@ -71,24 +71,6 @@ def display_of(
     return chosen.limit, chosen.stack_depth
 
 
-def with_sections(
-    rendered: str,
-    format: str,
-    items: list[Any],
-    include_unchanged: bool,
-    limit: int,
-    stack_depth: int,
-) -> str:
-    """A rendered report with the attribution sections of ``items`` added (the native
-    composition: appended to text, before ``</body>`` in HTML, under ``"attribution"``
-    in JSON; CSV is left alone, attribution rows go to their own files)."""
-    if not items:
-        return rendered
-    return _native.with_attribution_sections(
-        rendered, format, items, include_unchanged, limit, stack_depth
-    )
-
-
 def csv_files(items: list[Any], include_unchanged: bool) -> list[tuple[str, str]]:
     """``allocation_stack_comparisons.csv`` when stacks were attributed and
     ``events.csv`` when events were, every row kept."""

@@ -475,10 +475,11 @@ pub fn with_sections(
     include_unchanged: bool,
 ) -> Result<String, serde_json::Error> {
     use super::Format;
-    if attributions.is_empty() || format == Format::Csv {
+    if attributions.is_empty() {
         return Ok(rendered);
     }
     Ok(match format {
+        Format::Csv => rendered,
         Format::Json => {
             let mut document: serde_json::Map<String, Value> = serde_json::from_str(&rendered)?;
             let sections = attributions.iter().map(|a| attribution_json(a)).collect();
@@ -495,7 +496,7 @@ pub fn with_sections(
                 None => rendered + &sections,
             }
         }
-        Format::Text | Format::Csv => {
+        Format::Text => {
             let sections: String = attributions
                 .iter()
                 .map(|a| attribution_text(a, display, include_unchanged))
