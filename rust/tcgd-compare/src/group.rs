@@ -150,8 +150,7 @@ impl RunGroup {
             .unwrap_or_default();
         let members = group::by_rank(loaded)
             .map_err(|problem| CompareError::InvalidInput(problem.to_string()))?;
-        // On a tie the highest rank is the longest (memory groups take the lowest).
-        let Some(longest) = members.iter().max_by_key(|m| m.run.labels.len()) else {
+        let Some(longest) = group::longest(&members) else {
             return Err(CompareError::InvalidInput(
                 "a run group needs at least one run".into(),
             ));
