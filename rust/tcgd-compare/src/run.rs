@@ -14,7 +14,7 @@ use tcgd_tensor::DType;
 
 use crate::engine::{ObservationSet, PayloadBuf, PayloadSource};
 use crate::error::{CompareError, Result};
-use crate::model::{ObservationMeta, PointRef, SiteLocation, Subject, SummaryView};
+use crate::model::{ObservationMeta, PointRef, SiteLocation, Subject, TensorSummary};
 
 /// Payload bytes of a run, fetched by digest (and checked against it by the reader).
 struct RunPayloads {
@@ -231,12 +231,12 @@ fn read_observations(
                 payload,
             },
             digest: digest[i].clone(),
-            summary: Some(SummaryView {
+            summary: Some(TensorSummary {
                 numel: numel[i],
                 finite: finite[i],
                 nan: nan[i],
-                posinf: posinf[i],
-                neginf: neginf[i],
+                pos_inf: posinf[i],
+                neg_inf: neginf[i],
                 zero: zero[i],
                 min: min[i],
                 max: max[i],

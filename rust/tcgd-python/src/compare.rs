@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, ObservationMeta, ObservationSet,
     PayloadBuf, PayloadSource, PointMapping, PointRef, PointSelector, Progress, RunData, RunGroup,
-    Subject, SummaryView,
+    Subject,
 };
 use tcgd_store::{RunKind, RunSelector};
 
@@ -138,10 +138,6 @@ impl PayloadSource for PySource {
     }
 }
 
-fn summary(s: SummaryArgs) -> SummaryView {
-    SummaryView::from(to_summary(s))
-}
-
 fn build_set(
     args: SetArgs,
     error: &Arc<Mutex<Option<PyErr>>>,
@@ -152,7 +148,7 @@ fn build_set(
         observations.push(ObservationMeta {
             descriptor: descriptor.check()?,
             digest: value.digest,
-            summary: value.summary.map(summary),
+            summary: value.summary.map(to_summary),
             site: Some(site).filter(|s| !s.is_empty()),
         });
     }

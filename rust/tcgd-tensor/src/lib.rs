@@ -8,6 +8,7 @@
 pub mod decode;
 mod dtype;
 mod float8;
+pub mod json;
 mod moments;
 mod summary;
 

@@ -1,25 +1,37 @@
 //! Native summaries of a tensor's raw host bytes.
 
 use rayon::prelude::*;
+use serde::Serialize;
 
 use crate::decode::{check_whole, decode_complex_exact, decode_real_exact};
 use crate::dtype::DType;
+use crate::json::{float, opt_float};
 use crate::moments::Moments;
 
 /// Counts, extremes and moments of one tensor; see [`summarize`] for the exact
 /// semantics of each field.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// In JSON (reports, `to_json`) the infinity counts are named `posinf` and `neginf`, and
+/// non-finite floats are strings ([`crate::json`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TensorSummary {
     pub numel: u64,
     pub finite: u64,
     pub nan: u64,
+    #[serde(rename = "posinf")]
     pub pos_inf: u64,
+    #[serde(rename = "neginf")]
     pub neg_inf: u64,
     pub zero: u64,
+    #[serde(serialize_with = "opt_float")]
     pub min: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
     pub max: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
     pub mean: Option<f64>,
+    #[serde(serialize_with = "opt_float")]
     pub std: Option<f64>,
+    #[serde(serialize_with = "float")]
     pub l2: f64,
 }
 

@@ -224,8 +224,8 @@ pub(crate) fn decide(
         if let (Some(rs), Some(cs)) = (r.summary, c.summary) {
             let classes = [
                 ("NaN", rs.nan, cs.nan),
-                ("+inf", rs.posinf, cs.posinf),
-                ("-inf", rs.neginf, cs.neginf),
+                ("+inf", rs.pos_inf, cs.pos_inf),
+                ("-inf", rs.neg_inf, cs.neg_inf),
             ];
             let differing: Vec<String> = classes
                 .iter()

@@ -7,44 +7,8 @@ use super::*;
 
 // ------------------------------------------------------------------------------ inputs
 
-/// Native summary of a value, as stored in runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SummaryView {
-    pub numel: u64,
-    pub finite: u64,
-    pub nan: u64,
-    pub posinf: u64,
-    pub neginf: u64,
-    pub zero: u64,
-    #[serde(serialize_with = "opt_float")]
-    pub min: Option<f64>,
-    #[serde(serialize_with = "opt_float")]
-    pub max: Option<f64>,
-    #[serde(serialize_with = "opt_float")]
-    pub mean: Option<f64>,
-    #[serde(serialize_with = "opt_float")]
-    pub std: Option<f64>,
-    #[serde(serialize_with = "float")]
-    pub l2: f64,
-}
-
-impl From<tcgd_tensor::TensorSummary> for SummaryView {
-    fn from(s: tcgd_tensor::TensorSummary) -> SummaryView {
-        SummaryView {
-            numel: s.numel,
-            finite: s.finite,
-            nan: s.nan,
-            posinf: s.pos_inf,
-            neginf: s.neg_inf,
-            zero: s.zero,
-            min: s.min,
-            max: s.max,
-            mean: s.mean,
-            std: s.std,
-            l2: s.l2,
-        }
-    }
-}
+/// The summary of a value, as stored in runs: one type from recording to comparison.
+pub use tcgd_tensor::TensorSummary;
 
 /// Where a value came from when a compile pass placed the probe (whether the probe
 /// materialised the value is a recording fact, not compared).
@@ -55,7 +19,7 @@ pub use tcgd_store::SiteLocation;
 pub struct ObservationMeta {
     pub descriptor: ObservationDescriptor,
     pub digest: Option<String>,
-    pub summary: Option<SummaryView>,
+    pub summary: Option<TensorSummary>,
     pub site: Option<SiteLocation>,
 }
 

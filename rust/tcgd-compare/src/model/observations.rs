@@ -51,7 +51,7 @@ pub struct ObservationSide {
     pub source_device: String,
     pub payload: String,
     pub digest: Option<String>,
-    pub summary: Option<SummaryView>,
+    pub summary: Option<TensorSummary>,
     pub site: Option<SiteLocation>,
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tcgd_compare::{
     compare_run_groups, CompareOptions, Comparison, ObservationMeta, ObservationSet, PayloadBuf,
     PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteLocation, Subject,
-    SummaryView,
+    TensorSummary,
 };
 use tcgd_store::{
     content_digest, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, RunHeader,
@@ -65,10 +65,8 @@ fn row_major(shape: &[i64]) -> Vec<i64> {
     stride
 }
 
-pub fn summary_of(dtype: DType, bytes: &[u8]) -> SummaryView {
-    summarize(dtype, bytes)
-        .expect("test bytes are whole elements")
-        .into()
+pub fn summary_of(dtype: DType, bytes: &[u8]) -> TensorSummary {
+    summarize(dtype, bytes).expect("test bytes are whole elements")
 }
 
 /// A float32 value of one element.

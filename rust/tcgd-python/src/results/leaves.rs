@@ -9,13 +9,13 @@ frozen_class! {
     /// when there is none (`l2_norm` is then 0).
     #[pyclass(name = "TensorValueSummary", skip_from_py_object)]
     #[derive(Clone, PartialEq)]
-    pub struct PyValueSummary(SummaryView);
+    pub struct PyValueSummary(TensorSummary);
     |s, py| {
         numel: u64 => s.numel;
         finite_count: u64 => s.finite;
         nan_count: u64 => s.nan;
-        pos_inf_count: u64 => s.posinf;
-        neg_inf_count: u64 => s.neginf;
+        pos_inf_count: u64 => s.pos_inf;
+        neg_inf_count: u64 => s.neg_inf;
         zero_count: u64 => s.zero;
         min: Option<f64> => s.min;
         max: Option<f64> => s.max;
@@ -60,12 +60,12 @@ frozen_class! {
                 ))
                 .into());
             }
-            Ok(PyValueSummary::from(SummaryView {
+            Ok(PyValueSummary::from(TensorSummary {
                 numel,
                 finite: finite_count,
                 nan: nan_count,
-                posinf: pos_inf_count,
-                neginf: neg_inf_count,
+                pos_inf: pos_inf_count,
+                neg_inf: neg_inf_count,
                 zero: zero_count,
                 min,
                 max,
@@ -74,12 +74,6 @@ frozen_class! {
                 l2: l2_norm,
             }))
         }
-    }
-}
-
-impl From<tcgd_tensor::TensorSummary> for PyValueSummary {
-    fn from(summary: tcgd_tensor::TensorSummary) -> PyValueSummary {
-        SummaryView::from(summary).into()
     }
 }
 
