@@ -275,6 +275,9 @@ def test_compiled_model_names_call_3_and_the_second_linear(tmp_path, capsys):
     assert found.module_path == "layers.1"
     assert found.aten_op == "aten.addmm.default" and found.graph_kind == "inference"
     assert found.name == found.site_id and found.node_name
+    # The source line of the model that produced the value, and the compile it belongs to.
+    assert found.source_location and "test_first_anomaly.py" in found.source_location
+    assert found.compile_id
     assert found.nan == 3  # one column of the 3 x 8 output
     # The sites after it in call 3 hit too, in execution order: its ReLU, then the later
     # layers (whose outputs are all NaN); the first layer and its ReLU come before it.

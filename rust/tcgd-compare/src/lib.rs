@@ -23,7 +23,7 @@ mod run;
 pub use anomaly::{
     first_anomaly, first_anomaly_in_run, first_anomaly_in_tables, AnomalyHit, AnomalyQuery,
     AnomalyRule, FirstAnomaly, Observation as AnomalyObservation, Point as AnomalyPoint,
-    SiteFilter,
+    SiteFilter, ValueExtremes,
 };
 pub use compare::{
     compare_point_series, compare_run_groups, compare_runs, compare_sets, PointMapping,
@@ -35,7 +35,7 @@ pub use group::{GroupMember, MemberPoint, RunGroup};
 pub use model::{
     Comparison, ComparisonKind, Counts, Divergence, FirstMismatch, Issue, Kind, Metrics,
     ObservationComparison, ObservationMeta, ObservationSide, PointComparison, PointRef,
-    RankComparison, Scalar, Series, SeriesPoint, SiteLocation, Status, Subject, SummaryView,
+    RankComparison, Scalar, Series, SeriesPoint, SiteLocation, Status, Subject, TensorSummary,
     REPORT_SCHEMA, REPORT_VERSION,
 };
 pub use options::{CompareOptions, DtypePolicy, LayoutPolicy, Mode};

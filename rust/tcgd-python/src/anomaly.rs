@@ -28,18 +28,20 @@ macro_rules! anomaly_class {
                 order: i64 => $($hit)*.order;
                 name: String => $($hit)*.name.clone();
                 invocation_index: i64 => $($hit)*.invocation_index;
-                site_id: Option<String> => $($hit)*.site_id.clone();
-                graph_kind: Option<String> => $($hit)*.graph_kind.clone();
-                node_name: Option<String> => $($hit)*.node_name.clone();
-                aten_op: Option<String> => $($hit)*.aten_op.clone();
-                module_path: Option<String> => $($hit)*.module_path.clone();
-                nan: u64 => $($hit)*.nan;
-                posinf: u64 => $($hit)*.posinf;
-                neginf: u64 => $($hit)*.neginf;
-                min: Option<f64> => $($hit)*.min;
-                max: Option<f64> => $($hit)*.max;
+                site_id: Option<String> => $($hit)*.site.site_id.clone();
+                graph_kind: Option<String> => $($hit)*.site.graph_kind.clone();
+                node_name: Option<String> => $($hit)*.site.node_name.clone();
+                aten_op: Option<String> => $($hit)*.site.aten_op.clone();
+                module_path: Option<String> => $($hit)*.site.module_path.clone();
+                source_location: Option<String> => $($hit)*.site.source_location.clone();
+                compile_id: Option<String> => $($hit)*.site.compile_id.clone();
+                nan: u64 => $($hit)*.values.nan;
+                posinf: u64 => $($hit)*.values.posinf;
+                neginf: u64 => $($hit)*.values.neginf;
+                min: Option<f64> => $($hit)*.values.min;
+                max: Option<f64> => $($hit)*.values.max;
                 /// max(|min|, |max|) of the finite values; None when none is finite.
-                abs_max: Option<f64> => $($hit)*.abs_max();
+                abs_max: Option<f64> => $($hit)*.values.abs_max();
                 $($getters)*
             }
             $($options)*

@@ -35,7 +35,7 @@ pub use reader::{
 };
 pub use record::{
     CommittedPoint, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, Site,
-    SiteLocation, Value,
+    SiteLocation, SiteLocationRef, Value,
 };
 pub use schema::{Table, FORMAT_VERSION};
 pub use writer::{

@@ -6,9 +6,10 @@ use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Declares [`SiteLocation`] from one list of its fields, each also a nullable string column
-/// of the `observations` table under the same name, so that the schema, the writer and the
-/// readers take the site columns from this one list.
+/// Declares [`SiteLocation`] (and its borrowed form, [`SiteLocationRef`]) from one list of
+/// its fields, each also a nullable string column of the `observations` table under the
+/// same name, so that the schema, the writer and the readers take the site columns from
+/// this one list.
 macro_rules! site_location {
     ($($field:ident),* $(,)?) => {
         /// Where a compile pass placed the probe of a value: the graph node, its op, module
@@ -33,6 +34,26 @@ macro_rules! site_location {
                 [$($field),*]: [Option<String>; Self::COLUMNS.len()],
             ) -> Self {
                 Self { $($field),* }
+            }
+        }
+
+        /// A [`SiteLocation`] borrowed from a table's columns: what a scan over many rows
+        /// reads without copying; [`SiteLocationRef::to_owned`] keeps one.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct SiteLocationRef<'a> {
+            $(pub $field: Option<&'a str>,)*
+        }
+
+        impl<'a> SiteLocationRef<'a> {
+            /// The location whose values of [`SiteLocation::COLUMNS`] are `values`.
+            pub fn from_column_values(
+                [$($field),*]: [Option<&'a str>; SiteLocation::COLUMNS.len()],
+            ) -> Self {
+                Self { $($field),* }
+            }
+
+            pub fn to_owned(&self) -> SiteLocation {
+                SiteLocation { $($field: self.$field.map(str::to_owned)),* }
             }
         }
     };

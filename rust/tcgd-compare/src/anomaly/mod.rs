@@ -14,7 +14,7 @@ use arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, String
 use arrow::datatypes::{Float64Type, Int64Type};
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
-use tcgd_store::{RunKind, RunReader, StoreError, Table};
+use tcgd_store::{RunKind, RunReader, SiteLocation, SiteLocationRef, StoreError, Table};
 
 use crate::error::{CompareError, Result};
 
@@ -90,33 +90,39 @@ impl AnomalyRule {
         }
     }
 
-    /// Whether an observation with these element counts and finite extremes is an anomaly.
-    pub fn hits(
-        &self,
-        nan: u64,
-        posinf: u64,
-        neginf: u64,
-        min: Option<f64>,
-        max: Option<f64>,
-    ) -> bool {
-        let inf = posinf > 0 || neginf > 0;
+    /// Whether a value with these element counts and finite extremes is an anomaly.
+    pub fn hits(&self, v: &ValueExtremes) -> bool {
+        let nan = v.nan > 0;
+        let inf = v.posinf > 0 || v.neginf > 0;
         match self {
-            AnomalyRule::Nan => nan > 0,
+            AnomalyRule::Nan => nan,
             AnomalyRule::Inf => inf,
-            AnomalyRule::NonFinite => nan > 0 || inf,
-            AnomalyRule::AbsMax { threshold } => {
-                inf || abs_max(min, max).is_some_and(|m| m > *threshold)
-            }
+            AnomalyRule::NonFinite => nan || inf,
+            AnomalyRule::AbsMax { threshold } => inf || v.abs_max().is_some_and(|m| m > *threshold),
         }
     }
 }
 
-/// max(|min|, |max|) over the finite values; `None` when none is finite.
-fn abs_max(min: Option<f64>, max: Option<f64>) -> Option<f64> {
-    match (min, max) {
-        (Some(a), Some(b)) => Some(a.abs().max(b.abs())),
-        (Some(v), None) | (None, Some(v)) => Some(v.abs()),
-        (None, None) => None,
+/// What the rules read of a value: the summary columns every observation row has (the
+/// counts of its non-finite elements and its finite extremes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ValueExtremes {
+    pub nan: u64,
+    pub posinf: u64,
+    pub neginf: u64,
+    /// Finite extremes; `None` when no value is finite.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl ValueExtremes {
+    /// max(|min|, |max|) over the finite values; `None` when none is finite.
+    pub fn abs_max(&self) -> Option<f64> {
+        match (self.min, self.max) {
+            (Some(a), Some(b)) => Some(a.abs().max(b.abs())),
+            (Some(v), None) | (None, Some(v)) => Some(v.abs()),
+            (None, None) => None,
+        }
     }
 }
 
@@ -152,7 +158,7 @@ impl SiteFilter {
 
     fn matches(&self, o: &Observation<'_>) -> bool {
         std::iter::once(Some(o.name))
-            .chain([o.module_path, o.node_name, o.site_id])
+            .chain([o.site.module_path, o.site.node_name, o.site.site_id])
             .flatten()
             .any(|candidate| self.matcher.is_match(candidate))
     }
@@ -183,26 +189,19 @@ pub struct Point<'a> {
     pub replay_index: Option<i64>,
 }
 
-/// An observation row's identity, site and summary, borrowed from the run's table.
+/// An observation row's identity, site and extremes, borrowed from the run's table.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observation<'a> {
     pub point_index: i64,
     pub order: i64,
     pub name: &'a str,
     pub invocation_index: i64,
-    pub site_id: Option<&'a str>,
-    pub graph_kind: Option<&'a str>,
-    pub node_name: Option<&'a str>,
-    pub aten_op: Option<&'a str>,
-    pub module_path: Option<&'a str>,
-    pub nan: u64,
-    pub posinf: u64,
-    pub neginf: u64,
-    pub min: Option<f64>,
-    pub max: Option<f64>,
+    pub site: SiteLocationRef<'a>,
+    pub values: ValueExtremes,
 }
 
-/// One observation that hit the rule.
+/// One observation that hit the rule. In JSON its site and values are keys of the hit
+/// itself, beside its point and name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnomalyHit {
     pub point_index: i64,
@@ -211,22 +210,14 @@ pub struct AnomalyHit {
     pub order: i64,
     pub name: String,
     pub invocation_index: i64,
-    pub site_id: Option<String>,
-    pub graph_kind: Option<String>,
-    pub node_name: Option<String>,
-    pub aten_op: Option<String>,
-    pub module_path: Option<String>,
-    pub nan: u64,
-    pub posinf: u64,
-    pub neginf: u64,
-    /// Finite extremes; `None` when no value is finite.
-    pub min: Option<f64>,
-    pub max: Option<f64>,
+    #[serde(flatten)]
+    pub site: SiteLocation,
+    #[serde(flatten)]
+    pub values: ValueExtremes,
 }
 
 impl AnomalyHit {
     fn new(point: &Point<'_>, o: &Observation<'_>) -> AnomalyHit {
-        let owned = |s: Option<&str>| s.map(str::to_owned);
         AnomalyHit {
             point_index: point.index,
             label: point.label.to_owned(),
@@ -234,22 +225,9 @@ impl AnomalyHit {
             order: o.order,
             name: o.name.to_owned(),
             invocation_index: o.invocation_index,
-            site_id: owned(o.site_id),
-            graph_kind: owned(o.graph_kind),
-            node_name: owned(o.node_name),
-            aten_op: owned(o.aten_op),
-            module_path: owned(o.module_path),
-            nan: o.nan,
-            posinf: o.posinf,
-            neginf: o.neginf,
-            min: o.min,
-            max: o.max,
+            site: o.site.to_owned(),
+            values: o.values,
         }
-    }
-
-    /// max(|min|, |max|) of the finite values.
-    pub fn abs_max(&self) -> Option<f64> {
-        abs_max(self.min, self.max)
     }
 }
 
@@ -310,7 +288,7 @@ pub fn first_anomaly(
 ) -> Option<FirstAnomaly> {
     let by_index: HashMap<i64, &Point<'_>> = points.iter().map(|p| (p.index, p)).collect();
     let keep = |o: &Observation<'_>| query.site.as_ref().is_none_or(|f| f.matches(o));
-    let hit = |o: &Observation<'_>| query.rule.hits(o.nan, o.posinf, o.neginf, o.min, o.max);
+    let hit = |o: &Observation<'_>| query.rule.hits(&o.values);
 
     // The earliest hit.
     let mut first: Option<(Position, &Point<'_>)> = None;
@@ -402,11 +380,10 @@ pub fn first_anomaly_in_tables(
     let order = cols.ints("ordinal")?;
     let name = cols.strings("name")?;
     let invocation = cols.ints("invocation_index")?;
-    let site_id = cols.strings("site_id")?;
-    let graph_kind = cols.strings("graph_kind")?;
-    let node_name = cols.strings("node_name")?;
-    let aten_op = cols.strings("aten_op")?;
-    let module_path = cols.strings("module_path")?;
+    let mut site = Vec::with_capacity(SiteLocation::COLUMNS.len());
+    for column in SiteLocation::COLUMNS {
+        site.push(cols.strings(column)?);
+    }
     let nan = cols.ints("nan_count")?;
     let posinf = cols.ints("posinf_count")?;
     let neginf = cols.ints("neginf_count")?;
@@ -428,16 +405,14 @@ pub fn first_anomaly_in_tables(
             order: order.value(i),
             name: name.value(i),
             invocation_index: invocation.value(i),
-            site_id: opt_str(site_id, i),
-            graph_kind: opt_str(graph_kind, i),
-            node_name: opt_str(node_name, i),
-            aten_op: opt_str(aten_op, i),
-            module_path: opt_str(module_path, i),
-            nan: count(nan, i),
-            posinf: count(posinf, i),
-            neginf: count(neginf, i),
-            min: opt_f64(min, i),
-            max: opt_f64(max, i),
+            site: SiteLocationRef::from_column_values(std::array::from_fn(|c| opt_str(site[c], i))),
+            values: ValueExtremes {
+                nan: count(nan, i),
+                posinf: count(posinf, i),
+                neginf: count(neginf, i),
+                min: opt_f64(min, i),
+                max: opt_f64(max, i),
+            },
         })
         .collect();
     Ok(first_anomaly(&points, &rows, query))

@@ -13,8 +13,11 @@ fn obs(point_index: i64, order: i64, name: &'static str) -> Observation<'static>
         point_index,
         order,
         name,
-        min: Some(-1.0),
-        max: Some(1.0),
+        values: ValueExtremes {
+            min: Some(-1.0),
+            max: Some(1.0),
+            ..ValueExtremes::default()
+        },
         ..Observation::default()
     }
 }
@@ -38,17 +41,26 @@ fn each_rule_decides_from_counts_and_finite_extremes() {
     let nonfinite = AnomalyRule::parse("nonfinite", None).unwrap();
     let big = AnomalyRule::parse("abs_max", Some(10.0)).unwrap();
     let (a, b) = (Some(-3.0), Some(4.0));
-    assert!(nan.hits(1, 0, 0, a, b) && !nan.hits(0, 1, 1, a, b));
-    assert!(inf.hits(0, 1, 0, a, b) && inf.hits(0, 0, 1, a, b) && !inf.hits(5, 0, 0, a, b));
-    assert!(nonfinite.hits(1, 0, 0, a, b) && nonfinite.hits(0, 0, 2, a, b));
-    assert!(!nonfinite.hits(0, 0, 0, a, b));
+    let v = |nan, posinf, neginf, min, max| ValueExtremes {
+        nan,
+        posinf,
+        neginf,
+        min,
+        max,
+    };
+    assert!(nan.hits(&v(1, 0, 0, a, b)) && !nan.hits(&v(0, 1, 1, a, b)));
+    assert!(
+        inf.hits(&v(0, 1, 0, a, b)) && inf.hits(&v(0, 0, 1, a, b)) && !inf.hits(&v(5, 0, 0, a, b))
+    );
+    assert!(nonfinite.hits(&v(1, 0, 0, a, b)) && nonfinite.hits(&v(0, 0, 2, a, b)));
+    assert!(!nonfinite.hits(&v(0, 0, 0, a, b)));
     // The magnitude of either extreme counts, strictly over the threshold.
-    assert!(big.hits(0, 0, 0, Some(-10.5), Some(1.0)));
-    assert!(big.hits(0, 0, 0, Some(0.0), Some(11.0)));
-    assert!(!big.hits(0, 0, 0, Some(-10.0), Some(10.0)));
+    assert!(big.hits(&v(0, 0, 0, Some(-10.5), Some(1.0))));
+    assert!(big.hits(&v(0, 0, 0, Some(0.0), Some(11.0))));
+    assert!(!big.hits(&v(0, 0, 0, Some(-10.0), Some(10.0))));
     // An infinity is over any threshold; a NaN alone is not a magnitude.
-    assert!(big.hits(0, 1, 0, None, None) && big.hits(0, 0, 1, a, b));
-    assert!(!big.hits(3, 0, 0, None, None));
+    assert!(big.hits(&v(0, 1, 0, None, None)) && big.hits(&v(0, 0, 1, a, b)));
+    assert!(!big.hits(&v(3, 0, 0, None, None)));
     assert_eq!(big.threshold(), Some(10.0));
     assert_eq!(big.kind(), "abs_max");
 }
@@ -84,8 +96,8 @@ fn first_hit_follows_replay_then_point_then_order() {
         obs(1, 0, "a"),
         obs(1, 1, "b"),
     ];
-    rows[0].nan = 1; // replay 7
-    rows[3].posinf = 2; // replay 2, order 1
+    rows[0].values.nan = 1; // replay 7
+    rows[3].values.posinf = 2; // replay 2, order 1
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     let first = found.first();
     assert_eq!((first.point_index, first.label.as_str()), (1, "early"));
@@ -93,7 +105,10 @@ fn first_hit_follows_replay_then_point_then_order() {
         (first.replay_index, first.order, first.name.as_str()),
         (Some(2), 1, "b")
     );
-    assert_eq!((first.nan, first.posinf, first.neginf), (0, 2, 0));
+    assert_eq!(
+        (first.values.nan, first.values.posinf, first.values.neginf),
+        (0, 2, 0)
+    );
     // Visited at replay 2: 'a' then 'b'.
     assert_eq!(found.scanned, 2);
     assert_eq!(names(&found), vec![(1, "b")]);
@@ -113,9 +128,9 @@ fn points_without_replay_order_by_point_index_and_rows_by_ordinal() {
         obs(1, 0, "first"),
         obs(1, 1, "mid"),
     ];
-    rows[0].nan = 1;
-    rows[1].nan = 3;
-    rows[3].neginf = 1;
+    rows[0].values.nan = 1;
+    rows[1].values.nan = 3;
+    rows[3].values.neginf = 1;
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     assert_eq!(found.first().name, "mid");
     assert_eq!(found.first().label, "p1");
@@ -138,12 +153,12 @@ fn hits_of_the_same_replay_span_the_points_that_read_it() {
     ];
     let mut rows = vec![obs(1, 0, "y"), obs(0, 0, "x"), obs(2, 0, "z")];
     for r in &mut rows {
-        r.max = Some(100.0);
+        r.values.max = Some(100.0);
     }
     let found = first_anomaly(&points, &rows, &query("abs_max", Some(50.0), None)).unwrap();
     assert_eq!(names(&found), vec![(0, "x"), (1, "y")]);
     assert_eq!(found.threshold, Some(50.0));
-    assert_eq!(found.first().abs_max(), Some(100.0));
+    assert_eq!(found.first().values.abs_max(), Some(100.0));
 }
 
 #[test]
@@ -154,11 +169,11 @@ fn site_filter_matches_names_module_paths_and_node_names() {
         obs(1, 0, "inference/addmm_1"),
         obs(1, 1, "out"),
     ];
-    rows[0].module_path = Some("layers.0");
-    rows[1].module_path = Some("layers.1");
-    rows[1].node_name = Some("addmm_1");
+    rows[0].site.module_path = Some("layers.0");
+    rows[1].site.module_path = Some("layers.1");
+    rows[1].site.node_name = Some("addmm_1");
     for r in &mut rows {
-        r.nan = 1;
+        r.values.nan = 1;
     }
     let first = |site: Option<&str>| {
         first_anomaly(&points, &rows, &query("nan", None, site))
@@ -183,13 +198,13 @@ fn site_filter_matches_names_module_paths_and_node_names() {
 fn no_hit_and_rows_of_unknown_points_give_none() {
     let points = [point(0, "p0", None)];
     let mut rows = vec![obs(0, 0, "x"), obs(5, 0, "orphan")];
-    rows[1].nan = 1;
+    rows[1].values.nan = 1;
     assert!(first_anomaly(&points, &rows, &query("nonfinite", None, None)).is_none());
     assert!(first_anomaly(&points, &[], &query("nan", None, None)).is_none());
     // All-NaN values have no finite extremes: only an infinity passes a threshold.
-    rows[0].min = None;
-    rows[0].max = None;
-    rows[0].nan = 4;
+    rows[0].values.min = None;
+    rows[0].values.max = None;
+    rows[0].values.nan = 4;
     assert!(first_anomaly(&points, &rows, &query("abs_max", Some(0.0), None)).is_none());
 }
 
@@ -218,6 +233,8 @@ fn arrow_tables_are_read_by_column_name() {
         ("node_name", none()),
         ("aten_op", none()),
         ("module_path", strs(vec![None, None, Some("fc2")])),
+        ("source_location", none()),
+        ("compile_id", none()),
         ("nan_count", ints(vec![Some(0), Some(0), Some(2)])),
         ("posinf_count", ints(vec![Some(0), Some(0), Some(0)])),
         ("neginf_count", ints(vec![Some(0), Some(0), Some(0)])),
@@ -231,14 +248,20 @@ fn arrow_tables_are_read_by_column_name() {
         .unwrap();
     let first = found.first();
     assert_eq!(
-        (first.label.as_str(), first.name.as_str(), first.nan),
+        (first.label.as_str(), first.name.as_str(), first.values.nan),
         ("s1", "b", 2)
     );
-    assert_eq!(first.module_path.as_deref(), Some("fc2"));
-    assert_eq!((first.min, first.max, found.scanned), (None, None, 3));
+    assert_eq!(first.site.module_path.as_deref(), Some("fc2"));
+    assert_eq!(
+        (first.values.min, first.values.max, found.scanned),
+        (None, None, 3)
+    );
     let json = serde_json::to_value(&found).unwrap();
     assert_eq!(json["kind"], "nan");
     assert_eq!(json["hits"][0]["point_index"], 1);
+    // The hit's site and values are keys of the hit itself.
+    assert_eq!(json["hits"][0]["module_path"], "fc2");
+    assert_eq!(json["hits"][0]["nan"], 2);
     // A table without a summary column is a damaged run, named by the column.
     let stripped = observations.project(&[0, 1, 2, 3]).unwrap();
     let error =
