@@ -13,7 +13,7 @@ use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
     GroupMember, Issue, Kind, MemberPoint, Metrics, ObservationComparison, ObservationSide,
     PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteLocation, Status,
-    Subject, SummaryView,
+    Subject, TensorSummary,
 };
 
 use crate::classes::{frozen_class, value_class};
