@@ -387,10 +387,10 @@ fn table_named(name: &str) -> BindResult<Table> {
 
 #[pymethods]
 impl RunReader {
-    /// Opens a run after checking its manifest and parts; `on_damage` is `"raise"` or
-    /// `"skip"` (`tcgd_store::OnDamage`).
     /// Opens the run of the job root `path` with this `name`, `rank` and `kind`
-    /// (`"tensor"` or `"memory"`); each may be left out when one run matches the rest.
+    /// (`"tensor"` or `"memory"`; each may be left out when one run matches the rest),
+    /// after checking its manifest and parts; `on_damage` is `"raise"` or `"skip"`
+    /// (`tcgd_store::OnDamage`).
     #[new]
     #[pyo3(signature = (path, on_damage = "raise", name = None, rank = None, kind = None))]
     fn new(
