@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_memory_support import MIB, FakeAllocator
@@ -34,6 +36,25 @@ from torch_cudagraph_debug.memory_debug import (
 )
 
 
+def _one_segment(size: int, **options: Any) -> tuple[FakeAllocator, int]:
+    """A fake allocator (``options`` as ``FakeAllocator`` takes them) holding one empty
+    segment of ``size`` bytes in the default pool; returns it and the segment's address."""
+    alloc = FakeAllocator(**options)
+    return alloc, alloc.segment(size)
+
+
+def _keep(
+    held: dict[str, int], alloc: FakeAllocator, seg: int, size: int, site: str
+) -> Callable[[], None]:
+    """A point's action: allocates ``size`` bytes at ``site`` in ``seg`` and keeps the
+    address as ``held[site]``, for a later point's action to free."""
+
+    def action() -> None:
+        held[site] = alloc.lifetime_alloc(seg, size, site)
+
+    return action
+
+
 def _record(tmp_path: Path, alloc: FakeAllocator, steps: list) -> MemoryRun:
     """Records one point per ``(label, action)``: the action runs first."""
     with MemoryRecorder(name="life", run_dir=tmp_path / "run", _source=alloc) as rec:
@@ -49,8 +70,7 @@ def _by_site(result: MemoryAllocationLifetimeAnalysis) -> dict[str, AllocationCo
 
 
 def test_transient_between_markers_is_visible_only_in_event_peaks(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(8 * MIB)
+    alloc, seg = _one_segment(8 * MIB)
 
     def transient() -> None:
         address = alloc.lifetime_alloc(seg, 3 * MIB, "scratch")
@@ -82,8 +102,7 @@ def test_transient_between_markers_is_visible_only_in_event_peaks(tmp_path: Path
 
 
 def test_a_leak_grows_per_point(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(16 * MIB)
+    alloc, seg = _one_segment(16 * MIB)
     steps: list = [("p0", None)]
     for i in range(1, 4):
         steps.append((f"p{i}", lambda: alloc.lifetime_alloc(seg, MIB, "leak", requested=MIB - 8)))
@@ -104,19 +123,16 @@ def test_a_leak_grows_per_point(tmp_path: Path) -> None:
 
 
 def test_address_reuse_gives_two_generations(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(4 * MIB)
-    first = {}
-
-    def born() -> None:
-        first["a"] = alloc.lifetime_alloc(seg, MIB, "reuse")
+    alloc, seg = _one_segment(4 * MIB)
+    held: dict[str, int] = {}
 
     def reused() -> None:
-        alloc.free(first["a"])
+        alloc.free(held["reuse"])
         again = alloc.lifetime_alloc(seg, MIB, "reuse")
-        assert again == first["a"], "the fake hands the same block out again"
+        assert again == held["reuse"], "the fake hands the same block out again"
 
-    result = _record(tmp_path, alloc, [("p0", None), ("p1", born), ("p2", reused)]).lifetimes()
+    steps = [("p0", None), ("p1", _keep(held, alloc, seg, MIB, "reuse")), ("p2", reused)]
+    result = _record(tmp_path, alloc, steps).lifetimes()
     cohort = _by_site(result)["reuse"]
     assert cohort.generation_count == 2
     assert result.tracked_generations == 2
@@ -127,18 +143,13 @@ def test_address_reuse_gives_two_generations(tmp_path: Path) -> None:
 
 
 def test_stream_ordered_free_is_awaiting_until_completed(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(4 * MIB)
-    held = {}
-
-    def born() -> None:
-        held["a"] = alloc.lifetime_alloc(seg, 2 * MIB, "stream")
-
+    alloc, seg = _one_segment(4 * MIB)
+    held: dict[str, int] = {}
     steps = [
         ("p0", None),
-        ("p1", born),
-        ("p2", lambda: alloc.free(held["a"], pending=True)),
-        ("p3", lambda: alloc.lifetime_complete_free(held["a"])),
+        ("p1", _keep(held, alloc, seg, 2 * MIB, "stream")),
+        ("p2", lambda: alloc.free(held["stream"], pending=True)),
+        ("p3", lambda: alloc.lifetime_complete_free(held["stream"])),
     ]
     run = _record(tmp_path, alloc, steps)
     cohort = _by_site(run.lifetimes())["stream"]
@@ -164,21 +175,20 @@ def test_stream_ordered_free_is_awaiting_until_completed(tmp_path: Path) -> None
 
 
 def test_selections_and_through(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(16 * MIB)
-    held = {}
-
-    def old() -> None:
-        held["old"] = alloc.lifetime_alloc(seg, MIB, "old")
-
-    def new() -> None:
-        alloc.lifetime_alloc(seg, 2 * MIB, "new")
+    alloc, seg = _one_segment(16 * MIB)
+    held: dict[str, int] = {}
 
     def later() -> None:
         alloc.free(held["old"])
         alloc.lifetime_alloc(seg, 4 * MIB, "later")
 
-    run = _record(tmp_path, alloc, [("a", old), ("b", new), ("c", later), ("d", None)])
+    steps = [
+        ("a", _keep(held, alloc, seg, MIB, "old")),
+        ("b", lambda: alloc.lifetime_alloc(seg, 2 * MIB, "new")),
+        ("c", later),
+        ("d", None),
+    ]
+    run = _record(tmp_path, alloc, steps)
     active = run.lifetimes(MemoryLifetimeSelection.active_at("a"), through="c")
     assert set(_by_site(active)) == {"old"}
     assert _by_site(active)["old"].free_completed_bytes == MIB
@@ -205,8 +215,7 @@ LIFETIMES = MemoryAttributionOptions(lifetimes=True)
 
 
 def test_a_same_run_comparison_carries_the_cohorts_of_its_range(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(16 * MIB)
+    alloc, seg = _one_segment(16 * MIB)
     steps: list = [
         ("p0", None),
         ("p1", lambda: alloc.lifetime_alloc(seg, 2 * MIB, "kept")),
@@ -239,8 +248,7 @@ def test_a_same_run_comparison_carries_the_cohorts_of_its_range(tmp_path: Path) 
 
 
 def test_lifetime_attribution_without_history_says_why(tmp_path: Path) -> None:
-    alloc = FakeAllocator(history=False)
-    seg = alloc.segment(4 * MIB)
+    alloc, seg = _one_segment(4 * MIB, history=False)
     run = _record(tmp_path, alloc, [("a", None), ("b", lambda: alloc.alloc(seg, MIB))])
     c = run.compare("a", "b", attribution=LIFETIMES)
     assert c.allocation_lifetimes is None
@@ -257,16 +265,14 @@ def test_lifetime_attribution_without_history_says_why(tmp_path: Path) -> None:
 
 
 def test_disabled_history_is_refused(tmp_path: Path) -> None:
-    alloc = FakeAllocator(history=False)
-    seg = alloc.segment(4 * MIB)
+    alloc, seg = _one_segment(4 * MIB, history=False)
     run = _record(tmp_path, alloc, [("a", None), ("b", lambda: alloc.alloc(seg, MIB))])
     with pytest.raises(MemoryHistoryDisabledError, match="device 0"):
         run.lifetimes()
 
 
 def test_truncated_history_is_refused(tmp_path: Path) -> None:
-    alloc = FakeAllocator(max_entries=8)
-    seg = alloc.segment(4 * MIB)
+    alloc, seg = _one_segment(4 * MIB, max_entries=8)
     run = _record(tmp_path, alloc, [("a", None), ("b", lambda: alloc.churn(seg, 10))])
     with pytest.raises(MemoryHistoryTruncatedError, match=r"'a'.*'b'"):
         run.lifetimes()
@@ -275,8 +281,7 @@ def test_truncated_history_is_refused(tmp_path: Path) -> None:
 
 
 def test_unrecognisable_boundary_is_a_boundary_error(tmp_path: Path) -> None:
-    alloc = FakeAllocator(markers=False)
-    seg = alloc.segment(4 * MIB)
+    alloc, seg = _one_segment(4 * MIB, markers=False)
 
     def damage_boundary() -> None:
         # Without markers the window is cut at the previous point's last entry, found by
@@ -290,8 +295,7 @@ def test_unrecognisable_boundary_is_a_boundary_error(tmp_path: Path) -> None:
 
 
 def test_history_contradicting_the_state_is_a_reconciliation_error(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(4 * MIB)
+    alloc, seg = _one_segment(4 * MIB)
 
     def silent_alloc() -> None:
         # A block appears without its alloc entry (the history lost it).
@@ -304,8 +308,7 @@ def test_history_contradicting_the_state_is_a_reconciliation_error(tmp_path: Pat
 
 
 def test_reports_and_files(tmp_path: Path) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(16 * MIB)
+    alloc, seg = _one_segment(16 * MIB)
     held = {}
 
     def work() -> None:
@@ -361,8 +364,7 @@ def test_reports_and_files(tmp_path: Path) -> None:
 
 
 def test_cli_allocation_lifetimes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    alloc = FakeAllocator()
-    seg = alloc.segment(16 * MIB)
+    alloc, seg = _one_segment(16 * MIB)
 
     def work() -> None:
         alloc.lifetime_alloc(seg, MIB, "cli")

@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch_cudagraph_debug import _native
+from torch_cudagraph_debug import _native, errors
 from torch_cudagraph_debug._probe_op import probe_op
-from torch_cudagraph_debug.errors import (
-    CudaUnavailableError,
-    InvalidInputError,
-    NonContiguousTensorError,
-    NoObservationsError,
-    ProbeClosedError,
-    RecorderStateError,
-    UnsupportedDtypeError,
-    WrongDeviceError,
-)
 from torch_cudagraph_debug.tensor_debug import (
     CheckAction,
     PrintAction,
@@ -41,7 +31,7 @@ def test_eager_probe_resamples_one_slot_per_name():
     a = snap.observation("a")
     assert a.summary.mean == 3.0 and a.digest.startswith("blake3:")
     assert probe.snapshot().snapshot_index == 1
-    with pytest.raises(InvalidInputError, match="one slot per name"):
+    with pytest.raises(errors.InvalidInputError, match="one slot per name"):
         probe(torch.zeros(3), name="a")
 
 
@@ -50,17 +40,17 @@ def test_capture_mode_eager_calls_are_no_ops():
     x = torch.ones(2)
     assert probe(x) is x
     # Nothing was observed, so there is no snapshot to take.
-    with pytest.raises(NoObservationsError, match="when='always'"):
+    with pytest.raises(errors.NoObservationsError, match="when='always'"):
         probe.snapshot()
 
 
 def test_failed_calls_use_no_index_and_misuse_is_typed():
     probe = TensorProbe("strict", when="always")
-    with pytest.raises(NonContiguousTensorError, match="non_contiguous='copy'"):
+    with pytest.raises(errors.NonContiguousTensorError, match="non_contiguous='copy'"):
         probe(torch.ones(2, 3).t(), name="t")
-    with pytest.raises(UnsupportedDtypeError, match="qint8"):
+    with pytest.raises(errors.UnsupportedDtypeError, match="qint8"):
         probe(torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8), name="q")
-    with pytest.raises(InvalidInputError, match=r"expected a torch\.Tensor"):
+    with pytest.raises(errors.InvalidInputError, match=r"expected a torch\.Tensor"):
         probe([1.0], name="l")
     probe(torch.ones(1), name="t")
     assert [o.order for o in probe.snapshot().observations] == [0]
@@ -71,40 +61,40 @@ def test_failed_calls_use_no_index_and_misuse_is_typed():
     assert obs.stride == (1, 3) and torch.equal(obs.tensor(), t)
     probe.close()
     probe.close()
-    with pytest.raises(ProbeClosedError):
+    with pytest.raises(errors.ProbeClosedError):
         probe(torch.ones(1), name="late")
-    with pytest.raises(ProbeClosedError):
+    with pytest.raises(errors.ProbeClosedError):
         probe.snapshot()
 
 
 def test_cpu_tensor_in_a_cuda_probe_is_rejected():
     probe = TensorProbe("gpu-bound", device="cuda:0", when="always")
-    with pytest.raises(WrongDeviceError, match="CPU tensor in a CUDA probe"):
+    with pytest.raises(errors.WrongDeviceError, match="CPU tensor in a CUDA probe"):
         probe(torch.ones(2), name="x")
 
 
 def test_print_and_check_need_a_cuda_probe():
     probe = TensorProbe("p", [RecordAction(), PrintAction()], when="always")
-    with pytest.raises(InvalidInputError, match="need a CUDA probe"):
+    with pytest.raises(errors.InvalidInputError, match="need a CUDA probe"):
         probe(torch.ones(2), name="x")
 
 
 def test_actions_validate_their_arguments():
-    with pytest.raises(InvalidInputError, match="max_items"):
+    with pytest.raises(errors.InvalidInputError, match="max_items"):
         PrintAction(max_items=0)
-    with pytest.raises(InvalidInputError, match="every"):
+    with pytest.raises(errors.InvalidInputError, match="every"):
         PrintAction(every=1.5)
-    with pytest.raises(InvalidInputError, match="rtol"):
+    with pytest.raises(errors.InvalidInputError, match="rtol"):
         CheckAction(torch.ones(1), rtol=-1)
-    with pytest.raises(InvalidInputError, match="actions must be"):
+    with pytest.raises(errors.InvalidInputError, match="actions must be"):
         TensorProbe("bad", [object()])
-    with pytest.raises(InvalidInputError, match="when"):
+    with pytest.raises(errors.InvalidInputError, match="when"):
         TensorProbe("bad", when="sometimes")
     check = CheckAction({("a", 0): [1.0, 2.0]})
     assert check.expected_for("a", 0, 0).tolist() == [1.0, 2.0]
     assert check.expected_for("b", 0, 1) is None
     ordered = CheckAction([torch.ones(1)])
-    with pytest.raises(InvalidInputError, match="capture order"):
+    with pytest.raises(errors.InvalidInputError, match="capture order"):
         ordered.expected_for("b", 0, 1)
 
 
@@ -124,7 +114,7 @@ def test_the_probe_op_survives_dead_code_elimination():
 def test_cuda_runtime_without_a_driver_is_a_typed_error():
     if _native.cuda_available():
         pytest.skip("a CUDA driver is present")
-    with pytest.raises(CudaUnavailableError, match="libcuda"):
+    with pytest.raises(errors.CudaUnavailableError, match="libcuda"):
         _native.ProbeRuntime(0)
 
 
@@ -133,14 +123,14 @@ def test_cuda_graph_recorder_on_cpu_records_nothing_outside_capture(tmp_path):
     x = torch.ones(2)
     assert rec.observe(x, name="x") is x
     strict = TensorRecorder(execution="cuda_graph", run_dir=tmp_path / "s", strict_scope=True)
-    with pytest.raises(RecorderStateError, match="outside a capture"):
+    with pytest.raises(errors.RecorderStateError, match="outside a capture"):
         strict.observe(x, name="x")
     assert rec.finish().labels == ()
 
 
 @pytest.mark.parametrize("history", [-1, 1025, 2.0, True])
 def test_record_action_history_is_validated(history):
-    with pytest.raises(InvalidInputError, match=r"RecordAction\.history"):
+    with pytest.raises(errors.InvalidInputError, match=r"RecordAction\.history"):
         RecordAction(history=history)
 
 
@@ -150,9 +140,9 @@ def test_history_of_an_uncaptured_probe_is_empty_and_needs_a_depth():
     # Only replays of a captured graph enter the ring; eager calls re-sample the slot.
     assert probe.history() == ()
     assert probe.history_frozen_at is None
-    with pytest.raises(RecorderStateError, match="before the probe was captured"):
+    with pytest.raises(errors.RecorderStateError, match="before the probe was captured"):
         probe.freeze_history()
-    with pytest.raises(RecorderStateError, match=r"RecordAction\(history=N\)"):
+    with pytest.raises(errors.RecorderStateError, match=r"RecordAction\(history=N\)"):
         TensorProbe("none", when="always").history()
     # The deepest enabled RecordAction decides the depth.
     deep = TensorProbe("d", [RecordAction(history=2), RecordAction(history=7)])

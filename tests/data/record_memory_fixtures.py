@@ -95,6 +95,22 @@ def _take(torch: Any, marker: str) -> tuple[dict[str, Any], tuple[int, int]]:
     return snapshot, torch.cuda.mem_get_info(0)
 
 
+def capture_private_pool(static_x: Any) -> tuple[Any, ...]:
+    """Captures a CUDA graph that allocates ``CAPTURE_BYTES`` in its private pool and
+    doubles ``static_x``, then replays it once. Returns the graph and the tensors it holds:
+    the capture's memory stays in use while the caller keeps them. The GPU memory tests
+    take this same capture."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_state = torch.empty(CAPTURE_BYTES, dtype=torch.uint8, device="cuda")
+        graph_state.fill_(1)
+        static_y = static_x * 2
+    graph.replay()
+    return graph, graph_state, static_y
+
+
 def record_variant(variant: str, out: str, describe: bool) -> dict[str, Any]:
     import torch
 
@@ -106,13 +122,7 @@ def record_variant(variant: str, out: str, describe: bool) -> dict[str, Any]:
     static_x = torch.ones(256, device="cuda")
     torch.cuda.synchronize()
     before, info_before = _take(torch, f"tcgd-fixture:{variant}:before")
-
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        graph_state = torch.empty(CAPTURE_BYTES, dtype=torch.uint8, device="cuda")
-        graph_state.fill_(1)
-        static_y = static_x * 2
-    graph.replay()
+    captured = capture_private_pool(static_x)
     torch.cuda.synchronize()
     after, info_after = _take(torch, f"tcgd-fixture:{variant}:after")
     if describe:
@@ -133,7 +143,7 @@ def record_variant(variant: str, out: str, describe: bool) -> dict[str, Any]:
             "device": torch.cuda.get_device_name(0),
             "capture_bytes": CAPTURE_BYTES,
         }
-    del graph, graph_state, static_y, kept
+    del captured, kept
     return facts
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch_cudagraph_debug.compile as tcgd_compile
 from dtype_cases import FLOAT8
-from torch import nn
+from repo_scripts import load_script
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, summarize
@@ -143,20 +143,9 @@ def test_a_large_value_is_summarised_by_many_blocks_and_agrees(tmp_path):
     assert [p.replay_index for p in run.points] == [1, 2]
 
 
-class Gained(nn.Module):
-    """Linear layers, each fed through a gain buffer: setting one gain element to NaN
-    makes that layer's matmul the first site with a NaN."""
-
-    def __init__(self, width: int = 64, depth: int = 4):
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
-        for i in range(depth):
-            self.register_buffer(f"gain{i}", torch.ones(width))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for i, layer in enumerate(self.layers):
-            x = torch.relu(layer(x * getattr(self, f"gain{i}")))
-        return x
+# The example's model: linear layers, each fed through a gain buffer, so that setting one
+# gain element to NaN makes that layer's matmul the first site with a NaN.
+Gained = load_script("examples/flight_recorder.py").Gained
 
 
 SUMMARY_CONFIG = {

@@ -9,6 +9,7 @@ import sys
 import warnings
 
 import torch
+from repo_scripts import load_script
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.memory_debug import (
     MemoryDebugWarning,
@@ -18,7 +19,9 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryRun,
 )
 
-CAPTURE_BYTES = 16 * 1024 * 1024
+# The hand capture whose snapshots tests/data holds: these tests take the same one.
+FIXTURE_RECORDER = load_script("tests/data/record_memory_fixtures.py")
+CAPTURE_BYTES: int = FIXTURE_RECORDER.CAPTURE_BYTES
 
 
 def private_pools(report: dict) -> list[dict]:
@@ -37,14 +40,9 @@ def hand_capture(name: str) -> tuple[MemoryProbe, MemoryProbeSnapshot, MemoryPro
     static_x = torch.ones(256, device="cuda")
     torch.cuda.synchronize()
     before = probe.snapshot()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        graph_state = torch.empty(CAPTURE_BYTES, dtype=torch.uint8, device="cuda")
-        graph_state.fill_(1)
-        static_y = static_x * 2
-    graph.replay()
+    captured = FIXTURE_RECORDER.capture_private_pool(static_x)
     after = probe.snapshot()
-    del graph, graph_state, static_y
+    del captured
     return probe, before, after
 
 

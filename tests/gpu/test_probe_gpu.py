@@ -9,17 +9,7 @@ import time
 import dtype_cases
 import pytest
 import torch
-from torch_cudagraph_debug import _native
-from torch_cudagraph_debug.errors import (
-    NonContiguousTensorError,
-    NoObservationsError,
-    ProbeClosedError,
-    RecorderStateError,
-    SecondCaptureError,
-    SynchronizeDuringCaptureError,
-    UnsupportedDtypeError,
-    WrongDeviceError,
-)
+from torch_cudagraph_debug import _native, errors
 from torch_cudagraph_debug.tensor_debug import (
     CheckAction,
     PrintAction,
@@ -151,7 +141,7 @@ def test_non_contiguous_copy_and_error():
     assert obs.stride == (1, 4)
     assert torch.equal(obs.tensor(), x.t().cpu())
     strict = TensorProbe("strict")
-    with pytest.raises(NonContiguousTensorError):
+    with pytest.raises(errors.NonContiguousTensorError):
         capture(lambda: strict(x.t(), name="t"))
     copying.close()
     strict.close()
@@ -169,7 +159,7 @@ def test_two_graphs_with_two_probes_stay_apart():
     assert (s1.replay_index, s2.replay_index) == (2, 1)
     assert s1.tensor("v").tolist() == [2.0] * 16
     assert s2.tensor("v").tolist() == [10.0] * 16
-    with pytest.raises(SecondCaptureError, match="binds to one capture"):
+    with pytest.raises(errors.SecondCaptureError, match="binds to one capture"):
         capture(lambda: p1(x, name="again"))
     del g1, g2
     p1.close()
@@ -182,7 +172,7 @@ def capture_then_close_probe():
     graph, out = capture(lambda: probe(x * 3, name="v") + 1)
     graph.replay()
     probe.close()
-    with pytest.raises(ProbeClosedError):
+    with pytest.raises(errors.ProbeClosedError):
         probe.snapshot()
     # The graph still owns the slots and host-function state: replaying after close must
     # be valid (compute-sanitizer runs this test).
@@ -223,10 +213,10 @@ def test_misuse_is_a_typed_error():
     x = torch.ones(4, device="cuda")
     # Eager calls validate only with when="always" (with "capture" they do nothing at all).
     probe = TensorProbe("errors", when="always")
-    with pytest.raises(WrongDeviceError, match="CPU tensor in a CUDA probe"):
+    with pytest.raises(errors.WrongDeviceError, match="CPU tensor in a CUDA probe"):
         probe(x, name="a")
         probe(torch.ones(4), name="b")
-    with pytest.raises(UnsupportedDtypeError, match="qint8"):
+    with pytest.raises(errors.UnsupportedDtypeError, match="qint8"):
         probe(torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8), name="q")
 
     during = TensorProbe("during")
@@ -235,11 +225,11 @@ def test_misuse_is_a_typed_error():
         during(x + 1, name="v")
         during.snapshot()
 
-    with pytest.raises(SynchronizeDuringCaptureError):
+    with pytest.raises(errors.SynchronizeDuringCaptureError):
         capture(snapshot_inside)
     during.close()
     probe.close()
-    with pytest.raises(ProbeClosedError):
+    with pytest.raises(errors.ProbeClosedError):
         probe(x, name="late")
 
 
@@ -254,12 +244,12 @@ def test_eager_always_mode_resamples_in_place_and_rejects_eager_after_capture():
     graph, _ = capture(lambda: probe(x + 1, name="w"))
     graph.replay()
     assert probe.snapshot().tensor("w").tolist() == [1.0, 2.0, 3.0, 4.0]
-    with pytest.raises(RecorderStateError, match="eager calls after capture"):
+    with pytest.raises(errors.RecorderStateError, match="eager calls after capture"):
         probe(x, name="v")
     probe.close()
     silent = TensorProbe("silent")  # when="capture": eager calls are no-ops
     assert silent(x, name="v") is x
-    with pytest.raises(NoObservationsError):
+    with pytest.raises(errors.NoObservationsError):
         silent.snapshot()
     silent.close()
 
@@ -275,7 +265,7 @@ def test_cuda_graph_recorder_takes_each_points_replay(tmp_path):
         static_in.copy_(x)
         with rec.record_point(f"step{step}"):
             graph.replay()
-    with pytest.raises(RecorderStateError, match="saw no new replay"):
+    with pytest.raises(errors.RecorderStateError, match="saw no new replay"):
         with rec.record_point("idle"):
             pass
     run = rec.finish()

@@ -6,8 +6,7 @@ mod common;
 use common::*;
 use tcgd_compare::{
     compare_point_series, compare_runs, compare_sets, CompareOptions, ComparisonKind, DtypePolicy,
-    Kind, LayoutPolicy, Mode, PointMapping, PointSelector, RunData, RunGroup, Scalar, Silent,
-    Status,
+    Kind, LayoutPolicy, Mode, PointMapping, PointSelector, RunGroup, Scalar, Silent, Status,
 };
 use tcgd_store::PayloadKind;
 use tcgd_tensor::DType;
@@ -232,25 +231,19 @@ fn int64_values_beyond_f64_precision_are_compared_exactly() {
 #[test]
 fn runs_align_points_by_label_index_or_explicit_pairs() {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     let point = |v: f32| vec![one_f32("x", v)];
-    write_run(
-        &a,
+    let ra = single_rank_run(
+        &dir.path().join("a"),
         "m",
-        0,
-        1,
         &[("s0", point(1.0)), ("s1", point(2.0)), ("s2", point(3.0))],
         true,
     );
-    write_run(
-        &b,
+    let rb = single_rank_run(
+        &dir.path().join("b"),
         "m",
-        0,
-        1,
         &[("s0", point(1.0)), ("s1", point(2.5))],
         false,
     );
-    let (ra, rb) = (RunData::open(&a).unwrap(), RunData::open(&b).unwrap());
     let o = CompareOptions::default();
 
     let by_label = compare_runs(&ra, &rb, &PointMapping::ByLabel, &o, &Silent).unwrap();
@@ -287,16 +280,12 @@ fn runs_align_points_by_label_index_or_explicit_pairs() {
     assert_eq!(reversed.points[2].status, Status::Inconclusive);
 
     // Missing from a complete run, a point is a mismatch.
-    let c = dir.path().join("c");
-    write_run(
-        &c,
+    let rc = single_rank_run(
+        &dir.path().join("c"),
         "m",
-        0,
-        1,
         &[("s0", point(1.0)), ("s1", point(2.0))],
         true,
     );
-    let rc = RunData::open(&c).unwrap();
     let short = compare_runs(&ra, &rc, &PointMapping::ByLabel, &o, &Silent).unwrap();
     assert_eq!(short.points[2].status, Status::Mismatch);
     assert_eq!(
@@ -309,13 +298,10 @@ fn runs_align_points_by_label_index_or_explicit_pairs() {
 #[test]
 fn series_reports_the_first_diverging_point_per_observation() {
     let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
     let point = |x: f32, y: f32| vec![one_f32("x", x), one_f32("y", y)];
-    write_run(
-        &run,
+    let data = single_rank_run(
+        &dir.path().join("run"),
         "m",
-        0,
-        1,
         &[
             ("r1", point(1.0, 5.0)),
             ("r2", point(1.0, 6.0)),
@@ -323,7 +309,6 @@ fn series_reports_the_first_diverging_point_per_observation() {
         ],
         true,
     );
-    let data = RunData::open(&run).unwrap();
     let reference = data.points[0].clone();
     let result = compare_point_series(
         (&reference, subject("point", "r1")),

@@ -39,65 +39,49 @@ fn mixed_sets() -> (tcgd_compare::ObservationSet, tcgd_compare::ObservationSet) 
         source_location: Some("model.py:42".into()),
         ..SiteLocation::default()
     };
-    let mut hidden_r = obs(
-        "hidden",
-        DType::Float32,
-        &[2, 3],
-        f32_bytes(&[0.5, 1.0, 1.5, 2.0, 2.5, 3.0]),
-    );
-    hidden_r.site = Some(site.clone());
-    let mut hidden_c = obs(
-        "hidden",
-        DType::Float32,
-        &[2, 3],
-        f32_bytes(&[0.5, 1.0, 1.5, 2.0, 2.75, f32::NAN]),
-    );
-    hidden_c.site = Some(site);
-    // Values both sides record alike.
-    let embed = || {
-        obs(
-            "embed",
-            DType::Float32,
-            &[4],
-            f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
-        )
-    };
-    let script = || one_f32("<script>alert(1)</script>", 1.0);
-    let mut stats_r = obs("stats", DType::Float32, &[2], f32_bytes(&[1.0, 2.0]));
-    stats_r.payload = PayloadKind::Summary;
-    let mut stats_c = obs("stats", DType::Float32, &[2], f32_bytes(&[1.0, 2.5]));
-    stats_c.payload = PayloadKind::Summary;
-    let reference = set(
-        "step1",
+    // Both sides record the same observations in the same order and differ only in
+    // these values; the candidate also records one more.
+    let step1 = |hidden: [f32; 6], last_id: i64, logits: Obs, loss: f32, stats: [f32; 2]| {
+        let mut hidden = obs("hidden", DType::Float32, &[2, 3], f32_bytes(&hidden));
+        hidden.site = Some(site.clone());
+        let mut stats = obs("stats", DType::Float32, &[2], f32_bytes(&stats));
+        stats.payload = PayloadKind::Summary;
         vec![
-            embed(),
-            hidden_r,
-            obs("ids", DType::Int64, &[3], i64_bytes(&[7, 8, 9])),
             obs(
-                "logits",
+                "embed",
                 DType::Float32,
-                &[2, 2],
-                f32_bytes(&[0.1, 0.2, 0.3, 0.4]),
+                &[4],
+                f32_bytes(&[1.0, 2.0, 3.0, 4.0]),
             ),
-            obs("loss", DType::Float32, &[], f32_bytes(&[1.234_567_8])),
-            stats_r,
-            script(),
-        ],
+            hidden,
+            obs("ids", DType::Int64, &[3], i64_bytes(&[7, 8, last_id])),
+            logits,
+            obs("loss", DType::Float32, &[], f32_bytes(&[loss])),
+            stats,
+            one_f32("<script>alert(1)</script>", 1.0),
+        ]
+    };
+    let reference = step1(
+        [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+        9,
+        obs(
+            "logits",
+            DType::Float32,
+            &[2, 2],
+            f32_bytes(&[0.1, 0.2, 0.3, 0.4]),
+        ),
+        1.234_567_8,
+        [1.0, 2.0],
     );
-    let candidate = set(
-        "step1",
-        vec![
-            embed(),
-            hidden_c,
-            obs("ids", DType::Int64, &[3], i64_bytes(&[7, 8, 10])),
-            obs("logits", DType::Float16, &[2, 2], vec![0; 8]),
-            obs("loss", DType::Float32, &[], f32_bytes(&[1.234_567_9])),
-            stats_c,
-            script(),
-            one_f32("extra", 0.0),
-        ],
+    let mut candidate = step1(
+        [0.5, 1.0, 1.5, 2.0, 2.75, f32::NAN],
+        10,
+        obs("logits", DType::Float16, &[2, 2], vec![0; 8]),
+        1.234_567_9,
+        [1.0, 2.5],
     );
-    (reference, candidate)
+    candidate.push(one_f32("extra", 0.0));
+    (set("step1", reference), set("step1", candidate))
 }
 
 fn points_comparison(options: &CompareOptions) -> Comparison {
@@ -156,12 +140,9 @@ fn run_fixture(dir: &Path) -> (RunData, RunData) {
             obs("y", DType::Int64, &[1], i64_bytes(&[y])),
         ]
     };
-    let (a, b) = (dir.join("a"), dir.join("b"));
-    write_run(
-        &a,
+    let baseline = single_rank_run(
+        &dir.join("a"),
         "baseline",
-        0,
-        1,
         &[
             ("warmup", point(0.0, 0)),
             ("step0", point(1.0, 1)),
@@ -170,11 +151,9 @@ fn run_fixture(dir: &Path) -> (RunData, RunData) {
         ],
         true,
     );
-    write_run(
-        &b,
+    let graphed = single_rank_run(
+        &dir.join("b"),
         "graphed",
-        0,
-        1,
         &[
             ("step0", point(1.0, 1)),
             ("step1", point(2.0 + 1e-3, 2)),
@@ -182,7 +161,7 @@ fn run_fixture(dir: &Path) -> (RunData, RunData) {
         ],
         false,
     );
-    (RunData::open(&a).unwrap(), RunData::open(&b).unwrap())
+    (baseline, graphed)
 }
 
 #[test]

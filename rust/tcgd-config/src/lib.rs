@@ -276,17 +276,15 @@ ops = ["aten.view", "aten.t"]
 
     #[test]
     fn module_paths_normalise() {
-        assert_eq!(
-            normalize_module_path("L['self'].layers[0].attn"),
-            "layers.0.attn"
-        );
-        assert_eq!(
-            normalize_module_path("L['self']._modules['h']._modules['0'].mlp"),
-            "h.0.mlp"
-        );
-        assert_eq!(normalize_module_path("L['self']"), "");
-        assert_eq!(normalize_module_path("L['fn'][0]"), "0");
-        assert_eq!(normalize_module_path("transformer.h.0"), "transformer.h.0");
+        for (raw, want) in [
+            ("L['self'].layers[0].attn", "layers.0.attn"),
+            ("L['self']._modules['h']._modules['0'].mlp", "h.0.mlp"),
+            ("L['self']", ""),
+            ("L['fn'][0]", "0"),
+            ("transformer.h.0", "transformer.h.0"),
+        ] {
+            assert_eq!(normalize_module_path(raw), want, "module path {raw:?}");
+        }
     }
 
     #[test]

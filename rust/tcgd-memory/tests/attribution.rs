@@ -77,6 +77,19 @@ fn windows(states: &[MemoryState]) -> Vec<PointWindow<'_>> {
         .collect()
 }
 
+/// Stack deltas only.
+const STACKS: AttributionRequest = AttributionRequest {
+    stacks: true,
+    events: false,
+    lifetimes: false,
+};
+/// Event summaries only.
+const EVENTS: AttributionRequest = AttributionRequest {
+    stacks: false,
+    events: true,
+    lifetimes: false,
+};
+
 const A: i64 = 0x7f00_0000_0000;
 const B: i64 = 0x7f10_0000_0000;
 
@@ -178,8 +191,7 @@ fn stack_deltas_and_events_within_one_run() {
     let (states, c) = two_points_compared();
     let request = AttributionRequest {
         stacks: true,
-        events: true,
-        lifetimes: false,
+        ..EVENTS
     };
     let w = windows(&states[1..]);
     let a = attribute(&states[0], &states[1], &c, &request, Some(&w)).unwrap();
@@ -239,12 +251,7 @@ fn sections_join_each_report_format_where_it_belongs() {
     use tcgd_memory::report::attribution::{with_sections, Display};
     use tcgd_memory::report::Format;
     let (states, c) = two_points_compared();
-    let request = AttributionRequest {
-        stacks: true,
-        events: false,
-        lifetimes: false,
-    };
-    let a = attribute(&states[0], &states[1], &c, &request, None).unwrap();
+    let a = attribute(&states[0], &states[1], &c, &STACKS, None).unwrap();
     let items = [&a];
     let with = |rendered: &str, format| {
         with_sections(
@@ -299,21 +306,13 @@ fn zero_coverage_is_history_disabled() {
     );
     let states = chain(&[s.clone(), s]);
     let c = compared(&states);
-    let request = AttributionRequest {
-        stacks: true,
-        ..AttributionRequest::default()
-    };
-    let err = attribute(&states[0], &states[1], &c, &request, None).unwrap_err();
+    let err = attribute(&states[0], &states[1], &c, &STACKS, None).unwrap_err();
     assert!(matches!(err, MemoryError::HistoryDisabled(_)), "{err}");
 }
 
 #[test]
 fn window_failures_are_typed() {
     let (states, c) = two_points_compared();
-    let request = AttributionRequest {
-        events: true,
-        ..AttributionRequest::default()
-    };
     use tcgd_memory::model::{HistoryStatus, HistoryWindow};
     let cases = [
         (HistoryStatus::Disabled, "disabled"),
@@ -332,7 +331,7 @@ fn window_failures_are_typed() {
             events: &states[1].events,
             windows: &bad,
         }];
-        let err = attribute(&states[0], &states[1], &c, &request, Some(&w)).unwrap_err();
+        let err = attribute(&states[0], &states[1], &c, &EVENTS, Some(&w)).unwrap_err();
         let got = match err {
             MemoryError::HistoryDisabled(_) => "disabled",
             MemoryError::HistoryBoundary(_) => "boundary",
@@ -343,11 +342,7 @@ fn window_failures_are_typed() {
         assert_eq!(got, kind);
     }
     // Stacks alone never look at the windows.
-    let stacks_only = AttributionRequest {
-        stacks: true,
-        ..AttributionRequest::default()
-    };
-    assert!(attribute(&states[0], &states[1], &c, &stacks_only, None).is_ok());
+    assert!(attribute(&states[0], &states[1], &c, &STACKS, None).is_ok());
 }
 
 #[test]
@@ -388,20 +383,12 @@ fn cross_run_stacks_use_matched_pools_only_and_events_are_refused() {
     let mut other = b[1].clone();
     other.identity.origin = "run-f".into();
     let c = compare(&a[0], &other, &CompareOptions::default()).unwrap();
-    let events = AttributionRequest {
-        events: true,
-        ..AttributionRequest::default()
-    };
-    let err = attribute(&a[0], &other, &c, &events, None).unwrap_err();
+    let err = attribute(&a[0], &other, &c, &EVENTS, None).unwrap_err();
     assert!(matches!(err, MemoryError::CrossRun(_)), "{err}");
-    let stacks_only = AttributionRequest {
-        stacks: true,
-        ..AttributionRequest::default()
-    };
     // Reference a[1] and candidate `other` both hold private pool (1, 0), but it is not
     // mapped, so only the default pool is compared.
     let c = compare(&a[1], &other, &CompareOptions::default()).unwrap();
-    let att = attribute(&a[1], &other, &c, &stacks_only, None).unwrap();
+    let att = attribute(&a[1], &other, &c, &STACKS, None).unwrap();
     assert!(att
         .stack_deltas
         .iter()
@@ -411,7 +398,7 @@ fn cross_run_stacks_use_matched_pools_only_and_events_are_refused() {
         ..CompareOptions::default()
     };
     let c = compare(&a[1], &other, &mapped).unwrap();
-    let att = attribute(&a[1], &other, &c, &stacks_only, None).unwrap();
+    let att = attribute(&a[1], &other, &c, &STACKS, None).unwrap();
     assert!(att
         .stack_deltas
         .iter()

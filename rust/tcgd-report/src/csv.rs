@@ -164,19 +164,23 @@ mod tests {
 
     #[test]
     fn fault_formula_cells_are_neutralised() {
-        assert_eq!(
-            cell("=HYPERLINK(\"http://x\",\"y\")"),
-            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\""
-        );
-        assert_eq!(cell("+cmd|' /C calc'!A0"), "'+cmd|' /C calc'!A0");
-        assert_eq!(cell("-2+3"), "'-2+3");
-        assert_eq!(cell("@SUM(A1)"), "'@SUM(A1)");
-        assert_eq!(cell("\t=1"), "'\t=1");
-        assert_eq!(cell("\r=1"), "\"'\r=1\"");
-        assert_eq!(cell("-"), "'-");
-        assert_eq!(cell("-e5"), "'-e5");
-        assert_eq!(cell("--1"), "'--1");
-        assert_eq!(cell("-1-2-3j"), "'-1-2-3j");
+        for (raw, want) in [
+            (
+                "=HYPERLINK(\"http://x\",\"y\")",
+                "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"",
+            ),
+            ("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0"),
+            ("-2+3", "'-2+3"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\t=1", "'\t=1"),
+            ("\r=1", "\"'\r=1\""),
+            ("-", "'-"),
+            ("-e5", "'-e5"),
+            ("--1", "'--1"),
+            ("-1-2-3j", "'-1-2-3j"),
+        ] {
+            assert_eq!(cell(raw), want, "cell {raw:?}");
+        }
     }
 
     #[test]
@@ -198,12 +202,16 @@ mod tests {
         ] {
             assert_eq!(cell(number), number, "{number}");
         }
-        assert_eq!(cell("plain"), "plain");
-        assert_eq!(cell("a,b"), "\"a,b\"");
-        assert_eq!(cell("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(cell("two\nlines"), "\"two\nlines\"");
-        assert_eq!(cell("a=b"), "a=b");
-        assert_eq!(cell(""), "");
+        for (raw, want) in [
+            ("plain", "plain"),
+            ("a,b", "\"a,b\""),
+            ("say \"hi\"", "\"say \"\"hi\"\"\""),
+            ("two\nlines", "\"two\nlines\""),
+            ("a=b", "a=b"),
+            ("", ""),
+        ] {
+            assert_eq!(cell(raw), want, "cell {raw:?}");
+        }
     }
 
     fn batch(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {

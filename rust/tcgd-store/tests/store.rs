@@ -259,6 +259,17 @@ fn part_of(root: &Path, table: &str, point: u64) -> PathBuf {
         .unwrap_or_else(|| panic!("no {table} file of point {point}"))
 }
 
+/// Damages `count` bytes in the middle of a committed part (column data) by XORing
+/// `mask` into them, keeping the file's size and footer intact.
+fn damage_middle(part: &Path, count: usize, mask: u8) {
+    let mut bytes = fs::read(part).unwrap();
+    let start = bytes.len() / 2 - count / 2;
+    for b in &mut bytes[start..start + count] {
+        *b ^= mask;
+    }
+    fs::write(part, &bytes).unwrap();
+}
+
 fn open_err(dir: &Path) -> StoreError {
     match RunReader::open(dir) {
         Ok(_) => panic!("expected an error opening {}", dir.display()),
@@ -291,13 +302,7 @@ fn truncated_part_is_a_typed_error_naming_the_file() {
 fn damaged_bytes_of_the_same_length_are_caught() {
     let (_tmp, dir) = two_point_run();
     let part = part_of(&dir, "payloads", 0);
-    let mut bytes = fs::read(&part).unwrap();
-    // Damage the middle of the file (column data), keeping the footer intact.
-    let mid = bytes.len() / 2;
-    for b in &mut bytes[mid - 8..mid + 8] {
-        *b ^= 0xA5;
-    }
-    fs::write(&part, &bytes).unwrap();
+    damage_middle(&part, 16, 0xA5);
     let r = RunReader::open(&dir).unwrap();
     let issues = r.validate().unwrap();
     assert_eq!(issues.len(), 1, "{issues:?}");
@@ -645,10 +650,7 @@ fn a_missing_part_is_corrupt_and_skip_leaves_its_point_out() {
 fn whole_table_reads_check_the_committed_digest() {
     let (_tmp, dir) = two_point_run();
     let part = part_of(&dir, "observations", 0);
-    let mut bytes = fs::read(&part).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x01;
-    fs::write(&part, &bytes).unwrap();
+    damage_middle(&part, 1, 0x01);
     // Same size: the size check passes, but the open reads the row tables and checks
     // their digests, so no row of the damaged part is ever returned.
     let err = open_err(&dir);

@@ -131,11 +131,11 @@ pub fn float8_table(dtype: crate::DType) -> Option<&'static [f64; 256]> {
 mod tests {
     use super::*;
 
-    fn assert_bits_eq(table: &[f64; 256], byte: u8, want: f64) {
+    fn assert_bits_eq(name: &str, table: &[f64; 256], byte: u8, want: f64) {
         let got = table[byte as usize];
         assert!(
             got.to_bits() == want.to_bits(),
-            "0x{byte:02X}: got {got:e}, want {want:e}"
+            "{name} 0x{byte:02X}: got {got:e}, want {want:e}"
         );
     }
 
@@ -159,55 +159,116 @@ mod tests {
             .fold(f64::NEG_INFINITY, f64::max)
     }
 
-    #[test]
-    fn e4m3fn() {
-        let t = &F8_E4M3FN;
-        assert_bits_eq(t, 0x00, 0.0);
-        assert_bits_eq(t, 0x80, -0.0);
-        assert_bits_eq(t, 0x01, 2f64.powi(-9));
-        assert_bits_eq(t, 0x07, 7.0 * 2f64.powi(-9));
-        assert_bits_eq(t, 0x08, 2f64.powi(-6));
-        assert_bits_eq(t, 0x38, 1.0);
-        assert_bits_eq(t, 0x40, 2.0);
-        assert_bits_eq(t, 0x7E, 448.0);
-        assert_bits_eq(t, 0xFE, -448.0);
-        assert_bits_eq(t, 0xC4, -3.0);
-        assert_eq!(nans(t), vec![0x7F, 0xFF]);
-        assert!(infs(t).is_empty());
-        assert_eq!(max_finite(t), 448.0);
+    /// What one format's table must hold: some exact decodings, every NaN and
+    /// infinity encoding, and the largest finite value.
+    struct Expected {
+        name: &'static str,
+        table: &'static [f64; 256],
+        values: Vec<(u8, f64)>,
+        nans: Vec<u8>,
+        infs: Vec<u8>,
+        max_finite: f64,
     }
 
     #[test]
-    fn e4m3fnuz() {
-        let t = &F8_E4M3FNUZ;
-        assert_bits_eq(t, 0x00, 0.0);
-        assert_bits_eq(t, 0x01, 2f64.powi(-10));
-        assert_bits_eq(t, 0x40, 1.0);
-        assert_bits_eq(t, 0x7F, 240.0);
-        assert_bits_eq(t, 0xFF, -240.0);
-        assert_eq!(nans(t), vec![0x80]);
-        assert!(infs(t).is_empty());
-        assert_eq!(max_finite(t), 240.0);
+    fn each_format_decodes_known_bytes_specials_and_range() {
+        let formats = [
+            Expected {
+                name: "e4m3fn",
+                table: &F8_E4M3FN,
+                values: vec![
+                    (0x00, 0.0),
+                    (0x80, -0.0),
+                    (0x01, 2f64.powi(-9)),
+                    (0x07, 7.0 * 2f64.powi(-9)),
+                    (0x08, 2f64.powi(-6)),
+                    (0x38, 1.0),
+                    (0x40, 2.0),
+                    (0x7E, 448.0),
+                    (0xFE, -448.0),
+                    (0xC4, -3.0),
+                ],
+                nans: vec![0x7F, 0xFF],
+                infs: vec![],
+                max_finite: 448.0,
+            },
+            Expected {
+                name: "e4m3fnuz",
+                table: &F8_E4M3FNUZ,
+                values: vec![
+                    (0x00, 0.0),
+                    (0x01, 2f64.powi(-10)),
+                    (0x40, 1.0),
+                    (0x7F, 240.0),
+                    (0xFF, -240.0),
+                ],
+                nans: vec![0x80],
+                infs: vec![],
+                max_finite: 240.0,
+            },
+            Expected {
+                name: "e5m2",
+                table: &F8_E5M2,
+                values: vec![
+                    (0x00, 0.0),
+                    (0x80, -0.0),
+                    (0x01, 2f64.powi(-16)),
+                    (0x3C, 1.0),
+                    (0x7B, 57344.0),
+                    (0xFB, -57344.0),
+                    (0x7C, f64::INFINITY),
+                    (0xFC, f64::NEG_INFINITY),
+                ],
+                nans: vec![0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF],
+                infs: vec![0x7C, 0xFC],
+                max_finite: 57344.0,
+            },
+            Expected {
+                name: "e5m2fnuz",
+                table: &F8_E5M2FNUZ,
+                values: vec![
+                    (0x00, 0.0),
+                    (0x01, 2f64.powi(-17)),
+                    (0x40, 1.0),
+                    (0x7C, 32768.0),
+                    (0x7F, 57344.0),
+                    (0xFF, -57344.0),
+                ],
+                nans: vec![0x80],
+                infs: vec![],
+                max_finite: 57344.0,
+            },
+            Expected {
+                name: "e8m0fnu",
+                table: &F8_E8M0FNU,
+                values: vec![
+                    (0x7F, 1.0),
+                    (0x80, 2.0),
+                    (0x00, 2f64.powi(-127)),
+                    (0xFE, 2f64.powi(127)),
+                ],
+                nans: vec![0xFF],
+                infs: vec![],
+                max_finite: 2f64.powi(127),
+            },
+        ];
+        for f in &formats {
+            for &(byte, want) in &f.values {
+                assert_bits_eq(f.name, f.table, byte, want);
+            }
+            assert_eq!(nans(f.table), f.nans, "{} NaN encodings", f.name);
+            assert_eq!(infs(f.table), f.infs, "{} infinity encodings", f.name);
+            assert_eq!(max_finite(f.table), f.max_finite, "{} max finite", f.name);
+        }
     }
 
     #[test]
-    fn e5m2() {
-        let t = &F8_E5M2;
-        assert_bits_eq(t, 0x00, 0.0);
-        assert_bits_eq(t, 0x80, -0.0);
-        assert_bits_eq(t, 0x01, 2f64.powi(-16));
-        assert_bits_eq(t, 0x3C, 1.0);
-        assert_bits_eq(t, 0x7B, 57344.0);
-        assert_bits_eq(t, 0xFB, -57344.0);
-        assert_bits_eq(t, 0x7C, f64::INFINITY);
-        assert_bits_eq(t, 0xFC, f64::NEG_INFINITY);
-        assert_eq!(nans(t), vec![0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF]);
-        assert_eq!(infs(t), vec![0x7C, 0xFC]);
+    fn e5m2_agrees_with_binary16_top_byte() {
         // e5m2 is the top byte of an IEEE binary16, so the half crate is an
         // independent oracle for every encoding.
         for b in 0..=255u8 {
             let h = half::f16::from_bits(u16::from(b) << 8).to_f64();
-            let got = t[b as usize];
+            let got = F8_E5M2[b as usize];
             assert!(
                 got.to_bits() == h.to_bits() || (got.is_nan() && h.is_nan()),
                 "0x{b:02X}: {got} vs {h}"
@@ -216,28 +277,8 @@ mod tests {
     }
 
     #[test]
-    fn e5m2fnuz() {
-        let t = &F8_E5M2FNUZ;
-        assert_bits_eq(t, 0x00, 0.0);
-        assert_bits_eq(t, 0x01, 2f64.powi(-17));
-        assert_bits_eq(t, 0x40, 1.0);
-        assert_bits_eq(t, 0x7C, 32768.0);
-        assert_bits_eq(t, 0x7F, 57344.0);
-        assert_bits_eq(t, 0xFF, -57344.0);
-        assert_eq!(nans(t), vec![0x80]);
-        assert!(infs(t).is_empty());
-    }
-
-    #[test]
-    fn e8m0fnu() {
-        let t = &F8_E8M0FNU;
-        assert_bits_eq(t, 0x7F, 1.0);
-        assert_bits_eq(t, 0x80, 2.0);
-        assert_bits_eq(t, 0x00, 2f64.powi(-127));
-        assert_bits_eq(t, 0xFE, 2f64.powi(127));
-        assert_eq!(nans(t), vec![0xFF]);
-        assert!(infs(t).is_empty());
-        assert!(t.iter().all(|v| v.is_nan() || *v > 0.0));
+    fn e8m0fnu_is_positive_or_nan() {
+        assert!(F8_E8M0FNU.iter().all(|v| v.is_nan() || *v > 0.0));
     }
 
     #[test]

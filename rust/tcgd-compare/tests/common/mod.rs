@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tcgd_compare::{
     compare_run_groups, CompareOptions, Comparison, ObservationMeta, ObservationSet, PayloadBuf,
-    PayloadSource, PointMapping, PointRef, Result, RunGroup, Silent, SiteLocation, Subject,
-    TensorSummary,
+    PayloadSource, PointMapping, PointRef, Result, RunData, RunGroup, Silent, SiteLocation,
+    Subject, TensorSummary,
 };
 use tcgd_store::{
     content_digest, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, RunHeader,
@@ -177,4 +177,15 @@ pub fn write_run(
             .expect("commit point");
     }
     writer.close(complete).expect("close run");
+}
+
+/// Writes a run of one process (rank 0 of 1), as [`write_run`] does, and opens it.
+pub fn single_rank_run(
+    dir: &Path,
+    name: &str,
+    points: &[(&str, Vec<Obs>)],
+    complete: bool,
+) -> RunData {
+    write_run(dir, name, 0, 1, points, complete);
+    RunData::open(dir).expect("open run")
 }
