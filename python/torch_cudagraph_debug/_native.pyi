@@ -29,6 +29,7 @@ from torch_cudagraph_debug.memory_debug._model import PhaseMetric as _PhaseMetri
 __all__ = [
     "FORMAT_VERSION",
     "MEMORY_ROW_CSV_FILES",
+    "SITE_COLUMNS",
     "AllocationCohort",
     "AllocationStackCoverage",
     "AllocationStackDelta",
@@ -112,6 +113,7 @@ __all__ = [
     "TensorRunGroupComparison",
     "TensorRunGroupMember",
     "TensorRunGroupSummary",
+    "TensorSite",
     "TensorSnapshotComparison",
     "TensorValueSummary",
     "__version__",
@@ -156,6 +158,8 @@ __all__ = [
 
 __version__: str
 FORMAT_VERSION: int
+# The site columns of a run's `observations` table, in order: `TensorSite`'s attributes.
+SITE_COLUMNS: tuple[str, ...]
 
 _StrPath = str | PathLike[str]
 # Host memory as plain facts: (address, length) of a contiguous CPU tensor's bytes.
@@ -223,8 +227,19 @@ def check_dtype(name: str) -> None: ...
 def check_run_name(name: str) -> None: ...
 def format_bytes(n: int) -> str: ...
 
-# One observation handed to `RunWriter.commit_point`: every key present, None where absent.
-class _RecordedObservation(TypedDict):
+# The site location keys of an observation handed over (`ObservationSite`'s attributes).
+class _SiteLocation(TypedDict):
+    site_id: str | None
+    graph_kind: str | None
+    node_name: str | None
+    aten_op: str | None
+    module_path: str | None
+    source_location: str | None
+    compile_id: str | None
+
+# One observation handed to `RunWriter.commit_point`: every key present, None where absent
+# (its site keys are `SITE_COLUMNS`).
+class _RecordedObservation(_SiteLocation):
     order: int
     name: str
     invocation_index: int
@@ -236,13 +251,6 @@ class _RecordedObservation(TypedDict):
     data: _HostBytes | None
     owner: object | None
     summary: _SummaryArgs | None
-    site_id: str | None
-    graph_kind: str | None
-    node_name: str | None
-    aten_op: str | None
-    module_path: str | None
-    source_location: str | None
-    compile_id: str | None
     materialized_by_probe: bool | None
 
 @final
@@ -2157,6 +2165,42 @@ class ObservationSite:
     def to_dict(self) -> dict[str, str | None]: ...
 
 @final
+class TensorSite:
+    """Where a recorded value came from when a compile pass placed its probe (an
+    observation of a hand-placed probe has no site)."""
+
+    def __new__(
+        cls,
+        site_id: str | None,
+        graph_kind: str | None,
+        node_name: str | None,
+        aten_op: str | None,
+        module_path: str | None,
+        source_location: str | None,
+        compile_id: str | None,
+        materialized_by_probe: bool | None = None,
+    ) -> Self: ...
+    @property
+    def site_id(self) -> str | None: ...
+    @property
+    def graph_kind(self) -> str | None: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def aten_op(self) -> str | None: ...
+    @property
+    def module_path(self) -> str | None: ...
+    @property
+    def source_location(self) -> str | None: ...
+    @property
+    def compile_id(self) -> str | None: ...
+    @property
+    def materialized_by_probe(self) -> bool | None: ...
+    def to_dict(self) -> dict[str, str | bool | None]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
 class ObservationSide:
     @property
     def order(self) -> int: ...
@@ -2725,7 +2769,7 @@ class TensorRunGroupSummary:
 def comparison_literals() -> dict[_Literals, tuple[str, ...]]: ...
 
 # One observation's metadata in a set handed to the engine: every key present.
-class _ComparedObservation(TypedDict):
+class _ComparedObservation(_SiteLocation):
     order: int
     name: str
     invocation_index: int
@@ -2736,13 +2780,6 @@ class _ComparedObservation(TypedDict):
     payload: _Payload
     digest: str | None
     summary: _SummaryArgs | None
-    site_id: str | None
-    graph_kind: str | None
-    node_name: str | None
-    aten_op: str | None
-    module_path: str | None
-    source_location: str | None
-    compile_id: str | None
 
 class _Point(TypedDict):
     label: str | None
