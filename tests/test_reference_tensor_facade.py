@@ -6,8 +6,10 @@ TensorBoard exporter of ``tensor_debug.postprocess``. CPU only (CUDA ones are in
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import sys
 import time
 import typing
@@ -170,6 +172,8 @@ def test_tensor_site_is_a_frozen_value_made_by_keyword_or_position(tmp_path):
     assert repr(site).startswith("TensorSite(site_id='inference/fc1/addmm', graph_kind=")
     with pytest.raises(AttributeError):
         site.aten_op = "aten.mm.default"  # type: ignore[misc]
+    flagged = TensorSite(**where, materialized_by_probe=True)
+    assert pickle.loads(pickle.dumps(flagged)) == flagged == copy.deepcopy(flagged)
     with pytest.raises(TypeError, match="missing"):
         TensorSite(site_id="x")  # type: ignore[call-arg]
     # A hand-placed observation has no site.

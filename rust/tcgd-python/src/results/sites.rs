@@ -53,6 +53,13 @@ macro_rules! site_classes {
                     let location = SiteLocation { $($column),* };
                     Site { location, materialized_by_probe }.into()
                 }
+
+                /// Pickles (and copies) as the class called with its attributes, in order.
+                fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+                    let s = &slf.get().inner;
+                    let args = ($(s.location.$column.clone(),)* s.materialized_by_probe);
+                    (slf.get_type(), args).into_pyobject(slf.py())
+                }
             }
         }
 
