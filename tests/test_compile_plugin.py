@@ -15,7 +15,8 @@ from compile_models import MLP
 from storage_files import data_files
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import ConfigError
-from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
+from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun, TensorSite
+from torch_cudagraph_debug.tensor_debug.observations import SITE_COLUMNS
 
 CONFIG = textwrap.dedent(
     """
@@ -146,6 +147,10 @@ def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe(tmp_p
     ).finish()
     stored = {o.site.aten_op: o.site.materialized_by_probe for o in run[0].observations}
     assert stored == {"aten.mul.Tensor": True, "aten.sin.default": False}, stored
+    # Each site is the row's site columns, as stored.
+    rows = pq.read_table(data_files(tmp_path / "run", "observations")).to_pylist()
+    stored_sites = [TensorSite(**{c: row[c] for c in SITE_COLUMNS}) for row in rows]
+    assert len(stored_sites) == 2 and set(stored_sites) == {o.site for o in run[0].observations}
 
 
 def test_context_manager_chains_an_existing_custom_pass(tmp_path, config_file):

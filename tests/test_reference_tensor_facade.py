@@ -6,8 +6,10 @@ TensorBoard exporter of ``tensor_debug.postprocess``. CPU only (CUDA ones are in
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import sys
 import time
 import typing
@@ -47,8 +49,10 @@ from torch_cudagraph_debug.tensor_debug import (
     TensorProbeSnapshot,
     TensorRecorder,
     TensorRun,
+    TensorSite,
     compare_points,
 )
+from torch_cudagraph_debug.tensor_debug.observations import SITE_COLUMNS
 from torch_cudagraph_debug.tensor_debug.postprocess import export_snapshots_to_tensorboard
 
 
@@ -147,6 +151,34 @@ def test_observation_key_is_the_stable_name_invocation_pair(tmp_path):
     assert second.key == ("h", 1) and hash(second.key) == hash(("h", 1))
     assert point.by_key[TensorObservationKey("h", 1)] is point.by_key[("h", 1)]
     assert point.by_key[TensorObservationKey("h", 1)].tensor().tolist() == [0.0]
+
+
+def test_tensor_site_is_a_frozen_value_made_by_keyword_or_position(tmp_path):
+    where = {
+        "site_id": "inference/fc1/addmm",
+        "graph_kind": "inference",
+        "node_name": "addmm",
+        "aten_op": "aten.addmm.default",
+        "module_path": "fc1",
+        "source_location": "model.py:3",
+        "compile_id": "0/0",
+    }
+    site = TensorSite(**where)
+    assert site == TensorSite(*where.values(), None) and hash(site) == hash(TensorSite(**where))
+    assert site != TensorSite(**where, materialized_by_probe=True) and site != where
+    # Its attributes are the site columns of a run's observations, in order.
+    assert site.to_dict() == {**where, "materialized_by_probe": None}
+    assert tuple(site.to_dict()) == SITE_COLUMNS
+    assert repr(site).startswith("TensorSite(site_id='inference/fc1/addmm', graph_kind=")
+    with pytest.raises(AttributeError):
+        site.aten_op = "aten.mm.default"  # type: ignore[misc]
+    flagged = TensorSite(**where, materialized_by_probe=True)
+    assert pickle.loads(pickle.dumps(flagged)) == flagged == copy.deepcopy(flagged)
+    with pytest.raises(TypeError, match="missing"):
+        TensorSite(site_id="x")  # type: ignore[call-arg]
+    # A hand-placed observation has no site.
+    run = record(tmp_path / "run", [("p", [("h", torch.ones(1))])])
+    assert run["p"].observation("h").site is None
 
 
 def test_check_action_binds_mapping_entries_by_observation_key():

@@ -29,6 +29,7 @@ from torch_cudagraph_debug.memory_debug._model import PhaseMetric as _PhaseMetri
 __all__ = [
     "FORMAT_VERSION",
     "MEMORY_ROW_CSV_FILES",
+    "SITE_COLUMNS",
     "AllocationCohort",
     "AllocationStackCoverage",
     "AllocationStackDelta",
@@ -112,6 +113,7 @@ __all__ = [
     "TensorRunGroupComparison",
     "TensorRunGroupMember",
     "TensorRunGroupSummary",
+    "TensorSite",
     "TensorSnapshotComparison",
     "TensorValueSummary",
     "__version__",
@@ -156,6 +158,8 @@ __all__ = [
 
 __version__: str
 FORMAT_VERSION: int
+# The site columns of a run's `observations` table, in order: `TensorSite`'s attributes.
+SITE_COLUMNS: tuple[str, ...]
 
 _StrPath = str | PathLike[str]
 # Host memory as plain facts: (address, length) of a contiguous CPU tensor's bytes.
@@ -223,8 +227,19 @@ def check_dtype(name: str) -> None: ...
 def check_run_name(name: str) -> None: ...
 def format_bytes(n: int) -> str: ...
 
-# One observation handed to `RunWriter.commit_point`: every key present, None where absent.
-class _RecordedObservation(TypedDict):
+# The site location keys of an observation handed over (`ObservationSite`'s attributes).
+class _SiteLocation(TypedDict):
+    site_id: str | None
+    graph_kind: str | None
+    node_name: str | None
+    aten_op: str | None
+    module_path: str | None
+    source_location: str | None
+    compile_id: str | None
+
+# One observation handed to `RunWriter.commit_point`: every key present, None where absent
+# (its site keys are `SITE_COLUMNS`).
+class _RecordedObservation(_SiteLocation):
     order: int
     name: str
     invocation_index: int
@@ -236,13 +251,6 @@ class _RecordedObservation(TypedDict):
     data: _HostBytes | None
     owner: object | None
     summary: _SummaryArgs | None
-    site_id: str | None
-    graph_kind: str | None
-    node_name: str | None
-    aten_op: str | None
-    module_path: str | None
-    source_location: str | None
-    compile_id: str | None
     materialized_by_probe: bool | None
 
 @final
@@ -1952,11 +1960,29 @@ def event_window(
 
 # ---------------------------------------------------------------- first anomaly (tcgd-compare)
 
+# The location attributes of the site classes and of the anomaly results (a base of the
+# stubs only).
+class _SiteLocationAttributes:
+    @property
+    def site_id(self) -> str | None: ...
+    @property
+    def graph_kind(self) -> str | None: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def aten_op(self) -> str | None: ...
+    @property
+    def module_path(self) -> str | None: ...
+    @property
+    def source_location(self) -> str | None: ...
+    @property
+    def compile_id(self) -> str | None: ...
+
 # What `first_anomaly` looks for.
 _AnomalyKind = Literal["nan", "inf", "nonfinite", "abs_max"]
 
 @final
-class AnomalySite:
+class AnomalySite(_SiteLocationAttributes):
     """One observation that hit the rule: its place in the run and what it holds."""
 
     @property
@@ -1972,20 +1998,6 @@ class AnomalySite:
     @property
     def invocation_index(self) -> int: ...
     @property
-    def site_id(self) -> str | None: ...
-    @property
-    def graph_kind(self) -> str | None: ...
-    @property
-    def node_name(self) -> str | None: ...
-    @property
-    def aten_op(self) -> str | None: ...
-    @property
-    def module_path(self) -> str | None: ...
-    @property
-    def source_location(self) -> str | None: ...
-    @property
-    def compile_id(self) -> str | None: ...
-    @property
     def nan(self) -> int: ...
     @property
     def posinf(self) -> int: ...
@@ -1999,7 +2011,7 @@ class AnomalySite:
     def abs_max(self) -> float | None: ...
 
 @final
-class FirstAnomaly:
+class FirstAnomaly(_SiteLocationAttributes):
     """The first anomaly of a run: its first site's values, the rule, the observations
     visited, and every site that hit at the same replay."""
 
@@ -2015,20 +2027,6 @@ class FirstAnomaly:
     def name(self) -> str: ...
     @property
     def invocation_index(self) -> int: ...
-    @property
-    def site_id(self) -> str | None: ...
-    @property
-    def graph_kind(self) -> str | None: ...
-    @property
-    def node_name(self) -> str | None: ...
-    @property
-    def aten_op(self) -> str | None: ...
-    @property
-    def module_path(self) -> str | None: ...
-    @property
-    def source_location(self) -> str | None: ...
-    @property
-    def compile_id(self) -> str | None: ...
     @property
     def nan(self) -> int: ...
     @property
@@ -2147,22 +2145,31 @@ class TensorValueSummary:
     def to_dict(self) -> dict[str, int | float | None]: ...
 
 @final
-class ObservationSite:
-    @property
-    def site_id(self) -> str | None: ...
-    @property
-    def graph_kind(self) -> str | None: ...
-    @property
-    def node_name(self) -> str | None: ...
-    @property
-    def aten_op(self) -> str | None: ...
-    @property
-    def module_path(self) -> str | None: ...
-    @property
-    def source_location(self) -> str | None: ...
-    @property
-    def compile_id(self) -> str | None: ...
+class ObservationSite(_SiteLocationAttributes):
     def to_dict(self) -> dict[str, str | None]: ...
+
+@final
+class TensorSite(_SiteLocationAttributes):
+    """Where a recorded value came from when a compile pass placed its probe (an
+    observation of a hand-placed probe has no site)."""
+
+    def __new__(
+        cls,
+        site_id: str | None,
+        graph_kind: str | None,
+        node_name: str | None,
+        aten_op: str | None,
+        module_path: str | None,
+        source_location: str | None,
+        compile_id: str | None,
+        materialized_by_probe: bool | None = None,
+    ) -> Self: ...
+    @property
+    def materialized_by_probe(self) -> bool | None: ...
+    def to_dict(self) -> dict[str, str | bool | None]: ...
+    def __reduce__(self) -> tuple[type[Self], tuple[str | bool | None, ...]]: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
 
 @final
 class ObservationSide:
@@ -2733,7 +2740,7 @@ class TensorRunGroupSummary:
 def comparison_literals() -> dict[_Literals, tuple[str, ...]]: ...
 
 # One observation's metadata in a set handed to the engine: every key present.
-class _ComparedObservation(TypedDict):
+class _ComparedObservation(_SiteLocation):
     order: int
     name: str
     invocation_index: int
@@ -2744,13 +2751,6 @@ class _ComparedObservation(TypedDict):
     payload: _Payload
     digest: str | None
     summary: _SummaryArgs | None
-    site_id: str | None
-    graph_kind: str | None
-    node_name: str | None
-    aten_op: str | None
-    module_path: str | None
-    source_location: str | None
-    compile_id: str | None
 
 class _Point(TypedDict):
     label: str | None

@@ -33,23 +33,12 @@ class TensorObservationKey(NamedTuple):
 TensorSummary = _native.TensorValueSummary
 
 
-@dataclass(frozen=True)
-class TensorSite:
-    """Where a value came from when a compile pass placed the probe."""
+# Where a value came from when a compile pass placed the probe: the native ``TensorSite``,
+# frozen, made with its attributes as keywords (or in ``SITE_COLUMNS`` order).
+TensorSite = _native.TensorSite
 
-    site_id: str | None
-    graph_kind: str | None
-    node_name: str | None
-    aten_op: str | None
-    module_path: str | None
-    source_location: str | None
-    compile_id: str | None
-    # The probe forced this value out of a fused kernel (the observer effect).
-    materialized_by_probe: bool | None = None
-
-
-# The site columns of a run's observations table: every ``TensorSite`` field, in order.
-SITE_COLUMNS = tuple(TensorSite.__dataclass_fields__)
+# The site columns of a run's observations table: every ``TensorSite`` attribute, in order.
+SITE_COLUMNS = _native.SITE_COLUMNS
 
 
 def site_columns(site: dict[str, Any] | None) -> dict[str, Any]:

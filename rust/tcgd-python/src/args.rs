@@ -64,35 +64,29 @@ impl DescriptorArgs {
     }
 }
 
-/// Where a compile pass placed the probe of a value (all `None` for an eager value).
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-pub(crate) struct SiteArgs {
-    site_id: Option<String>,
-    graph_kind: Option<String>,
-    node_name: Option<String>,
-    aten_op: Option<String>,
-    module_path: Option<String>,
-    source_location: Option<String>,
-    compile_id: Option<String>,
-    /// Only recorded observations say it; a compared one leaves it out.
-    #[pyo3(default)]
-    materialized_by_probe: Option<bool>,
+/// Declares [`SiteArgs`] from the one list of site columns ([`tcgd_store::site_columns!`]).
+macro_rules! site_args {
+    ($($column:ident),* $(,)?) => {
+        /// Where a compile pass placed the probe of a value (all `None` for an eager value):
+        /// its site columns, and whether the probe materialized it.
+        #[derive(FromPyObject)]
+        #[pyo3(from_item_all)]
+        pub(crate) struct SiteArgs {
+            $($column: Option<String>,)*
+            /// Only recorded observations say it; a compared one leaves it out.
+            #[pyo3(default)]
+            materialized_by_probe: Option<bool>,
+        }
+
+        impl From<SiteArgs> for tcgd_store::Site {
+            fn from(s: SiteArgs) -> Self {
+                tcgd_store::Site {
+                    location: tcgd_store::SiteLocation { $($column: s.$column),* },
+                    materialized_by_probe: s.materialized_by_probe,
+                }
+            }
+        }
+    };
 }
 
-impl From<SiteArgs> for tcgd_store::Site {
-    fn from(s: SiteArgs) -> Self {
-        tcgd_store::Site {
-            location: tcgd_store::SiteLocation {
-                site_id: s.site_id,
-                graph_kind: s.graph_kind,
-                node_name: s.node_name,
-                aten_op: s.aten_op,
-                module_path: s.module_path,
-                source_location: s.source_location,
-                compile_id: s.compile_id,
-            },
-            materialized_by_probe: s.materialized_by_probe,
-        }
-    }
-}
+tcgd_store::site_columns!(site_args);

@@ -74,6 +74,7 @@ pub(crate) fn attrs_repr(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<Str
 ///     }
 ///     // Then, each optional, in this order (see `class_methods!`):
 ///     eq;
+///     hash;
 ///     to_dict(serde);     // or `to_dict(Python)`: the getters by name, in table order
 ///     repr(all);          // or `repr(getter, ...)`
 ///     { /* the class's own methods */ }
@@ -158,6 +159,7 @@ macro_rules! value_class {
 /// - `eq;`: equal to an object of this class whose value is equal (`NotImplemented` for any
 ///   other object, as Python's protocol has it). A method, not pyo3's `eq` option: the code
 ///   pyo3 writes for that option does not resolve inside a macro's expansion.
+/// - `hash;`: the hash of the value (`eq;` first: equal objects hash alike).
 /// - `to_dict(serde);`: the value's serde form ([`crate::results::serde_to_py`]);
 ///   `to_dict(Python);` or `to_dict(Json);`: the attributes by name ([`DictValues`]).
 /// - `repr(all);` or `repr(name, ...);`: `Class(name=value, ...)` of those attributes.
@@ -174,6 +176,17 @@ macro_rules! class_methods {
                         .unbind(),
                     Err(_) => py.NotImplemented(),
                 }
+            }
+        ] $($rest)*);
+    };
+    ($class:ident [$($name:ident)*] [$value:ident] [$($methods:tt)*] hash; $($rest:tt)*) => {
+        $crate::classes::class_methods!($class [$($name)*] [$value] [
+            $($methods)*
+            fn __hash__(&self) -> u64 {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                self.$value.hash(&mut hasher);
+                hasher.finish()
             }
         ] $($rest)*);
     };

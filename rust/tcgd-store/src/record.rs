@@ -6,15 +6,15 @@ use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Declares [`SiteLocation`] (and its borrowed form, [`SiteLocationRef`]) from one list of
-/// its fields, each also a nullable string column of the `observations` table under the
-/// same name, so that the schema, the writer and the readers take the site columns from
-/// this one list.
+/// Declares [`SiteLocation`] (and its borrowed form, [`SiteLocationRef`]) from the one
+/// list of its fields ([`site_columns!`]), each also a nullable string column of the
+/// `observations` table under the same name, so that the schema, the writer and the readers
+/// take the site columns from this one list.
 macro_rules! site_location {
     ($($field:ident),* $(,)?) => {
         /// Where a compile pass placed the probe of a value: the graph node, its op, module
         /// and source line. All optional: hand-placed probes have none of it.
-        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
         pub struct SiteLocation {
             $(pub $field: Option<String>,)*
         }
@@ -59,15 +59,25 @@ macro_rules! site_location {
     };
 }
 
-site_location! {
-    site_id,
-    graph_kind,
-    node_name,
-    aten_op,
-    module_path,
-    source_location,
-    compile_id,
+/// Calls `$callback! { site_id, graph_kind, ... }` with the fields of [`SiteLocation`], in
+/// their order: the one list of them, for code that declares something per field (the
+/// Python bindings' site classes and arguments as well as [`SiteLocation`] itself).
+#[macro_export]
+macro_rules! site_columns {
+    ($callback:ident) => {
+        $callback! {
+            site_id,
+            graph_kind,
+            node_name,
+            aten_op,
+            module_path,
+            source_location,
+            compile_id,
+        }
+    };
 }
+
+site_columns!(site_location);
 
 impl SiteLocation {
     pub fn is_empty(&self) -> bool {
@@ -91,7 +101,7 @@ impl SiteLocation {
 }
 
 /// Where a probed value came from, as recorded.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Site {
     pub location: SiteLocation,
     /// True when the probe forced the value out of a fused kernel (the observer effect:

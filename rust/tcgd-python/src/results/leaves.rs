@@ -1,4 +1,4 @@
-//! The small result classes: value summaries, sites, sides, first mismatches, metrics.
+//! The small result classes: value summaries, sides, first mismatches, metrics.
 
 use super::*;
 
@@ -73,32 +73,6 @@ frozen_class! {
                 std,
                 l2: l2_norm,
             }))
-        }
-    }
-}
-
-frozen_class! {
-    /// Where a compared value came from when a compile pass placed its probe.
-    #[pyclass(name = "ObservationSite", skip_from_py_object)]
-    #[derive(Clone, PartialEq)]
-    pub struct PySite(SiteLocation);
-    |s, py| {
-        site_id: Option<String> => s.site_id.clone();
-        graph_kind: Option<String> => s.graph_kind.clone();
-        node_name: Option<String> => s.node_name.clone();
-        aten_op: Option<String> => s.aten_op.clone();
-        module_path: Option<String> => s.module_path.clone();
-        source_location: Option<String> => s.source_location.clone();
-        compile_id: Option<String> => s.compile_id.clone();
-    }
-    eq;
-    to_dict(serde);
-    {
-        fn __repr__(&self) -> String {
-            format!(
-                "ObservationSite({})",
-                self.inner.describe().unwrap_or_default()
-            )
         }
     }
 }

@@ -25,12 +25,14 @@ mod leaves;
 mod observations;
 mod options;
 mod points;
+mod sites;
 pub(crate) use comparisons::*;
 pub(crate) use group::*;
 pub(crate) use leaves::*;
 pub(crate) use observations::*;
 pub(crate) use options::*;
 pub(crate) use points::*;
+pub(crate) use sites::*;
 
 // ------------------------------------------------------------------------------ helpers
 
@@ -149,12 +151,14 @@ fn comparison_literals(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("SITE_COLUMNS", tuple(m.py(), SITE_COLUMNS)?)?;
     add_to_module!(
         m,
         [
             PyOptions,
             PyValueSummary,
             PySite,
+            PyTensorSite,
             PySide,
             PyFirstMismatch,
             PyMetrics,
