@@ -2229,6 +2229,8 @@ class ComparisonMetrics:
     @property
     def relative_l2_error(self) -> float | None: ...
     @property
+    def rmse(self) -> float | None: ...
+    @property
     def max_ulp_distance(self) -> int | None: ...
     @property
     def nan_introduced(self) -> int: ...
@@ -2803,6 +2805,7 @@ def compare_runs(
     options: TensorComparisonOptions | None = None,
     point_mapping: _Mapping = None,
     progress_callback: _Progress = None,
+    names: list[str] | None = None,
 ) -> TensorRunComparison: ...
 def compare_point_series(
     reference: _ObservationSet,

@@ -1,14 +1,22 @@
-"""Differential runs: the same sites recorded by an eager reference and by the compiled
-model, aligned site by site, and the first site where they diverge.
+"""Differential runs: the user's eager model against the compiled model, at the same
+sites, and the first site where they diverge.
 
-The reference goes through Inductor's whole front half (pre-grad passes, AOT autograd
-with Inductor's decompositions, joint-graph passes, partitioning, post-grad passes with
-our probe pass) and then runs the post-grad graphs eagerly with ATen kernels instead of
-generating code. Its graphs are the compiled graphs, node for node, so every site has the
-same name in both runs without the user naming anything.
+Variants, each a run of one job root (``run_dir``), every batch one point (``call<i>``):
 
-Because both sides compile with the same config, compile caches cannot tell them apart:
-the reference compiles with every cache off, so it is never served a compiled artifact.
+- ``compiled``: the model compiled with the probe config, CUDA graphs off;
+- ``graphs`` (on CUDA): the same under CUDA Graph Trees;
+- ``eager``: the model as it runs without torch.compile. Its model outputs come from a
+  plain ``model(*batch)``; the values at the compiled sites come from the model's Dynamo
+  graphs run eagerly, taken where eager computes the same value (site provenance,
+  ``fx_passes/provenance.py``). No graph pass, decomposition or code generation touches
+  this side, so a divergence any of them introduces is seen;
+- ``float64``: the eager model again, in float64: the ground truth the float64 rule
+  judges compiled errors against (``docs/why.md``).
+
+Comparisons: eager vs compiled over the model outputs and every aligned site (Inductor's
+numerics, graph passes, decompositions), compiled vs graphs over everything, bit for bit
+(a difference there is the graph's lifecycle: stale or overwritten static buffers, inputs
+changed outside the graph), and the float64 judgement of each aligned site.
 """
 
 from __future__ import annotations
@@ -16,80 +24,341 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 import torch_cudagraph_debug.compile._progress as _progress
-from torch_cudagraph_debug.compile.backend import (
-    _SESSION_OVERRIDE,
-    inductor_patches,
-    no_compile_caches,
+from torch_cudagraph_debug import _native
+from torch_cudagraph_debug.compile.backend import _SESSION_OVERRIDE, no_compile_caches
+from torch_cudagraph_debug.compile.eager_reference import (
+    EagerPlan,
+    as_float64,
+    eager_backend,
+    output_site,
+    output_tensors,
+    to_float64,
 )
 from torch_cudagraph_debug.compile.session import ProbeSession, load_config
-from torch_cudagraph_debug.fx_passes.probe_insertion import graph_kind
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
+# The variants' run names in the job root, in the order they run.
+VARIANTS = ("compiled", "graphs", "eager", "float64")
 
-def _eager_post_grad_inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any):
-    """Inductor's inner compile without code generation: the post-grad passes (ours among
-    them) run as Inductor runs them, then the graph executes eagerly."""
-    from torch._functorch.aot_autograd import make_boxed_func
-    from torch._inductor.compile_fx import _recursive_post_grad_passes, fake_tensor_prop
-    from torch._inductor.fx_passes.post_grad import view_to_reshape
-    from torch._inductor.virtualized import V
-
-    is_inference = bool(kwargs.get("is_inference"))
-    kind = "backward" if kwargs.get("is_backward") else "inference" if is_inference else "forward"
-    view_to_reshape(gm)
-    with torch.no_grad():
-        fake_mode = fake_tensor_prop(gm, example_inputs)
-    with V.set_fake_mode(fake_mode), graph_kind(kind):
-        _recursive_post_grad_passes(gm, is_inference=is_inference)
-    gm.recompile()
-    return make_boxed_func(gm.forward)
+_SEVERITY = {"match": 0, "inconclusive": 1, "mismatch": 2}
 
 
-def reference_backend(session: ProbeSession) -> Callable[..., Any]:
-    """A torch.compile backend recording ``session``'s sites with eager ATen kernels."""
+@dataclass(frozen=True)
+class Call:
+    """One batch as the model is called with it."""
 
-    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        from torch._inductor.compile_fx import compile_fx
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
-        patches = inductor_patches(None, {}, session.insertion_pass)
-        _progress.compiling()
-        with no_compile_caches():
-            compiled = compile_fx(
-                gm, example_inputs, inner_compile=_eager_post_grad_inner, config_patches=patches
-            )
-        return session.wrap(compiled)
+    def __call__(self, model: Callable[..., Any]) -> Any:
+        return model(*self.args, **self.kwargs)
 
-    return backend
+    def map(self, fn: Callable[[Any], Any]) -> Call:
+        args, kwargs = torch.utils._pytree.tree_map(fn, (self.args, self.kwargs))
+        return Call(tuple(args), dict(kwargs))
+
+
+def as_call(batch: Any) -> Call:
+    """A batch as the model's arguments: a tuple or list is the positional arguments, a
+    dict the keyword arguments, anything else (one tensor) the one argument."""
+    if isinstance(batch, Call):
+        return batch
+    if isinstance(batch, tuple | list):
+        return Call(tuple(batch))
+    if isinstance(batch, dict):
+        return Call((), dict(batch))
+    return Call((batch,))
+
+
+def _on_cuda(calls: Sequence[Call]) -> bool:
+    leaves = torch.utils._pytree.tree_leaves([(c.args, c.kwargs) for c in calls])
+    return any(isinstance(t, torch.Tensor) and t.is_cuda for t in leaves)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One comparison's answer, and what a divergence there means."""
+
+    comparison: str
+    scope: str
+    status: str
+    detail: str
+    meaning: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)
 class DifferentialResult:
-    """The reference and compiled runs and their comparison (a run comparison: every
-    report the comparison engine offers, plus the first diverging site)."""
+    """The variants' runs, their comparisons and the verdict each comparison gives."""
 
     reference: TensorRun
     compiled: TensorRun
+    graphs: TensorRun | None
+    float64: TensorRun | None
     comparison: Any
+    output_comparison: Any
+    lifecycle: Any | None
+    accuracy: tuple[Any, ...] | None
+    alignment: dict[str, str | None]
+    not_run: dict[str, str]
+
+    @property
+    def eager(self) -> TensorRun:
+        """The eager run (``reference`` under its own name)."""
+        return self.reference
+
+    @property
+    def status(self) -> str:
+        """``mismatch`` if eager and compiled diverge beyond the tolerance or compiled and
+        graphs differ; ``inconclusive`` if nothing could be compared; else ``match``."""
+        statuses = [self.comparison.status]
+        if self.lifecycle is not None:
+            statuses.append(self.lifecycle.status)
+        return max(statuses, key=_SEVERITY.__getitem__)
 
     @property
     def first_divergence(self) -> Any:
-        """The first diverging site in execution order (of the earliest point that
-        diverges): a ``ComparisonIssue`` whose ``observation`` names the site, or None."""
-        return self.comparison.first_issue
+        """The first diverging site between eager and compiled (model outputs come last in
+        execution order), a ``ComparisonIssue``; or the first lifecycle divergence; or
+        None."""
+        first = self.comparison.first_issue
+        if first is None and self.lifecycle is not None:
+            first = self.lifecycle.first_issue
+        return first
 
-    def to_text(self) -> str:
-        return self.comparison.to_text()
+    @property
+    def aligned_sites(self) -> list[str]:
+        return [s for s, reason in self.alignment.items() if reason is None]
+
+    @property
+    def diverging_sites(self) -> list[Any]:
+        """Sites (of each point) the float64 rule finds diverging, in execution order."""
+        return [a for a in self.accuracy or () if a.verdict == "diverges"]
+
+    @property
+    def verdicts(self) -> list[Verdict]:
+        out = [
+            _verdict(
+                "eager vs compiled",
+                f"model outputs ({len(self.output_names)})",
+                self.output_comparison,
+                "the compiled model computes different results from the eager model",
+            ),
+            _verdict(
+                "eager vs compiled",
+                f"sites aligned by provenance ({len(self.aligned_sites)} of "
+                f"{len(self.alignment)})",
+                self.comparison,
+                "Inductor's numerics, a graph pass or a decomposition changed the value "
+                "(the first diverging site is where to look)",
+                restrict=lambda name: not _is_output(name),
+            ),
+        ]
+        if self.lifecycle is not None:
+            out.append(
+                _verdict(
+                    "compiled vs graphs",
+                    "all sites and outputs, bit for bit",
+                    self.lifecycle,
+                    "a CUDA graph lifecycle fault (stale or overwritten static buffers, an "
+                    "input changed outside the graph), not numerics",
+                )
+            )
+        else:
+            out.append(
+                Verdict(
+                    "compiled vs graphs",
+                    "all sites and outputs, bit for bit",
+                    "not run",
+                    self.not_run.get("graphs", ""),
+                    "",
+                )
+            )
+        out.append(self._float64_verdict())
+        return out
+
+    @property
+    def output_names(self) -> list[str]:
+        return sorted(
+            {o.name for o in self.output_comparison.observations},
+            key=lambda n: int(n.split("/")[1]),
+        )
+
+    def _float64_verdict(self) -> Verdict:
+        scope = "aligned sites and outputs, against the eager model in float64"
+        meaning = "the compiled error exceeds eager's own rounding error by the rule's factor"
+        if self.accuracy is None:
+            return Verdict("float64 rule", scope, "not run", self.not_run.get("float64", ""), "")
+        judged = [a for a in self.accuracy if a.verdict != "unjudged"]
+        diverging = self.diverging_sites
+        if diverging:
+            first = diverging[0]
+            detail = (
+                f"{len(diverging)} of {len(judged)} diverge; first {first.name} at "
+                f"'{first.point}' (compiled error {first.compiled_rmse:.3g}, eager "
+                f"{first.eager_rmse:.3g})"
+                if first.compiled_rmse is not None and first.eager_rmse is not None
+                else f"{len(diverging)} of {len(judged)} diverge; first {first.name} at "
+                f"'{first.point}': {first.reason}"
+            )
+            return Verdict("float64 rule", scope, "diverges", detail, meaning)
+        if not judged:
+            return Verdict("float64 rule", scope, "inconclusive", "nothing judged", meaning)
+        rounding = sum(a.verdict == "rounding" for a in judged)
+        detail = f"{len(judged)} judged: {len(judged) - rounding} close, {rounding} rounding"
+        return Verdict("float64 rule", scope, "rounding", detail, meaning)
+
+    def report(self) -> Any:
+        """The verdicts as a native report document (text or HTML)."""
+        doc = _native.ReportDocument("Differential run: eager vs compiled")
+        first = self.first_divergence
+        facts = [("status", self.status)]
+        if first is not None:
+            facts.append(("first divergence", first.description))
+        facts.append(("runs", ", ".join(self.run_names)))
+        doc.facts(facts)
+        doc.heading("Verdicts (each from the comparison it names)")
+        doc.table(
+            ["comparison", "scope", "status", "detail"],
+            [[v.comparison, v.scope, v.status, v.detail] for v in self.verdicts],
+        )
+        unaligned = {s: r for s, r in self.alignment.items() if r is not None}
+        if unaligned:
+            doc.heading("Sites without an eager counterpart (compared only compiled vs graphs)")
+            doc.table(["site", "why"], [[s, r] for s, r in unaligned.items()], limit=20)
+        return doc
+
+    @property
+    def run_names(self) -> list[str]:
+        return [
+            name
+            for name, run in (
+                ("eager", self.reference),
+                ("compiled", self.compiled),
+                ("graphs", self.graphs),
+                ("float64", self.float64),
+            )
+            if run is not None
+        ]
+
+    def to_text(self, include_unchanged: bool = True, limit: int | None = None) -> str:
+        verdicts = self.report().to_text()
+        details = self.comparison.to_text(include_unchanged=include_unchanged, limit=limit)
+        return f"{verdicts}\neager vs compiled, site by site:\n{details}"
+
+    def to_dict(self) -> dict[str, Any]:
+        first = self.first_divergence
+        return {
+            "status": self.status,
+            "first_divergence": None if first is None else first.description,
+            "run_dir": self.reference.path,
+            "runs": self.run_names,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "alignment": self.alignment,
+            "accuracy": None if self.accuracy is None else [a.to_dict() for a in self.accuracy],
+            "comparison": self.comparison.to_dict(),
+            "lifecycle": None if self.lifecycle is None else self.lifecycle.to_dict(),
+        }
+
+
+def _verdict(
+    comparison: str,
+    scope: str,
+    result: Any,
+    meaning: str,
+    restrict: Callable[[str], bool] | None = None,
+) -> Verdict:
+    observations = [
+        o for o in result.observations if restrict is None or restrict(o.name)
+    ]
+    if not observations:
+        return Verdict(comparison, scope, "inconclusive", "nothing to compare", meaning)
+    worst = max(observations, key=lambda o: _SEVERITY[o.status])
+    status = worst.status
+    if status == "match":
+        detail = f"{len(observations)} compared, all within tolerance"
+    else:
+        first = next(o for o in observations if o.status != "match")
+        error = f", max abs error {first.max_abs_error:.3g}" if first.max_abs_error else ""
+        detail = f"first: {first.name} ({first.status}{error}; {first.reason})"
+    return Verdict(comparison, scope, status, detail, meaning if status != "match" else "")
+
+
+# ---------------------------------------------------------------------------- variants
+def _is_output(name: str) -> bool:
+    return name.startswith("output/")
+
+
+def _record_outputs(session: ProbeSession, outputs: Any) -> None:
+    for i, value in enumerate(output_tensors(outputs)):
+        session.record_value(output_site(i), value)
+
+
+def _run_compiled(
+    name: str,
+    model: Callable[..., Any],
+    calls: Sequence[Call],
+    config: Any,
+    run_dir: str,
+    options: dict[str, Any],
+    overwrite: bool | None,
+) -> tuple[TensorRun, ProbeSession]:
+    from torch_cudagraph_debug.compile.backend import tcgd_backend
+
+    session = ProbeSession(config, run_dir=run_dir, name=name, payload="full", overwrite=overwrite)
+    backend = functools.partial(tcgd_backend, options={"probes": "<differential>", **options})
+    torch._dynamo.reset()
+    token = _SESSION_OVERRIDE.set(session)
+    try:
+        # Caches off: the probe pass must run (its decisions say where eager computes
+        # each site), and the graphs must be compiled for this variant's options.
+        with no_compile_caches(), torch.no_grad():
+            compiled = torch.compile(model, backend=backend)
+            for i, call in enumerate(calls):
+                _progress.report(f"{name}: call {i + 1}/{len(calls)}")
+                with session.record_point(f"call{i}"):
+                    _record_outputs(session, call(compiled))
+    finally:
+        _SESSION_OVERRIDE.reset(token)
+        torch._dynamo.reset()
+    return session.finish(), session
+
+
+def _run_eager(
+    name: str,
+    model: Callable[..., Any],
+    calls: Sequence[Call],
+    config: Any,
+    run_dir: str,
+    plan: EagerPlan,
+    overwrite: bool | None,
+) -> TensorRun:
+    session = ProbeSession(config, run_dir=run_dir, name=name, payload="full", overwrite=overwrite)
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            traced = torch.compile(model, backend=eager_backend(plan, session.record_value))
+            for i, call in enumerate(calls):
+                _progress.report(f"{name}: call {i + 1}/{len(calls)}")
+                with session.record_point(f"call{i}"):
+                    call(traced)  # the sites, in execution order
+                    _record_outputs(session, call(model))  # then the plain model's outputs
+    finally:
+        torch._dynamo.reset()
+    return session.finish()
 
 
 def differential(
     model: Callable[..., Any],
-    batches: Iterable[Sequence[Any]],
+    batches: Iterable[Any],
     *,
     probes: Any,
     run_dir: str | os.PathLike[str],
@@ -99,56 +368,102 @@ def differential(
     extra_inductor_options: dict[str, Any] | None = None,
     overwrite: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    graph_trees: bool | None = None,
+    float64: bool = True,
+    float64_tol: float | None = None,
 ) -> DifferentialResult:
-    """Runs ``model`` on every batch twice, through the eager reference and through the
-    compiled model (same config, so the same sites), recording into
-    ``run_dir/reference`` and ``run_dir/compiled``, and compares the two runs site by
-    site, point by point. Inference only (runs under ``torch.no_grad()``).
+    """Runs every batch through the variants (module docstring) into the job root
+    ``run_dir`` and compares them. Inference only (``torch.no_grad()``).
 
-    ``overwrite=True`` replaces the two runs of an earlier differential run in
-    ``run_dir`` (None: the config's ``[run] overwrite``). ``progress`` receives a line
-    per stage (compiling, each call of each side, comparing)."""
-    from torch_cudagraph_debug.compile.backend import tcgd_backend
+    A batch is a tuple (or list) of positional arguments, a dict of keyword arguments, or
+    one tensor. ``mode`` is torch.compile's mode for the compiled variants (the
+    ``compiled`` one always without CUDA graphs). ``graph_trees``: run the ``graphs``
+    variant (None: when the batches are on a CUDA device). ``float64``: run the float64
+    variant and judge each site with the float64 rule (tolerance ``float64_tol``, default
+    1e-4). ``overwrite=True`` replaces the runs of an earlier differential run in
+    ``run_dir`` (None: the config's ``[run] overwrite``). ``progress`` receives a line per
+    stage."""
     from torch_cudagraph_debug.tensor_debug.compare import compare_runs
 
     config = load_config(probes)
-    run_dir = os.fspath(run_dir)
-    batches = [tuple(b) for b in batches]
+    root = os.fspath(run_dir)
+    calls = [as_call(b) for b in batches]
+    if graph_trees is None:
+        graph_trees = _on_cuda(calls)
+    not_run: dict[str, str] = {}
+    base = {**(options or {}), **(extra_inductor_options or {})}
     with _progress.reporting_to(progress):
-        # One session at a time: both record under the same key (the config's), which
-        # the compiled graphs of each carry.
-        reference = ProbeSession(
-            config, run_dir=os.path.join(run_dir, "reference"), overwrite=overwrite
+        compiled_run, compiled_session = _run_compiled(
+            "compiled",
+            model,
+            calls,
+            config,
+            root,
+            {**base, **({"mode": mode} if mode else {}), "triton.cudagraphs": False},
+            overwrite,
         )
-        torch._dynamo.reset()
-        ref_model = torch.compile(model, backend=reference_backend(reference))
-        _run_batches("reference", ref_model, batches)
-        reference_run = reference.finish()
+        graphs_run = None
+        if graph_trees:
+            graph_mode = mode if mode not in (None, "default") else "reduce-overhead"
+            graphs_run, _ = _run_compiled(
+                "graphs",
+                model,
+                calls,
+                config,
+                root,
+                {**base, "mode": graph_mode, "triton.cudagraphs": True},
+                overwrite,
+            )
+        else:
+            not_run["graphs"] = "the batches are not on a CUDA device: no CUDA graphs to run"
+        plan = EagerPlan.from_decisions(compiled_session.decisions)
+        eager_run = _run_eager("eager", model, calls, config, root, plan, overwrite)
+        float64_run = None
+        if float64:
+            double = to_float64(model)
+            double_calls = [c.map(as_float64) for c in calls]
+            float64_run = _run_eager("float64", double, double_calls, config, root, plan, overwrite)
+        else:
+            not_run["float64"] = "float64=False"
 
-        compiled = ProbeSession(
-            config, run_dir=os.path.join(run_dir, "compiled"), overwrite=overwrite
+        _progress.report("comparing the variants")
+        aligned = [s for s in plan.aligned if s not in plan.unaligned]
+        outputs = sorted(
+            {o.name for p in eager_run.points for o in p.observations if _is_output(o.name)}
         )
-        torch._dynamo.reset()
-        backend_options = {"probes": "<differential>", **(options or {})}
-        if mode is not None:
-            backend_options["mode"] = mode
-        backend = functools.partial(
-            tcgd_backend, options={**backend_options, **(extra_inductor_options or {})}
+        comparison = compare_runs(
+            eager_run, compiled_run, options=comparison_options, names=[*aligned, *outputs]
         )
-        token = _SESSION_OVERRIDE.set(compiled)
-        try:
-            _run_batches("compiled", torch.compile(model, backend=backend), batches)
-        finally:
-            _SESSION_OVERRIDE.reset(token)
-        compiled_run = compiled.finish()
-        torch._dynamo.reset()
-        _progress.report("comparing the reference and compiled runs")
-        comparison = compare_runs(reference_run, compiled_run, options=comparison_options)
-    return DifferentialResult(reference_run, compiled_run, comparison)
+        output_comparison = compare_runs(
+            eager_run, compiled_run, options=comparison_options, names=outputs
+        )
+        lifecycle = None
+        if graphs_run is not None:
+            exact = _native.TensorComparisonOptions(mode="exact", equal_nan=True)
+            lifecycle = compare_runs(compiled_run, graphs_run, options=exact)
+        accuracy = None
+        if float64_run is not None:
+            accuracy = tuple(
+                _native.judge_against_float64(
+                    float64_run.address,
+                    eager_run.address,
+                    compiled_run.address,
+                    names=[*aligned, *outputs],
+                    tol=float64_tol,
+                )
+            )
+    alignment: dict[str, str | None] = {site: None for site in aligned}
+    alignment.update(plan.unaligned)
+    return DifferentialResult(
+        reference=eager_run,
+        compiled=compiled_run,
+        graphs=graphs_run,
+        float64=float64_run,
+        comparison=comparison,
+        output_comparison=output_comparison,
+        lifecycle=lifecycle,
+        accuracy=accuracy,
+        alignment=alignment,
+        not_run=not_run,
+    )
 
-
-def _run_batches(side: str, model: Callable[..., Any], batches: list[tuple[Any, ...]]) -> None:
-    with torch.no_grad():
-        for i, batch in enumerate(batches):
-            _progress.report(f"{side}: call {i + 1}/{len(batches)}")
-            model(*batch)

@@ -204,6 +204,17 @@ class ProbeSession(RunRecorder[TensorRun]):
                 [v.detach().contiguous() for v in values], sites, capture, stream
             )
 
+    def record_value(self, site: dict[str, Any], value: torch.Tensor) -> None:
+        """Takes a value computed outside the compiled graphs into the point in progress
+        as the site ``site`` (a site description as the probe pass writes it): the eager
+        side of a differential run, a model's outputs."""
+        with self._lock:
+            if self._closed:
+                return
+            site = self._site(json.dumps(site, sort_keys=True))
+            host = value.detach().to("cpu", copy=True).contiguous()
+            self._take_eager(site["site_id"], host, str(value.device))
+
     def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
         if site_id in self._eager and self.auto_points and not self._explicit_point:
             # The site ran again inside one automatic point: a call nothing delimited (a

@@ -29,6 +29,7 @@ from torch_cudagraph_debug._probe_op import (
     probe_group_token_op,
 )
 from torch_cudagraph_debug._torch_bridge import dtype_name
+from torch_cudagraph_debug.fx_passes.provenance import EagerKey, eager_counterparts
 
 # Set by the tcgd backend around each graph's compilation (it knows whether Inductor is
 # compiling a forward, backward or inference graph); None under a plain torch.compile.
@@ -59,6 +60,11 @@ class GraphDecisions:
     graph_kind: str
     compile_id: str | None
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    # Per selected site id: where the eager model computes the same value (its
+    # ``EagerKey``), or why it has no counterpart there (fx_passes/provenance.py).
+    counterparts: dict[str, EagerKey | str] = field(default_factory=dict)
+    # Per selected site id: the value's shape, when the graph knows it statically.
+    shapes: dict[str, tuple[int, ...] | None] = field(default_factory=dict)
 
     @property
     def selected(self) -> list[dict[str, Any]]:
@@ -183,6 +189,14 @@ def _last_use(node: torch.fx.Node, position: dict[torch.fx.Node, int]) -> int:
     return last
 
 
+def _static_shape(node: torch.fx.Node) -> tuple[int, ...] | None:
+    t = _tensor_of(node)
+    try:
+        return None if t is None else tuple(int(d) for d in t.shape)
+    except Exception:  # symbolic sizes: known at run time only
+        return None
+
+
 def _nbytes(node: torch.fx.Node) -> int | None:
     t = _tensor_of(node)
     numel = _numel(t) if t is not None else None
@@ -301,6 +315,10 @@ class ProbeInsertionPass(CustomGraphPass):
                 decision["site"] = site
                 sites[node] = site
             record.decisions.append(decision)
+        for node, key in eager_counterparts(graph, list(sites), record.compile_id).items():
+            site_id = sites[node]["site_id"]
+            record.counterparts[site_id] = key
+            record.shapes[site_id] = _static_shape(node)
         for group in group_sites(graph, list(sites)):
             text = json.dumps([sites[n] for n in group], sort_keys=True)
             args = (list(group), self.probe_key, text)

@@ -280,18 +280,21 @@ def compare_runs(
     point_mapping: PointMapping = None,
     options: TensorComparisonOptions | None = None,
     progress: ProgressCallback | None = None,
+    names: Iterable[str] | None = None,
 ) -> TensorRunComparison:
     """Compares two runs point by point; the engine reads payloads from the job roots.
 
     ``point_mapping``: ``None`` or ``"label"`` pairs points with equal labels (one-sided
     labels are reported); ``"index"`` pairs them by position; a mapping (or pairs) of
-    reference to candidate labels or indices compares exactly those points."""
+    reference to candidate labels or indices compares exactly those points. ``names``:
+    compare only the observations of these names (on both sides)."""
     return _native.compare_runs(
         _run_path(ref, "ref"),
         _run_path(cand, "cand"),
         options,
         _mapping(point_mapping),
         progress,
+        None if names is None else list(names),
     )
 
 

@@ -8,6 +8,7 @@
 //! precedence: mismatch > inconclusive > match. [`report`] renders a [`Comparison`] as
 //! text, JSON, HTML and CSV; docs/comparison.md is the user-facing description.
 
+mod accuracy;
 mod anomaly;
 mod compare;
 mod engine;
@@ -20,6 +21,7 @@ mod options;
 pub mod report;
 mod run;
 
+pub use accuracy::{judge_against_float64, AccuracyVerdict, Float64Rule, SiteAccuracy};
 pub use anomaly::{
     first_anomaly, first_anomaly_in_run, first_anomaly_in_tables, AnomalyHit, AnomalyQuery,
     AnomalyRule, FirstAnomaly, Observation as AnomalyObservation, Point as AnomalyPoint,

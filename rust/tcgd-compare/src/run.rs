@@ -108,6 +108,16 @@ impl RunData {
         })
     }
 
+    /// Keeps only the observations named in `names` (every point stays, possibly empty):
+    /// a comparison limited to the values both sides are known to hold, such as the
+    /// sites of a compiled model that an eager run can be aligned with.
+    pub fn retain_names(&mut self, names: &std::collections::HashSet<String>) {
+        for set in &mut self.points {
+            set.observations
+                .retain(|o| names.contains(&o.descriptor.name));
+        }
+    }
+
     pub fn labels(&self) -> Vec<&str> {
         self.points
             .iter()

@@ -359,9 +359,10 @@ fn compare_sets(
     })
 }
 
-/// Compares two runs point by point; the engine reads the payloads itself.
+/// Compares two runs point by point; the engine reads the payloads itself. With `names`,
+/// only observations of those names are compared (on both sides).
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None, names=None))]
 fn compare_runs(
     py: Python<'_>,
     reference: RunAddress,
@@ -369,12 +370,18 @@ fn compare_runs(
     options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
+    names: Option<Vec<String>>,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
         let call = Call::new(options, progress_callback)?;
         let mapping = mapping(point_mapping)?;
         call.run(py, |options, progress| {
-            let (reference, candidate) = (open(&reference)?, open(&candidate)?);
+            let (mut reference, mut candidate) = (open(&reference)?, open(&candidate)?);
+            if let Some(names) = &names {
+                let names = names.iter().cloned().collect();
+                reference.retain_names(&names);
+                candidate.retain_names(&names);
+            }
             tcgd_compare::compare_runs(&reference, &candidate, &mapping, options, progress)
         })
     })

@@ -17,6 +17,7 @@ mod args;
 mod classes;
 mod compare;
 mod config;
+mod diagnosis;
 mod errors;
 mod memory;
 mod probe;
@@ -138,6 +139,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", tcgd_store::FORMAT_VERSION)?;
     config::register(m)?;
     compare::register(m)?;
+    diagnosis::register(m)?;
     results::register(m)?;
     anomaly::register(m)?;
     memory::register(m)?;

@@ -298,6 +298,7 @@ pub(crate) fn identical_metrics(dtype: DType, numel: u64, nan: Option<u64>) -> M
         first_mismatch: None,
         cosine_similarity: (finite > 0).then_some(1.0),
         relative_l2_error: (finite > 0).then_some(0.0),
+        rmse: (finite > 0).then_some(0.0),
         max_ulp_distance: (float && finite > 0).then_some(0),
         nan_introduced: 0,
         inf_introduced: 0,

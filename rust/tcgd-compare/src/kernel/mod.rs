@@ -268,9 +268,12 @@ pub(crate) fn compare(
     for p in &partials {
         acc.merge(p);
     }
-    if acc.norms_need_rescale() && domain != Domain::Integer {
-        rescaled_norms(reference, candidate, &mut acc)?;
-    }
+    // The power of two the norm sums were taken at (1 unless they had to be rescaled).
+    let norm_scale = if acc.norms_need_rescale() && domain != Domain::Integer {
+        rescaled_norms(reference, candidate, &mut acc)?
+    } else {
+        1.0
+    };
 
     let first_mismatch = match acc.first {
         Some(index) => Some(FirstMismatch {
@@ -312,6 +315,7 @@ pub(crate) fn compare(
         first_mismatch,
         cosine_similarity: cosine,
         relative_l2_error: relative_l2,
+        rmse: any.then(|| (acc.diff_sq / fp as f64).sqrt() / norm_scale),
         max_ulp_distance: (ulp.is_some() && any).then_some(acc.max_ulp),
         nan_introduced: acc.nan_introduced,
         inf_introduced: acc.inf_introduced,

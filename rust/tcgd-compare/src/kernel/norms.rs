@@ -4,12 +4,13 @@ use super::*;
 
 /// Recomputes the summed metrics with both sides scaled by one power of two, for values
 /// whose squares leave the range of `f64`. Cosine and relative L2 do not depend on a
-/// common scale; the mean error is scaled back.
+/// common scale; the mean error is scaled back. Returns the scale the sums of squares
+/// are left at.
 pub(super) fn rescaled_norms(
     reference: Values<'_>,
     candidate: Values<'_>,
     acc: &mut Acc,
-) -> Result<(), CompareError> {
+) -> Result<f64, CompareError> {
     let exponent = acc.max_mag.log2().floor() as i32;
     let scale = 2f64.powi((-exponent).clamp(-1000, 1000));
     let n = reference.len();
@@ -58,5 +59,5 @@ pub(super) fn rescaled_norms(
     acc.ref_sq = sums[2];
     acc.cand_sq = sums[3];
     acc.diff_sq = sums[4];
-    Ok(())
+    Ok(scale)
 }

@@ -36,6 +36,10 @@ pub struct Metrics {
     pub cosine_similarity: Option<f64>,
     #[serde(serialize_with = "opt_float")]
     pub relative_l2_error: Option<f64>,
+    /// Root mean square of `c - r` (complex: of the modulus): the error torch's own
+    /// accuracy checks weigh against a float64 reference.
+    #[serde(serialize_with = "opt_float")]
+    pub rmse: Option<f64>,
     pub max_ulp_distance: Option<u64>,
     pub nan_introduced: u64,
     pub inf_introduced: u64,

@@ -5,37 +5,7 @@ use std::fmt::Write;
 use crate::model::Comparison;
 use crate::report::rows::{self, Section};
 
-/// Rows of cells in aligned columns, the first row the header; `right` marks numeric
-/// columns.
-fn aligned(out: &mut String, right: &[bool], lines: &[Vec<&str>]) {
-    let mut widths = vec![0; right.len()];
-    for line in lines {
-        for (w, cell) in widths.iter_mut().zip(line) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for cells in lines {
-        let mut text = String::from("  ");
-        let last = cells.len().saturating_sub(1);
-        for (i, cell) in cells.iter().enumerate() {
-            let pad = widths[i].saturating_sub(cell.chars().count());
-            if right[i] {
-                text.push_str(&" ".repeat(pad));
-                text.push_str(cell);
-            } else {
-                text.push_str(cell);
-                if i != last {
-                    text.push_str(&" ".repeat(pad));
-                }
-            }
-            if i != last {
-                text.push_str("  ");
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    }
-}
+use tcgd_report::document::aligned_columns as aligned;
 
 /// A section under its heading: a table of its text columns, or `none` when it says so.
 pub(crate) fn section(out: &mut String, s: &Section) {

@@ -135,6 +135,8 @@ frozen_class! {
             m.first_mismatch.clone().map(PyFirstMismatch::from);
         cosine_similarity: Option<f64> => m.cosine_similarity;
         relative_l2_error: Option<f64> => m.relative_l2_error;
+        /// Root mean square of `c - r` over the finite pairs.
+        rmse: Option<f64> => m.rmse;
         max_ulp_distance: Option<u64> => m.max_ulp_distance;
         nan_introduced: u64 => m.nan_introduced;
         inf_introduced: u64 => m.inf_introduced;
