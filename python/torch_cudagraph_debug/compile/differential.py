@@ -58,8 +58,7 @@ def reference_backend(session: ProbeSession) -> Callable[..., Any]:
         from torch._inductor.compile_fx import compile_fx
 
         patches = inductor_patches(None, {}, session.insertion_pass)
-        _progress.compiling()
-        with no_compile_caches():
+        with _progress.compiling(), no_compile_caches():
             compiled = compile_fx(
                 gm, example_inputs, inner_compile=_eager_post_grad_inner, config_patches=patches
             )
