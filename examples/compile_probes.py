@@ -88,16 +88,34 @@ def main() -> None:
     print(f"\ndifferential (eager reference vs compiled): {status}")
     if first is not None:
         print(f"first issue: {first.description}")
-    worst = result.comparison.worst_observation_comparisons(3)
-    for comparison in worst:
-        metrics = comparison.metrics
-        max_abs = metrics.max_abs_error if metrics is not None else None
-        print(f"  worst: {comparison.name} ({comparison.status}, max abs error {max_abs})")
+    # Each site runs at every call: an issue names the point (the call) it is at.
+    for issue in result.comparison.worst_issues(3):
+        site = issue.observation
+        print(
+            f"  worst: point {issue.label!r}, {site.name}[{site.invocation_index}] "
+            f"({site.status}, max abs error {site.max_abs_error})"
+        )
 
     # 4. Query the run's Parquet files directly (run_id picks its rows among the root's).
+    query(run_dir, run.run_id)
+
+    print("\nruns written (job roots; `tcgd tensor summary ROOT --name NAME` reads one):")
+    for written, what in (
+        (run, f"the compiled model's {len(run.points)} calls"),
+        (result.reference, "differential: the eager reference"),
+        (result.compiled, "differential: the compiled model"),
+    ):
+        print(f"  {written.path}  (run {written.name!r}: {what})")
+
+
+def query(run_dir: Path, run_id: str) -> None:
     import duckdb
 
     print("\nDuckDB: per site, mean and max |value| over the recorded calls")
+    if not any(run_dir.glob("observations/rank=*/*.parquet")):
+        # read_parquet fails on a glob that matches no file.
+        print(f"  no observation files under {run_dir}/observations: nothing was recorded")
+        return
     print(
         duckdb.sql(
             f"""
@@ -105,7 +123,7 @@ def main() -> None:
                    round(avg(mean), 5) AS avg_mean, round(max(greatest(abs(min), abs(max))), 4)
                    AS max_abs
             FROM read_parquet('{run_dir}/observations/rank=*/*.parquet')
-            WHERE run_id = '{run.run_id}'
+            WHERE run_id = '{run_id}'
             GROUP BY ALL ORDER BY module_path, aten_op
             """
         )

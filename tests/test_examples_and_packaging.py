@@ -50,6 +50,19 @@ def test_compile_probes_example_records_and_queries(tmp_path):
     assert out.count("aten.addmm.default") >= 8  # four sites explained, four queried
     assert "blocks.1.down" in out.split("DuckDB")[1]
     assert "differential (eager reference vs compiled): match" in out
+    # Each worst site is named with its point: the same site at two calls is two places.
+    worst = [line for line in out.splitlines() if line.startswith("  worst: ")]
+    assert len(worst) == 3, out
+    assert all(line.startswith("  worst: point 'call") for line in worst), worst
+    assert len(set(worst)) == 3, worst
+    # Where every run went.
+    written = out.split("runs written")[1]
+    for root, name in (
+        (tmp_path, "compiled-mlp"),
+        (tmp_path.parent / f"{tmp_path.name}-diff" / "reference", "compiled-mlp"),
+        (tmp_path.parent / f"{tmp_path.name}-diff" / "compiled", "compiled-mlp"),
+    ):
+        assert f"  {root}  (run {name!r}" in written, written
 
 
 def test_multirank_example_writes_one_run_per_rank(tmp_path):

@@ -86,7 +86,7 @@ def test_fault8_an_unexpected_exception_is_one_line_and_exit_2(
     assert line == "tcgd: error: KeyError: 'nosuch' (set TCGD_DEBUG=1 to see the traceback)"
 
 
-def test_fault8_memory_alias_reports_unexpected_errors_the_same_way(monkeypatch, capsys):
+def test_fault8_memory_alias_reports_unexpected_errors_the_same_way(monkeypatch, capsys, tmp_path):
     from torch_cudagraph_debug.cli import memory as memory_cli
 
     def broken(args):
@@ -94,7 +94,10 @@ def test_fault8_memory_alias_reports_unexpected_errors_the_same_way(monkeypatch,
 
     monkeypatch.setattr(memory_cli, "_import", broken)
     monkeypatch.delenv("TCGD_DEBUG", raising=False)
-    assert memory_main(["import", "x.pickle", "--run", "r"]) == 2
+    # The snapshot exists, so the command's own check of its paths lets the handler run.
+    snapshot = tmp_path / "x.pickle"
+    snapshot.write_bytes(b"")
+    assert memory_main(["import", str(snapshot), "--run", str(tmp_path / "r")]) == 2
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith("tcgd: error: FileNotFoundError: [Errno 2] No such file or directory")
 

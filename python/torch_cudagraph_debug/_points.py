@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from torch_cudagraph_debug.errors import PointNotFoundError
+from torch_cudagraph_debug.errors import MissingDependencyError, PointNotFoundError
 
 if TYPE_CHECKING:
     from torch_cudagraph_debug import _native
@@ -120,6 +120,22 @@ class Run(PointSequence[P]):
     format_version: int
     provenance: dict[str, Any]
     run_metadata: dict[str, Any]
+
+    def to_arrow(self) -> Any:
+        raise NotImplementedError
+
+    def to_pandas(self) -> Any:
+        """``to_arrow()`` as a pandas DataFrame. pandas is not a dependency of this package:
+        without it this raises ``MissingDependencyError`` saying what to install."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError as error:
+            raise MissingDependencyError(
+                f"{type(self).__name__}.to_pandas() needs pandas, which is not installed "
+                f"({error}): pip install pandas; to_arrow() gives the same rows as a pyarrow "
+                "Table without it"
+            ) from None
+        return self.to_arrow().to_pandas()
 
     def _read_manifest(
         self, manifest: _native.RunManifest, path: str, damage: list[dict[str, Any]]

@@ -23,7 +23,7 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_OUTPUT_CLOSED,
     REFERENCE_EXIT_FOR_STATUS,
 )
-from torch_cudagraph_debug.cli._subcommands import add_table, commands
+from torch_cudagraph_debug.cli._subcommands import add_table, check_paths, commands
 
 DEBUG_VARIABLE = "TCGD_DEBUG"
 
@@ -60,6 +60,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # argparse hands the arguments a subcommand does not know back up to the top-level
+        # parser, whose error would name `tcgd --help`. A subcommand's parser gets every
+        # argument after the subcommand's name, so what it leaves over is its own error,
+        # raised here so that the message names its usage.
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def _add_version(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +147,7 @@ def _run(make_parser: Callable[[], argparse.ArgumentParser], argv: Sequence[str]
 
     try:
         args = make_parser().parse_args(argv)
+        check_paths(args)
         handler: Callable[[argparse.Namespace], int] = args.handler
         code = int(handler(args))
         # Flushed here so that a closed pipe is seen now, not at interpreter exit.

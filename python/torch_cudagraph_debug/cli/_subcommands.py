@@ -34,11 +34,19 @@ def arg(*flags: str, **options: Any) -> Adder:
     return lambda parser: parser.add_argument(*flags, **options)
 
 
+Check = Callable[[argparse.Namespace], None]
+"""Checks the paths a command reads, from its parsed arguments (see `check_paths`)."""
+
+CHECK_DEST = "_check_paths"
+"""Where a command's `Check` sits in its parsed arguments."""
+
+
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its name, `handler(args) -> exit code`, one-line help and argument
-    steps (in the order `--help` lists them), the parser's own texts, and the defaults it
-    sets next to the handler."""
+    steps (in the order `--help` lists them), the parser's own texts, the defaults it
+    sets next to the handler, and the check of the paths it reads (run before the handler,
+    see `check_paths`)."""
 
     name: str
     handler: Callable[[argparse.Namespace], int]
@@ -48,6 +56,73 @@ class Command:
     usage: str | None = None
     epilog: str | None = None
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    check: Check | None = None
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Runs the command's check of its paths. Done before the handler because most
+    handlers import torch first, which costs seconds and most of a gigabyte: a mistyped
+    path must fail at once, with the same typed error the command would raise later."""
+    check: Check | None = getattr(args, CHECK_DEST, None)
+    if check is not None:
+        check(args)
+
+
+def _given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
+    """The paths held by these arguments (each a path, a list of them, or None)."""
+    found: list[str] = []
+    for dest in dests:
+        value = getattr(args, dest)
+        found += [] if value is None else [value] if isinstance(value, str) else list(value)
+    return list(dict.fromkeys(found))
+
+
+def job_roots(pick: Callable[[argparse.Namespace], Iterable[str]]) -> Check:
+    """Each path `pick` names is a job root: the core's `RunNotFoundError` ("'x' is not a
+    job root of torch-cudagraph-debug: it does not exist; ...") otherwise."""
+
+    def check(args: argparse.Namespace) -> None:
+        from torch_cudagraph_debug import _native
+
+        for root in dict.fromkeys(pick(args)):
+            _native.list_runs(root)
+
+    return check
+
+
+def roots_of(*dests: str) -> Check:
+    """The arguments `dests` hold job roots (see `job_roots`)."""
+    return job_roots(lambda args: _given(args, dests))
+
+
+def group_dirs_of(*dests: str) -> Check:
+    """The arguments `dests` hold memory run groups: job roots, or directories of them."""
+
+    def check(args: argparse.Namespace) -> None:
+        from torch_cudagraph_debug import _native
+
+        for root in _given(args, dests):
+            _native.MemoryRunGroup.discover(root)
+
+    return check
+
+
+def files_of(*dests: str, what: str) -> Check:
+    """The arguments `dests` hold files to read (`what` names them in the error)."""
+
+    def check(args: argparse.Namespace) -> None:
+        import os
+
+        from torch_cudagraph_debug.errors import InvalidInputError
+
+        for path in _given(args, dests):
+            if not os.path.isfile(path):
+                where = "is a directory" if os.path.isdir(path) else "does not exist"
+                raise InvalidInputError(
+                    f"{what} {path!r} {where} (working directory {os.getcwd()})"
+                )
+
+    return check
 
 
 def add_table(subparsers: argparse._SubParsersAction, table: Iterable[Command]) -> None:
@@ -62,4 +137,6 @@ def add_table(subparsers: argparse._SubParsersAction, table: Iterable[Command]) 
         )
         for add in command.arguments:
             add(parser)
-        parser.set_defaults(handler=command.handler, **command.defaults)
+        parser.set_defaults(
+            handler=command.handler, **{CHECK_DEST: command.check}, **command.defaults
+        )

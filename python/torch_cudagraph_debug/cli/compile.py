@@ -7,11 +7,12 @@ never on stdout, so `--json` output stays parseable; `--quiet` silences it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import runpy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
@@ -45,23 +46,52 @@ def _script(path: str, what: str) -> str:
     return path
 
 
-def _explain(args: argparse.Namespace) -> int:
-    import torch
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """What the block prints to stdout goes to stderr instead, through ``sys.stdout`` and
+    through file descriptor 1 alike (a child process, a C library): stdout is kept for the
+    report, so that `--json` output stays parseable. Both are restored when it ends."""
+    stdout = sys.stdout
+    stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no descriptor 1 or 2 to redirect: Python's own writes only
+        saved = -1
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        # Written to the stdout object past the redirection (sys.__stdout__): to stderr
+        # too, before descriptor 1 is the report's again.
+        for stream in (stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        if saved >= 0:
+            os.dup2(saved, 1)
+            os.close(saved)
 
-    from torch_cudagraph_debug.compile import _progress as progress
-    from torch_cudagraph_debug.compile import installed, load_config
-    from torch_cudagraph_debug.compile.explain import ExplainReport, throwaway_session
+
+def _explain(args: argparse.Namespace) -> int:
+    from torch_cudagraph_debug import _native
     from torch_cudagraph_debug.errors import InvalidInputError
 
-    config = load_config(args.config)  # a bad config fails before the script runs
+    # A bad config or a missing script fails before torch is imported (seconds).
+    config = _native.ProbeConfig.load(args.config)
     script = _script(args.script, "script")
+    from torch_cudagraph_debug.compile import _progress as progress
+    from torch_cudagraph_debug.compile.explain import ExplainReport, deciding
+
     argv = sys.argv
     sys.argv = [script, *args.args]
     try:
-        with progress.reporting_to(_progress(args)), throwaway_session(config) as session:
+        with progress.reporting_to(_progress(args)), deciding(config) as decisions:
             progress.report(f"running {script} with the probe pass of {args.config}")
-            with installed(session):
-                torch._dynamo.reset()
+            import torch
+
+            torch._dynamo.reset()
+            # The script's own output is not the report: it goes to stderr.
+            with _stdout_to_stderr():
                 try:
                     runpy.run_path(script, run_name="__main__")
                 except SystemExit as exit:
@@ -70,7 +100,7 @@ def _explain(args: argparse.Namespace) -> int:
                         raise
     finally:
         sys.argv = argv
-    report = ExplainReport(tuple(session.decisions))
+    report = ExplainReport(tuple(decisions))
     if not report.graphs:
         raise InvalidInputError(
             f"{script} compiled no graph with Inductor while it ran under {args.config}: "
@@ -84,8 +114,8 @@ def _explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _factory(spec: str) -> tuple[Any, list[Any]]:
-    """Runs ``file.py:function`` and checks that it returned ``(model, batches)``."""
+def _factory_path(spec: str) -> str:
+    """The file of a ``file.py:function`` factory."""
     from torch_cudagraph_debug.errors import InvalidInputError
 
     path, _, name = spec.rpartition(":")
@@ -93,6 +123,15 @@ def _factory(spec: str) -> tuple[Any, list[Any]]:
         raise InvalidInputError(
             f"factory must be FILE.py:FUNCTION, got {spec!r}; FUNCTION() returns (model, batches)"
         )
+    return path
+
+
+def _factory(spec: str) -> tuple[Any, list[Any]]:
+    """Runs ``file.py:function`` and checks that it returned ``(model, batches)``."""
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    path = _factory_path(spec)
+    name = spec.rpartition(":")[2]
     namespace = runpy.run_path(_script(path, "factory file"))
     factory = namespace.get(name)
     if not callable(factory):
@@ -118,10 +157,13 @@ def _factory(spec: str) -> tuple[Any, list[Any]]:
 
 
 def _differential(args: argparse.Namespace) -> int:
-    from torch_cudagraph_debug.compile.differential import differential
-    from torch_cudagraph_debug.compile.session import load_config
+    from torch_cudagraph_debug import _native
 
-    config = load_config(args.config)  # a bad config fails before the factory runs
+    # A bad config or a missing factory file fails before torch is imported (seconds).
+    config = _native.ProbeConfig.load(args.config)
+    _script(_factory_path(args.factory), "factory file")
+    from torch_cudagraph_debug.compile.differential import differential
+
     model, batches = _factory(args.factory)
     result = differential(
         model,

@@ -15,11 +15,21 @@ import functools
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import point_operands, run_flags
-from torch_cudagraph_debug.cli._subcommands import Command, add_table, arg, commands
+from torch_cudagraph_debug.cli._subcommands import (
+    Command,
+    add_table,
+    arg,
+    commands,
+    files_of,
+    group_dirs_of,
+    job_roots,
+    roots_of,
+)
 from torch_cudagraph_debug.cli.memory_lifetimes import LIFETIMES_COMMAND
 from torch_cudagraph_debug.cli.memory_options import (
     _attribution,
@@ -56,12 +66,14 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 arg("--point", action="append", default=[], help="only these points (repeatable)"),
                 _output_flags,
             ),
+            check=roots_of("run"),
         ),
         Command(
             "timeline",
             _timeline,
             "every point with its change since the previous one",
             (_RUN, run_flags, functools.partial(_output_flags, tree=False)),
+            check=roots_of("run"),
         ),
         Command(
             "compare-points",
@@ -82,6 +94,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
             ),
             description="ROOT REF CAND, or the reference form REFERENCE_BUNDLE "
             "[CANDIDATE_BUNDLE] --reference-point P --candidate-point P.",
+            check=job_roots(_operand_roots(3, ("reference_point", "candidate_point"))),
         ),
         Command(
             "compare-phases",
@@ -99,6 +112,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 _mapping_flags,
                 functools.partial(_output_flags, tree=False),
             ),
+            check=job_roots(_operand_roots(5, _PHASE_FLAGS)),
         ),
         Command(
             "export-viz",
@@ -110,6 +124,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 arg("path", help="pickle file to write (replaced when it exists)"),
                 run_flags,
             ),
+            check=roots_of("run"),
         ),
         Command(
             "group-summary",
@@ -119,6 +134,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 arg("group", metavar="GROUP_DIR", help="job root (or directory of job roots)"),
                 _group_output_flags,
             ),
+            check=group_dirs_of("group"),
         ),
         Command(
             "compare-run-group-phases",
@@ -144,6 +160,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 ),
                 functools.partial(_group_output_flags, phases=True),
             ),
+            check=group_dirs_of("baseline", "candidate"),
         ),
         Command(
             "import",
@@ -166,6 +183,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                 ),
                 arg("--json", action="store_true", help="print what was imported as JSON"),
             ),
+            check=files_of("snapshots", what="snapshot"),
         ),
         LIFETIMES_COMMAND,
     )
@@ -242,6 +260,23 @@ def _operands(args: argparse.Namespace, legacy: int, flags: tuple[str, ...]) -> 
     return list(args.operands)
 
 
+def _operand_roots(
+    legacy: int, flags: tuple[str, ...]
+) -> Callable[[argparse.Namespace], list[str]]:
+    """The job roots of `compare-points` / `compare-phases`, either form: ROOT and points
+    (and --candidate-run), or the reference form's bundles."""
+
+    def pick(args: argparse.Namespace) -> list[str]:
+        bundles = _operands(args, legacy, flags)
+        roots = [args.operands[0]] if bundles is None else bundles
+        return roots if args.candidate_run is None else [*roots, args.candidate_run]
+
+    return pick
+
+
+_PHASE_FLAGS = ("baseline_start", "baseline_end", "candidate_start", "candidate_end")
+
+
 def _reference_runs(args: argparse.Namespace, bundles: list[str]) -> tuple[Any, Any]:
     from torch_cudagraph_debug.memory_debug import MemoryRun
 
@@ -285,7 +320,7 @@ def _compare_points(args: argparse.Namespace) -> int:
 def _compare_phases(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.memory_debug import compare_phases
 
-    flags = ("baseline_start", "baseline_end", "candidate_start", "candidate_end")
+    flags = _PHASE_FLAGS
     bundles = _operands(args, 5, flags)
     if bundles is None:
         args.run, *points = args.operands

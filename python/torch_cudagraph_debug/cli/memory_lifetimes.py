@@ -11,7 +11,7 @@ import sys
 
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import run_flags
-from torch_cudagraph_debug.cli._subcommands import Command, arg
+from torch_cudagraph_debug.cli._subcommands import Command, arg, roots_of
 from torch_cudagraph_debug.cli.memory_options import _point_key, _Progress
 
 
@@ -83,5 +83,6 @@ LIFETIMES_COMMAND = Command(
     description="Replays the run's allocator history and groups allocation generations "
     "into cohorts by device, pool and complete allocation stack. Needs complete event "
     "history over the analysed points.",
+    check=roots_of("run"),
 )
 """`allocation-lifetimes`, one of the memory subcommands."""

@@ -28,7 +28,14 @@ from torch_cudagraph_debug.cli._exit import (
     EXIT_OK,
 )
 from torch_cudagraph_debug.cli._flags import point_operands, run_flags
-from torch_cudagraph_debug.cli._subcommands import Adder, Command, add_table, arg
+from torch_cudagraph_debug.cli._subcommands import (
+    Adder,
+    Command,
+    add_table,
+    arg,
+    job_roots,
+    roots_of,
+)
 from torch_cudagraph_debug.cli._subcommands import commands as subcommands
 from torch_cudagraph_debug.cli.tensor_options import (
     Labels,
@@ -209,6 +216,12 @@ def _point_roots(args: argparse.Namespace) -> tuple[str, str, str | None, str | 
             )
         cand_root = extra
     return ref_root, ref_point, cand_root, cand_point
+
+
+def _point_command_roots(args: argparse.Namespace) -> list[str]:
+    """The job roots of `compare-points` and `compare-point-series`, either spelling."""
+    ref_root, _, cand_root, _ = _point_roots(args)
+    return [ref_root] if cand_root is None else [ref_root, cand_root]
 
 
 def _compare_points(args: argparse.Namespace) -> int:
@@ -447,6 +460,7 @@ def add_commands(
             "default payload, then per point its observation count (full and summary-only "
             "payloads), its replay index (or the execution that recorded it) and a table of "
             "its observations.",
+            check=roots_of("run"),
         ),
         Command(
             "compare-points",
@@ -474,6 +488,7 @@ def add_commands(
             "LABEL [options]\n       %(prog)s ROOT REF_POINT CAND_POINT [--candidate-run ROOT2] "
             "[options]",
             defaults={"series": False},
+            check=job_roots(_point_command_roots),
         ),
         Command(
             "compare-runs",
@@ -485,6 +500,7 @@ def add_commands(
                 _mapping_options,
                 _comparison_options,
             ),
+            check=roots_of("reference", "candidate"),
         ),
         Command(
             "compare-point-series",
@@ -506,6 +522,7 @@ def add_commands(
             usage="%(prog)s REFERENCE [CANDIDATE] --reference-point LABEL [options]\n"
             "       %(prog)s ROOT REF_POINT [SERIES_ROOT] [options]",
             defaults={"series": True},
+            check=job_roots(_point_command_roots),
         ),
         Command(
             "group-summary",
@@ -526,6 +543,7 @@ def add_commands(
                     help="replace the summary files in a non-empty DIR",
                 ),
             ),
+            check=roots_of("root"),
         ),
         Command(
             "compare-run-groups",
@@ -542,6 +560,7 @@ def add_commands(
                 _mapping_options,
                 _comparison_options,
             ),
+            check=roots_of("reference", "candidate"),
         ),
         Command(
             "first-anomaly",
@@ -570,6 +589,7 @@ def add_commands(
             "point, order within the point) for the first NaN, infinity or magnitude over a "
             "threshold. Exit 0 when there is none, 1 when one is found (printed with the other "
             "sites that hit at the same replay), 2 on an error.",
+            check=roots_of("root"),
         ),
     )
     commands = subcommands(parser, help="what to summarise or compare")

@@ -30,8 +30,20 @@ def reporting_to(sink: Sink | None) -> Iterator[None]:
         _SINK.reset(token)
 
 
-def compiling() -> None:
-    """Said when Inductor starts on a graph Dynamo captured."""
+# Set while a compilation that was announced runs: the backend and the wrapper of
+# Inductor's entry point may both see one compilation start, and it is said once.
+_COMPILING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "tcgd_progress_compiling", default=False
+)
+
+
+@contextlib.contextmanager
+def compiling() -> Iterator[None]:
+    """Around Inductor's work on a graph Dynamo captured: says that it starts (once, however
+    many of our wrappers it passes through)."""
+    if _COMPILING.get():
+        yield
+        return
     compile_id = None
     with contextlib.suppress(Exception):
         import torch
@@ -39,3 +51,16 @@ def compiling() -> None:
         compile_id = torch._guards.CompileContext.current_compile_id()
     where = "" if compile_id is None else f" (compile id {compile_id})"
     report(f"compiling a graph with Inductor{where}; this can take a while")
+    token = _COMPILING.set(True)
+    try:
+        yield
+    finally:
+        _COMPILING.reset(token)
+
+
+def decided(graph_kind: str, compile_id: str | None, selected: int) -> None:
+    """Said when the probe pass has decided a graph's sites."""
+    report(
+        f"probe pass: {graph_kind} graph (compile id {compile_id}): "
+        f"{selected} site{'s' if selected != 1 else ''} selected"
+    )

@@ -131,10 +131,10 @@ def compile_with_probes(
     inductor_options = {k: v for k, v in (options or {}).items() if k not in OUR_OPTIONS}
     mode = (options or {}).get("mode", mode)
     patches = inductor_patches(mode, inductor_options, session.insertion_pass)
-    _progress.compiling()
-    compiled = compile_fx(
-        gm, example_inputs, inner_compile=_kind_aware_inner_compile, config_patches=patches
-    )
+    with _progress.compiling():
+        compiled = compile_fx(
+            gm, example_inputs, inner_compile=_kind_aware_inner_compile, config_patches=patches
+        )
     return session.wrap(compiled)
 
 
@@ -165,8 +165,8 @@ def delimiting_compiles(session: ProbeSession) -> Iterator[None]:
             return original(*args, **kwargs)
         token = _WRAPPING.set(active | {id(session)})
         try:
-            _progress.compiling()
-            compiled = original(*args, **kwargs)
+            with _progress.compiling():
+                compiled = original(*args, **kwargs)
         finally:
             _WRAPPING.reset(token)
         return session.wrap(compiled)

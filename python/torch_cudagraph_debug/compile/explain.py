@@ -1,8 +1,10 @@
 """What the probe pass decided: per compiled graph, each selected site and why, and each
 rejected candidate and why.
 
-Explain keeps nothing it records: its session writes summaries only (never payload
-bytes), into a temporary run that is removed when explain returns."""
+Explain keeps nothing it records: ``explain()`` compiles the model into a session that
+writes summaries only (never payload bytes), into a temporary run removed when it returns;
+``deciding()`` (what ``tcgd explain`` runs a program under) records nothing at all, so the
+program's own probe sessions record as they would without it."""
 
 from __future__ import annotations
 
@@ -89,6 +91,50 @@ def throwaway_session(config: Any) -> Iterator[Any]:
             session.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def deciding(config: Any) -> Iterator[list[GraphDecisions]]:
+    """Every Inductor compilation inside the block runs ``config``'s selection on its
+    post-grad graphs (after a custom pass already installed, and before the pass of a
+    ``backend="tcgd"`` compilation) and appends what it decided to the list the block gets.
+    The graphs are left as they were: no probe is inserted and nothing is recorded, so a
+    program that records with probes of its own (``tcgd_compile.compile``, ``explain()``,
+    differential runs) records exactly what it records without this block. Compile caches
+    are off inside the block, so every graph is compiled and decided."""
+    import torch._inductor.compile_fx as compile_fx_module
+    import torch._inductor.config as inductor_config
+
+    import torch_cudagraph_debug.compile._progress as _progress
+    from torch_cudagraph_debug.compile.backend import no_compile_caches
+    from torch_cudagraph_debug.compile.session import load_config
+    from torch_cudagraph_debug.fx_passes.probe_insertion import ChainedPass, ProbeInsertionPass
+
+    decisions: list[GraphDecisions] = []
+
+    def on_graph(graph: GraphDecisions) -> None:
+        decisions.append(graph)
+        _progress.decided(graph.graph_kind, graph.compile_id, len(graph.selected))
+
+    decide = ProbeInsertionPass(load_config(config), "<explain>", on_graph, insert=False)
+    existing = inductor_config.post_grad_custom_post_pass
+    chained = decide if existing is None else ChainedPass(existing, decide)
+    original = compile_fx_module.compile_fx
+
+    # Dynamo's `inductor` backend looks compile_fx up at every compilation (see
+    # backend.delimiting_compiles): wrapped here only to say when a compilation starts.
+    @functools.wraps(original)
+    def compile_fx(*args: Any, **kwargs: Any) -> Any:
+        with _progress.compiling():
+            return original(*args, **kwargs)
+
+    compile_fx_module.compile_fx = compile_fx
+    try:
+        with no_compile_caches(), inductor_config.patch(post_grad_custom_post_pass=chained):
+            yield decisions
+    finally:
+        if compile_fx_module.compile_fx is compile_fx:
+            compile_fx_module.compile_fx = original
 
 
 def explain(

@@ -147,11 +147,7 @@ class ProbeSession(RunRecorder[TensorRun]):
 
     def _on_graph(self, decisions: GraphDecisions) -> None:
         self.decisions.append(decisions)
-        selected = len(decisions.selected)
-        _progress.report(
-            f"probe pass: {decisions.graph_kind} graph (compile id {decisions.compile_id}): "
-            f"{selected} site{'s' if selected != 1 else ''} selected"
-        )
+        _progress.decided(decisions.graph_kind, decisions.compile_id, len(decisions.selected))
 
     # ------------------------------------------------------------ the op's kernels
     def _site(self, site_json: str) -> dict[str, Any]:

@@ -283,6 +283,9 @@ def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -
 class ProbeInsertionPass(CustomGraphPass):
     """Inserts ``tcgd::probe_group`` calls covering every node the config selects.
 
+    With ``insert=False`` the pass only decides: ``on_graph`` gets every decision and the
+    graph is left as it was (what ``tcgd explain`` runs beside the program it explains).
+
     ``uuid()`` covers the config text, the package version and this pass's source, so the
     FX graph cache serves a graph only to the same probes (and recompiles when they
     change)."""
@@ -292,10 +295,13 @@ class ProbeInsertionPass(CustomGraphPass):
         config: _native.ProbeConfig,
         probe_key: str,
         on_graph: Callable[[GraphDecisions], None] | None = None,
+        *,
+        insert: bool = True,
     ):
         self.config = config
         self.probe_key = probe_key
         self.on_graph = on_graph
+        self.insert = insert
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProbeInsertionPass:
         # Inductor deep-copies its config when it snapshots it; the pass is a handle to
@@ -319,16 +325,17 @@ class ProbeInsertionPass(CustomGraphPass):
             site_id = sites[node]["site_id"]
             record.counterparts[site_id] = key
             record.shapes[site_id] = _static_shape(node)
-        for group in group_sites(graph, list(sites)):
-            text = json.dumps([sites[n] for n in group], sort_keys=True)
-            args = (list(group), self.probe_key, text)
-            with graph.inserting_after(group[-1]):
-                if NEEDS_MUTABLE_TOKEN:
-                    token = _token_for(graph, _tensor_of(group[0]))
-                    probe = graph.call_function(probe_group_token_op, (token, *args))
-                else:
-                    probe = graph.call_function(probe_group_op, args)
-            probe.meta["val"] = None
+        if self.insert:
+            for group in group_sites(graph, list(sites)):
+                text = json.dumps([sites[n] for n in group], sort_keys=True)
+                args = (list(group), self.probe_key, text)
+                with graph.inserting_after(group[-1]):
+                    if NEEDS_MUTABLE_TOKEN:
+                        token = _token_for(graph, _tensor_of(group[0]))
+                        probe = graph.call_function(probe_group_token_op, (token, *args))
+                    else:
+                        probe = graph.call_function(probe_group_op, args)
+                probe.meta["val"] = None
         if self.on_graph is not None:
             self.on_graph(record)
 
@@ -338,6 +345,7 @@ class ProbeInsertionPass(CustomGraphPass):
             [
                 self.config.digest.encode(),
                 self.probe_key.encode(),
+                b"insert" if self.insert else b"decide",
                 _native.__version__.encode(),
                 get_hash_for_files(sources),
             ]

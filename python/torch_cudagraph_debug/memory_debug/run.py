@@ -236,9 +236,6 @@ class MemoryRun(Run[MemoryPoint]):
         """The ``memory_stats`` table: one row per (point, device, pool, stream)."""
         return self.table("memory_stats")
 
-    def to_pandas(self) -> Any:
-        return self.to_arrow().to_pandas()
-
     def __repr__(self) -> str:
         return (
             f"MemoryRun(name={self.name!r}, rank={self.rank}, points={len(self.points)}, "

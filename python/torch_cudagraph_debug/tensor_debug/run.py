@@ -229,9 +229,6 @@ class TensorRun(Run[TensorPoint]):
     def points_table(self) -> pa.Table:
         return pa.Table.from_batches([self._reader.table("points")])
 
-    def to_pandas(self) -> Any:
-        return self.to_arrow().to_pandas()
-
     def validate(self) -> list[tuple[str, str]]:
         """Checks every file digest and payload digest; returns ``(path, problem)`` pairs,
         empty when the run is intact (for a run loaded with ``on_damage="skip"``, what was

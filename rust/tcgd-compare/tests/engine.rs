@@ -374,3 +374,166 @@ fn groups_warn_about_crashed_ranks_and_missing_ranks_are_inconclusive() {
     let err = RunGroup::load(&odd, None).unwrap_err().to_string();
     assert!(err.contains("'t0'") && err.contains("'s0'"), "{err}");
 }
+
+#[test]
+fn nothing_compared_is_inconclusive_for_every_kind_of_comparison() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = CompareOptions::default();
+    let empty_points = [("s0", vec![]), ("s1", vec![])];
+    let a = single_rank_run(&dir.path().join("a"), "m", &empty_points, true);
+    let b = single_rank_run(&dir.path().join("b"), "m", &empty_points, true);
+    let nothing = |c: &tcgd_compare::Comparison| {
+        let issue = c.first_issue.clone().expect("a reason");
+        (
+            c.status,
+            c.ok,
+            c.conclusive,
+            c.counts.total,
+            issue.scope,
+            issue.description,
+        )
+    };
+    let why = |what: &str| {
+        format!(
+            "nothing was compared: {what}; a match needs at least one observation compared \
+             (were the probes or observe() calls reached?)"
+        )
+    };
+
+    // Runs whose points hold no observation: before, `match` with 0 observations.
+    let runs = compare_runs(&a, &b, &PointMapping::ByLabel, &o, &Silent).unwrap();
+    assert_eq!(
+        nothing(&runs),
+        (
+            Status::Inconclusive,
+            false,
+            false,
+            0,
+            "comparison",
+            why("none of the 2 point pairs holds an observation on either side")
+        )
+    );
+    // Each point pair still says what it is (both empty); the verdict is the whole's.
+    assert!(runs.points.iter().all(|p| p.status == Status::Match));
+
+    // Two empty points, as a point or snapshot comparison.
+    let empty = set("p", vec![]);
+    for kind in [ComparisonKind::Points, ComparisonKind::Snapshots] {
+        let point = compare_sets(
+            kind,
+            (&empty, subject("point", "r")),
+            (&empty, subject("point", "c")),
+            &o,
+            &Silent,
+        )
+        .unwrap();
+        let what = if kind == ComparisonKind::Points {
+            "neither point holds an observation"
+        } else {
+            "neither snapshot holds an observation"
+        };
+        assert_eq!(
+            nothing(&point),
+            (
+                Status::Inconclusive,
+                false,
+                false,
+                0,
+                "comparison",
+                why(what)
+            )
+        );
+    }
+
+    // A series of empty points, and a series over a run without points.
+    let series = compare_point_series((&a.points[0], subject("point", "s0")), &b, &o, &Silent);
+    assert_eq!(nothing(&series.unwrap()).0, Status::Inconclusive);
+    let bare = single_rank_run(&dir.path().join("bare"), "m", &[], true);
+    let over_nothing =
+        compare_point_series((&a.points[0], subject("point", "s0")), &bare, &o, &Silent);
+    assert_eq!(
+        nothing(&over_nothing.unwrap()).5,
+        why("the series run has no point")
+    );
+
+    // Runs without points.
+    let bare2 = single_rank_run(&dir.path().join("bare2"), "m", &[], true);
+    let no_points = compare_runs(&bare, &bare2, &PointMapping::ByIndex, &o, &Silent).unwrap();
+    assert_eq!(nothing(&no_points).5, why("neither run has a point"));
+
+    // Groups of such runs: every rank is inconclusive, and so is the group.
+    let job = |root: &std::path::Path| {
+        for rank in 0..2 {
+            write_run(root, "job", rank, 2, &empty_points, true);
+        }
+        RunGroup::load(root, None).unwrap()
+    };
+    let groups = compare_groups(&job(&dir.path().join("g1")), &job(&dir.path().join("g2")));
+    assert_eq!(groups.status, Status::Inconclusive);
+    assert!(groups
+        .ranks
+        .iter()
+        .all(|r| r.status == Status::Inconclusive));
+    assert_eq!(groups.first_issue.unwrap().rank, Some(0));
+
+    // One observation compared and equal is enough for a match.
+    let one = single_rank_run(
+        &dir.path().join("one"),
+        "m",
+        &[("s0", vec![one_f32("x", 1.0)]), ("s1", vec![])],
+        true,
+    );
+    let one_again = single_rank_run(
+        &dir.path().join("one_again"),
+        "m",
+        &[("s0", vec![one_f32("x", 1.0)]), ("s1", vec![])],
+        true,
+    );
+    let matched = compare_runs(&one, &one_again, &PointMapping::ByLabel, &o, &Silent).unwrap();
+    assert_eq!((matched.status, matched.counts.total), (Status::Match, 1));
+    assert!(matched.first_issue.is_none());
+}
+
+#[test]
+fn worst_issues_name_the_point_of_each_observation() {
+    let dir = tempfile::tempdir().unwrap();
+    let point = |v: f32| vec![one_f32("x", v)];
+    let ra = single_rank_run(
+        &dir.path().join("a"),
+        "m",
+        &[("s0", point(1.0)), ("s1", point(2.0)), ("s2", point(3.0))],
+        true,
+    );
+    let rb = single_rank_run(
+        &dir.path().join("b"),
+        "m",
+        &[("s0", point(1.0)), ("s1", point(2.5)), ("s2", point(5.0))],
+        true,
+    );
+    let o = CompareOptions::default();
+    let result = compare_runs(&ra, &rb, &PointMapping::ByLabel, &o, &Silent).unwrap();
+    let worst: Vec<(Option<usize>, Status, String)> = result
+        .worst_issues(Some(2))
+        .into_iter()
+        .map(|i| (i.point, i.status, i.description))
+        .collect();
+    assert_eq!(
+        worst,
+        vec![
+            (
+                Some(2),
+                Status::Mismatch,
+                "point 's2', x[0]: 1 of 1 element differs (100%); first at (0,): reference \
+                 3, candidate 5; max abs error 2"
+                    .to_owned()
+            ),
+            (
+                Some(1),
+                Status::Mismatch,
+                "point 's1', x[0]: 1 of 1 element differs (100%); first at (0,): reference \
+                 2, candidate 2.5; max abs error 0.5"
+                    .to_owned()
+            ),
+        ]
+    );
+}

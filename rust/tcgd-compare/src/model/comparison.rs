@@ -64,7 +64,7 @@ impl PointComparison {
 /// Where the first problem is, in execution order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Issue {
-    /// `observation`, `point` or `rank`.
+    /// `observation`, `point`, `rank`, or `comparison` when nothing was compared.
     pub scope: &'static str,
     pub status: Status,
     pub rank: Option<i64>,
@@ -203,7 +203,20 @@ impl Comparison {
                 point_counts.merge(&c.point_counts);
             }
         }
-        let first_issue = first_issue(&points, &ranks);
+        let mut first_issue = first_issue(&points, &ranks);
+        // No verdict beyond the evidence: when no observation was compared, nothing was
+        // found equal either, whatever the points and ranks say.
+        if counts.total == 0 && status == Status::Match {
+            status = Status::Inconclusive;
+            first_issue = Some(Issue {
+                scope: "comparison",
+                status,
+                rank: None,
+                point: None,
+                observation: None,
+                description: nothing_compared(kind, &points, &ranks),
+            });
+        }
         Comparison {
             schema: REPORT_SCHEMA,
             format_version: REPORT_VERSION,
@@ -263,6 +276,48 @@ impl Comparison {
         }
         all
     }
+
+    /// [`Comparison::worst`] as issues: each names the rank, point and observation it is
+    /// at, so that the same site at two points reads as two places.
+    pub fn worst_issues(&self, n: Option<usize>) -> Vec<Issue> {
+        self.worst(n)
+            .into_iter()
+            .map(|(rank, p, o)| observation_issue(rank, p, o))
+            .collect()
+    }
+}
+
+/// Why a comparison that compared no observation is inconclusive.
+fn nothing_compared(
+    kind: ComparisonKind,
+    points: &[PointComparison],
+    ranks: &[RankComparison],
+) -> String {
+    let why = match (kind, points.len()) {
+        (ComparisonKind::RunGroups, _) if ranks.is_empty() => "neither group has a rank".to_owned(),
+        (ComparisonKind::PointSeries, 0) => "the series run has no point".to_owned(),
+        (_, 0) => "neither run has a point".to_owned(),
+        (ComparisonKind::Snapshots, 1) => "neither snapshot holds an observation".to_owned(),
+        (_, 1) => "neither point holds an observation".to_owned(),
+        (_, n) => format!("none of the {n} point pairs holds an observation on either side"),
+    };
+    format!(
+        "nothing was compared: {why}; a match needs at least one observation compared \
+         (were the probes or observe() calls reached?)"
+    )
+}
+
+/// An observation comparison as an issue: where it is (rank, point, observation) and why.
+fn observation_issue(rank: Option<i64>, p: &PointComparison, o: &ObservationComparison) -> Issue {
+    let at = rank.map_or_else(String::new, |r| format!("rank {r}: "));
+    Issue {
+        scope: "observation",
+        status: o.status,
+        rank,
+        point: Some(p.position),
+        observation: Some(o.position),
+        description: format!("{at}point {}, {}: {}", p.display(), o.label(), o.reason),
+    }
 }
 
 pub(crate) fn first_issue(points: &[PointComparison], ranks: &[RankComparison]) -> Option<Issue> {
@@ -271,14 +326,7 @@ pub(crate) fn first_issue(points: &[PointComparison], ranks: &[RankComparison]) 
             continue;
         }
         if let Some(o) = p.observations.iter().find(|o| o.status != Status::Match) {
-            return Some(Issue {
-                scope: "observation",
-                status: o.status,
-                rank: None,
-                point: Some(p.position),
-                observation: Some(o.position),
-                description: format!("point {}, {}: {}", p.display(), o.label(), o.reason),
-            });
+            return Some(observation_issue(None, p, o));
         }
         return Some(Issue {
             scope: "point",

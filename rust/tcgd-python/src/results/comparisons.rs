@@ -23,6 +23,18 @@ pub(super) fn paths(
     written.into_iter().map(|p| path.call1((p,))).collect()
 }
 
+/// The `n` of the `worst_*` methods: `None` (all) or a count.
+fn worst_count(n: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    Ok(option(n, None, |v| {
+        count(v).map(Some).ok_or_else(|| {
+            BindingError::InvalidInput(format!(
+                "n must be None or an integer >= 0, got {}",
+                py_repr(v)
+            ))
+        })
+    })?)
+}
+
 /// The text or HTML report `render` writes of `c` (`to_text` and `to_html`), the rows
 /// chosen by `limit` and `include_unchanged`.
 fn report(
@@ -75,20 +87,28 @@ macro_rules! comparison_result {
                     &self,
                     n: Option<&Bound<'_, PyAny>>,
                 ) -> PyResult<Vec<PyObservationComparison>> {
-                    let n = option(n, None, |v| {
-                        count(v).map(Some).ok_or_else(|| {
-                            BindingError::InvalidInput(format!(
-                                "n must be None or an integer >= 0, got {}",
-                                py_repr(v)
-                            ))
-                        })
-                    })?;
+                    let n = worst_count(n)?;
                     Ok(self
                         .inner
                         .worst(n)
                         .into_iter()
                         .map(|(_, _, o)| o.clone().into())
                         .collect())
+                }
+                /// `worst_observation_comparisons(n)` as issues: each names its rank,
+                /// the label and comparison of its point, and the observation comparison.
+                #[pyo3(signature = (n=None))]
+                fn worst_issues(
+                    &self,
+                    py: Python<'_>,
+                    n: Option<&Bound<'_, PyAny>>,
+                ) -> PyResult<Vec<PyIssue>> {
+                    let n = worst_count(n)?;
+                    self.inner
+                        .worst_issues(n)
+                        .into_iter()
+                        .map(|issue| issue_at(py, &self.inner, issue))
+                        .collect()
                 }
                 /// Raises `ComparisonFailedError` unless the status is `match` (an
                 /// inconclusive comparison proves nothing, so it fails too).

@@ -114,9 +114,15 @@ frozen_class! {
 }
 
 pub(super) fn issue_of(py: Python<'_>, c: &Comparison) -> PyResult<Option<PyIssue>> {
-    let Some(issue) = c.first_issue.clone() else {
-        return Ok(None);
-    };
+    c.first_issue
+        .clone()
+        .map(|issue| issue_at(py, c, issue))
+        .transpose()
+}
+
+/// `issue` of `c` with what it is at: its point's label and comparison, and the observation
+/// comparison.
+pub(super) fn issue_at(py: Python<'_>, c: &Comparison, issue: Issue) -> PyResult<PyIssue> {
     let (whole, points): (&Comparison, &[PointComparison]) = match issue.rank {
         None => (c, &c.points),
         Some(rank) => match c
@@ -150,7 +156,7 @@ pub(super) fn issue_of(py: Python<'_>, c: &Comparison) -> PyResult<Option<PyIssu
             .next()
             .map(|r| r.label.clone().unwrap_or_else(|| r.display()))
     });
-    Ok(Some(PyIssue::from(IssueAt {
+    Ok(PyIssue::from(IssueAt {
         label,
         point: point
             .map(|p| Py::new(py, point_view(whole, p)))
@@ -159,5 +165,5 @@ pub(super) fn issue_of(py: Python<'_>, c: &Comparison) -> PyResult<Option<PyIssu
             .map(|o| Py::new(py, PyObservationComparison::from(o.clone())))
             .transpose()?,
         issue,
-    })))
+    }))
 }
