@@ -154,8 +154,7 @@ class DifferentialResult:
             ),
             _verdict(
                 "eager vs compiled",
-                f"sites aligned by provenance ({len(self.aligned_sites)} of "
-                f"{len(self.alignment)})",
+                f"sites aligned by provenance ({len(self.aligned_sites)} of {len(self.alignment)})",
                 self.comparison,
                 "Inductor's numerics, a graph pass or a decomposition changed the value "
                 "(the first diverging site is where to look)",
@@ -276,9 +275,7 @@ def _verdict(
     meaning: str,
     restrict: Callable[[str], bool] | None = None,
 ) -> Verdict:
-    observations = [
-        o for o in result.observations if restrict is None or restrict(o.name)
-    ]
+    observations = [o for o in result.observations if restrict is None or restrict(o.name)]
     if not observations:
         return Verdict(comparison, scope, "inconclusive", "nothing to compare", meaning)
     worst = max(observations, key=lambda o: _SEVERITY[o.status])
@@ -466,4 +463,3 @@ def differential(
         alignment=alignment,
         not_run=not_run,
     )
-

@@ -129,8 +129,7 @@ def eager_backend(plan: EagerPlan, take: Take) -> Callable[..., Any]:
             return
         if shape is not None and tuple(value.shape) != shape:
             plan.unaligned[site_id] = (
-                f"eager computes shape {list(value.shape)} there, the compiled site "
-                f"{list(shape)}"
+                f"eager computes shape {list(value.shape)} there, the compiled site {list(shape)}"
             )
             return
         take(site, value)

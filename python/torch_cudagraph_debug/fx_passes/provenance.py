@@ -95,4 +95,3 @@ def eager_counterparts(
             continue
         result[node] = EagerKey(compile_id, root, op, produced.index(node))
     return result
-

@@ -15,21 +15,33 @@ use crate::results::serde_to_py;
 use crate::store::RunAddress;
 
 /// One site of one point, judged against the float64 run (docs/why.md has the rule).
-#[pyclass(frozen, get_all, name = "SiteAccuracy", module = "torch_cudagraph_debug._native")]
+#[pyclass(frozen, skip_from_py_object, name = "SiteAccuracy", module = "torch_cudagraph_debug._native")]
 #[derive(Clone)]
 pub struct PySiteAccuracy {
+    #[pyo3(get)]
     point: String,
+    #[pyo3(get)]
     name: String,
+    #[pyo3(get)]
     invocation_index: i64,
+    #[pyo3(get)]
     dtype: Option<String>,
+    #[pyo3(get)]
     numel: u64,
+    #[pyo3(get)]
     eager_rmse: Option<f64>,
+    #[pyo3(get)]
     compiled_rmse: Option<f64>,
+    #[pyo3(get)]
     error_ratio: Option<f64>,
+    #[pyo3(get)]
     multiplier: f64,
+    #[pyo3(get)]
     threshold: Option<f64>,
     /// `close`, `rounding`, `diverges` or `unjudged`.
+    #[pyo3(get)]
     verdict: &'static str,
+    #[pyo3(get)]
     reason: String,
     judged: SiteAccuracy,
 }
