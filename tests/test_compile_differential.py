@@ -30,9 +30,14 @@ def test_reference_and_compiled_align_site_by_site_and_match(tmp_path):
     assert ref.labels == cmp.labels == ("call0", "call1", "call2")
     ref_sites = [o.name for o in ref[0].observations]
     assert ref_sites == [o.name for o in cmp[0].observations]
-    assert len(ref_sites) == 5  # three addmm, relu, sigmoid
+    # three addmm, relu, sigmoid, then the model's output
+    assert ref_sites[-1] == "output/0" and len(ref_sites) == 6
+    assert set(result.aligned_sites) == set(ref_sites[:-1])
     assert result.comparison.status == "match", result.to_text()
-    assert result.first_divergence is None
+    assert result.status == "match" and result.first_divergence is None
+    # The float64 judgement saw every site and output of every call: within rounding.
+    assert len(result.accuracy) == 3 * 6
+    assert {a.verdict for a in result.accuracy} <= {"close", "rounding"}
 
 
 def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):
@@ -82,8 +87,9 @@ def test_differential_cli_reports_and_exits_with_the_status(tmp_path):
 
     report = json.loads(done.stdout)
     assert report["status"] == "match"
-    # Each side is the one run of its own job root under --run-dir.
-    reference, compiled = (TensorRun.load(tmp_path / "runs" / s) for s in ("reference", "compiled"))
-    assert reference.complete and compiled.complete
-    assert (reference.execution, compiled.execution) == ("compiled", "compiled")
-    assert reference.labels == compiled.labels and len(reference.labels) > 0
+    assert [v["status"] for v in report["verdicts"]][:2] == ["match", "match"]
+    # The variants are runs of one job root, by name.
+    assert report["runs"] == ["eager", "compiled", "float64"]
+    eager, compiled = (TensorRun.load(tmp_path / "runs", name=n) for n in ("eager", "compiled"))
+    assert eager.complete and compiled.complete
+    assert eager.labels == compiled.labels and len(eager.labels) > 0

@@ -1,5 +1,5 @@
 """The ``tcgd`` command line: ``tcgd tensor ...``, ``tcgd memory ...``, ``tcgd query``,
-``tcgd validate``, ``tcgd compact``, ``tcgd explain``, ``tcgd differential``.
+``tcgd validate``, ``tcgd compact``, ``tcgd explain``, ``tcgd differential``, ``tcgd why``.
 
 ``tcgd-tensor`` and ``tcgd-memory`` are aliases for the two domains. Exit codes (see
 ``docs/cli.md``): 0 match (or report produced), 1 mismatch, 3 inconclusive, 2 error, 130
@@ -107,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     tools = (
         compile.EXPLAIN_COMMAND,
         compile.DIFFERENTIAL_COMMAND,
+        compile.WHY_COMMAND,
         runs.QUERY_COMMAND,
         runs.VALIDATE_COMMAND,
         runs.COMPACT_COMMAND,

@@ -15,9 +15,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from torch_cudagraph_debug.cli._exit import EXIT_OK
+from torch_cudagraph_debug.cli._exit import EXIT_FOR_STATUS, EXIT_OK
 from torch_cudagraph_debug.cli._subcommands import Command, arg
-from torch_cudagraph_debug.cli.tensor_options import _comparison_options, _finish, _options
 
 _QUIET = arg("--quiet", action="store_true", help="no progress lines on stderr (errors still are)")
 _CONFIG = arg("config", help="probe config (TOML)")
@@ -156,26 +155,101 @@ def _factory(spec: str) -> tuple[Any, list[Any]]:
     return model, list(batches)
 
 
-def _differential(args: argparse.Namespace) -> int:
+def _loaded(args: argparse.Namespace, config_path: str | None) -> tuple[Any, Any, list[Any]]:
+    """The config and the factory's model and batches. A bad config or a missing factory
+    file fails before torch is imported (seconds)."""
     from torch_cudagraph_debug import _native
 
-    # A bad config or a missing factory file fails before torch is imported (seconds).
-    config = _native.ProbeConfig.load(args.config)
+    config = None if config_path is None else _native.ProbeConfig.load(config_path)
     _script(_factory_path(args.factory), "factory file")
+    # What the factory prints is not the report: it goes to stderr.
+    with _stdout_to_stderr():
+        model, batches = _factory(args.factory)
+    return config, model, batches
+
+
+def _emit(result: Any, args: argparse.Namespace) -> int:
+    """Prints ``result`` (text or JSON), writes its report files, exits by its status."""
+    if args.report:
+        paths = result.write(args.report, overwrite=args.overwrite)
+        print(f"tcgd: report written to {', '.join(paths.values())}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        print(result.to_text(), end="" if result.to_text().endswith("\n") else "\n")
+    return EXIT_FOR_STATUS[result.status]
+
+
+def _differential(args: argparse.Namespace) -> int:
+    config, model, batches = _loaded(args, args.config)
     from torch_cudagraph_debug.compile.differential import differential
 
-    model, batches = _factory(args.factory)
-    result = differential(
-        model,
-        batches,
-        probes=config,
-        run_dir=args.run_dir,
-        mode=args.compile_mode,
-        comparison_options=_options(args),
-        overwrite=args.overwrite or None,
-        progress=_progress(args),
+    with _stdout_to_stderr():
+        result = differential(
+            model,
+            batches,
+            probes=config,
+            run_dir=args.run_dir,
+            mode=args.compile_mode,
+            comparison_options=_comparison(args),
+            overwrite=args.overwrite or None,
+            progress=_progress(args),
+            float64=not args.no_float64,
+        )
+    return _emit(result, args)
+
+
+def _why(args: argparse.Namespace) -> int:
+    config, model, batches = _loaded(args, args.probes)
+    from torch_cudagraph_debug.compile.why import why
+
+    with _stdout_to_stderr():
+        report = why(
+            model,
+            batches,
+            run_dir=args.run_dir,
+            probes=config,
+            mode=args.compile_mode,
+            comparison_options=_comparison(args),
+            search=not args.no_search,
+            coverage=not args.no_coverage,
+            float64=not args.no_float64,
+            overwrite=args.overwrite or None,
+            progress=_progress(args),
+        )
+    return _emit(report, args)
+
+
+def _why_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("comparison")
+    group.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (1e-5)")
+    group.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
+    group.add_argument("--equal-nan", action="store_true", help="NaN matches NaN")
+    group.add_argument(
+        "--no-float64",
+        action="store_true",
+        help="do not run the eager model in float64 (no float64 judgement)",
     )
-    return _finish(result.comparison, args)
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the complete JSON report")
+    output.add_argument(
+        "--report",
+        "--output",
+        dest="report",
+        metavar="DIR",
+        help="also write the report as text, HTML and JSON into DIR",
+    )
+    output.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the runs of an earlier run in --run-dir and the report files in DIR",
+    )
+
+
+def _comparison(args: argparse.Namespace) -> Any:
+    from torch_cudagraph_debug.tensor_debug import TensorComparisonOptions
+
+    return TensorComparisonOptions(rtol=args.rtol, atol=args.atol, equal_nan=args.equal_nan)
 
 
 EXPLAIN_COMMAND = Command(
@@ -203,14 +277,39 @@ DIFFERENTIAL_COMMAND = Command(
     (
         _CONFIG,
         arg("factory", help="file.py:function returning (model, batches)"),
-        arg("--run-dir", required=True, help="where the two runs go"),
+        arg("--run-dir", required=True, help="the job root the variants' runs go into"),
         arg("--compile-mode", default=None, help="torch.compile mode"),
         _QUIET,
-        _comparison_options,
+        _why_options,
     ),
-    description="Calls FACTORY (`file.py:function`, returning `(model, batches)` where "
-    "batches is a list of argument tuples), runs every batch through an eager reference and "
-    "through the compiled model with the same probe sites, and reports the comparison. Exit "
-    "code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
-    epilog="--overwrite also replaces the two runs of an earlier differential run in --run-dir.",
+    description="Calls FACTORY (`file.py:function`, returning `(model, batches)`; a batch is "
+    "a tuple of arguments, a dict of keyword arguments or one tensor), runs every batch "
+    "through the eager model, the compiled model (and, on a GPU, the compiled model under "
+    "CUDA graphs) with the same probe sites, and the eager model in float64, and reports a "
+    "verdict per comparison. Exit code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
+)
+
+WHY_COMMAND = Command(
+    "why",
+    _why,
+    "why the compiled model diverges: differential, float64 judgement, culprit search",
+    (
+        arg("factory", help="file.py:function returning (model, batches)"),
+        arg(
+            "--probes",
+            default=None,
+            metavar="CONFIG",
+            help="probe config (default: matmuls, convolutions, attention, layer norms)",
+        ),
+        arg("--run-dir", required=True, help="the job root the variants' runs go into"),
+        arg("--compile-mode", default=None, help="torch.compile mode"),
+        arg("--no-search", action="store_true", help="no culprit search"),
+        arg("--no-coverage", action="store_true", help="no CUDA graph coverage report"),
+        _QUIET,
+        _why_options,
+    ),
+    description="Runs the differential of `tcgd differential`; when the compiled outputs "
+    "diverge, searches the culprit (your Inductor settings, backends, passes, switches, "
+    "lowerings, fusions) with the comparison as the oracle; reports CUDA graph coverage. "
+    "docs/why.md explains the report. Exit code 0 match, 1 mismatch, 3 inconclusive, 2 error.",
 )

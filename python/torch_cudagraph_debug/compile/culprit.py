@@ -186,7 +186,10 @@ class OutputOracle:
 
     def describe(self) -> str:
         if self.kind == "float64":
-            return "model outputs diverge by the float64 rule (compiled error beyond the factor of eager's)"
+            return (
+                "model outputs diverge by the float64 rule (compiled error beyond the "
+                "factor of eager's)"
+            )
         return "model outputs differ from the eager model's beyond the comparison tolerance"
 
     def judge(self, outputs_per_call: Sequence[Any]) -> tuple[bool, str]:

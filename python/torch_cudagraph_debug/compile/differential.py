@@ -253,6 +253,17 @@ class DifferentialResult:
         details = self.comparison.to_text(include_unchanged=include_unchanged, limit=limit)
         return f"{verdicts}\neager vs compiled, site by site:\n{details}"
 
+    def to_html(self) -> str:
+        return self.report().to_html()
+
+    def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, str]:
+        """Writes ``differential.txt``, ``.html`` and ``.json`` into ``directory``, and the
+        eager vs compiled comparison's own report files into ``directory/comparison``."""
+        paths = write_report(self, directory, "differential", overwrite)
+        paths["comparison"] = os.path.join(os.fspath(directory), "comparison")
+        self.comparison.write(paths["comparison"], overwrite=overwrite)
+        return paths
+
     def to_dict(self) -> dict[str, Any]:
         first = self.first_divergence
         return {
@@ -266,6 +277,36 @@ class DifferentialResult:
             "comparison": self.comparison.to_dict(),
             "lifecycle": None if self.lifecycle is None else self.lifecycle.to_dict(),
         }
+
+
+def write_report(
+    result: Any, directory: str | os.PathLike[str], stem: str, overwrite: bool
+) -> dict[str, str]:
+    """Writes ``result``'s report as ``<stem>.txt``, ``.html`` and ``.json`` into
+    ``directory``, each file replaced whole (written aside, then renamed)."""
+    import json
+
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    paths = {ext: os.path.join(directory, f"{stem}.{ext}") for ext in ("txt", "html", "json")}
+    existing = [p for p in paths.values() if os.path.exists(p)]
+    if existing and not overwrite:
+        raise InvalidInputError(
+            f"{existing[0]} exists; pass overwrite=True (--overwrite) to replace it"
+        )
+    doc = result.report()
+    for ext, text in (
+        ("txt", doc.to_text()),
+        ("html", doc.to_html()),
+        ("json", json.dumps(result.to_dict(), indent=2, default=str)),
+    ):
+        tmp = paths[ext] + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, paths[ext])
+    return paths
 
 
 def _verdict(

@@ -4,7 +4,6 @@ HTML) that says which comparison each verdict comes from (``docs/why.md``)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -12,7 +11,12 @@ from typing import Any
 
 import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug.compile import culprit as _culprit
-from torch_cudagraph_debug.compile.differential import DifferentialResult, as_call, differential
+from torch_cudagraph_debug.compile.differential import (
+    DifferentialResult,
+    as_call,
+    differential,
+    write_report,
+)
 from torch_cudagraph_debug.compile.session import load_config
 
 # The sites ``why()`` probes when the caller names no config: the values where compiled
@@ -148,27 +152,7 @@ class WhyReport:
 
     def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, str]:
         """Writes ``why.txt``, ``why.html`` and ``why.json`` into ``directory``."""
-        from torch_cudagraph_debug.errors import InvalidInputError
-
-        directory = os.fspath(directory)
-        os.makedirs(directory, exist_ok=True)
-        paths = {ext: os.path.join(directory, f"why.{ext}") for ext in ("txt", "html", "json")}
-        existing = [p for p in paths.values() if os.path.exists(p)]
-        if existing and not overwrite:
-            raise InvalidInputError(
-                f"{existing[0]} exists; pass overwrite=True (--overwrite) to replace it"
-            )
-        doc = self.report()
-        for ext, text in (
-            ("txt", doc.to_text()),
-            ("html", doc.to_html()),
-            ("json", json.dumps(self.to_dict(), indent=2, default=str)),
-        ):
-            tmp = paths[ext] + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, paths[ext])
-        return paths
+        return write_report(self, directory, "why", overwrite)
 
 
 def why(
@@ -208,7 +192,7 @@ def why(
         found = (
             _search(result, model, calls, probes, comparison_options, float64_tol, mode)
             if search
-            else _culprit.skipped("search=False")
+            else _culprit.skipped("not asked for (search=False, --no-search)")
         )
         cover = None
         if coverage:
