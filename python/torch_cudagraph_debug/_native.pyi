@@ -2812,6 +2812,7 @@ def compare_runs(
     progress_callback: _Progress = None,
     names: list[str] | None = None,
 ) -> TensorRunComparison: ...
+
 class SiteAccuracy:
     """One site of one point judged against the float64 run (docs/why.md)."""
 
@@ -2859,7 +2860,7 @@ class ReportDocument:
     def table(
         self,
         columns: list[str],
-        rows: list[list[None | bool | int | float | str]],
+        rows: list[list[bool | int | float | str | None]],
         limit: int | None = None,
     ) -> None: ...
     def line_chart(
