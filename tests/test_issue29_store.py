@@ -331,3 +331,35 @@ def test_a_table_created_later_takes_the_roots_retention(tmp_path: Path) -> None
     configuration = DeltaTable(str(root / "memory_stats")).metadata().configuration
     assert configuration["delta.logRetentionDuration"] == "interval 3 days"
 
+
+def test_the_globs_docs_storage_md_names(tmp_path: Path) -> None:
+    """docs/storage.md, "Globs and engines that read `_delta_log/` as data": once a table
+    has a checkpoint, `rank=*/*.parquet` and the readers that skip `_` names see the rows,
+    the other globs see the checkpoint's rows too or fail."""
+    import duckdb
+    import pandas as pd
+    import polars as pl
+    import pyarrow.dataset as ds
+
+    root = tmp_path / "job"
+    record(root, "a", 105, **PER_POINT)
+    obs = root / "observations"
+    assert "00000000000000000100.checkpoint.parquet" in log_files(root, "observations")
+
+    def duckdb_rows(glob: str) -> int:
+        return duckdb.sql(f"select count(*) from read_parquet('{obs}/{glob}')").fetchall()[0][0]
+
+    assert duckdb_rows("rank=*/*.parquet") == 105
+    # The checkpoint's rows (log actions) counted as rows of the table, without an error.
+    assert duckdb_rows("*/*.parquet") > 105
+    assert duckdb_rows("**/*.parquet") == duckdb_rows("*/*.parquet")
+    assert ds.dataset(str(obs), format="parquet", partitioning="hive").count_rows() == 105
+    assert len(pd.read_parquet(obs)) == 105
+    assert pl.scan_parquet(f"{obs}/rank=*/*.parquet").select(pl.len()).collect().item() == 105
+    with pytest.raises(Exception, match="different file extensions"):
+        pl.scan_parquet(str(obs)).collect()
+    with pytest.raises(Exception, match="schema"):
+        pl.scan_parquet(f"{obs}/**/*.parquet").collect()
+    assert sorted(p.name for p in obs.rglob("*.parquet") if "_delta_log" in p.parts) == [
+        "00000000000000000100.checkpoint.parquet"
+    ]
