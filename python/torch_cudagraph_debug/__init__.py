@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import os
+
 from torch_cudagraph_debug import errors
 from torch_cudagraph_debug._json_types import FrozenJSONValue, JSONScalar, JSONValue
 
@@ -28,6 +30,18 @@ from torch_cudagraph_debug.errors import (
     NativeExtensionUnavailableError,
 )
 
+
+def set_log_retention(root: str | os.PathLike[str], retention: str) -> int:
+    """Sets how long the Delta log files of the job root ``root`` are kept once a newer
+    checkpoint covers them: the ``delta.logRetentionDuration`` property of every table, a
+    Delta interval such as ``"interval 1 day"`` (tables created later take the same).
+    Recorders' ``finish()`` and ``tcgd compact`` remove the expired ones (see "Log
+    cleanup" in ``docs/storage.md``). Returns how many tables changed."""
+    from torch_cudagraph_debug import _native
+
+    return _native.set_log_retention(os.fspath(root), retention)
+
+
 __all__ = [
     "FORMAT_VERSION",
     "CudaGraphDebugError",
@@ -37,4 +51,5 @@ __all__ = [
     "NativeExtensionUnavailableError",
     "__version__",
     "errors",
+    "set_log_retention",
 ]

@@ -123,6 +123,7 @@ __all__ = [
     "capture_id",
     "check_dtype",
     "check_run_name",
+    "check_snapshot_import",
     "check_snapshot_pickle",
     "compact_root",
     "compare_allocation_stacks",
@@ -148,6 +149,7 @@ __all__ = [
     "release_deferred",
     "render_memory_summaries",
     "run_group",
+    "set_log_retention",
     "summarize",
     "summarize_allocation_stacks",
     "summarize_state_events",
@@ -1161,6 +1163,7 @@ def memory_state_from_pickle(
     label: str,
     device_memory: _DeviceArgs,
 ) -> MemoryState: ...
+def check_snapshot_import(paths: list[_StrPath], device_memory: list[_DeviceArgs]) -> None: ...
 def check_snapshot_pickle(data: bytes) -> None: ...
 def compare_states(
     reference: MemoryState,
@@ -2892,3 +2895,4 @@ def run_group(
 ) -> RunGroupInfo: ...
 def list_runs(root: _StrPath) -> pa.RecordBatch: ...
 def compact_root(root: _StrPath) -> dict[str, int | list[str]]: ...
+def set_log_retention(root: _StrPath, retention: str) -> int: ...

@@ -54,6 +54,7 @@ def _query(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug.errors import (
         InvalidInputError,
         MissingDependencyError,
+        RunNotFoundError,
         StorageError,
     )
 
@@ -95,8 +96,14 @@ def _query(args: argparse.Namespace) -> int:
         for table, batch in loaded.items():
             tables[table].append(_with_rank(batch, run["rank"]))
     if not runs:
-        # Every run was skipped: there is nothing to answer from.
-        raise skipped[0]
+        if skipped:
+            # Every run was skipped: there is nothing to answer from.
+            raise skipped[0]
+        roots = ", ".join(repr(root) for root in args.runs)
+        raise RunNotFoundError(
+            f"{roots} {'holds' if len(args.runs) == 1 else 'hold'} no runs yet: there is "
+            "nothing to query; record a run into it first"
+        )
     con = duckdb.connect()
     con.register("runs", pa.concat_tables(runs))
     for table, parts in tables.items():
@@ -222,19 +229,30 @@ the given job roots."""
 # ---------------------------------------------------------------------------- compact
 def _compact(args: argparse.Namespace) -> int:
     from torch_cudagraph_debug import _native
+    from torch_cudagraph_debug.errors import CorruptRunError
 
+    damaged: list[str] = []
     for root in args.roots:
+        if args.log_retention is not None:
+            _native.set_log_retention(root, args.log_retention)
         report = _native.compact_root(root)
         print(
             f"{root}: {report['runs_compacted']} runs compacted "
             f"({report['runs_in_use']} in use, left alone): {report['files_before']} files -> "
             f"{report['files_after']}; {report['uncommitted_removed']} files of uncommitted "
-            f"points removed, {report['orphans_deleted']} stray files deleted"
+            f"points removed, {report['orphans_deleted']} stray files deleted, "
+            f"{report['log_files_removed']} expired log files removed"
         )
-        # A damaged run is left as it is (tcgd validate lists its problems); the others
-        # were compacted all the same.
-        for skipped in report["runs_skipped"]:
-            print(f"tcgd: warning: {root}: not compacted: {skipped}", file=sys.stderr)
+        # A damaged run is left exactly as it was (every file of a run is checked before
+        # its first commit); the others were compacted all the same.
+        damaged.extend(f"{root} {skipped}" for skipped in report["runs_skipped"])
+    if damaged:
+        roots = " ".join(args.roots)
+        raise CorruptRunError(
+            f"{len(damaged)} damaged run{'s' if len(damaged) != 1 else ''} left as "
+            f"{'they were' if len(damaged) != 1 else 'it was'}, not compacted: "
+            f"{'; '.join(damaged)}; `tcgd validate {roots}` lists every damaged file"
+        )
     return EXIT_OK
 
 
@@ -242,11 +260,23 @@ COMPACT_COMMAND = Command(
     "compact",
     _compact,
     "rewrite small files of finished runs into large ones; delete crash leftovers",
-    (arg("roots", nargs="+", metavar="root", help="job roots"),),
+    (
+        arg("roots", nargs="+", metavar="root", help="job roots"),
+        arg(
+            "--log-retention",
+            metavar="INTERVAL",
+            help="first set how long the roots' Delta log files are kept once a newer "
+            "checkpoint covers them (the tables' delta.logRetentionDuration, e.g. "
+            "'interval 1 day'; default of new roots: 'interval 10 minutes')",
+        ),
+    ),
     description="Rewrite the small files of every run no writer holds into files of about "
     "256 MiB (one commit per table, so readers never see a mix), remove rows of points that "
-    "never committed, and delete files that crashed writers left outside the tables' logs.",
+    "never committed, delete files that crashed writers left outside the tables' logs, and "
+    "remove expired Delta log files. A damaged run is left as it was; the command then "
+    "exits 2.",
 )
-"""`tcgd compact ROOT...`: rewrites the small files of every finished run into files of the
-target size, one commit per table, and deletes what crashed writers left outside the
-tables' logs. Runs still being written are left alone."""
+"""`tcgd compact ROOT... [--log-retention INTERVAL]`: rewrites the small files of every
+finished run into files of the target size, one commit per table, deletes what crashed
+writers left outside the tables' logs and removes expired log files. Runs still being
+written are left alone, damaged runs as they were (exit 2)."""

@@ -207,9 +207,11 @@ def import_snapshots(
     the previous file. ``mem_get_info``: per file, ``None`` or ``(free, total)`` of device
     0 or ``{device: (free, total)}``, when known.
 
-    The import is all or nothing: when a file cannot be imported the run is removed
-    again, so a retry does not meet a half-imported run. ``overwrite=True`` replaces a run
-    already in ``run_dir``."""
+    The import is all or nothing: every file is read and checked before anything is
+    written (so each is read twice), and a file that cannot be imported leaves nothing in
+    ``run_dir``; should writing fail later (a full disk), the run is removed again, so a
+    retry does not meet a half-imported run. ``overwrite=True`` replaces a run already in
+    ``run_dir``."""
     files = [os.fspath(p) for p in paths]
     if not files:
         raise InvalidInputError("import_snapshots needs at least one snapshot file")
@@ -228,14 +230,18 @@ def import_snapshots(
     rank, world_size = detect_rank(None, None)
     facts = {"producer": "torch-cudagraph-debug", "imported_from": files}
     _, header = _header(name, "import", rank, None, world_size, dict(run_metadata or {}), facts)
+    device_readings = [device_args(reading) for reading in readings]
+    # Every file is read and checked before the run is created: a file that cannot be
+    # imported leaves nothing in run_dir (not even the tables of a new job root).
+    _native.check_snapshot_import(files, device_readings)
     writer = _native.MemoryRunWriter(os.fspath(run_dir), header, PRODUCER, overwrite)
     try:
-        for path, label, reading in zip(files, labels, readings, strict=True):
+        for path, label, reading in zip(files, labels, device_readings, strict=True):
             state = writer.import_pickle(
                 path,
                 label=label,
                 metadata_json=json_text("metadata", {"source_path": path}),
-                device_memory=device_args(reading),
+                device_memory=reading,
             )
             emit(state.warnings, f"{name}@{label}")
     except BaseException:

@@ -133,6 +133,60 @@ ops = ["aten.view", "aten.t"]
     }
 
     #[test]
+    fn a_value_of_the_wrong_type_names_its_key() {
+        // (text replaced in GOOD, its replacement, the line and the key path)
+        let cases = [
+            ("every = 1", "every = \"two\"", 16, "select[0].every"),
+            ("limit = 2", "limit = 2.5", 17, "select[0].limit"),
+            ("payload = \"summary\"", "payload = 3", 7, "run.payload"),
+            (
+                "names = [\"relu*\"]",
+                "names = [\"relu*\", 4]",
+                20,
+                "select[1].names[1]",
+            ),
+            (
+                "ops = [\"aten.view\", \"aten.t\"]",
+                "ops = \"aten.view\"",
+                24,
+                "exclude[0].ops",
+            ),
+            ("version = 1", "version = \"1\"", 2, "version"),
+        ];
+        for (from, to, line, key) in cases {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            let err = parse(&text).unwrap_err();
+            match &err {
+                ConfigError::Invalid {
+                    file,
+                    line: at,
+                    key: named,
+                    message,
+                } => {
+                    assert_eq!(
+                        (file.as_str(), *at, named.as_str()),
+                        ("probes.toml", line, key),
+                        "{err}"
+                    );
+                    assert!(message.starts_with("invalid type"), "{err}");
+                }
+                other => panic!("{from}: not an invalid-value error: {other}"),
+            }
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("probes.toml:{line}: {key}: invalid type")),
+                "{err}"
+            );
+        }
+        let memory = parse(&format!("{GOOD}\n[memory]\nevery = \"often\"\n")).unwrap_err();
+        assert!(
+            memory.to_string().contains(": memory.every: invalid type"),
+            "{memory}"
+        );
+    }
+
+    #[test]
     fn fault11_run_name_must_be_one_safe_path_component() {
         // TOML literals: the last is a name with a control character in it.
         for bad in [

@@ -226,6 +226,54 @@ impl Locator<'_> {
     }
 }
 
+/// The file as its raw tables. A value serde cannot take (a string where a number goes, an
+/// unknown key) is reported with the key path that leads to it (`select[0].every`), so the
+/// message names the key as well as the line.
+fn raw_config(at: &Locator<'_>, text: &str) -> Result<RawConfig, ConfigError> {
+    let syntax = |e: toml::de::Error| ConfigError::Syntax {
+        file: at.file.to_owned(),
+        line: e.span().map_or(0, |s| at.line(s.start)),
+        message: e.message().to_owned(),
+    };
+    let document = toml::Deserializer::parse(text).map_err(syntax)?;
+    serde_path_to_error::deserialize(document).map_err(|e| {
+        let key = key_path(e.path());
+        let inner = e.into_inner();
+        if key.is_empty() {
+            return syntax(inner);
+        }
+        ConfigError::Invalid {
+            file: at.file.to_owned(),
+            line: inner.span().map_or(0, |s| at.line(s.start)),
+            key,
+            message: inner.message().to_owned(),
+        }
+    })
+}
+
+/// `select[0].every` from the path serde took; the keys `Spanned` values use inside (named
+/// `$__serde_spanned_private_...`) are not the user's.
+fn key_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut key = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => key.push_str(&format!("[{index}]")),
+            Segment::Map { key: name } | Segment::Enum { variant: name } => {
+                if name.starts_with("$__") {
+                    continue;
+                }
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(name);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    key
+}
+
 impl ProbeConfig {
     /// Parses and validates config text. `file` names the source in error messages.
     pub fn parse(
@@ -234,14 +282,7 @@ impl ProbeConfig {
         producer_version: &str,
     ) -> Result<ProbeConfig, ConfigError> {
         let at = Locator { file, text };
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map_or(0, |s| at.line(s.start));
-            ConfigError::Syntax {
-                file: file.to_owned(),
-                line,
-                message: e.message().to_owned(),
-            }
-        })?;
+        let raw = raw_config(&at, text)?;
         if *raw.version.get_ref() != CONFIG_VERSION {
             return Err(at.error(
                 raw.version.span().start,

@@ -216,9 +216,9 @@ impl From<StoreError> for BindingError {
             StoreError::VersionOneRun { .. } | StoreError::NotOurs { .. } => {
                 BindingError::UnsupportedFormat(message)
             }
-            StoreError::InvalidManifest { .. } | StoreError::CorruptPart { .. } => {
-                BindingError::CorruptRun(message)
-            }
+            StoreError::InvalidManifest { .. }
+            | StoreError::CorruptPart { .. }
+            | StoreError::CorruptLog { .. } => BindingError::CorruptRun(message),
             StoreError::NewerFormat { .. } => BindingError::UnsupportedFormat(message),
             StoreError::UnsafePath { .. } => BindingError::UnsafePath(message),
             StoreError::DigestMismatch { .. } => BindingError::DigestMismatch(message),

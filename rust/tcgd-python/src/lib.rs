@@ -160,6 +160,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
             format_bytes,
             store::list_runs,
             store::compact_root,
+            store::set_log_retention,
             recording::add_nvrtc_search_dir,
             probe::cuda_available,
             probe::release_deferred,

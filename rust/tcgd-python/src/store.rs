@@ -297,6 +297,15 @@ pub fn compact_root<'py>(py: Python<'py>, root: PathBuf) -> PyResult<Bound<'py, 
     })
 }
 
+/// Sets the Delta log retention of every table of a job root
+/// (`tcgd_store::set_log_retention`); returns how many tables changed.
+#[pyfunction]
+pub fn set_log_retention(py: Python<'_>, root: PathBuf, retention: String) -> PyResult<u64> {
+    guard(py, || {
+        Ok(py.detach(|| tcgd_store::set_log_retention(&root, &retention))?)
+    })
+}
+
 /// What a reader left out of a damaged run, as dicts of `Damage`'s fields.
 pub fn damage_list<'py>(
     py: Python<'py>,

@@ -7,12 +7,24 @@
 //! run). Checking the `runs` table and then adding a row is not enough: two writers
 //! starting together both see no run and both record one. A lock is released by the
 //! kernel when its process dies, so a killed recorder never leaves a claim that blocks the
-//! next one. Claim directories are never removed: another writer may be creating or
-//! locking in them at that moment.
+//! next one.
 //!
-//! The lock file is removed when the writer ends. A writer that takes the lock checks that
-//! the file it locked is still the one at the path (the previous holder may have removed
-//! it between our open and our lock); if not, it starts over.
+//! When the writer ends, it removes the lock file (still holding the lock), then its claim
+//! directory and `_claims/` if they are empty. Each step is safe against a writer starting
+//! at that moment:
+//!
+//! - A writer that opened the lock file before it was removed locks a file no longer at
+//!   the path: it checks that the file it locked is still the one at the path, and starts
+//!   over when it is not.
+//! - A writer that created its lock file in the directory first makes the directory not
+//!   empty: `rmdir` fails and the directory stays (never a recursive removal).
+//! - A writer whose directory is removed between creating it and opening the lock file
+//!   (or whose `_claims/` goes between creating it and creating its directory, or whose
+//!   directory goes between "it exists" and the check that it is one) gets "not found" or
+//!   "exists" and starts over, creating them again.
+//!
+//! A crash leaves the lock file and its directory, unlocked: the next writer of that run
+//! name and rank takes it over, and removes it when it ends.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -38,7 +50,16 @@ impl DirClaim {
     pub fn acquire(dir: &Path) -> Result<DirClaim> {
         let lock_path = dir.join(LOCK_FILE);
         for _ in 0..LOCK_ATTEMPTS {
-            fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+            match fs::create_dir_all(dir) {
+                Ok(()) => {}
+                // A writer ending removed `_claims/` between the creation of it and of
+                // `dir` (not found), or `dir` between its creation failing because it
+                // existed and the check that it is a directory (exists): make them again.
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::AlreadyExists) => {
+                    continue
+                }
+                Err(e) => return Err(StoreError::io(dir)(e)),
+            }
             let file = match OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -94,11 +115,22 @@ impl DirClaim {
         }
     }
 
-    /// Ends the claim: removes the lock file while still holding the lock, then unlocks.
+    /// Ends the claim: removes the lock file while still holding the lock, then unlocks
+    /// and removes the claim directory and `_claims/` when nothing else is in them (see
+    /// the module's comment for why this is safe with writers starting meanwhile).
     pub fn release(&mut self) {
         if let Some(file) = self.file.take() {
             let _ = fs::remove_file(&self.lock_path);
             drop(file);
+            if let Some(dir) = self.lock_path.parent() {
+                // `remove_dir` removes only an empty directory: one another writer has
+                // put its lock file in stays.
+                if fs::remove_dir(dir).is_ok() {
+                    if let Some(claims) = dir.parent() {
+                        let _ = fs::remove_dir(claims);
+                    }
+                }
+            }
         }
     }
 }
@@ -189,6 +221,83 @@ mod tests {
         assert!(!dir.join(LOCK_FILE).exists());
         let mut second = DirClaim::acquire(&dir).unwrap();
         second.release();
-        assert!(dir.is_dir(), "claim directories stay for the next writer");
+        // The claim directory and its parent are removed once empty; the root stays.
+        assert!(!dir.exists());
+        assert!(!root.path().join("a/b").exists());
+        assert!(root.path().join("a").is_dir());
+    }
+
+    #[test]
+    fn an_ending_claim_keeps_a_directory_another_writer_uses() {
+        let root = tempfile::tempdir().unwrap();
+        let claims = root.path().join("_claims");
+        let (mine, other) = (claims.join("a.rank=0"), claims.join("b.rank=0"));
+        let mut first = DirClaim::acquire(&mine).unwrap();
+        let mut second = DirClaim::acquire(&other).unwrap();
+        first.release();
+        assert!(!mine.exists());
+        assert!(
+            other.join(LOCK_FILE).is_file(),
+            "the other claim is untouched"
+        );
+        // A file in the claim directory that is not the lock (a newer writer's lock file
+        // being created there) keeps the directory.
+        let mut third = DirClaim::acquire(&mine).unwrap();
+        fs::write(mine.join("someone-else"), b"").unwrap();
+        third.release();
+        assert!(mine.join("someone-else").is_file());
+        second.release();
+        assert!(!other.exists());
+        assert!(claims.is_dir(), "_claims/ stays while a directory is in it");
+        fs::remove_file(mine.join("someone-else")).unwrap();
+        let mut last = DirClaim::acquire(&mine).unwrap();
+        last.release();
+        assert!(!claims.exists(), "_claims/ goes with the last claim");
+    }
+
+    #[test]
+    fn claims_taken_and_ended_in_many_threads_never_share_a_run() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let root = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = (0..2)
+            .map(|i| root.path().join("_claims").join(format!("{i}.rank=0")))
+            .collect();
+        let holders: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..2).map(|_| AtomicUsize::new(0)).collect());
+        let overlaps = Arc::new(AtomicUsize::new(0));
+        let claimed = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (dirs, holders) = (dirs.clone(), Arc::clone(&holders));
+                let (overlaps, claimed) = (Arc::clone(&overlaps), Arc::clone(&claimed));
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let which = (t + i) % 2;
+                        match DirClaim::acquire(&dirs[which]) {
+                            Ok(mut claim) => {
+                                if holders[which].fetch_add(1, Ordering::SeqCst) != 0 {
+                                    overlaps.fetch_add(1, Ordering::SeqCst);
+                                }
+                                claimed.fetch_add(1, Ordering::SeqCst);
+                                holders[which].fetch_sub(1, Ordering::SeqCst);
+                                claim.release();
+                            }
+                            Err(StoreError::RunInUse { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+        assert!(claimed.load(Ordering::SeqCst) > 0);
+        assert!(
+            !root.path().join("_claims").exists(),
+            "every claim ended and was removed"
+        );
     }
 }

@@ -5,18 +5,19 @@
 //! of the target size, each in one commit per table (remove + add, so readers of the log
 //! never see a mix), and files a crash left outside the log (staged, or moved into a table
 //! but never committed) are deleted. Runs being written are left alone, and a damaged run
-//! is reported and skipped, not a reason to leave the others as they are.
+//! is reported and left exactly as it was (every file of a run is checked before its first
+//! commit), not a reason to leave the others as they are.
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 
 use crate::claim::DirClaim;
-use crate::delta::{DeltaTable, Operation, StagedFile};
+use crate::delta::{parse_log_retention, DeltaTable, Operation, StagedFile, LOG_RETENTION};
 use crate::error::{Result, StoreError};
 use crate::layout::{self, PartName};
 use crate::manifest::PartEntry;
-use crate::reader::{committed_parts, list_runs, RunRow};
+use crate::reader::{check_committed_part, committed_parts, list_runs, RunRow};
 use crate::schema::Table;
 use crate::writer::{compaction_bins, delete_files, stage_file, COMPACT_TARGET_BYTES};
 
@@ -32,7 +33,10 @@ pub struct CompactionReport {
     pub uncommitted_removed: u64,
     /// Files deleted that no log listed (left by crashed writers).
     pub orphans_deleted: u64,
-    /// Runs that could not be compacted (damaged), with why; the others still were.
+    /// Expired files removed from the tables' Delta logs (`log_cleanup.rs`).
+    pub log_files_removed: u64,
+    /// Runs that could not be compacted (damaged), with why; the others still were. Each
+    /// is left as it was: its files are all checked before its first commit.
     pub runs_skipped: Vec<String>,
 }
 
@@ -70,20 +74,67 @@ pub fn compact_root(root: &Path) -> Result<CompactionReport> {
                     || report.uncommitted_removed != removed;
                 report.runs_compacted += u64::from(changed);
             }
-            Err(e) => report
-                .runs_skipped
-                .push(format!("run '{}' (rank {}): {e}", run.name, run.rank)),
+            Err(e) => {
+                // Its leftovers stay too: a damaged run is not touched at all.
+                held.remove(&run.run_id);
+                let why = match e {
+                    StoreError::CorruptPart { path, reason } => {
+                        format!("'{}' is damaged ({reason})", path.display())
+                    }
+                    other => other.to_string(),
+                };
+                report
+                    .runs_skipped
+                    .push(format!("run '{}' (rank {}): {why}", run.name, run.rank));
+            }
         }
     }
     report.orphans_deleted = delete_orphans(root, &held)?;
     for mut claim in claims {
         claim.release();
     }
+    report.log_files_removed = remove_expired_log_files(root)?;
     Ok(report)
 }
 
+/// Removes the expired files of every table's Delta log of `root`.
+pub fn remove_expired_log_files(root: &Path) -> Result<u64> {
+    let mut removed = 0;
+    for table in Table::ALL {
+        if let Some(delta) = DeltaTable::open(root, table)? {
+            removed += delta.remove_expired_log_files()?;
+        }
+    }
+    Ok(removed)
+}
+
+/// Sets the log retention (`delta.logRetentionDuration`, a Delta interval such as
+/// `interval 1 day`) of every table of the job root `root`; tables created later take the
+/// `runs` table's. Returns how many tables changed (a commit each).
+pub fn set_log_retention(root: &Path, retention: &str) -> Result<u64> {
+    parse_log_retention(retention)?;
+    // A job root, or a clear error (the same as loading a run from it).
+    list_runs(root)?;
+    let mut changed = 0;
+    // `runs` first: a table created meanwhile copies its value.
+    let mut order = vec![Table::Runs];
+    order.extend(Table::ALL.into_iter().filter(|t| *t != Table::Runs));
+    for table in order {
+        if let Some(mut delta) = DeltaTable::open(root, table)? {
+            changed += u64::from(delta.set_property(LOG_RETENTION, retention)?);
+        }
+    }
+    Ok(changed)
+}
+
 fn compact_run(root: &Path, run: &RunRow, report: &mut CompactionReport) -> Result<()> {
-    let (_, committed) = committed_parts(root, run)?;
+    let (parts, committed) = committed_parts(root, run)?;
+    // Every file of the run is checked (size and digest) before the first commit: a
+    // damaged file found halfway would leave some tables rewritten and others not, and
+    // a damaged run is left exactly as it was.
+    for part in &parts {
+        check_committed_part(root, part)?;
+    }
     let mut tables: Vec<Table> = run.kind.tables().to_vec();
     tables.push(Table::Runs);
     for table in tables {

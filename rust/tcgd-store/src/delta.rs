@@ -22,6 +22,7 @@ use delta_kernel::engine::arrow_conversion::TryFromArrow;
 use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::expressions::Scalar;
 use delta_kernel::schema::{DataType, StructField, StructType};
+use delta_kernel::table_properties::TableProperties;
 use delta_kernel::transaction::create_table::create_table;
 use delta_kernel::transaction::data_layout::DataLayout;
 use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
@@ -46,6 +47,22 @@ const CHECKPOINT_INTERVAL: u64 = 100;
 /// Commit attempts before giving up: each failed attempt means another writer took the
 /// version, so this bounds how long a writer waits behind the others.
 const COMMIT_ATTEMPTS: u32 = 1000;
+/// Reads of a log that lost a file between listing and reading (log cleanup) before the
+/// log is called damaged.
+const OPEN_ATTEMPTS: u32 = 3;
+/// Delta's table property: how long a log file is kept once a newer checkpoint makes it
+/// unneeded for the versions committed within that time (see `log_cleanup.rs`).
+pub const LOG_RETENTION: &str = "delta.logRetentionDuration";
+/// Delta's switch: `false` keeps every log file.
+pub const EXPIRED_LOG_CLEANUP: &str = "delta.enableExpiredLogCleanup";
+/// The retention of tables this package creates, unless the job root's `runs` table says
+/// otherwise. Delta's own default is 30 days, which keeps every commit of a month (86,400 a
+/// day per writer at one commit a second). Readers of this package never read old
+/// versions, and data files a compaction retires are deleted at once, so old versions of a
+/// compacted run cannot be read anyway; the retention only has to outlast a reader that
+/// has listed the log and not yet read it, and the clock differences of hosts sharing the
+/// root.
+pub const DEFAULT_LOG_RETENTION: &str = "interval 10 minutes";
 
 type Engine = DefaultEngine<TokioMultiThreadExecutor>;
 
@@ -121,6 +138,41 @@ fn no_first_commit(error: &KernelError) -> bool {
     text.contains("No files in log segment") || text.contains("No table version found")
 }
 
+/// Whether `log_dir` holds a commit or a checkpoint: a table exists even when its first
+/// commit is gone (removed by log cleanup once a checkpoint covers it).
+fn has_log_files(log_dir: &Path) -> bool {
+    if log_dir.join(FIRST_COMMIT).is_file() {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(log_dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        name.len() > 21
+            && name.as_bytes()[..20].iter().all(u8::is_ascii_digit)
+            && (name.ends_with(".json") || name.ends_with(".parquet"))
+    })
+}
+
+/// A `delta.logRetentionDuration` value as Delta reads it (`interval <n> <unit>`, units
+/// from nanoseconds to weeks), or an error saying what is accepted.
+pub fn parse_log_retention(value: &str) -> Result<Duration> {
+    TableProperties::from([(LOG_RETENTION, value)])
+        .log_retention_duration
+        .ok_or_else(|| {
+            StoreError::invalid(
+                LOG_RETENTION,
+                format!(
+                    "'{value}' is not a Delta interval; write 'interval <n> <unit>' with a \
+                     whole number n >= 0 and a unit of second(s), minute(s), hour(s), day(s) \
+                     or week(s) (e.g. '{DEFAULT_LOG_RETENTION}', 'interval 30 days')"
+                ),
+            )
+        })
+}
+
 fn table_url(dir: &Path) -> Result<Url> {
     let absolute = std::path::absolute(dir).map_err(StoreError::io(dir))?;
     Url::from_directory_path(&absolute).map_err(|()| StoreError::Delta {
@@ -154,33 +206,42 @@ impl DeltaTable {
     /// wrote there). A table of a newer layout than this version knows is refused.
     pub fn open(root: &Path, table: Table) -> Result<Option<DeltaTable>> {
         let dir = root.join(table.dir_name());
-        if !dir.join("_delta_log").is_dir() {
+        let log = dir.join("_delta_log");
+        if !log.is_dir() {
             return Ok(None);
         }
         let url = table_url(&dir)?;
-        match Snapshot::builder_for(url.as_str()).build(engine()?) {
-            Ok(snapshot) => {
-                let opened = DeltaTable {
-                    table,
-                    dir,
-                    url,
-                    snapshot,
-                };
-                opened.check_version()?;
-                Ok(Some(opened))
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match Snapshot::builder_for(url.as_str()).build(engine()?) {
+                Ok(snapshot) => {
+                    let opened = DeltaTable {
+                        table,
+                        dir,
+                        url,
+                        snapshot,
+                    };
+                    opened.check_version()?;
+                    return Ok(Some(opened));
+                }
+                Err(e) => e,
+            };
+            let missing = matches!(error, KernelError::FileNotFound(_)) || no_first_commit(&error);
+            if missing && !has_log_files(&log) {
+                // A log directory without a commit: a creation that did not finish, or one
+                // another process is making right now.
+                return Ok(None);
             }
-            // A log directory without a first commit: a creation that did not finish, or
-            // one another process is making right now.
-            Err(KernelError::FileNotFound(_)) => Ok(None),
-            Err(e)
-                if no_first_commit(&e) && !dir.join("_delta_log").join(FIRST_COMMIT).is_file() =>
-            {
-                Ok(None)
+            // A file listed and then gone: log cleanup removed it meanwhile (the listing
+            // is read again), or the log is damaged.
+            if missing && attempt < OPEN_ATTEMPTS {
+                continue;
             }
-            Err(e) => Err(StoreError::CorruptPart {
-                path: dir.join("_delta_log"),
-                reason: format!("the table's log cannot be read: {}", first_line(&e)),
-            }),
+            return Err(StoreError::CorruptLog {
+                log,
+                reason: first_line(&error),
+            });
         }
     }
 
@@ -194,11 +255,20 @@ impl DeltaTable {
         std::fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
         let url = table_url(&dir)?;
         let engine = engine()?;
+        // A job root has one log retention: a table created after it was set (a memory run
+        // after tensor runs) takes the `runs` table's.
+        let retention = match table {
+            Table::Runs => None,
+            _ => DeltaTable::open(root, Table::Runs)?
+                .and_then(|runs| runs.property(LOG_RETENTION).map(str::to_owned)),
+        }
+        .unwrap_or_else(|| DEFAULT_LOG_RETENTION.to_owned());
         let created = create_table(url.as_str(), delta_schema(table, &dir)?, ENGINE_INFO, true)
             .with_data_layout(DataLayout::partitioned([RANK_COLUMN]))
             .with_table_properties([
                 (KV_FORMAT_VERSION, FORMAT_VERSION.to_string()),
                 (KV_TABLE, table.dir_name().to_owned()),
+                (LOG_RETENTION, retention),
             ])
             .build(engine, Box::new(FileSystemCommitter::new()))
             .and_then(|txn| txn.commit(engine));
@@ -253,6 +323,107 @@ impl DeltaTable {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A table property as this snapshot's metadata holds it.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.snapshot
+            .table_configuration()
+            .metadata()
+            .configuration()
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// How long expired log files are kept: the table's `delta.logRetentionDuration`, or
+    /// `DEFAULT_LOG_RETENTION` when it has none (or one that is not an interval).
+    pub fn log_retention(&self) -> Duration {
+        self.snapshot
+            .table_properties()
+            .log_retention_duration
+            .or_else(|| parse_log_retention(DEFAULT_LOG_RETENTION).ok())
+            .unwrap_or(Duration::from_secs(600))
+    }
+
+    /// Removes the log files that expired (see `log_cleanup.rs`): those below the newest
+    /// checkpoint older than the table's log retention, and older than it themselves.
+    /// Returns how many went. With `delta.enableExpiredLogCleanup = false`, none.
+    pub fn remove_expired_log_files(&self) -> Result<u64> {
+        if self.snapshot.table_properties().enable_expired_log_cleanup == Some(false) {
+            return Ok(0);
+        }
+        let now = std::time::SystemTime::now();
+        let cutoff = now
+            .checked_sub(self.log_retention())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        let removed = crate::log_cleanup::remove_expired(&self.dir.join("_delta_log"), cutoff)?;
+        Ok(removed.len() as u64)
+    }
+
+    /// Sets a table property: a commit whose `metaData` action is the table's metadata
+    /// with `key` set to `value`. Returns `false` when it already had that value. The
+    /// kernel has no way to change metadata, so the commit file is written here, with the
+    /// same put-if-absent as every commit (a lost race reads the winner and tries again).
+    pub fn set_property(&mut self, key: &str, value: &str) -> Result<bool> {
+        for attempt in 0..COMMIT_ATTEMPTS {
+            self.refresh()?;
+            if self.property(key) == Some(value) {
+                return Ok(false);
+            }
+            if self.snapshot.table_properties().enable_in_commit_timestamps == Some(true) {
+                return Err(StoreError::Delta {
+                    table: self.dir.clone(),
+                    reason: "the table records in-commit timestamps, which this package does \
+                             not write; change its properties with a Delta engine that does"
+                        .into(),
+                });
+            }
+            let metadata = self.snapshot.table_configuration().metadata();
+            let mut metadata = serde_json::to_value(metadata).map_err(|e| StoreError::Delta {
+                table: self.dir.clone(),
+                reason: format!("cannot write the table's metadata: {e}"),
+            })?;
+            let configuration = metadata
+                .get_mut("configuration")
+                .and_then(serde_json::Value::as_object_mut)
+                .ok_or_else(|| StoreError::Delta {
+                    table: self.dir.clone(),
+                    reason: "the table's metadata has no configuration".into(),
+                })?;
+            configuration.insert(key.to_owned(), value.into());
+            let now_ms = crate::writer::now_micros() / 1000;
+            let commit_info = serde_json::json!({"commitInfo": {
+                "timestamp": now_ms,
+                "operation": "SET TBLPROPERTIES",
+                "operationParameters": {
+                    "properties": serde_json::json!({key: value}).to_string(),
+                },
+                "engineInfo": ENGINE_INFO,
+                "isBlindAppend": false,
+            }});
+            let text = format!(
+                "{commit_info}\n{}\n",
+                serde_json::json!({ "metaData": metadata })
+            );
+            let version = self.snapshot.version() + 1;
+            if crate::durable::write_new_file(&self.dir.join("_delta_log"), version, &text)? {
+                self.refresh()?;
+                if version % CHECKPOINT_INTERVAL == 0 {
+                    self.checkpoint();
+                }
+                return Ok(true);
+            }
+            if attempt > 8 {
+                std::thread::sleep(Duration::from_millis(u64::from(attempt.min(50))));
+            }
+        }
+        Err(StoreError::Delta {
+            table: self.dir.clone(),
+            reason: format!(
+                "{COMMIT_ATTEMPTS} commit attempts lost to other writers; the job root has more \
+                 writers than it can take"
+            ),
+        })
     }
 
     pub fn table(&self) -> Table {
@@ -320,6 +491,10 @@ impl DeltaTable {
                 Some(version) => {
                     if version > 0 && version % CHECKPOINT_INTERVAL == 0 {
                         self.checkpoint();
+                        // As Delta engines do after a checkpoint: the log of a long job
+                        // stays at about the retention's worth of commits. Best effort, as
+                        // the checkpoint: a failure costs disk space, never data.
+                        let _ = self.remove_expired_log_files();
                     }
                     return Ok(version);
                 }

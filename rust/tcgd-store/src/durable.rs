@@ -87,3 +87,44 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .and_then(|d| d.sync_all())
         .map_err(StoreError::io(dir))
 }
+
+/// Writes log version `version` of a Delta log (`<log_dir>/<version:020>.json`) only if no
+/// file has that name yet: the text goes to a hidden temporary file, fsynced, which is then
+/// hard-linked to the final name (a link never replaces a file, so of two writers racing
+/// for one version exactly one wins, and a reader sees the whole commit or none). Returns
+/// `false` when the version was taken.
+pub fn write_new_file(log_dir: &Path, version: u64, text: &str) -> Result<bool> {
+    let target = log_dir.join(format!("{version:020}.json"));
+    // Unique per call: writers of one process, and of other hosts sharing the root (whose
+    // process ids may be the same), race for a version too.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let unique = blake3::hash(format!("{}-{call}-{nanos}", std::process::id()).as_bytes());
+    let temp = log_dir.join(format!(
+        ".{version:020}.json.{}.tmp",
+        &unique.to_hex().as_str()[..16]
+    ));
+    let written = File::create(&temp)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })
+        .map_err(StoreError::io(&temp));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
+    let linked = fs::hard_link(&temp, &target);
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {
+            sync_dir(log_dir)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(StoreError::io(&target)(e)),
+    }
+}

@@ -65,6 +65,15 @@ pub enum StoreError {
     )]
     CorruptPart { path: PathBuf, reason: String },
 
+    // A log is not skipped as a data file is: without it nothing of the table is known to
+    // be intact, so the message does not suggest on_damage="skip".
+    #[error(
+        "the Delta log '{log}' cannot be read ({reason}); no run with rows in its table can be \
+         loaded from it, not even with on_damage=\"skip\" (which leaves out damaged data \
+         files, not a damaged log): restore the log from a copy of the job root"
+    )]
+    CorruptLog { log: PathBuf, reason: String },
+
     #[error(
         "payload {digest} read from '{path}' does not match its digest (got {actual}); the \
          file was modified or damaged after it was written"

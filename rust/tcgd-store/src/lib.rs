@@ -14,6 +14,7 @@ mod durable;
 mod error;
 pub mod group;
 pub mod layout;
+mod log_cleanup;
 mod manifest;
 mod parts;
 mod pool;
@@ -24,8 +25,11 @@ pub mod schema;
 mod writer;
 
 pub use claim::LOCK_FILE;
-pub use compact::{compact_root, CompactionReport};
-pub use delta::{CommittedFile, DeltaTable};
+pub use compact::{compact_root, remove_expired_log_files, set_log_retention, CompactionReport};
+pub use delta::{
+    parse_log_retention, CommittedFile, DeltaTable, DEFAULT_LOG_RETENTION, EXPIRED_LOG_CLEANUP,
+    LOG_RETENTION,
+};
 pub use digest::content_digest;
 pub use error::{Result, StoreError};
 pub use manifest::{Manifest, PartEntry, RunHeader, RunKind};

@@ -52,6 +52,39 @@ pub struct PendingPoint {
     marker: Option<String>,
 }
 
+/// Reads the files of an import in order, each against the history of the ones before it,
+/// as `ingest` and `commit` will, and writes nothing: a file that cannot be imported (not a
+/// pickle, one that would run code, a snapshot lacking a field, sizes that do not add up)
+/// is found before the run is created, so a refused import leaves nothing in the job root.
+/// `files`: each path with its device readings. Each file is dropped before the next is
+/// read, so this holds one snapshot at a time.
+pub fn check_pickle_import(files: &[(std::path::PathBuf, Vec<DeviceMemory>)]) -> Result<()> {
+    let mut cursor = HistoryCursor::new();
+    let mut stacks = Arc::new(StackTable::default());
+    for (index, (path, device_memory)) in files.iter().enumerate() {
+        let snapshot = read_pickle_file(path)?;
+        let ingested = ingest(
+            &snapshot,
+            &snapshot.root(),
+            &IngestOptions::default(),
+            &cursor,
+            Arc::make_mut(&mut stacks),
+        )?;
+        let next = ingested.next_cursor.clone();
+        let identity = StateIdentity {
+            index: index as i64,
+            taken: SnapshotSource::import(path),
+            boundary_recorded: ingested.boundary_recorded,
+            ..StateIdentity::default()
+        };
+        // The state holds a reference to the stacks; dropped here, so the next file's
+        // ingest extends the table in place.
+        MemoryState::from_ingested(identity, ingested, device_memory.clone(), stacks.clone())?;
+        cursor = next;
+    }
+    Ok(())
+}
+
 pub struct MemoryRunWriter {
     /// Points are committed on the queue's writer thread: a point returns once its state
     /// is built, while Parquet encoding and the fsyncs run behind it.

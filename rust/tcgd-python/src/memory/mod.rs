@@ -234,6 +234,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryDevicePeaks>()?;
     m.add_function(wrap_pyfunction!(memory_state_from_pickle, m)?)?;
     m.add_function(wrap_pyfunction!(check_snapshot_pickle, m)?)?;
+    m.add_function(wrap_pyfunction!(check_snapshot_import, m)?)?;
     m.add_function(wrap_pyfunction!(compare_states, m)?)?;
     m.add_function(wrap_pyfunction!(compare_phases, m)?)?;
     m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;

@@ -352,6 +352,32 @@ pub(super) fn memory_state_from_pickle(
     })
 }
 
+/// Reads the files of an import as `MemoryRunWriter.import_pickle` will, writing nothing;
+/// raises what the import of the first file that cannot be imported would raise
+/// (`tcgd_memory::run::check_pickle_import`).
+#[pyfunction]
+pub(super) fn check_snapshot_import(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    device_memory: Vec<DeviceArgs>,
+) -> PyResult<()> {
+    guard(py, || {
+        if paths.len() != device_memory.len() {
+            return Err(BindingError::InvalidInput(format!(
+                "{} files but {} device readings",
+                paths.len(),
+                device_memory.len()
+            )));
+        }
+        let files: Vec<(PathBuf, Vec<tcgd_memory::DeviceMemory>)> = paths
+            .into_iter()
+            .zip(device_memory.into_iter().map(self::device_memory))
+            .collect();
+        py.detach(|| tcgd_memory::run::check_pickle_import(&files))
+            .map_err(BindingError::from)
+    })
+}
+
 /// Parses pickle bytes with the data-only reader; returns nothing, raises what a file
 /// with these bytes would raise (used by tests and `tcgd memory import` checks).
 #[pyfunction]

@@ -121,6 +121,21 @@ pub(super) fn check_part(dir: &Path, part: &PartEntry, digest: bool) -> Result<(
     Ok(())
 }
 
+/// Checks one listed part as `check_part` does with its digest, as the error opening the
+/// run with `OnDamage::Raise` would give.
+pub(crate) fn check_committed_part(dir: &Path, part: &PartEntry) -> Result<()> {
+    let path = part_path(dir, part);
+    match check_part(dir, part, true) {
+        Ok(()) => Ok(()),
+        Err(PartProblem::Unsafe) => Err(StoreError::UnsafePath {
+            manifest: dir.join(&part.table).join("_delta_log"),
+            part: part.path.clone(),
+        }),
+        Err(PartProblem::Damaged(reason)) => Err(StoreError::CorruptPart { path, reason }),
+        Err(PartProblem::Io(source)) => Err(StoreError::Io { path, source }),
+    }
+}
+
 /// Tables whose rows later points refer to (frames and stacks are stored once per run):
 /// a damaged part of theirs costs the later points too.
 pub(super) fn shared_with_later_points(table: &str) -> bool {

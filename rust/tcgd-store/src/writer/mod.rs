@@ -586,6 +586,13 @@ impl RunWriter {
         self.closed = true;
         // The run takes no more writes: another writer may replace it from now on.
         self.claim.release();
+        // Housekeeping, best effort: expired log files cost file count, never data.
+        // Read at the newest version, so a retention changed meanwhile is the one obeyed.
+        for delta in self.tables.values_mut() {
+            let _ = delta
+                .refresh()
+                .and_then(|()| delta.remove_expired_log_files());
+        }
         compacted.and(published)
     }
 }
