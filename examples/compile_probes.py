@@ -69,10 +69,12 @@ def main() -> None:
     print(f"\nrecorded {run!r}")
     print(f"points: {run.labels}; replay indices: {[p.replay_index for p in run.points]}")
 
-    # 3. Differential report: an eager reference with the same sites against the compiled
-    #    model, on the same inputs; the first diverging site in execution order. Inductor's
-    #    fused kernels (GELU here) round differently from ATen's in the last bits of
-    #    float32, so compiled and eager agree to a tolerance, not bit for bit.
+    # 3. Differential report: the eager model against the compiled model at the same sites
+    #    (and, on a GPU, against its CUDA graph replays), on the same inputs; a verdict per
+    #    comparison and the first diverging site in execution order. Inductor's fused
+    #    kernels (GELU here) round differently from ATen's in the last bits of float32, so
+    #    compiled and eager agree to a tolerance, not bit for bit; the float64 rule says
+    #    whether a difference is more than rounding.
     batches = [(torch.randn(8, 64, device=device),) for _ in range(3)]
     result = differential(
         model,
@@ -83,9 +85,10 @@ def main() -> None:
         overwrite=True,
         comparison_options=TensorComparisonOptions(rtol=1e-4, atol=1e-5),
     )
-    status = result.comparison.status
     first = result.first_divergence
-    print(f"\ndifferential (eager reference vs compiled): {status}")
+    print(f"\ndifferential (eager vs compiled): {result.status}")
+    for verdict in result.verdicts:
+        print(f"  {verdict.comparison} ({verdict.scope}): {verdict.status}")
     if first is not None:
         print(f"first issue: {first.description}")
     # Each site runs at every call: an issue names the point (the call) it is at.
@@ -102,8 +105,11 @@ def main() -> None:
     print("\nruns written (job roots; `tcgd tensor summary ROOT --name NAME` reads one):")
     for written, what in (
         (run, f"the compiled model's {len(run.points)} calls"),
-        (result.reference, "differential: the eager reference"),
-        (result.compiled, "differential: the compiled model"),
+        *(
+            (variant, f"differential: the {variant.name} variant")
+            for variant in (result.eager, result.compiled, result.graphs, result.float64)
+            if variant is not None
+        ),
     ):
         print(f"  {written.path}  (run {written.name!r}: {what})")
 

@@ -49,7 +49,8 @@ def test_compile_probes_example_records_and_queries(tmp_path):
     assert "points: ('call0', 'call1', 'call2', 'call3', 'call4')" in out
     assert out.count("aten.addmm.default") >= 8  # four sites explained, four queried
     assert "blocks.1.down" in out.split("DuckDB")[1]
-    assert "differential (eager reference vs compiled): match" in out
+    assert "differential (eager vs compiled): match" in out
+    assert "  eager vs compiled (model outputs (1)): match" in out
     # Each worst site is named with its point: the same site at two calls is two places.
     worst = [line for line in out.splitlines() if line.startswith("  worst: ")]
     assert len(worst) == 3, out
@@ -57,10 +58,12 @@ def test_compile_probes_example_records_and_queries(tmp_path):
     assert len(set(worst)) == 3, worst
     # Where every run went.
     written = out.split("runs written")[1]
+    diff = tmp_path.parent / f"{tmp_path.name}-diff"
     for root, name in (
         (tmp_path, "compiled-mlp"),
-        (tmp_path.parent / f"{tmp_path.name}-diff" / "reference", "compiled-mlp"),
-        (tmp_path.parent / f"{tmp_path.name}-diff" / "compiled", "compiled-mlp"),
+        (diff, "eager"),
+        (diff, "compiled"),
+        (diff, "float64"),
     ):
         assert f"  {root}  (run {name!r}" in written, written
 

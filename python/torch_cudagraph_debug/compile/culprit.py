@@ -546,6 +546,14 @@ def search(
             culprit, backend = _search_bisector(trials)
             if culprit is not None and culprit.kind == "backend" and backend == "inductor":
                 culprit = _search_fusions(trials) or culprit
+            elif culprit is not None and culprit.kind == "switch":
+                # A switch such as emulate_precision_casts says what kind of difference it
+                # is; the fusion, when one alone causes it, says where.
+                fusion = _search_fusions(trials)
+                if fusion is not None:
+                    culprit = dataclasses.replace(
+                        fusion, detail=f"{fusion.detail}; setting {culprit.name} removes it too"
+                    )
             elif culprit is None:
                 culprit = _search_fusions(trials)
         if culprit is not None and culprit.with_ is None:

@@ -213,7 +213,7 @@ class DifferentialResult:
             return Verdict("float64 rule", scope, "inconclusive", "nothing judged", meaning)
         rounding = sum(a.verdict == "rounding" for a in judged)
         detail = f"{len(judged)} judged: {len(judged) - rounding} close, {rounding} rounding"
-        return Verdict("float64 rule", scope, "rounding", detail, meaning)
+        return Verdict("float64 rule", scope, "rounding" if rounding else "close", detail, "")
 
     def report(self) -> Any:
         """The verdicts as a native report document (text or HTML)."""
@@ -331,6 +331,43 @@ def _verdict(
 
 
 # ---------------------------------------------------------------------------- variants
+class _ModelState:
+    """The model's parameters and buffers as they were before the first variant, put
+    back before each variant: a model that updates its state when called (running
+    statistics, a cache, a step counter) must start every variant from the same state,
+    or the variants differ by how often it was called before."""
+
+    def __init__(self, model: Any):
+        self.tensors = {}
+        if isinstance(model, torch.nn.Module):
+            state = model.state_dict(keep_vars=True)
+            self.tensors = {k: v.detach().clone() for k, v in state.items()}
+        self.model = model
+
+    def restore(self) -> None:
+        if not self.tensors:
+            return
+        with torch.no_grad():
+            for key, tensor in self.model.state_dict(keep_vars=True).items():
+                saved = self.tensors.get(key)
+                if saved is not None and saved.shape == tensor.shape:
+                    tensor.copy_(saved)
+
+
+def _buffers(model: Any) -> dict[str, torch.Tensor]:
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {k: b.detach().clone() for k, b in model.named_buffers()}
+
+
+def _put_back(model: Any, buffers: dict[str, torch.Tensor]) -> None:
+    if buffers:
+        with torch.no_grad():
+            for key, buffer in model.named_buffers():
+                if key in buffers and buffers[key].shape == buffer.shape:
+                    buffer.copy_(buffers[key])
+
+
 def _is_output(name: str) -> bool:
     return name.startswith("output/")
 
@@ -387,7 +424,9 @@ def _run_eager(
             for i, call in enumerate(calls):
                 _progress.report(f"{name}: call {i + 1}/{len(calls)}")
                 with session.record_point(f"call{i}"):
+                    buffers = _buffers(model)
                     call(traced)  # the sites, in execution order
+                    _put_back(model, buffers)  # the model's state as the call found it
                     _record_outputs(session, call(model))  # then the plain model's outputs
     finally:
         torch._dynamo.reset()
@@ -430,6 +469,7 @@ def differential(
         graph_trees = _on_cuda(calls)
     not_run: dict[str, str] = {}
     base = {**(options or {}), **(extra_inductor_options or {})}
+    state = _ModelState(model)
     with _progress.reporting_to(progress):
         compiled_run, compiled_session = _run_compiled(
             "compiled",
@@ -442,6 +482,7 @@ def differential(
         )
         graphs_run = None
         if graph_trees:
+            state.restore()
             graph_mode = mode if mode not in (None, "default") else "reduce-overhead"
             graphs_run, _ = _run_compiled(
                 "graphs",
@@ -455,14 +496,17 @@ def differential(
         else:
             not_run["graphs"] = "the batches are not on a CUDA device: no CUDA graphs to run"
         plan = EagerPlan.from_decisions(compiled_session.decisions)
+        state.restore()
         eager_run = _run_eager("eager", model, calls, config, root, plan, overwrite)
         float64_run = None
         if float64:
+            state.restore()
             double = to_float64(model)
             double_calls = [c.map(as_float64) for c in calls]
             float64_run = _run_eager("float64", double, double_calls, config, root, plan, overwrite)
         else:
             not_run["float64"] = "float64=False"
+        state.restore()
 
         _progress.report("comparing the variants")
         aligned = [s for s in plan.aligned if s not in plan.unaligned]

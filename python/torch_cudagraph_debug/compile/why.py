@@ -163,7 +163,7 @@ def why(
     probes: Any = None,
     mode: str | None = None,
     comparison_options: Any = None,
-    search: bool = True,
+    search: bool | str = "auto",
     coverage: bool = True,
     float64: bool = True,
     float64_tol: float | None = None,
@@ -171,9 +171,18 @@ def why(
     progress: Callable[[str], None] | None = None,
 ) -> WhyReport:
     """Runs the differential (eager, compiled, CUDA graphs on a GPU, float64) over
-    ``batches`` into the job root ``run_dir``; when the compiled outputs diverge, searches
-    the culprit; reports CUDA graph coverage. ``probes``: a probe config (path, dict or
-    ``ProbeConfig``); None selects ``DEFAULT_PROBES``."""
+    ``batches`` into the job root ``run_dir``; searches the culprit; reports CUDA graph
+    coverage. ``probes``: a probe config (path, dict or ``ProbeConfig``); None selects
+    ``DEFAULT_PROBES``. ``search``: ``"auto"`` (or True) searches when the outputs diverge
+    by the float64 rule (or, without a float64 run, differ beyond the tolerance);
+    ``"always"`` also when they differ only within rounding; ``"never"`` (or False) not."""
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    policy = {True: "auto", False: "never"}.get(search, search)  # type: ignore[call-overload]
+    if policy not in ("auto", "always", "never"):
+        raise InvalidInputError(
+            f"search must be 'auto', 'always', 'never' or a bool, got {search!r}"
+        )
     calls = [as_call(b) for b in batches]
     settings = _culprit.changed_settings()
     result = differential(
@@ -190,9 +199,9 @@ def why(
     )
     with _progress.reporting_to(progress):
         found = (
-            _search(result, model, calls, probes, comparison_options, float64_tol, mode)
-            if search
-            else _culprit.skipped("not asked for (search=False, --no-search)")
+            _search(result, model, calls, probes, comparison_options, float64_tol, mode, policy)
+            if policy != "never"
+            else _culprit.skipped("not asked for (search='never', --search never)")
         )
         cover = None
         if coverage:
@@ -208,13 +217,21 @@ def _search(
     options: Any,
     tol: float | None,
     mode: str | None,
+    policy: str,
 ) -> _culprit.CulpritSearch:
     outputs = result.output_names
     diverging = [a for a in result.diverging_sites if a.name.startswith("output/")]
     if diverging:
         kind = "float64"
-    elif result.output_comparison.status == "mismatch":
+    elif result.output_comparison.status == "mismatch" and (
+        result.float64 is None or policy == "always"
+    ):
         kind = "tolerance"
+    elif result.output_comparison.status == "mismatch":
+        return _culprit.skipped(
+            "the outputs differ from eager only within rounding (float64 rule); "
+            "search='always' (--search always) looks for what makes them differ anyway"
+        )
     elif result.lifecycle is not None and result.lifecycle.status == "mismatch":
         return _culprit.skipped(
             "only the CUDA graph replays differ (a lifecycle fault, not a compiler "
