@@ -121,9 +121,10 @@ class Kernel:
     name: str
     builder: str
     sha256: str
+    source: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return {"name": self.name, "builder": self.builder, "sha256": self.sha256}
 
 
 @dataclass(frozen=True)
@@ -533,7 +534,9 @@ def parse_wrapper_code(code: str) -> tuple[tuple[Kernel, ...], tuple[str, ...]]:
             if isinstance(a, ast.Constant) and isinstance(a.value, str)
         ]
         source = max(strings, key=len, default="")
-        kernels.append(Kernel(statement.targets[0].id, builder.split(".", 1)[1], _sha256(source)))
+        kernels.append(
+            Kernel(statement.targets[0].id, builder.split(".", 1)[1], _sha256(source), source)
+        )
     externs = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -548,7 +551,7 @@ def _parse_wrapper_text(code: str) -> tuple[Kernel, ...]:
     for match in _KERNEL_ASSIGN.finditer(code):
         source = _TRIPLE_QUOTED.search(code, match.end())
         text = "" if source is None else (source.group(1) or source.group(2) or "")
-        kernels.append(Kernel(match.group(1), match.group(2), _sha256(text)))
+        kernels.append(Kernel(match.group(1), match.group(2), _sha256(text), text))
     return tuple(kernels)
 
 
@@ -1161,6 +1164,8 @@ class KernelChange:
     sha256_without: str | None
     sha256_with: str | None
     kernel_with: str | None = None
+    # For ``code differs``: the first line that differs, without probes then with.
+    first_difference: tuple[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -1196,8 +1201,22 @@ class GraphKernels:
             other = with_.get(name)
             if other is None:
                 continue
-            change = "unchanged" if other.sha256 == k.sha256 else "code differs"
-            out.append(KernelChange(self.label, name, change, k.sha256, other.sha256, name))
+            if other.sha256 == k.sha256:
+                out.append(
+                    KernelChange(self.label, name, "unchanged", k.sha256, other.sha256, name)
+                )
+            else:
+                out.append(
+                    KernelChange(
+                        self.label,
+                        name,
+                        "code differs",
+                        k.sha256,
+                        other.sha256,
+                        name,
+                        _first_difference(k.source, other.source),
+                    )
+                )
         only_without = [k for n, k in without.items() if n not in with_]
         only_with = [k for n, k in with_.items() if n not in without]
         for k in list(only_without):
@@ -1320,7 +1339,15 @@ class ObserverCheck:
             ],
         )
         doc.table(
-            ["graph", "kernel", "change", "sha256 without", "sha256 with", "name with"],
+            [
+                "graph",
+                "kernel",
+                "change",
+                "sha256 without",
+                "sha256 with",
+                "name with",
+                "first difference (without / with)",
+            ],
             [
                 [
                     c.graph,
@@ -1329,6 +1356,9 @@ class ObserverCheck:
                     None if c.sha256_without is None else c.sha256_without[:16],
                     None if c.sha256_with is None else c.sha256_with[:16],
                     c.kernel_with,
+                    None
+                    if c.first_difference is None
+                    else f"{c.first_difference[0]} / {c.first_difference[1]}",
                 ]
                 for c in sorted(self.changes, key=lambda c: (c.change == "unchanged", c.graph))
             ],
@@ -1342,6 +1372,16 @@ class ObserverCheck:
 
     def to_text(self) -> str:
         return self.report().to_text()
+
+
+def _first_difference(a: str, b: str) -> tuple[str, str] | None:
+    a_lines, b_lines = a.splitlines(), b.splitlines()
+    for i in range(max(len(a_lines), len(b_lines))):
+        left = a_lines[i].strip() if i < len(a_lines) else ""
+        right = b_lines[i].strip() if i < len(b_lines) else ""
+        if left != right:
+            return (left[:160], right[:160])
+    return None
 
 
 def _pair_graphs(
