@@ -124,6 +124,6 @@ def test_tcgd_explain_on_the_compile_probes_example(tmp_path):
     run = TensorRun.load(run_dir, name="compiled-mlp")
     assert [len(p.observations) for p in run.points] == [4, 4, 4, 4, 4]
     err = done.stderr
-    assert "differential (eager reference vs compiled): match" in err, err
+    assert "differential (eager vs compiled): match" in err, err
     assert "worst: point 'call" in err, err
     assert "DuckDB: per site" in err and "blocks.1.down" in err.split("DuckDB")[1], err

@@ -16,15 +16,18 @@ pytestmark = pytest.mark.usefixtures("fresh_inductor")
 
 
 class ScaleShift(nn.Module):
-    """A bias-free bfloat16 Linear, then `* 3.3 + 1.7`: the scheduler's one fusion (mul
-    with add) keeps the product in float32 where eager rounds it to bfloat16."""
+    """A bias-free bfloat16 Linear, `y = proj(x) * 3.3`, returned with `y + 1.7`. `y` is
+    an output, so Inductor keeps it a buffer of its own (bfloat16); the scheduler's one
+    fusion puts `y + 1.7` in y's kernel, where it reads y's float32 value from a register
+    instead of the rounded bfloat16 buffer eager reads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.proj = nn.Linear(256, 256, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(x) * 3.3 + 1.7
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = self.proj(x) * 3.3
+        return y + 1.7, y
 
 
 def scale_shift() -> tuple[nn.Module, list[torch.Tensor]]:
@@ -42,7 +45,9 @@ def test_three_ways_at_the_same_sites(tmp_path):
     assert result.run_names == ["eager", "compiled", "graphs", "float64"]
     compiled = [o.name for o in result.compiled[0].observations]
     graphs = [o.name for o in result.graphs[0].observations]
-    assert compiled == graphs and len(compiled) == 4  # addmm, tanh, addmm, output
+    # Sites as Inductor's graph has them (on a GPU the first bias add fuses with tanh),
+    # then the output: the same in both compiled variants.
+    assert compiled == graphs and len(compiled) >= 3 and compiled[-1] == "output/0"
     assert result.lifecycle.status == "match", result.to_text()
     lifecycle = next(v for v in result.verdicts if v.comparison == "compiled vs graphs")
     assert lifecycle.status == "match"

@@ -1,5 +1,6 @@
 """`tcgd explain`: what the probe pass selects in a program's compiled graphs, and why;
-`tcgd differential`: an eager reference against the compiled model, site by site.
+`tcgd differential`: the eager model against the compiled model, site by site; `tcgd why`:
+why they diverge.
 
 Both print what they are doing on stderr (compiling takes tens of seconds on a CPU),
 never on stdout, so `--json` output stays parseable; `--quiet` silences it."""
@@ -273,7 +274,7 @@ EXPLAIN_COMMAND = Command(
 DIFFERENTIAL_COMMAND = Command(
     "differential",
     _differential,
-    "eager reference vs compiled model, site by site: the first diverging site",
+    "eager vs compiled (vs CUDA graphs, vs float64), site by site: the first divergence",
     (
         _CONFIG,
         arg("factory", help="file.py:function returning (model, batches)"),
