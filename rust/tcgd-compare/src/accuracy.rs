@@ -127,7 +127,12 @@ fn by_key(c: &Comparison) -> HashMap<Key, &ObservationComparison> {
     c.observations()
         .into_iter()
         .filter_map(|(_, p, o)| {
-            let label = p.candidate.as_ref().or(p.reference.as_ref())?.label.clone()?;
+            let label = p
+                .candidate
+                .as_ref()
+                .or(p.reference.as_ref())?
+                .label
+                .clone()?;
             Some(((label, o.name.clone(), o.invocation_index), o))
         })
         .collect()
@@ -157,18 +162,25 @@ pub fn judge_against_float64(
         ..promote.clone()
     };
     let eager_error = compare_runs(float64, eager, &PointMapping::ByLabel, &promote, progress)?;
-    let compiled_error =
-        compare_runs(float64, compiled, &PointMapping::ByLabel, &promote, progress)?;
-    let agreement = compare_runs(eager, compiled, &PointMapping::ByLabel, &within_tol, progress)?;
+    let compiled_error = compare_runs(
+        float64,
+        compiled,
+        &PointMapping::ByLabel,
+        &promote,
+        progress,
+    )?;
+    let agreement = compare_runs(
+        eager,
+        compiled,
+        &PointMapping::ByLabel,
+        &within_tol,
+        progress,
+    )?;
     let (eager_error, agreement) = (by_key(&eager_error), by_key(&agreement));
 
     let mut out = Vec::new();
     for (_, point, o) in compiled_error.observations() {
-        let Some(label) = point
-            .candidate
-            .as_ref()
-            .and_then(|p| p.label.clone())
-        else {
+        let Some(label) = point.candidate.as_ref().and_then(|p| p.label.clone()) else {
             continue; // a point the compiled run does not have
         };
         if o.candidate.is_none() {
@@ -176,7 +188,9 @@ pub fn judge_against_float64(
         }
         let key = (label, o.name.clone(), o.invocation_index);
         let dtype = o.candidate.as_ref().map(|s| s.dtype.clone());
-        let dtype_of = dtype.as_deref().and_then(|d| DType::from_torch_name(d).ok());
+        let dtype_of = dtype
+            .as_deref()
+            .and_then(|d| DType::from_torch_name(d).ok());
         let compiled_metrics = o.metrics.as_ref();
         let eager_metrics = eager_error.get(&key).and_then(|e| e.metrics.as_ref());
         let numel = compiled_metrics.map_or(0, |m| m.total);

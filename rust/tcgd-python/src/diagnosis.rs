@@ -15,7 +15,12 @@ use crate::results::serde_to_py;
 use crate::store::RunAddress;
 
 /// One site of one point, judged against the float64 run (docs/why.md has the rule).
-#[pyclass(frozen, skip_from_py_object, name = "SiteAccuracy", module = "torch_cudagraph_debug._native")]
+#[pyclass(
+    frozen,
+    skip_from_py_object,
+    name = "SiteAccuracy",
+    module = "torch_cudagraph_debug._native"
+)]
 #[derive(Clone)]
 pub struct PySiteAccuracy {
     #[pyo3(get)]
@@ -107,7 +112,11 @@ fn judge_against_float64(
         };
         let names = names.map(|n| n.into_iter().collect::<HashSet<_>>());
         let judged = py.detach(|| -> tcgd_compare::Result<Vec<SiteAccuracy>> {
-            let (f, e, c) = (open(&float64, &names)?, open(&eager, &names)?, open(&compiled, &names)?);
+            let (f, e, c) = (
+                open(&float64, &names)?,
+                open(&eager, &names)?,
+                open(&compiled, &names)?,
+            );
             judge(&f, &e, &c, &rule, &tcgd_compare::Silent)
         })?;
         Ok(judged.into_iter().map(PySiteAccuracy::from).collect())
@@ -133,7 +142,11 @@ fn cell(value: &Bound<'_, PyAny>) -> BindResult<Cell> {
     }
     Err(BindingError::InvalidInput(format!(
         "a report cell must be None, bool, int, float or str, got {}",
-        value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        value
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
     )))
 }
 

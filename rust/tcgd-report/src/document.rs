@@ -297,7 +297,11 @@ fn line_chart(
         return;
     }
     let lo = logs.iter().copied().fold(f64::INFINITY, f64::min).floor() - 1.0;
-    let hi = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max).ceil();
+    let hi = logs
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max)
+        .ceil();
     let hi = if hi > lo { hi } else { lo + 1.0 };
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
@@ -403,7 +407,10 @@ mod tests {
     fn sample() -> Document {
         let mut d = Document::new("Why <it> diverged");
         d.push(Block::Heading("Verdicts".into()));
-        d.push(Block::Facts(vec![("status".into(), "mismatch & <b>".into())]));
+        d.push(Block::Facts(vec![(
+            "status".into(),
+            "mismatch & <b>".into(),
+        )]));
         d.push(Block::Table {
             table: Table::with_rows(
                 &["site", "error"],
