@@ -97,12 +97,14 @@ __all__ = [
     "ProbeMemorySettings",
     "ProbeRunSettings",
     "ProbeRuntime",
+    "ReportDocument",
     "RunGroupInfo",
     "RunManifest",
     "RunReader",
     "RunWriter",
     "SeriesDivergence",
     "SeriesPointRef",
+    "SiteAccuracy",
     "TensorComparisonOptions",
     "TensorObservationComparison",
     "TensorPointComparison",
@@ -140,6 +142,7 @@ __all__ = [
     "event_window",
     "first_anomaly",
     "format_bytes",
+    "judge_against_float64",
     "list_runs",
     "memory_attribution",
     "memory_lifetimes",
@@ -2816,6 +2819,7 @@ def compare_runs(
     names: list[str] | None = None,
 ) -> TensorRunComparison: ...
 
+@final
 class SiteAccuracy:
     """One site of one point judged against the float64 run (docs/why.md)."""
 
@@ -2853,10 +2857,11 @@ def judge_against_float64(
     tol: float | None = None,
 ) -> list[SiteAccuracy]: ...
 
+@final
 class ReportDocument:
     """A report built block by block, rendered as text or one escaped HTML page."""
 
-    def __init__(self, title: str) -> None: ...
+    def __new__(cls, title: str) -> Self: ...
     def heading(self, text: str) -> None: ...
     def paragraph(self, text: str) -> None: ...
     def facts(self, facts: list[tuple[str, str]]) -> None: ...
