@@ -68,46 +68,33 @@ def test_a_fusion_is_named(tmp_path):
     assert culprit.with_.diverges and not culprit.without.diverges
 
 
-class Activations(nn.Module):
-    """A bfloat16 Linear, then ops that eager computes in float32 and rounds once, and
-    that Inductor lowers to several pointwise steps: with Triton's upcast to float32
-    switched off, each step rounds to bfloat16."""
+class SubtractMean(nn.Module):
+    """`x - x.mean(-1)` on bfloat16 values near 100: Inductor computes the difference in
+    float32 (about 30 times closer to float64 than eager, measured on the H100); with
+    Triton's upcast to float32 switched off it computes in bfloat16, as eager does."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.proj = nn.Linear(256, 256, bias=False)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        h = self.proj(x)
-        f = nn.functional
-        return (
-            f.silu(h),
-            f.gelu(h, approximate="tanh"),
-            f.mish(h),
-            f.softplus(h),
-            f.log_softmax(h, -1),
-            torch.logsumexp(h, -1),
-            torch.lerp(h, h.flip(-1), 0.3),
-            torch.cumsum(h, -1),
-        )
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - x.mean(-1, keepdim=True)
 
 
-def test_a_less_precise_switch_is_named(tmp_path):
+def test_a_switch_that_drops_precision_to_eager_level_is_rounding_not_a_bug(tmp_path):
+    """`triton.codegen_upcast_to_fp32 = False` is the one Triton switch that lowers
+    precision; measured against float64 on the H100 it never makes a value worse than
+    eager's (silu, sigmoid, gelu, softmax, logsumexp, lerp, addcmul, layer norm: equal;
+    a pointwise chain: 1.04x in bfloat16, 1.38x in float16). The float64 rule must call
+    that rounding, and the search must not blame the switch."""
     import torch._inductor.config as inductor_config
 
     torch.manual_seed(0)
-    model = Activations().cuda().to(torch.bfloat16).eval()
-    batches = [4 * torch.randn(64, 256, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    model = SubtractMean().cuda().eval()
+    batches = [(100 + torch.randn(64, 256, device="cuda")).to(torch.bfloat16) for _ in range(2)]
     with inductor_config.patch({"triton.codegen_upcast_to_fp32": False}):
-        start = time.perf_counter()
         report = why(model, batches, run_dir=tmp_path, coverage=False)
-        print(report.to_text())
-        print(f"why took {time.perf_counter() - start:.1f} s")
-    diverging = {a.name for a in report.differential.diverging_sites}
-    assert any(n.startswith("output/") for n in diverging), report.to_text()
-    culprit = report.culprit
-    assert culprit is not None, report.to_text()
-    assert (culprit.kind, culprit.name) == ("setting", "triton.codegen_upcast_to_fp32")
+    print(report.to_text())
+    assert report.settings["triton.codegen_upcast_to_fp32"] == (False, True)
+    assert not report.differential.diverging_sites, report.to_text()
+    assert report.culprit is None
+    assert "diverge from the eager" not in report.conclusion
 
 
 def test_a_lifecycle_fault_is_reported_as_such(tmp_path, monkeypatch):
