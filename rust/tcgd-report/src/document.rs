@@ -438,7 +438,7 @@ mod tests {
     fn text_aligns_numbers_and_cuts_at_the_limit() {
         let text = sample().to_text();
         assert!(text.starts_with("Why <it> diverged\n\nVerdicts:\n  status: mismatch & <b>\n"));
-        assert!(text.contains("  site              error\n  layers.0/<addmm>  1.500e-7\n  layers.1             0.25\n  ... 1 more\n"), "{text}");
+        assert!(text.contains("  site                 error\n  layers.0/<addmm>  1.500e-7\n  layers.1              0.25\n  ... 1 more\n"), "{text}");
         assert!(text.contains("  error by layer:\n"));
     }
 
