@@ -8,6 +8,7 @@
 use std::fmt::Write;
 
 use crate::html::{escape, page};
+use crate::svg::{Frame, LogAxis};
 use crate::table::{Cell, Table};
 
 /// One line of a chart: a value per x position, `None` where it has none.
@@ -271,12 +272,14 @@ svg .s2{stroke:#2ca02c;fill:#2ca02c}svg .s3{stroke:#9467bd;fill:#9467bd}
 svg polyline{fill:none;stroke-width:2}
 ";
 
-const WIDTH: f64 = 960.0;
-const HEIGHT: f64 = 300.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 150.0;
-const TOP: f64 = 16.0;
-const BOTTOM: f64 = 80.0;
+const FRAME: Frame = Frame {
+    width: 960.0,
+    height: 300.0,
+    left: 70.0,
+    right: 150.0,
+    top: 16.0,
+    bottom: 80.0,
+};
 
 fn line_chart(
     out: &mut String,
@@ -286,72 +289,38 @@ fn line_chart(
     series: &[Series],
 ) {
     let _ = writeln!(out, "<h3>{}</h3>", escape(title));
-    let logs: Vec<f64> = series
+    let values = series
         .iter()
-        .flat_map(|s| s.values.iter().flatten())
-        .filter(|v| v.is_finite() && **v > 0.0)
-        .map(|v| v.log10())
-        .collect();
-    if logs.is_empty() || x_labels.is_empty() {
+        .flat_map(|s| s.values.iter().flatten().copied());
+    let Some(axis) = LogAxis::over(values) else {
+        out.push_str("<p class=\"note\">no positive values to plot</p>\n");
+        return;
+    };
+    if x_labels.is_empty() {
         out.push_str("<p class=\"note\">no positive values to plot</p>\n");
         return;
     }
-    let lo = logs.iter().copied().fold(f64::INFINITY, f64::min).floor() - 1.0;
-    let hi = logs
-        .iter()
-        .copied()
-        .fold(f64::NEG_INFINITY, f64::max)
-        .ceil();
-    let hi = if hi > lo { hi } else { lo + 1.0 };
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
+    let plot_w = FRAME.plot_width();
     let x = |i: usize| {
         if x_labels.len() == 1 {
-            LEFT + plot_w / 2.0
+            FRAME.left + plot_w / 2.0
         } else {
-            LEFT + plot_w * i as f64 / (x_labels.len() - 1) as f64
+            FRAME.left + plot_w * i as f64 / (x_labels.len() - 1) as f64
         }
     };
     // Zero and non-finite values sit on the baseline so that a line stays continuous.
-    let y = |v: f64| {
-        let h = if v.is_finite() && v > 0.0 {
-            ((v.log10() - lo) / (hi - lo)).clamp(0.0, 1.0)
-        } else if v == f64::INFINITY {
-            1.0
-        } else {
-            0.0
-        };
-        TOP + plot_h * (1.0 - h)
-    };
+    let y = |v: f64| FRAME.y(axis.height(v, 0.0));
     let _ = writeln!(
         out,
-        "<svg viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{}\">",
+        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
+        FRAME.width,
+        FRAME.height,
         escape(title)
     );
-    let span = (hi - lo) as usize;
-    for step in 0..=span {
-        let t = lo + step as f64;
-        let ty = TOP + plot_h * (1.0 - (t - lo) / (hi - lo));
-        let _ = write!(
-            out,
-            "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">1e{}</text>",
-            WIDTH - RIGHT,
-            LEFT - 6.0,
-            ty + 4.0,
-            t as i64
-        );
-    }
-    let _ = write!(
-        out,
-        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0,
-        escape(y_label)
-    );
+    LogAxis::draw(Some(&axis), out, &FRAME, usize::MAX, y_label);
     for (i, label) in x_labels.iter().enumerate() {
         let lx = x(i);
-        let ly = HEIGHT - BOTTOM + 12.0;
+        let ly = FRAME.height - FRAME.bottom + 12.0;
         let _ = write!(
             out,
             "<text x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"end\" \
@@ -385,14 +354,14 @@ fn line_chart(
                 );
             }
         }
-        let ly = TOP + 14.0 + 16.0 * k as f64;
+        let ly = FRAME.top + 14.0 + 16.0 * k as f64;
         let _ = write!(
             out,
             "<line class=\"{class}\" x1=\"{:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke-width=\"2\"/>\
              <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            WIDTH - RIGHT + 10.0,
-            WIDTH - RIGHT + 30.0,
-            WIDTH - RIGHT + 34.0,
+            FRAME.width - FRAME.right + 10.0,
+            FRAME.width - FRAME.right + 30.0,
+            FRAME.width - FRAME.right + 34.0,
             ly + 4.0,
             escape(&s.name)
         );

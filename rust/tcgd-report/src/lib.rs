@@ -8,6 +8,7 @@ pub mod csv;
 pub mod dir;
 pub mod document;
 pub mod html;
+pub mod svg;
 pub mod table;
 
 pub use dir::{write_report, ReportDirError};

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use tcgd_report::svg::{Frame, LogAxis};
+
 use crate::model::{Comparison, ObservationComparison, PointComparison, Status};
 use crate::report::rows::{self};
 
@@ -18,77 +20,17 @@ pub(crate) const BOTTOM: f64 = 40.0;
 /// Beyond this many observations, neighbours share a bar (the worst of them).
 pub(crate) const MAX_BARS: usize = 1200;
 
-/// A log10 axis over the positive values given; zero plots at the bottom.
-pub(crate) struct LogAxis {
-    lo: f64,
-    hi: f64,
-}
-
-impl LogAxis {
-    fn over(values: impl Iterator<Item = f64>) -> Option<LogAxis> {
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for v in values.filter(|v| v.is_finite() && *v > 0.0) {
-            lo = lo.min(v.log10());
-            hi = hi.max(v.log10());
-        }
-        if !lo.is_finite() {
-            return None;
-        }
-        // One decade of room below the smallest error keeps it visibly above the zeros.
-        let (lo, hi) = (lo.floor() - 1.0, hi.ceil());
-        Some(LogAxis {
-            lo,
-            hi: if hi > lo { hi } else { lo + 1.0 },
-        })
-    }
-
-    /// Height above the baseline, in [0, 1]; zero sits just above the baseline so it
-    /// stays visible, infinity at the top.
-    fn height(&self, v: f64) -> f64 {
-        if v.is_nan() || v <= 0.0 {
-            return 0.0;
-        }
-        if v.is_infinite() {
-            return 1.0;
-        }
-        ((v.log10() - self.lo) / (self.hi - self.lo)).clamp(0.02, 1.0)
-    }
-
-    fn ticks(&self) -> Vec<f64> {
-        let span = (self.hi - self.lo) as usize;
-        let step = span.div_ceil(6).max(1);
-        (0..=span)
-            .step_by(step)
-            .map(|i| self.lo + i as f64)
-            .collect()
-    }
-}
-
-pub(crate) fn axis(out: &mut String, axis: Option<&LogAxis>, label: &str) {
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    if let Some(a) = axis {
-        for t in a.ticks() {
-            let y = TOP + plot_h * (1.0 - (t - a.lo) / (a.hi - a.lo));
-            let _ = write!(
-                out,
-                "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\"/>\
-                 <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">1e{}</text>",
-                WIDTH - RIGHT,
-                LEFT - 6.0,
-                y + 4.0,
-                t as i64
-            );
-        }
-    }
-    let _ = write!(
-        out,
-        "<text x=\"14\" y=\"{:.1}\" transform=\"rotate(-90 14 {:.1})\" \
-         text-anchor=\"middle\">{}</text>",
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0,
-        escape(label)
-    );
-}
+/// The frame of every chart in this report.
+pub(crate) const FRAME: Frame = Frame {
+    width: WIDTH,
+    height: HEIGHT,
+    left: LEFT,
+    right: RIGHT,
+    top: TOP,
+    bottom: BOTTOM,
+};
+/// Labelled decades per axis, at most.
+const MAX_TICKS: usize = 6;
 
 pub(crate) fn svg_open(id: &str, label: &str) -> String {
     format!(
@@ -118,7 +60,7 @@ pub(crate) fn site_chart(c: &Comparison) -> String {
     }
     let error = |o: &ObservationComparison| o.metrics.as_ref().and_then(|m| m.max_abs_error);
     let log = LogAxis::over(all.iter().filter_map(|(_, _, o)| error(o)));
-    axis(&mut out, log.as_ref(), "max abs error");
+    LogAxis::draw(log.as_ref(), &mut out, &FRAME, MAX_TICKS, "max abs error");
     let per_bar = all.len().div_ceil(MAX_BARS);
     let bars = all.len().div_ceil(per_bar);
     let plot_w = WIDTH - LEFT - RIGHT;
@@ -154,7 +96,7 @@ pub(crate) fn site_chart(c: &Comparison) -> String {
         let (class, h) = match (error(o), o.status) {
             (Some(e), s) => (
                 format!("bar-{}", status_class(s)),
-                log.as_ref().map_or(0.02, |a| a.height(e)).max(0.02),
+                log.as_ref().map_or(0.02, |a| a.height(e, 0.02)).max(0.02),
             ),
             (None, Status::Match) => ("bar-match".to_owned(), 0.02),
             (None, Status::Inconclusive) => ("bar-inconclusive".to_owned(), 1.0),
@@ -231,7 +173,7 @@ pub(crate) fn drift_chart(c: &Comparison) -> String {
             .iter()
             .filter_map(move |p| value(p, &d.name, d.invocation_index))
     }));
-    axis(&mut out, log.as_ref(), "max abs error");
+    LogAxis::draw(log.as_ref(), &mut out, &FRAME, MAX_TICKS, "max abs error");
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
     let n = points.len().max(1);
@@ -260,7 +202,7 @@ pub(crate) fn drift_chart(c: &Comparison) -> String {
         for (pi, p) in points.iter().enumerate() {
             match value(p, &d.name, d.invocation_index) {
                 Some(v) => {
-                    let h = log.as_ref().map_or(0.0, |a| a.height(v));
+                    let h = log.as_ref().map_or(0.0, |a| a.height(v, 0.02));
                     let y = TOP + plot_h * (1.0 - h);
                     let _ = write!(
                         path,
