@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import os
 import shutil
 import tempfile
 import time
@@ -235,11 +234,10 @@ class OutputOracle:
 class _Trials:
     """Compiles and runs the model for each trial, and keeps what every trial gave."""
 
-    def __init__(self, model: Any, calls: Sequence[Any], oracle: OutputOracle, mode: str | None):
+    def __init__(self, model: Any, calls: Sequence[Any], oracle: OutputOracle):
         self.model = model
         self.calls = calls
         self.oracle = oracle
-        self.mode = mode
         self.done: list[Trial] = []
 
     def compile(self, backend: str, options: dict[str, Any] | None = None) -> Any:
@@ -322,23 +320,27 @@ def _search_settings(trials: _Trials) -> Culprit | None:
 
     for name, (value, default) in changed_settings().items():
         with inductor_config.patch({name: default}):
-            trial = trials.run("your settings", f"{name} = {_show(default)} (was {_show(value)})")
+            trial = trials.run(
+                "your settings", f"{name} = {show_value(default)} (was {show_value(value)})"
+            )
         if not trial.diverges:
             shown = (
-                name if isinstance(value, bool | int | float | str) else f"{name} = {_show(value)}"
+                name
+                if isinstance(value, bool | int | float | str)
+                else f"{name} = {show_value(value)}"
             )
             return Culprit(
                 kind="setting",
                 name=shown,
                 backend="inductor",
-                detail=f"the program sets torch._inductor.config.{name} = {_show(value)} "
-                f"(default {_show(default)}); with the default the outputs do not diverge",
+                detail=f"the program sets torch._inductor.config.{name} = {show_value(value)} "
+                f"(default {show_value(default)}); with the default the outputs do not diverge",
                 without=trial,
             )
     return None
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     if value is None or isinstance(value, bool | int | float | str):
         return repr(value)
     name = getattr(type(value), "__qualname__", type(value).__name__)
@@ -524,11 +526,12 @@ def search(
     model: Callable[..., Any],
     calls: Sequence[Any],
     oracle: OutputOracle,
-    mode: str | None = None,
 ) -> CulpritSearch:
-    """Runs the stages in order until one names a culprit (module docstring)."""
+    """Runs the stages in order until one names a culprit (module docstring). Trials
+    compile without CUDA graphs: the search looks for a compiler transformation, and a
+    difference only CUDA graphs make is a lifecycle fault, not searched."""
     start = time.perf_counter()
-    trials = _Trials(model, calls, oracle, mode)
+    trials = _Trials(model, calls, oracle)
     try:
         baseline = trials.run("baseline", "inductor as the program configures it")
         if not baseline.diverges:
@@ -584,18 +587,13 @@ def skipped(reason: str) -> CulpritSearch:
     return CulpritSearch("", None, (), 0.0, f"culprit search not run: {reason}", skipped=reason)
 
 
-def environment_settings() -> dict[str, str]:
-    """``TORCHINDUCTOR_*`` variables set in the environment (shown in the report)."""
-    return {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")}
-
-
 __all__ = [
     "Culprit",
     "CulpritSearch",
     "OutputOracle",
     "Trial",
     "changed_settings",
-    "environment_settings",
     "search",
+    "show_value",
     "skipped",
 ]

@@ -332,40 +332,31 @@ def _verdict(
 
 # ---------------------------------------------------------------------------- variants
 class _ModelState:
-    """The model's parameters and buffers as they were before the first variant, put
-    back before each variant: a model that updates its state when called (running
-    statistics, a cache, a step counter) must start every variant from the same state,
-    or the variants differ by how often it was called before."""
+    """A module's parameters and buffers (``buffers_only``: its buffers) as they were when
+    taken, put back by ``restore()``: a model that updates its state when called
+    (running statistics, a cache, a step counter) must start every variant, and the
+    eager side's second run of a call, from the same state, or they differ by how often
+    it was called before."""
 
-    def __init__(self, model: Any):
-        self.tensors = {}
-        if isinstance(model, torch.nn.Module):
-            state = model.state_dict(keep_vars=True)
-            self.tensors = {k: v.detach().clone() for k, v in state.items()}
-        self.model = model
+    def __init__(self, model: Any, buffers_only: bool = False):
+        self.model, self.buffers_only = model, buffers_only
+        self.tensors = {k: v.detach().clone() for k, v in self._named()}
+
+    def _named(self) -> Iterable[tuple[str, torch.Tensor]]:
+        if not isinstance(self.model, torch.nn.Module):
+            return ()
+        if self.buffers_only:
+            return self.model.named_buffers()
+        return self.model.state_dict(keep_vars=True).items()
 
     def restore(self) -> None:
         if not self.tensors:
             return
         with torch.no_grad():
-            for key, tensor in self.model.state_dict(keep_vars=True).items():
+            for key, tensor in self._named():
                 saved = self.tensors.get(key)
                 if saved is not None and saved.shape == tensor.shape:
                     tensor.copy_(saved)
-
-
-def _buffers(model: Any) -> dict[str, torch.Tensor]:
-    if not isinstance(model, torch.nn.Module):
-        return {}
-    return {k: b.detach().clone() for k, b in model.named_buffers()}
-
-
-def _put_back(model: Any, buffers: dict[str, torch.Tensor]) -> None:
-    if buffers:
-        with torch.no_grad():
-            for key, buffer in model.named_buffers():
-                if key in buffers and buffers[key].shape == buffer.shape:
-                    buffer.copy_(buffers[key])
 
 
 def _is_output(name: str) -> bool:
@@ -424,9 +415,9 @@ def _run_eager(
             for i, call in enumerate(calls):
                 _progress.report(f"{name}: call {i + 1}/{len(calls)}")
                 with session.record_point(f"call{i}"):
-                    buffers = _buffers(model)
+                    buffers = _ModelState(model, buffers_only=True)
                     call(traced)  # the sites, in execution order
-                    _put_back(model, buffers)  # the model's state as the call found it
+                    buffers.restore()  # the model's state as the call found it
                     _record_outputs(session, call(model))  # then the plain model's outputs
     finally:
         torch._dynamo.reset()

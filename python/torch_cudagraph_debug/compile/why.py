@@ -99,7 +99,10 @@ class WhyReport:
             doc.heading("Inductor settings the program changed")
             doc.table(
                 ["setting", "value", "default"],
-                [[k, _culprit._show(v), _culprit._show(d)] for k, (v, d) in self.settings.items()],
+                [
+                    [k, _culprit.show_value(v), _culprit.show_value(d)]
+                    for k, (v, d) in self.settings.items()
+                ],
             )
         if self.coverage is not None:
             self.coverage.add_to(doc)
@@ -145,7 +148,8 @@ class WhyReport:
             "differential": self.differential.to_dict(),
             "search": self.search.to_dict(),
             "settings": {
-                k: [_culprit._show(v), _culprit._show(d)] for k, (v, d) in self.settings.items()
+                k: [_culprit.show_value(v), _culprit.show_value(d)]
+                for k, (v, d) in self.settings.items()
             },
             "coverage": None if self.coverage is None else self.coverage.to_dict(),
         }
@@ -243,16 +247,14 @@ def _search(
     oracle = _culprit.OutputOracle(
         kind, result.reference, result.float64, outputs, config, options=options, tol=tol
     )
-    return _culprit.search(model, calls, oracle, mode)
+    return _culprit.search(model, calls, oracle)
 
 
 def _coverage(
     result: DifferentialResult, model: Any, calls: list[Any], probes: Any, mode: str | None
 ) -> Any:
-    try:
-        from torch_cudagraph_debug.compile import coverage
-    except ImportError:
-        return None
+    from torch_cudagraph_debug.compile import coverage
+
     return coverage.for_differential(result, model, calls, probes, mode)
 
 
