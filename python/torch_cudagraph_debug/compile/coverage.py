@@ -1467,12 +1467,8 @@ def for_differential(
     result: Any, model: Callable[..., Any], calls: Sequence[Any], probes: Any, mode: str | None
 ) -> CoverageReport:
     """The coverage (under ``mode``, Graph Trees when it is None or ``default``) and the
-    observer check of the model a differential run compared, with its probe config (None:
-    ``why``'s default probes). A failure of either is reported, not raised."""
-    if probes is None:
-        from torch_cudagraph_debug.compile.why import DEFAULT_PROBES
-
-        probes = DEFAULT_PROBES
+    observer check of the model a differential run compared, with its probe config. A
+    failure of either is reported, not raised."""
     graph_mode = mode if mode not in (None, "default") else "reduce-overhead"
     errors: dict[str, str] = {}
     coverage = observer = None

@@ -255,7 +255,8 @@ def _coverage(
 ) -> Any:
     from torch_cudagraph_debug.compile import coverage
 
-    return coverage.for_differential(result, model, calls, probes, mode)
+    chosen = DEFAULT_PROBES if probes is None else probes
+    return coverage.for_differential(result, model, calls, chosen, mode)
 
 
 __all__ = ["DEFAULT_PROBES", "WhyReport", "why"]
