@@ -83,6 +83,10 @@ class MemoryDebugWarning(UserWarning):
     a snapshot taken during capture, history that is off or truncated."""
 
 
+def _pool_name(pool_id: PoolId) -> str:
+    return f"pool[{pool_id[0]},{pool_id[1]}]"
+
+
 class MemoryPoolKey(NamedTuple):
     """A pool of one device. ``(0, 0)`` is the default pool; every other id is private
     (a CUDA graph's pool or a ``torch.cuda.MemPool``)."""
@@ -98,6 +102,11 @@ class MemoryPoolKey(NamedTuple):
     def kind(self) -> str:
         return "default" if self.is_default else "private"
 
+    @property
+    def label(self) -> str:
+        """The pool as the reports name it: ``device[0] pool[1,0]``."""
+        return f"device[{self.device_index}] {_pool_name(self.pool_id)}"
+
 
 class MemoryObservationKey(NamedTuple):
     """One ``(device_index, pool_id, stream)`` slice of the allocator."""
@@ -109,6 +118,12 @@ class MemoryObservationKey(NamedTuple):
     @property
     def pool_key(self) -> MemoryPoolKey:
         return MemoryPoolKey(self.device_index, self.pool_id)
+
+    @property
+    def label(self) -> str:
+        """The slice as the reports name it: ``device[0] pool[1,0] stream 0x77`` (the
+        stream handle in hex)."""
+        return f"{self.pool_key.label} stream 0x{self.stream:x}"
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,13 @@ class MemoryObservation:
     @property
     def pool_kind(self) -> str:
         return self.pool_key.kind
+
+    def descriptor(self) -> dict[str, Any]:
+        """Which slice this is (JSON-ready): ``kind``, ``order`` (its position in the
+        snapshot or point), ``device_index``, ``pool_id``, ``stream`` and ``label``; the
+        statistics are not part of it."""
+        names = ("order", "device_index", "pool_id", "stream")
+        return {**descriptor_of(self, "observation", names), "label": self.key.label}
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,17 @@ class MemoryRunGroup:
     )
     warnings: tuple[str, ...] = from_native(tuple)
 
+    @property
+    def runs(self) -> tuple[MemoryRun, ...]:
+        """Every rank's run, in rank order."""
+        return tuple(self)
+
+    @property
+    def point_labels(self) -> tuple[str, ...]:
+        """``labels``: the group's point labels, those of its longest rank (a crashed
+        rank's labels are a prefix of them)."""
+        return self.labels
+
     def __init__(self, runs: Iterable[MemoryRun], native: _native.MemoryRunGroup):
         self._runs = {run.rank: run for run in runs}
         self._native = native

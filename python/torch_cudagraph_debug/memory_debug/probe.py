@@ -28,6 +28,15 @@ from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 class MemoryProbeSnapshot(_StateView):
     """One allocator state taken by a probe (or built from a saved snapshot)."""
 
+    #: Which probe took this snapshot (a random hex id; for a snapshot built from a
+    #: dict or a pickle, the id made for it).
+    probe_id: str
+    #: When the snapshot was taken (seconds since the epoch, ``time.time()``).
+    timestamp: float
+    #: The allocator metadata marker this snapshot was cut at (``""`` when the history
+    #: did not record it, so the boundary is the snapshot's trace end).
+    boundary_marker: str
+
     def __init__(
         self,
         state: _native.MemoryState,
@@ -42,11 +51,9 @@ class MemoryProbeSnapshot(_StateView):
         self.label: str = identity["label"]
         self.index: int = identity["index"]
         origin: str = identity["origin"]
-        self.probe_id: str = origin.split(":", 1)[1] if ":" in origin else origin
-        self.timestamp: float = time.time() if timestamp is None else timestamp
-        # The allocator metadata marker this snapshot was cut at ("" when the history did
-        # not record it, so the boundary is the snapshot's trace end).
-        self.boundary_marker: str = identity["marker"] or ""
+        self.probe_id = origin.split(":", 1)[1] if ":" in origin else origin
+        self.timestamp = time.time() if timestamp is None else timestamp
+        self.boundary_marker = identity["marker"] or ""
 
     @property
     def probe_name(self) -> str:
@@ -168,6 +175,14 @@ class MemoryProbe:
         # Every snapshot's state, in order: event attribution between two snapshots reads
         # the history windows of the snapshots after the first up to the second.
         self._states: list[_native.MemoryState] = []
+
+    @property
+    def devices(self) -> tuple[int, ...] | None:
+        """The devices chosen at construction, sorted (every visible device for
+        ``"all"``); ``None`` when none were chosen, so that each snapshot covers the
+        current device and every device its allocator state mentions."""
+        chosen = self._allocator.devices
+        return None if chosen is None else tuple(chosen)
 
     def snapshot(
         self, *, label: str | None = None, synchronize: bool | None = None

@@ -110,6 +110,14 @@ class MemoryRecorder(RunRecorder[MemoryRun]):
         self._start(writer, str(writer.path))
         self._points: list[MemoryPoint] = []
 
+    @property
+    def devices(self) -> tuple[int, ...] | None:
+        """The devices chosen at construction, sorted (every visible device for
+        ``"all"``); ``None`` when none were chosen, so that each point covers the
+        current device and every device its allocator state mentions."""
+        chosen = self._allocator.devices
+        return None if chosen is None else tuple(chosen)
+
     def record_point(
         self,
         label: str,

@@ -8,6 +8,7 @@ import datetime as _dt
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +34,18 @@ from torch_cudagraph_debug.memory_debug.timeline import MemoryTimeline
 class MemoryPoint(_StateView):
     """One committed point of a memory run."""
 
+    #: The ``run_id`` of the run this point belongs to.
+    run_id: str
+    #: Position of the point in its run (0 for the first point).
+    index: int
+    #: The point's label, unique within its run.
+    label: str
+    #: When the point was committed (UTC), ``None`` for a point ``record_point`` has
+    #: just returned (its row is not read back).
+    timestamp: _dt.datetime | None
+    #: The caller's ``metadata`` of ``record_point`` (``{}`` when none was given).
+    metadata: dict[str, Any]
+
     def __init__(
         self,
         state: _native.MemoryState,
@@ -54,6 +67,12 @@ class MemoryPoint(_StateView):
         self.metadata = metadata
         self.run_id: str = identity["origin"]
         self.run_name: str = identity["name"]
+
+    @property
+    def boundary_marker(self) -> str:
+        """The allocator metadata marker set while this point's snapshot was taken, where
+        its history window ends (``marker``; ``""`` when the torch had no marker API)."""
+        return self.marker or ""
 
     def descriptor(self) -> dict[str, Any]:
         """Which run and point this is (JSON-ready)."""
@@ -143,20 +162,26 @@ class MemoryRun(Run[MemoryPoint]):
         reader = _native.MemoryRunReader(path, on_damage, name, rank)
         return cls(reader, path)
 
-    def point(self, key: str | int | MemoryPoint) -> MemoryPoint:  # type: ignore[override]
+    @property
+    def bundle_dir(self) -> Path:
+        """The directory this run was loaded from (``path``, the job root that holds
+        it), as a ``Path``."""
+        return Path(self.path)
+
+    def point(self, ref: str | int | MemoryPoint) -> MemoryPoint:  # type: ignore[override]
         """A point by label, position, or a point of this run (``MemoryOwnershipError`` for
         a point of another run)."""
-        if isinstance(key, MemoryPoint):
-            if key.run_id != self.run_id or not any(
-                p is key or p.index == key.index for p in self.points
+        if isinstance(ref, MemoryPoint):
+            if ref.run_id != self.run_id or not any(
+                p is ref or p.index == ref.index for p in self.points
             ):
                 raise MemoryOwnershipError(
-                    f"point {key.label!r} belongs to run {key.run_id!r}, not to run "
+                    f"point {ref.label!r} belongs to run {ref.run_id!r}, not to run "
                     f"{self.run_id!r} ({self.name!r}); compare points of two runs with "
                     "compare_points()"
                 )
-            return next(p for p in self.points if p.index == key.index)
-        return self[key]
+            return next(p for p in self.points if p.index == ref.index)
+        return self[ref]
 
     def descriptor(self) -> dict[str, Any]:
         """The run's identity (JSON-ready)."""
@@ -202,11 +227,8 @@ class MemoryRun(Run[MemoryPoint]):
             per_interval = dataclasses.replace(attribution, lifetimes=False)
             pairs = zip(self.points, self.points[1:], strict=False)
             comparisons = tuple(self.compare(a, b, attribution=per_interval) for a, b in pairs)
-        timeline = MemoryTimeline(native, self.points, comparisons, attribution)
-        timeline.allocation_lifetimes = (
-            self.lifetimes() if attribution is not None and attribution.lifetimes else None
-        )
-        return timeline
+        lifetimes = self.lifetimes() if attribution is not None and attribution.lifetimes else None
+        return MemoryTimeline(native, self, comparisons, attribution, lifetimes)
 
     def lifetimes(
         self,
