@@ -32,14 +32,15 @@ from torch_cudagraph_debug.memory_debug import (
 
 PRIVATE = MemoryPoolKey(0, (1, 0))
 # The files a point comparison and a timeline write.
+# What write() returns: the report documents by format, each CSV file by its stem.
 REPORT_FILES = {
-    "report.txt",
-    "report.json",
-    "report.html",
-    "allocator_scopes.csv",
-    "pools.csv",
-    "observations.csv",
-    "devices.csv",
+    "text",
+    "json",
+    "html",
+    "allocator_scopes",
+    "pools",
+    "observations",
+    "devices",
 }
 
 
@@ -258,7 +259,7 @@ def test_timeline_first_delta_none_and_disappearing_pool(tmp_path) -> None:
     assert devices[1].cuda_allocator_residual_bytes == 400 * MIB
     out = timeline.write(tmp_path / "timeline")
     assert set(out) == REPORT_FILES
-    rows = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
+    rows = list(csv.DictReader(io.StringIO(out["pools"].read_text())))
     last = next(r for r in rows if r["pool_id"] == "1,0" and r["point_label"] == "p2")
     assert int(last["delta_reserved_bytes"]) == -8 * MIB
 
@@ -304,8 +305,8 @@ def test_phase_identity_and_components(tmp_path) -> None:
     end_private = next(s for s in phase.end_gap.allocator_scopes if s.scope == "private")
     assert end_private.delta.reserved_bytes == 16 * MIB
     out = phase.write(tmp_path / "phase")
-    assert {"device_decomposition.csv", "allocator_scopes.csv", "pools.csv"} <= set(out)
-    header = out["device_decomposition.csv"].read_text().splitlines()[0].split(",")
+    assert {"device_decomposition", "allocator_scopes", "pools"} <= set(out)
+    header = out["device_decomposition"].read_text().splitlines()[0].split(",")
     assert header == [
         "baseline_device_index",
         "candidate_device_index",
@@ -328,7 +329,7 @@ def test_report_files_csv_columns_and_json_shape(tmp_path) -> None:
     out = c.write(tmp_path / "report")
     assert set(out) == REPORT_FILES
     assert all(p.parent == tmp_path / "report" and p.is_file() for p in out.values())
-    pools = list(csv.DictReader(io.StringIO(out["pools.csv"].read_text())))
+    pools = list(csv.DictReader(io.StringIO(out["pools"].read_text())))
     for column in (
         "reference_allocated_bytes",
         "candidate_allocated_bytes",
@@ -338,12 +339,12 @@ def test_report_files_csv_columns_and_json_shape(tmp_path) -> None:
     mapped = next(r for r in pools if r["match"] == "mapped")
     assert int(mapped["delta_allocated_bytes"]) == 16 * MIB
     assert int(mapped["reference_reserved_bytes"]) == 16 * MIB
-    doc = json.loads(out["report.json"].read_text())
+    doc = json.loads(out["json"].read_text())
     scope = next(s for s in doc["allocator_scopes"] if s["scope"] == "private")
     assert scope["reference"]["allocated_bytes"] == 16 * MIB
     assert scope["candidate"]["allocated_bytes"] == 32 * MIB
     assert scope["delta"]["allocated_bytes"] == 16 * MIB
-    devices = list(csv.DictReader(io.StringIO(out["devices.csv"].read_text())))
+    devices = list(csv.DictReader(io.StringIO(out["devices"].read_text())))
     assert int(devices[0]["delta_used_bytes"]) == 16 * MIB
     assert int(devices[0]["reference_cuda_allocator_residual_bytes"]) == 400 * MIB
     with pytest.raises(FileExistsError):

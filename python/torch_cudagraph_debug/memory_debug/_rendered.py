@@ -23,12 +23,32 @@ def _check_depth(depth: str) -> None:
         raise InvalidInputError(f"depth must be 'device', 'pool' or 'stream', got {depth!r}")
 
 
+# ``write()`` keys: the three report documents by format, every CSV file by its stem.
+_DOCUMENT_KEYS = {"report.txt": "text", "report.json": "json", "report.html": "html"}
+
+
+def _by_format(paths: list[str]) -> dict[str, Path]:
+    return {_DOCUMENT_KEYS.get(Path(p).name, Path(p).stem): Path(p) for p in paths}
+
+
 class _Rendered:
     """Writing a result out in every format."""
 
     # Attributions whose sections the report carries, and the options they came with.
     _attributions: tuple[Any, ...] | list[Any] = ()
     _options: MemoryAttributionOptions | None = None
+
+    @property
+    def display_limit(self) -> int:
+        """Attribution rows (and cohorts) that text and HTML show by default: the
+        attribution options' ``display.limit`` (20 without options)."""
+        return _attribution.display_of(self._options, None, None)[0]
+
+    @property
+    def display_stack_depth(self) -> int:
+        """Stack frames per attribution row that text and HTML show by default: the
+        attribution options' ``display.stack_depth`` (2 without options)."""
+        return _attribution.display_of(self._options, None, None)[1]
 
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         raise NotImplementedError
@@ -123,10 +143,11 @@ class _Rendered:
         depth: Depth = "stream",
     ) -> dict[str, Path]:
         """Writes ``report.txt``, ``report.json`` (``to_dict()``), ``report.html`` and this
-        result's CSV files into ``output_dir``; returns ``{file name: path}``. The depth
-        is checked before anything is created; a directory that already holds anything
-        needs ``overwrite=True`` (:class:`ReportExistsError` otherwise), which replaces
-        only this report's files."""
+        result's CSV files into ``output_dir``; returns their paths keyed by format
+        (``text``, ``json``, ``html``) and each CSV file by its stem (``pools`` for
+        ``pools.csv``). The depth is checked before anything is created; a directory that
+        already holds anything needs ``overwrite=True`` (:class:`ReportExistsError`
+        otherwise), which replaces only this report's files."""
         files = {
             "report.txt": self._checked("text", include_unchanged, depth, limit, stack_depth),
             "report.json": json.dumps(self.to_dict(), indent=2) + "\n",
@@ -138,7 +159,7 @@ class _Rendered:
         paths = _native.write_report_files(
             os.fspath(output_dir), list(files.items()), sorted(set(own)), overwrite
         )
-        return {Path(p).name: Path(p) for p in paths}
+        return _by_format(paths)
 
     def save(
         self,

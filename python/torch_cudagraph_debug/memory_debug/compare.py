@@ -75,6 +75,63 @@ def _row_dict(row: Any) -> Any:
     return None if row is None else row.to_dict()
 
 
+# The keys of a row's ``to_dict()`` that hold one side each: statistics, or an
+# observation's key. A flat row spreads them as ``<side>_<name>``; a missing side takes
+# its names from the delta (always present) or from the other side's key.
+_NAMES_FROM = {
+    "reference": "delta",
+    "candidate": "delta",
+    "delta": "delta",
+    "reference_key": "candidate_key",
+    "candidate_key": "reference_key",
+}
+# ``to_dict()`` entries that the CSV files do not hold.
+_NOT_FLAT = ("lifecycle", "changed")
+
+
+def _flat_row(row: Any) -> dict[str, Any]:
+    """One native row as the flat mapping its CSV line holds: identity columns as they
+    are, each side's values as ``reference_<name>``, ``candidate_<name>`` and
+    ``delta_<name>`` (every name present, ``None`` for a missing side).
+
+    Made from ``to_dict()`` until the native rows have ``to_row()``; then this body
+    becomes ``return row.to_row()``."""
+    nested = row.to_dict()
+    flat: dict[str, Any] = {}
+    for key, value in nested.items():
+        if key in _NOT_FLAT:
+            continue
+        if key not in _NAMES_FROM:
+            flat[key] = value
+            continue
+        names = value if value is not None else nested.get(_NAMES_FROM[key]) or {}
+        prefix = key.removesuffix("_key")
+        flat.update(
+            {
+                f"{prefix}_{name}": None if value is None else value[name]
+                for name, shape in names.items()
+                # A device side also nests its sample and allocator rollup, which its
+                # CSV line does not spread.
+                if not isinstance(shape, dict)
+            }
+        )
+    return flat
+
+
+def _pool_of(key: Any) -> Any:
+    return None if key is None else key.pool_key
+
+
+def _device_of(key: Any) -> Any:
+    return None if key is None else key.device_index
+
+
+def _sides(reference: Any, candidate: Any) -> set[tuple[str, Any]]:
+    """The row identities of one row, each tagged with its side (a one-sided row has
+    one)."""
+    return {(side, key) for side, key in (("r", reference), ("c", candidate)) if key is not None}
+
+
 class MemoryComparison(_Rendered):
     """Two states side by side: the report tree device -> CUDA used -> residual +
     allocator -> pools -> streams, with the address lifecycle where it means something
@@ -95,15 +152,63 @@ class MemoryComparison(_Rendered):
         options: MemoryAttributionOptions | None = None,
     ):
         self._native = native
-        self.reference = reference
-        self.candidate = candidate
+        self._reference = reference
+        self._candidate = candidate
         self._attribution = attribution
         self._attributions = [attribution] if attribution is not None else []
         self._options = options
-        self.allocator_scopes: tuple[MemoryAllocatorScopeComparison, ...] = native.allocator_scopes
-        self.pools: tuple[MemoryPoolComparison, ...] = native.pools
-        self.observations: tuple[MemoryObservationComparison, ...] = native.observations
-        self.device_comparisons: tuple[MemoryDeviceComparison, ...] = native.device_comparisons
+
+    @property
+    def reference(self) -> Any:
+        """The reference state: a ``MemoryProbeSnapshot`` or a ``MemoryPoint``."""
+        return self._reference
+
+    @property
+    def candidate(self) -> Any:
+        """The candidate state, of the reference's kind."""
+        return self._candidate
+
+    # The rows, built natively once per comparison; the native getters make new
+    # objects on every call, so each tuple is kept.
+
+    @functools.cached_property
+    def allocator_scopes(self) -> tuple[MemoryAllocatorScopeComparison, ...]:
+        """The ``all``, ``default`` and ``private`` totals over every device (unmatched
+        private pools included), in that order."""
+        return self._native.allocator_scopes
+
+    @functools.cached_property
+    def pools(self) -> tuple[MemoryPoolComparison, ...]:
+        """Every pool of either side, paired or one-sided, in report order (by device,
+        then pool)."""
+        return self._native.pools
+
+    @functools.cached_property
+    def observations(self) -> tuple[MemoryObservationComparison, ...]:
+        """Every ``(device, pool, stream)`` slice of either side, in report order; across
+        runs streams never pair, so each row there is one-sided."""
+        return self._native.observations
+
+    @functools.cached_property
+    def device_comparisons(self) -> tuple[MemoryDeviceComparison, ...]:
+        """Every device of either side: CUDA Runtime samples, allocator rollup, and the
+        signed ``cuda_allocator_residual_bytes``."""
+        return self._native.device_comparisons
+
+    @property
+    def allocator_scope_comparisons(self) -> tuple[MemoryAllocatorScopeComparison, ...]:
+        """The reference's name of ``allocator_scopes``."""
+        return self.allocator_scopes
+
+    @property
+    def pool_comparisons(self) -> tuple[MemoryPoolComparison, ...]:
+        """The reference's name of ``pools``."""
+        return self.pools
+
+    @property
+    def observation_comparisons(self) -> tuple[MemoryObservationComparison, ...]:
+        """The reference's name of ``observations``."""
+        return self.observations
 
     @property
     def attribution_status(self) -> _native.MemoryAttributionStatus:
@@ -120,7 +225,10 @@ class MemoryComparison(_Rendered):
         the history does not cover the range (the lifetimes status and a warning say
         why)."""
         found = None if self._attribution is None else self._attribution.allocation_lifetimes
-        return None if found is None else MemoryAllocationLifetimeAnalysis(found)
+        if found is None:
+            return None
+        options = None if self._options is None else self._options.lifetime_options()
+        return MemoryAllocationLifetimeAnalysis(found, options)
 
     @property
     def reference_stack_coverage(self) -> _native.AllocationStackCoverage | None:
@@ -137,10 +245,38 @@ class MemoryComparison(_Rendered):
         return () if self._attribution is None else tuple(self._attribution.stack_deltas)
 
     @property
+    def allocation_stack_comparisons(self) -> tuple[_native.AllocationStackDelta, ...]:
+        """Per compared pool and allocation stack, the change of active bytes, requested
+        bytes and block count: the stacks of ``stack_deltas`` that changed, largest
+        absolute change first (empty unless stacks were requested)."""
+        return tuple(d for d in self.stack_deltas if d.changed)
+
+    @functools.cached_property
+    def allocation_stack_observation_comparisons(
+        self,
+    ) -> tuple[_native.AllocationStackDelta, ...]:
+        """``allocation_stack_comparisons`` split by stream: per ``(device, pool,
+        stream)`` and stack, the changed ones, largest absolute change first. Streams
+        pair only inside one run or probe, so this is empty across runs (and unless
+        stacks were requested)."""
+        if not self.attribution_status.stacks.requested or self.relation != "same_origin":
+            return ()
+        return tuple(
+            _native.compare_allocation_stacks(
+                self._reference._state, self._candidate._state, by_stream=True
+            )
+        )
+
+    @property
     def event_summaries(self) -> tuple[_native.AllocatorEventSummary, ...]:
         """Allocator events of the interval by device, pool, stream, action and stack
         (empty unless events were requested)."""
         return () if self._attribution is None else tuple(self._attribution.event_summaries)
+
+    @property
+    def allocator_events(self) -> tuple[_native.AllocatorEventSummary, ...]:
+        """The reference's name of ``event_summaries``."""
+        return self.event_summaries
 
     @property
     def lifecycle_confidence(self) -> str:
@@ -166,6 +302,92 @@ class MemoryComparison(_Rendered):
             for (rd, rp), (cd, cp) in self._native.suggested_pool_mapping
         }
 
+    # Flat rows, the lines of the CSV files, in report order. With
+    # ``include_unchanged=False`` the selection is the pruned report tree's: a stream row
+    # stays when it changed, a pool row when it or a stream under it did, a device row
+    # when it or a pool under it did (parents stay as context).
+
+    def _kept(self, include_unchanged: bool) -> tuple[list[Any], list[Any], list[Any]]:
+        """The pool, observation and device rows that ``include_unchanged`` keeps."""
+        if include_unchanged:
+            return list(self.pools), list(self.observations), list(self.device_comparisons)
+        observations = [o for o in self.observations if o.changed]
+        busy_pools = set().union(
+            *(_sides(_pool_of(o.reference_key), _pool_of(o.candidate_key)) for o in observations)
+        )
+        pools = [
+            p
+            for p in self.pools
+            if p.changed or _sides(p.reference_key, p.candidate_key) & busy_pools
+        ]
+        busy_devices = set().union(
+            *(_sides(_device_of(p.reference_key), _device_of(p.candidate_key)) for p in pools)
+        )
+        devices = [
+            d
+            for d in self.device_comparisons
+            if d.changed
+            or _sides(d.reference_device_index, d.candidate_device_index) & busy_devices
+        ]
+        return pools, observations, devices
+
+    def allocator_scope_comparison_rows(
+        self, *, include_unchanged: bool = True
+    ) -> list[dict[str, Any]]:
+        """``allocator_scopes.csv`` as dicts: ``scope`` then ``reference_<stat>``,
+        ``candidate_<stat>`` and ``delta_<stat>`` (bytes and counts)."""
+        rows = self.allocator_scopes
+        return [_flat_row(r) for r in rows if include_unchanged or r.changed]
+
+    def pool_comparison_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
+        """``pools.csv`` as dicts: both pool keys, ``pool_kind``, ``match`` and each
+        side's statistics (``None`` on the side that lacks the pool)."""
+        return [_flat_row(r) for r in self._kept(include_unchanged)[0]]
+
+    def observation_comparison_rows(
+        self, *, include_unchanged: bool = True
+    ) -> list[dict[str, Any]]:
+        """``observations.csv`` as dicts: both ``(device, pool, stream)`` keys,
+        ``pool_kind``, ``match`` and each side's statistics."""
+        return [_flat_row(r) for r in self._kept(include_unchanged)[1]]
+
+    def device_comparison_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
+        """``devices.csv`` as dicts: both device indices, ``match`` and, per side,
+        ``used_bytes``, ``free_bytes``, ``total_bytes``, ``allocator_reserved_bytes`` and
+        ``cuda_allocator_residual_bytes`` (``None`` where a sample is missing)."""
+        return [_flat_row(r) for r in self._kept(include_unchanged)[2]]
+
+    def allocation_stack_comparison_rows(self) -> list[dict[str, Any]]:
+        """Every row of ``allocation_stack_comparisons`` (``scope`` ``pool``), then of
+        ``allocation_stack_observation_comparisons`` (``scope`` ``observation``), flat:
+        stack as ``stack_frames_json``, sizes and counts per side."""
+        return [
+            {"scope": scope, **row.to_row()}
+            for scope, rows in (
+                ("pool", self.allocation_stack_comparisons),
+                ("observation", self.allocation_stack_observation_comparisons),
+            )
+            for row in rows
+        ]
+
+    @functools.cached_property
+    def _titles(self) -> dict[str, str]:
+        """``name@label`` of each endpoint, as the attribution files title them."""
+        if self._attribution is None:
+            return {}
+        found = self._attribution.to_dict()
+        return {"reference": found["reference"], "candidate": found["candidate"]}
+
+    def event_rows(self) -> list[dict[str, Any]]:
+        """The lines of ``events.csv``: the endpoints' titles (``reference``,
+        ``candidate``), then each ``allocator_events`` row flat (stack as
+        ``stack_frames_json``)."""
+        return [{**self._titles, **e.to_row()} for e in self.allocator_events]
+
+    def event_dicts(self) -> list[dict[str, Any]]:
+        """``event_rows()`` with each stack as its list of frames (``stack_frames``)."""
+        return [{**self._titles, **e.to_dict()} for e in self.allocator_events]
+
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         return self._native.render(format, include_unchanged, depth)
 
@@ -178,9 +400,14 @@ class MemoryComparison(_Rendered):
             "lifecycle_available": self.lifecycle_available,
             "lifecycle_confidence": self.lifecycle_confidence,
             "attribution_status": _status_dict(self.attribution_status),
+            "display_stack_depth": self.display_stack_depth,
+            "display_limit": self.display_limit,
             "reference_stack_coverage": _row_dict(self.reference_stack_coverage),
             "candidate_stack_coverage": _row_dict(self.candidate_stack_coverage),
             "stack_deltas": [r.to_dict() for r in self.stack_deltas],
+            "allocation_stack_observation_comparisons": [
+                r.to_dict() for r in self.allocation_stack_observation_comparisons
+            ],
             "event_summaries": [r.to_dict() for r in self.event_summaries],
             **self._native.rows_dict(),
             "allocation_lifetimes": _row_dict(self.allocation_lifetimes),
@@ -256,8 +483,8 @@ def compare_snapshots(
 
 
 def compare_points(
-    reference_point: Any,
-    candidate_point: Any,
+    reference: Any,
+    candidate: Any,
     *,
     pool_mapping: Mapping[Any, Any] | None = None,
     device_mapping: Mapping[int, int] | None = None,
@@ -265,8 +492,8 @@ def compare_points(
 ) -> MemoryPointComparison:
     """``compare_snapshots`` for recorded points (of one run or of two)."""
     return _compare_states(
-        reference_point,
-        candidate_point,
+        reference,
+        candidate,
         pool_mapping,
         device_mapping,
         attribution,

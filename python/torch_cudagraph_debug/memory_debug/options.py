@@ -4,8 +4,12 @@ attribution and lifetimes all take them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from torch_cudagraph_debug.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from torch_cudagraph_debug.memory_debug.lifetimes import MemoryLifetimeOptions
 
 
 @dataclass(frozen=True)
@@ -44,3 +48,11 @@ class MemoryAttributionOptions:
             raise InvalidInputError(
                 f"display must be a MemoryDisplayOptions, got {type(self.display).__name__}"
             )
+
+    def lifetime_options(self) -> MemoryLifetimeOptions:
+        """The options of the cohort report a ``lifetimes`` request attaches
+        (``allocation_lifetimes``): this request's ``display``."""
+        # The lifetimes module imports this one, so its class is looked up at call time.
+        from torch_cudagraph_debug.memory_debug.lifetimes import MemoryLifetimeOptions
+
+        return MemoryLifetimeOptions(display=self.display)

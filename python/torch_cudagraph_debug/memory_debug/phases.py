@@ -5,6 +5,7 @@ changed, and how far apart they were at the start and at the end, with the ident
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from torch_cudagraph_debug.memory_debug._rendered import Depth, _Rendered
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryPointComparison,
     _compare_states,
+    _flat_row,
     _mappings,
 )
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
@@ -49,6 +51,15 @@ def _gap(
     )
 
 
+def _changed(row: Any) -> bool:
+    """Whether any known term of a decomposition row's equation is not zero: what
+    ``include_unchanged=False`` keeps. (Until the native rows carry ``changed``; then
+    this is ``row.changed``.)"""
+    c = row.components
+    terms = (c.baseline_change_bytes, c.candidate_change_bytes, c.start_gap_bytes, c.end_gap_bytes)
+    return any(t for t in terms if t is not None)
+
+
 class MemoryPhaseComparison(_Rendered):
     """Baseline change, candidate change, start gap and end gap per scope, device and
     pool; every row checks ``end_gap = start_gap + candidate_change - baseline_change``.
@@ -75,15 +86,7 @@ class MemoryPhaseComparison(_Rendered):
         self.baseline = baseline
         self.candidate = candidate
         self._options = attribution
-        self.allocator_scope_decomposition: tuple[MemoryAllocatorScopePhaseDecomposition, ...] = (
-            native.allocator_scope_decomposition
-        )
-        self.pool_decomposition: tuple[MemoryPoolPhaseDecomposition, ...] = (
-            native.pool_decomposition
-        )
-        self.device_decomposition: tuple[MemoryDevicePhaseDecomposition, ...] = (
-            native.device_decomposition
-        )
+        self._legs: tuple[MemoryPointComparison | None, ...] = (None, None, None, None)
         if baseline is not None and candidate is not None:
             # With attribution the two changes carry it (events included: they are inside
             # one run) and the gaps carry stack attribution only.
@@ -95,23 +98,87 @@ class MemoryPhaseComparison(_Rendered):
                 dataclasses.replace(attribution, events=False, lifetimes=False) if wanted else None
             )
             gap = gap if gap is not None and gap.stacks else None
-            self.baseline_change: MemoryPointComparison | None = baseline.compare(
-                attribution=change
+            self._legs = (
+                baseline.compare(attribution=change),
+                candidate.compare(attribution=change),
+                _gap(baseline.start, candidate.start, pool_mapping, device_mapping, gap),
+                _gap(baseline.end, candidate.end, pool_mapping, device_mapping, gap),
             )
-            self.candidate_change: MemoryPointComparison | None = candidate.compare(
-                attribution=change
-            )
-            self.start_gap: MemoryPointComparison | None = _gap(
-                baseline.start, candidate.start, pool_mapping, device_mapping, gap
-            )
-            self.end_gap: MemoryPointComparison | None = _gap(
-                baseline.end, candidate.end, pool_mapping, device_mapping, gap
-            )
-            legs = (self.baseline_change, self.candidate_change, self.start_gap, self.end_gap)
-            self._attributions = [leg._attribution for leg in legs if leg._attribution]
-        else:
-            self.baseline_change = self.candidate_change = None
-            self.start_gap = self.end_gap = None
+            self._attributions = [leg._attribution for leg in self._legs if leg._attribution]
+
+    @property
+    def baseline_name(self) -> str | None:
+        """The name of the run the baseline phase belongs to."""
+        return None if self.baseline is None else self.baseline.run.name
+
+    @property
+    def candidate_name(self) -> str | None:
+        """The name of the run the candidate phase belongs to."""
+        return None if self.candidate is None else self.candidate.run.name
+
+    @property
+    def baseline_change(self) -> MemoryPointComparison | None:
+        """The baseline phase's own comparison, start point to end point of its run."""
+        return self._legs[0]
+
+    @property
+    def candidate_change(self) -> MemoryPointComparison | None:
+        """The candidate phase's own comparison, start point to end point of its run."""
+        return self._legs[1]
+
+    @property
+    def start_gap(self) -> MemoryPointComparison | None:
+        """Baseline start against candidate start (across runs: stacks, no events)."""
+        return self._legs[2]
+
+    @property
+    def end_gap(self) -> MemoryPointComparison | None:
+        """Baseline end against candidate end (across runs: stacks, no events)."""
+        return self._legs[3]
+
+    # The rows, built natively once; the native getters make new objects on every call,
+    # so each tuple is kept.
+
+    @functools.cached_property
+    def allocator_scope_decomposition(self) -> tuple[MemoryAllocatorScopePhaseDecomposition, ...]:
+        """One equation per scope (``all``, ``default``, ``private``) and phase metric."""
+        return self._native.allocator_scope_decomposition
+
+    @functools.cached_property
+    def pool_decomposition(self) -> tuple[MemoryPoolPhaseDecomposition, ...]:
+        """One equation per matched pool and phase metric (a pool missing at a phase
+        endpoint counts as empty there)."""
+        return self._native.pool_decomposition
+
+    @functools.cached_property
+    def device_decomposition(self) -> tuple[MemoryDevicePhaseDecomposition, ...]:
+        """One equation per device pair and metric: allocator metrics, and the CUDA
+        Runtime ones (``used_bytes``, ...) whose terms are ``None`` without samples."""
+        return self._native.device_decomposition
+
+    # Flat rows, the lines of the decomposition CSV files: identity, then the terms
+    # (``baseline_change_bytes``, ``candidate_change_bytes``, ``start_gap_bytes``,
+    # ``end_gap_bytes``, ``change_gap_bytes``) and ``identity_holds``.
+    # ``include_unchanged=False`` keeps the rows with a known term that is not zero.
+
+    def allocator_scope_decomposition_rows(
+        self, *, include_unchanged: bool = True
+    ) -> list[dict[str, Any]]:
+        """``allocator_scope_decomposition`` as flat dicts (``scope``, ``metric``, terms)."""
+        rows = self.allocator_scope_decomposition
+        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
+
+    def pool_decomposition_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
+        """``pool_decomposition`` as flat dicts (both pools' device and id, ``metric``,
+        terms)."""
+        rows = self.pool_decomposition
+        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
+
+    def device_decomposition_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
+        """``device_decomposition`` as flat dicts (``baseline_device_index``,
+        ``candidate_device_index``, ``metric``, terms)."""
+        rows = self.device_decomposition
+        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -124,6 +191,10 @@ class MemoryPhaseComparison(_Rendered):
         legs = ("baseline_change", "candidate_change", "start_gap", "end_gap")
         return {
             "kind": "MemoryPhaseComparison",
+            "baseline_name": self.baseline_name,
+            "candidate_name": self.candidate_name,
+            "display_stack_depth": self.display_stack_depth,
+            "display_limit": self.display_limit,
             **{
                 leg: None if getattr(self, leg) is None else getattr(self, leg).to_dict()
                 for leg in legs
