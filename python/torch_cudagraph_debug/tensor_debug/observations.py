@@ -5,6 +5,8 @@ these; nothing here depends on either."""
 from __future__ import annotations
 
 import datetime as _dt
+import functools
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -25,6 +27,12 @@ class TensorObservationKey(NamedTuple):
 
     name: str
     invocation_index: int
+
+    @property
+    def label(self) -> str:
+        """``name[invocation_index]``, e.g. ``"encoder[0]"``: how every text, HTML and CSV
+        report of this package names an observation."""
+        return f"{self.name}[{self.invocation_index}]"
 
 
 # The value summary of an observation is the native ``TensorValueSummary`` (field names as
@@ -50,6 +58,13 @@ def site_columns(site: dict[str, Any] | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TensorObservation:
+    """One recorded tensor: its place (``order`` in the point or snapshot, ``name`` and
+    ``invocation_index``), its layout (``shape``, ``stride`` in elements, ``dtype``,
+    ``source_device``), ``nbytes`` of its values, ``payload`` (``"full"``: the values were
+    kept; ``"summary"``: only ``summary`` was), ``digest`` (``blake3:<hex>`` of the
+    contiguous bytes, as the store keeps it) and ``site`` (where a compile pass placed the
+    probe; ``None`` for a hand-placed one)."""
+
     order: int
     name: str
     invocation_index: int
@@ -68,6 +83,38 @@ class TensorObservation:
     @property
     def key(self) -> TensorObservationKey:
         return TensorObservationKey(self.name, self.invocation_index)
+
+    @property
+    def has_payload(self) -> bool:
+        """Whether the values were kept, so ``tensor()`` can give them (``payload ==
+        "full"``); ``False`` for a summary-only observation. A value stored in a part a
+        damaged run left out still raises when read."""
+        return self.payload == "full" and self._load is not None
+
+    @functools.cached_property
+    def sha256(self) -> str | None:
+        """SHA-256 (lowercase hex) of the value's contiguous bytes, as the reference
+        design's bundles name blobs; ``None`` when the values were not kept
+        (``has_payload`` is false). The store itself keys payloads by ``digest``
+        (blake3), so the first read loads the value (checked against ``digest``) and
+        hashes it; later reads reuse the result."""
+        if not self.has_payload:
+            return None
+        value = self.tensor()
+        flat = value.contiguous().reshape(-1).view(torch.uint8)
+        return hashlib.sha256(flat.numpy()).hexdigest()
+
+    def descriptor(self) -> dict[str, Any]:
+        """The observation without its values, as JSON-ready data: identity, layout,
+        payload kind, ``nbytes``, ``digest``, ``sha256`` (see there: computing it reads a
+        full payload once) and the value summary."""
+        return {
+            **observation_layout(self),
+            "nbytes": self.nbytes,
+            "digest": self.digest,
+            "sha256": self.sha256,
+            "summary": self.summary.to_dict(),
+        }
 
     def tensor(self) -> torch.Tensor:
         """The recorded value as a contiguous CPU tensor; its bytes are checked against the
@@ -123,14 +170,35 @@ class ObservationSet:
 
 @dataclass(frozen=True)
 class TensorPoint(ObservationSet):
+    """One recorded point of a run: its position ``index``, ``label``, ``timestamp``,
+    user ``metadata``, the graph ``replay_index`` it read (``None`` for an eager point),
+    its ``observations`` in order, and ``run_id``, the run it belongs to (``None`` for a
+    point not read from a run), which ``TensorRun.point`` checks ownership with."""
+
     index: int
     label: str
     timestamp: _dt.datetime
     metadata: dict[str, Any]
     replay_index: int | None
     observations: tuple[TensorObservation, ...]
-    # The run the point was read from (its run id), for ownership checks.
-    _run_id: str | None = field(default=None, repr=False, compare=False)
+    # Last and defaulted, unlike the reference's field order, so points made by keyword
+    # without a run stay valid.
+    run_id: str | None = None
 
     def _describe(self) -> str:
         return f"point {self.label!r}"
+
+    def descriptor(self) -> dict[str, Any]:
+        """The point without its values, as JSON-ready data: ``run_id``, ``index``,
+        ``label``, ``timestamp`` (ISO 8601), ``metadata``, ``replay_index`` and each
+        observation's ``descriptor()``."""
+        timestamp = self.timestamp
+        return {
+            "run_id": self.run_id,
+            "index": self.index,
+            "label": self.label,
+            "timestamp": timestamp.isoformat() if timestamp is not None else None,
+            "metadata": self.metadata,
+            "replay_index": self.replay_index,
+            "observations": [o.descriptor() for o in self.observations],
+        }

@@ -4,6 +4,7 @@ built from the tables the native reader returns."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import json
 import os
@@ -68,14 +69,15 @@ class TensorRun(Run[TensorPoint]):
     @classmethod
     def load(
         cls,
-        path: str | os.PathLike[str],
+        bundle_dir: str | os.PathLike[str],
         *,
         name: str | None = None,
         rank: int | None = None,
         on_damage: OnDamage = "raise",
         cache_tensors: bool = False,
     ) -> TensorRun:
-        """Opens a tensor run of the job root ``path``: the one there, or the one named
+        """Opens a tensor run of the job root ``bundle_dir`` (the reference design's name
+        for the directory a run is stored in): the one there, or the one named
         ``name`` (of rank ``rank``) when the root holds several (eager and compiled, or
         several ranks); an ambiguous or missing choice is a ``RunNotFoundError`` listing
         the runs the root holds. The run's files are checked first.
@@ -92,7 +94,7 @@ class TensorRun(Run[TensorPoint]):
         read of each observation is kept and later calls return a copy of it."""
         if not isinstance(cache_tensors, bool):
             raise InvalidInputError(f"cache_tensors must be a bool, got {cache_tensors!r}")
-        reader = _native.RunReader(os.fspath(path), on_damage, name, rank, "tensor")
+        reader = _native.RunReader(os.fspath(bundle_dir), on_damage, name, rank, "tensor")
         return cls(reader, cache_tensors=cache_tensors)
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
@@ -138,7 +140,7 @@ class TensorRun(Run[TensorPoint]):
                     metadata=json.loads(row["metadata"]),
                     replay_index=row["replay_index"],
                     observations=tuple(observations),
-                    _run_id=self.run_id,
+                    run_id=self.run_id,
                 )
             )
         return tuple(points)
@@ -170,6 +172,29 @@ class TensorRun(Run[TensorPoint]):
         ``"summary"`` (``"full"`` for runs recorded before it was stored)."""
         return str(self.provenance.get("default_payload", "full"))
 
+    def descriptor(self) -> dict[str, Any]:
+        """The run without its points' contents, as JSON-ready data: identity
+        (``run_id``, ``name``, ``execution``, ``rank``, ``group_id``, ``world_size``),
+        state (``created_at`` and ``finished_at`` in ISO 8601, ``complete``),
+        ``default_payload``, ``bundle_dir`` (the job root), its point ``labels`` in order,
+        ``provenance`` and ``run_metadata``."""
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "execution": self.execution,
+            "rank": self.rank,
+            "group_id": self.group_id,
+            "world_size": self.world_size,
+            "created_at": _iso(self.created_at),
+            "finished_at": _iso(self.finished_at),
+            "complete": self.complete,
+            "default_payload": self.default_payload,
+            "bundle_dir": self.path,
+            "labels": list(self.labels),
+            "provenance": self.provenance,
+            "run_metadata": self.run_metadata,
+        }
+
     def point(self, ref: str | int | TensorPoint) -> TensorPoint:  # type: ignore[override]
         """The point with this label or position, or this very point when given one of
         this run's points; a point of another run raises ``TensorOwnershipError``."""
@@ -177,9 +202,9 @@ class TensorRun(Run[TensorPoint]):
             # Points are found by label: a run loaded with on_damage="skip" may lack some
             # positions.
             own = self._by_label.get(ref.label)
-            if ref._run_id != self.run_id or own is None or own.index != ref.index:
+            if ref.run_id != self.run_id or own is None or own.index != ref.index:
                 raise TensorOwnershipError(
-                    f"point {ref.label!r} belongs to another run (run id {ref._run_id}), "
+                    f"point {ref.label!r} belongs to another run (run id {ref.run_id}), "
                     f"not to run {self.name!r} (run id {self.run_id}); look it up in its "
                     "own run, or compare the two with compare_points()"
                 )
@@ -240,3 +265,7 @@ class TensorRun(Run[TensorPoint]):
             f"TensorRun(name={self.name!r}, execution={self.execution!r}, rank={self.rank}, "
             f"points={len(self.points)}, complete={self.complete}, path={self.path!r})"
         )
+
+
+def _iso(moment: _dt.datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()

@@ -16,7 +16,6 @@ from torch_cudagraph_debug.tensor_debug.observations import (
     ObservationSet,
     TensorObservation,
     TensorObservationKey,
-    observation_layout,
 )
 
 
@@ -150,14 +149,5 @@ class TensorProbeSnapshot(ObservationSet):
             "replay_index": self.replay_index,
             "timestamp": float(self.timestamp),
             "eager_overwrites": [list(pair) for pair in self.eager_overwrites],
-            "observations": [_descriptor(o) for o in self.observations],
+            "observations": [o.descriptor() for o in self.observations],
         }
-
-
-def _descriptor(observation: TensorObservation) -> dict[str, Any]:
-    return {
-        **observation_layout(observation),
-        "nbytes": observation.nbytes,
-        "digest": observation.digest,
-        "summary": observation.summary.to_dict(),
-    }
