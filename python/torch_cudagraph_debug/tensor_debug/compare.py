@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._native import (
@@ -38,6 +38,14 @@ from torch_cudagraph_debug._native import (
 from torch_cudagraph_debug._points import Run
 from torch_cudagraph_debug._torch_bridge import host_bytes
 from torch_cudagraph_debug.errors import InvalidInputError
+from torch_cudagraph_debug.memory_debug import compare as _memory
+from torch_cudagraph_debug.memory_debug.compare import (
+    MemoryPointComparison,
+    MemorySnapshotComparison,
+)
+from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
+from torch_cudagraph_debug.memory_debug.probe import MemoryProbeSnapshot
+from torch_cudagraph_debug.memory_debug.run import MemoryPoint
 from torch_cudagraph_debug.tensor_debug.observations import (
     SITE_COLUMNS,
     TensorObservation,
@@ -236,46 +244,170 @@ def _compare_sets(
     progress: ProgressCallback | None,
 ) -> Any:
     """Compares two observation sets of one kind (``expected``: snapshots or points)."""
-    for what, observed in (("ref", ref), ("cand", cand)):
+    for what, observed in (("reference", ref), ("candidate", cand)):
         if not isinstance(observed, expected):
             raise InvalidInputError(
                 f"{what} must be a {expected.__name__}, got {type(observed).__name__}"
             )
     return _native.compare_sets(
-        kind, _set_args(ref, "ref"), _set_args(cand, "cand"), options, progress
+        kind, _set_args(ref, "reference"), _set_args(cand, "candidate"), options, progress
     )
 
 
 # ------------------------------------------------------------------------ functions
+# The reference design's ``tensor_debug`` namespace also answers ``compare_snapshots`` and
+# ``compare_points`` for memory snapshots and points (its member data gives them the memory
+# keywords), so both kinds of program work here: memory states go to ``memory_debug``,
+# whose comparison they are, and each kind's keywords are refused for the other kind.
+_MemoryState = MemoryProbeSnapshot | MemoryPoint
+
+
+def _is_memory_comparison(
+    function: str,
+    reference: Any,
+    candidate: Any,
+    tensor_keywords: dict[str, Any],
+    memory_keywords: dict[str, Any],
+) -> bool:
+    """Whether ``function(reference, candidate, ...)`` compares memory states (else tensor
+    ones); a mix of kinds, or a keyword of the other kind, is an ``InvalidInputError``."""
+    memory = isinstance(reference, _MemoryState)
+    if memory != isinstance(candidate, _MemoryState):
+        raise InvalidInputError(
+            f"{function}(): reference is a {type(reference).__name__} and candidate a "
+            f"{type(candidate).__name__}; compare tensor snapshots or points with tensor "
+            "ones, memory snapshots or points with memory ones"
+        )
+    foreign, kind, instead = (
+        (tensor_keywords, "tensor", "pool_mapping=, device_mapping= or attribution=")
+        if memory
+        else (memory_keywords, "memory", "options=TensorComparisonOptions(...)")
+    )
+    for keyword, value in foreign.items():
+        if value is not None:
+            raise InvalidInputError(
+                f"{function}({keyword}=...) applies to {kind} snapshots and points only, and "
+                f"these are {'memory' if memory else 'tensor'} ones "
+                f"({type(reference).__name__}); they take {instead}"
+            )
+    return memory
+
+
+@overload
 def compare_snapshots(
-    ref: TensorProbeSnapshot,
-    cand: TensorProbeSnapshot,
+    reference: TensorProbeSnapshot,
+    candidate: TensorProbeSnapshot,
     *,
     options: TensorComparisonOptions | None = None,
     progress: ProgressCallback | None = None,
-) -> TensorSnapshotComparison:
+) -> TensorSnapshotComparison: ...
+@overload
+def compare_snapshots(
+    reference: _MemoryState,
+    candidate: _MemoryState,
+    *,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> MemorySnapshotComparison | MemoryPointComparison: ...
+def compare_snapshots(
+    reference: TensorProbeSnapshot | _MemoryState,
+    candidate: TensorProbeSnapshot | _MemoryState,
+    *,
+    options: TensorComparisonOptions | None = None,
+    progress: ProgressCallback | None = None,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> TensorSnapshotComparison | MemorySnapshotComparison | MemoryPointComparison:
     """Compares two probe snapshots observation by observation (reference order, then
-    candidate-only keys). The snapshots may come from different probes."""
-    native = _compare_sets("snapshots", TensorProbeSnapshot, ref, cand, options, progress)
+    candidate-only keys). The snapshots may come from different probes.
+
+    Memory snapshots or points (``MemoryProbeSnapshot``, ``MemoryPoint``) are compared by
+    ``memory_debug.compare_snapshots`` with ``pool_mapping``, ``device_mapping`` and
+    ``attribution``; those three apply to memory states only, ``options`` and
+    ``progress`` to tensor snapshots only."""
+    if _is_memory_comparison(
+        "compare_snapshots",
+        reference,
+        candidate,
+        {"options": options, "progress": progress},
+        {
+            "pool_mapping": pool_mapping,
+            "device_mapping": device_mapping,
+            "attribution": attribution,
+        },
+    ):
+        return _memory.compare_snapshots(
+            reference,
+            candidate,
+            pool_mapping=pool_mapping,
+            device_mapping=device_mapping,
+            attribution=attribution,
+        )
+    native = _compare_sets(
+        "snapshots", TensorProbeSnapshot, reference, candidate, options, progress
+    )
     return cast(TensorSnapshotComparison, native)
 
 
+@overload
 def compare_points(
-    ref: TensorPoint,
-    cand: TensorPoint,
+    reference: TensorPoint,
+    candidate: TensorPoint,
     *,
     options: TensorComparisonOptions | None = None,
     progress: ProgressCallback | None = None,
-) -> TensorPointComparison:
+) -> TensorPointComparison: ...
+@overload
+def compare_points(
+    reference: _MemoryState,
+    candidate: _MemoryState,
+    *,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> MemoryPointComparison: ...
+def compare_points(
+    reference: TensorPoint | _MemoryState,
+    candidate: TensorPoint | _MemoryState,
+    *,
+    options: TensorComparisonOptions | None = None,
+    progress: ProgressCallback | None = None,
+    pool_mapping: Mapping[Any, Any] | None = None,
+    device_mapping: Mapping[int, int] | None = None,
+    attribution: MemoryAttributionOptions | None = None,
+) -> TensorPointComparison | MemoryPointComparison:
     """Compares two points (of one run or of two runs) observation by observation
-    (reference order, then candidate-only keys)."""
-    native = _compare_sets("points", TensorPoint, ref, cand, options, progress)
+    (reference order, then candidate-only keys).
+
+    Memory points (or snapshots) are compared by ``memory_debug.compare_points``, with
+    the keywords ``compare_snapshots`` describes."""
+    if _is_memory_comparison(
+        "compare_points",
+        reference,
+        candidate,
+        {"options": options, "progress": progress},
+        {
+            "pool_mapping": pool_mapping,
+            "device_mapping": device_mapping,
+            "attribution": attribution,
+        },
+    ):
+        return _memory.compare_points(
+            reference,
+            candidate,
+            pool_mapping=pool_mapping,
+            device_mapping=device_mapping,
+            attribution=attribution,
+        )
+    native = _compare_sets("points", TensorPoint, reference, candidate, options, progress)
     return cast(TensorPointComparison, native)
 
 
 def compare_runs(
-    ref: RunLike,
-    cand: RunLike,
+    reference: RunLike,
+    candidate: RunLike,
     *,
     point_mapping: PointMapping = None,
     options: TensorComparisonOptions | None = None,
@@ -289,8 +421,8 @@ def compare_runs(
     reference to candidate labels or indices compares exactly those points. ``names``:
     compare only the observations of these names (on both sides)."""
     return _native.compare_runs(
-        _run_path(ref, "ref"),
-        _run_path(cand, "cand"),
+        _run_path(reference, "reference"),
+        _run_path(candidate, "candidate"),
         options,
         _mapping(point_mapping),
         progress,
@@ -299,14 +431,15 @@ def compare_runs(
 
 
 def compare_point_series(
-    ref_point: Observed,
-    run: RunLike,
+    reference: Observed,
+    candidates: RunLike,
     *,
     options: TensorComparisonOptions | None = None,
     progress: ProgressCallback | None = None,
 ) -> TensorPointSeriesComparison:
-    """Compares one reference point (or snapshot) against every point of ``run`` in order:
-    drift across replays, and for each observation the first point at which it diverged."""
+    """Compares one reference point (or snapshot) against every point of the run
+    ``candidates`` (a ``TensorRun`` or a job root holding one tensor run) in order: drift
+    across replays, and for each observation the first point at which it diverged."""
     return _native.compare_point_series(
-        _set_args(ref_point, "ref_point"), _run_path(run, "run"), options, progress
+        _set_args(reference, "reference"), _run_path(candidates, "candidates"), options, progress
     )

@@ -533,16 +533,16 @@ class TensorProbe(ProbeHistory):
     # ------------------------------------------------------------ comparing
     def compare(
         self,
-        ref: TensorProbeSnapshot,
-        cand: TensorProbeSnapshot,
+        reference: TensorProbeSnapshot,
+        candidate: TensorProbeSnapshot,
         *,
         options: Any = None,
     ) -> Any:
         """Compares two snapshots of this probe, the earlier one (by ``snapshot_index``;
-        two of one replay are fine) as ``ref``; returns what ``compare_snapshots`` does.
-        A snapshot of another probe raises ``TensorOwnershipError``."""
+        two of one replay are fine) as ``reference``; returns what ``compare_snapshots``
+        does. A snapshot of another probe raises ``TensorOwnershipError``."""
 
-        for what, snap in (("ref", ref), ("cand", cand)):
+        for what, snap in (("reference", reference), ("candidate", candidate)):
             if not isinstance(snap, TensorProbeSnapshot):
                 raise InvalidInputError(
                     f"{what} must be a TensorProbeSnapshot, got {type(snap).__name__}"
@@ -553,12 +553,12 @@ class TensorProbe(ProbeHistory):
                     f"{snap.probe_id}), not {self.name!r}; use compare_snapshots() to "
                     "compare snapshots of different probes"
                 )
-        if ref.snapshot_index > cand.snapshot_index:
+        if reference.snapshot_index > candidate.snapshot_index:
             raise InvalidInputError(
-                f"ref is snapshot {ref.snapshot_index}, taken after cand (snapshot "
-                f"{cand.snapshot_index}); pass the earlier snapshot as ref"
+                f"reference is snapshot {reference.snapshot_index}, taken after candidate "
+                f"(snapshot {candidate.snapshot_index}); pass the earlier snapshot as reference"
             )
-        return compare_snapshots(ref, cand, options=options)
+        return compare_snapshots(reference, candidate, options=options)
 
     # ------------------------------------------------------------ gradients
     def watch_grad(
