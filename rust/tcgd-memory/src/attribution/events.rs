@@ -52,6 +52,18 @@ pub struct EventSummary {
     pub attribution_confidence: PoolConfidence,
 }
 
+impl EventSummary {
+    /// The pool as reports name it: `pool[a,b]`, `pool[n/a]` for an event about the
+    /// device rather than a block (`oom`), `pool[unknown]` when no evidence gave it.
+    pub fn pool_label(&self) -> String {
+        match (self.pool_id, self.attribution_confidence) {
+            (_, PoolConfidence::NotApplicable) => "pool[n/a]".to_owned(),
+            (Some((a, b)), _) => format!("pool[{a},{b}]"),
+            (None, _) => "pool[unknown]".to_owned(),
+        }
+    }
+}
+
 /// The stored window of one point: its entries and the per-device status of its cut.
 pub struct PointWindow<'a> {
     pub label: &'a str,

@@ -99,22 +99,9 @@ impl StackFrames {
             .join(" <- ")
     }
 
-    /// What reports show of a stack: its first `depth` frames as [`key`](Self::key)
-    /// joins them, each with its FX node where torch gave one, and the number of frames
-    /// left out.
+    /// What reports show of a stack: [`frames_at_depth`].
     pub fn key_at_depth(&self, depth: usize) -> String {
-        if self.0.is_empty() {
-            return UNATTRIBUTED.to_owned();
-        }
-        let shown = self.0[..depth.min(self.0.len())]
-            .iter()
-            .map(StackFrame::display)
-            .collect::<Vec<_>>()
-            .join(" <- ");
-        match self.0.len().saturating_sub(depth) {
-            0 => shown,
-            more => format!("{shown} (+{more} frames)"),
-        }
+        frames_at_depth(&self.0, depth)
     }
 
     /// Canonical JSON: an array of `{"filename", "line", "name"}` objects.
@@ -122,15 +109,9 @@ impl StackFrames {
         serde_json::to_string(&self.0).unwrap_or_else(|_| "[]".to_owned())
     }
 
-    /// FNV-1a (64 bits) of the canonical JSON, as 16 hex digits: every frame field takes
-    /// part, so two stacks with the same locations but different names differ.
+    /// [`frames_fingerprint`] of the frames.
     pub fn fingerprint(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in self.to_json().bytes() {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        format!("{hash:016x}")
+        frames_fingerprint(&self.0)
     }
 }
 
@@ -138,6 +119,36 @@ impl Serialize for StackFrames {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         self.0.serialize(s)
     }
+}
+
+/// What reports show of a stack: its first `depth` frames (innermost first, joined by
+/// ` <- `), each `file:line:function` with its FX node where torch gave one, and the
+/// number of frames left out; `<unattributed>` when there are no frames.
+pub fn frames_at_depth(frames: &[StackFrame], depth: usize) -> String {
+    if frames.is_empty() {
+        return UNATTRIBUTED.to_owned();
+    }
+    let shown = frames[..depth.min(frames.len())]
+        .iter()
+        .map(StackFrame::display)
+        .collect::<Vec<_>>()
+        .join(" <- ");
+    match frames.len().saturating_sub(depth) {
+        0 => shown,
+        more => format!("{shown} (+{more} frames)"),
+    }
+}
+
+/// FNV-1a (64 bits) of the frames' canonical JSON, as 16 hex digits: every frame field
+/// takes part, so two stacks with the same locations but different names differ.
+pub fn frames_fingerprint(frames: &[StackFrame]) -> String {
+    let json = serde_json::to_string(frames).unwrap_or_else(|_| "[]".to_owned());
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in json.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// The share of `total` bytes that allocation stacks explain: `1.0` when there are none,

@@ -26,7 +26,8 @@ struct PointAcc {
     owner_count: i64,
     awaiting_bytes: i64,
     awaiting_count: i64,
-    requested: i64,
+    owner_requested: i64,
+    awaiting_requested: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -107,11 +108,12 @@ impl CohortTable {
             if g.request.is_some() {
                 p.awaiting_bytes += g.size;
                 p.awaiting_count += 1;
+                p.awaiting_requested += g.requested;
             } else {
                 p.owner_bytes += g.size;
                 p.owner_count += 1;
+                p.owner_requested += g.requested;
             }
-            p.requested += g.requested;
         }
     }
 }
@@ -282,7 +284,9 @@ pub(crate) fn assemble(
                 awaiting_free_count: p.awaiting_count,
                 active_bytes: p.owner_bytes + p.awaiting_bytes,
                 block_count: p.owner_count + p.awaiting_count,
-                requested_bytes: p.requested,
+                owner_requested_bytes: p.owner_requested,
+                awaiting_free_requested_bytes: p.awaiting_requested,
+                requested_bytes: p.owner_requested + p.awaiting_requested,
             })
             .collect();
         let max = |f: fn(&CohortPointState) -> i64| points.iter().map(f).max().unwrap_or(0);

@@ -87,6 +87,11 @@ pub struct CohortPointState {
     /// Owner-active plus awaiting-free: what the snapshot shows as active.
     pub active_bytes: i64,
     pub block_count: i64,
+    /// Requested (unrounded) sizes of the owner-active blocks.
+    pub owner_requested_bytes: i64,
+    /// Requested (unrounded) sizes of the awaiting-free blocks.
+    pub awaiting_free_requested_bytes: i64,
+    /// `owner_requested_bytes + awaiting_free_requested_bytes`.
     pub requested_bytes: i64,
 }
 
@@ -121,6 +126,16 @@ pub struct CohortTransition {
     pub stack_key: String,
     pub bytes: i64,
     pub count: i64,
+}
+
+impl CohortTransition {
+    /// Whether the row's stack is not the call stack of its own allocator event: a
+    /// range-boundary row (its transition happened before the first analysed point, so
+    /// a birth shows the live block's allocation stack from the range-start snapshot and
+    /// a free request none), or an event that carried no frames.
+    pub fn stack_fallback(&self) -> bool {
+        self.origin == Origin::RangeBoundary || self.stack_frames.is_empty()
+    }
 }
 
 pub type CohortBirth = CohortTransition;
@@ -202,6 +217,26 @@ pub struct CohortSpan {
     pub last_event_point: Option<PointRef>,
 }
 
+impl CohortSpan {
+    /// The earliest point that showed the cohort, in a snapshot or through an event
+    /// window ending there.
+    pub fn first_seen(&self) -> Option<&PointRef> {
+        [&self.first_sampled_point, &self.first_event_point]
+            .into_iter()
+            .flatten()
+            .min_by_key(|p| p.index)
+    }
+
+    /// The latest point that showed the cohort, in a snapshot or through an event window
+    /// ending there.
+    pub fn last_seen(&self) -> Option<&PointRef> {
+        [&self.last_sampled_point, &self.last_event_point]
+            .into_iter()
+            .flatten()
+            .max_by_key(|p| p.index)
+    }
+}
+
 /// What a cohort's transitions moved over the range, and what it held at the last
 /// analysed point.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -216,6 +251,14 @@ pub struct CohortTotals {
     pub terminal_owner_active_count: i64,
     pub terminal_awaiting_free_bytes: i64,
     pub terminal_awaiting_free_count: i64,
+}
+
+impl AllocationCohort {
+    /// The fingerprint of the complete stack, every frame field included (the one
+    /// attribution rows carry): equal for equal stacks in any report.
+    pub fn stack_fingerprint(&self) -> String {
+        crate::attribution::frames_fingerprint(&self.stack_frames)
+    }
 }
 
 /// One device's history over the analysed range.

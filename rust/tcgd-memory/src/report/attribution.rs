@@ -6,13 +6,12 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use tcgd_report::Cell;
+use tcgd_report::{Cell, Table};
 
 use super::columns::{self, field, Column, Parts};
 use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
-    Attribution, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
-    StackFrames, StackSummary,
+    Attribution, EventSummary, EvidenceStatus, StackCoverage, StackDelta, StackFrames, StackSummary,
 };
 use crate::model::PoolId;
 
@@ -37,14 +36,6 @@ fn side_key(key: Option<(i64, PoolId)>) -> String {
         || "-".to_owned(),
         |(d, p)| format!("device {d} {}", pool_name(p)),
     )
-}
-
-fn pool_label(pool: Option<PoolId>, confidence: PoolConfidence) -> String {
-    match (pool, confidence) {
-        (_, PoolConfidence::NotApplicable) => "pool[n/a]".to_owned(),
-        (Some(p), _) => pool_name(p),
-        (None, _) => "pool[unknown]".to_owned(),
-    }
 }
 
 fn status_word(s: &EvidenceStatus) -> &'static str {
@@ -171,7 +162,7 @@ pub fn attribution_text(a: &Attribution, display: Display, include_unchanged: bo
                 format_bytes(e.total_bytes),
                 e.count,
                 e.device_index,
-                pool_label(e.pool_id, e.attribution_confidence),
+                e.pool_label(),
                 e.stream,
                 e.attribution_confidence.as_str(),
                 e.stack_frames.key_at_depth(depth)
@@ -256,6 +247,17 @@ pub fn event_json(e: &EventSummary) -> Value {
     })
 }
 
+/// An event row as `report.json` holds it, with the endpoints' titles under `reference`
+/// and `candidate` when given (as `events.csv` names them).
+pub fn event_row_json(e: &EventSummary, titles: Titles<'_>) -> Value {
+    let mut v = event_json(e);
+    if let (Some((r, c)), Value::Object(map)) = (titles, &mut v) {
+        map.insert("reference".into(), r.into());
+        map.insert("candidate".into(), c.into());
+    }
+    v
+}
+
 /// Every row of one attribution.
 pub fn attribution_json(a: &Attribution) -> Value {
     json!({
@@ -273,12 +275,6 @@ pub fn attribution_json(a: &Attribution) -> Value {
         "warnings": a.warnings,
     })
 }
-
-/// The endpoints every CSV row of an attribution starts with.
-const TITLE_COLUMNS: [Column<Attribution>; 2] = [
-    ("reference", |a| a.reference.title.as_str().into()),
-    ("candidate", |a| a.candidate.title.as_str().into()),
-];
 
 /// A stack delta's pools and stream, before its stack.
 const DELTA_KEY_COLUMNS: [Column<StackDelta>; 5] = [
@@ -338,23 +334,112 @@ fn pool_cell(p: Option<PoolId>) -> Cell {
     Cell::text(p.map(|(a, b)| format!("{a},{b}")))
 }
 
-/// The rows `of` every attribution as CSV: the endpoints' titles, the row's `key`
-/// columns, its stack, then its `values`.
+/// The titles of the endpoints an attribution row belongs to: `(reference, candidate)`.
+pub type Titles<'a> = Option<(&'a str, &'a str)>;
+
+/// Rows with an allocation stack as CSV holds them: the endpoints' titles (when
+/// `titled`), the row's `key` columns, its stack, then its `values`.
+fn stack_table<'a, R: 'a>(
+    rows: impl IntoIterator<Item = (Titles<'a>, &'a R)>,
+    titled: bool,
+    (key, values): (&'a [Column<R>], &'a [Column<R>]),
+    frames: fn(&R) -> &StackFrames,
+) -> Table {
+    let mut parts = Parts::<(Titles<'a>, &'a R)>::new();
+    if titled {
+        parts = parts.with(vec!["reference".into(), "candidate".into()], |(t, _)| {
+            let (r, c) = t.unzip();
+            vec![Cell::text(r), Cell::text(c)]
+        });
+    }
+    parts
+        .of(key, |(_, row)| *row)
+        .of(&STACK_COLUMNS, move |(_, row)| frames(row))
+        .of(values, |(_, row)| *row)
+        .table(rows)
+}
+
+/// The rows `of` every attribution as CSV, each after its endpoints' titles.
 fn stack_rows_csv<'a, R: 'a>(
     items: &[&'a Attribution],
     of: impl Fn(&'a Attribution) -> Vec<&'a R>,
-    (key, values): (&[Column<R>], &[Column<R>]),
+    columns: (&'a [Column<R>], &'a [Column<R>]),
     frames: fn(&R) -> &StackFrames,
 ) -> String {
-    let rows = items
-        .iter()
-        .flat_map(|a| of(a).into_iter().map(move |row| (*a, row)));
-    let parts = Parts::<(&Attribution, &R)>::new()
-        .of(&TITLE_COLUMNS, |(a, _)| *a)
-        .of(key, |(_, row)| *row)
-        .of(&STACK_COLUMNS, move |(_, row)| frames(row))
-        .of(values, |(_, row)| *row);
-    csv_table(&parts.table(rows))
+    let rows = items.iter().flat_map(|a| {
+        let titles = Some((a.reference.title.as_str(), a.candidate.title.as_str()));
+        of(a).into_iter().map(move |row| (titles, row))
+    });
+    csv_table(&stack_table(rows, true, columns, frames))
+}
+
+/// `(column, cell)` of every row of `table`, in order.
+pub fn table_records(table: Table) -> Vec<Vec<(String, Cell)>> {
+    let names = table.names().to_vec();
+    table
+        .into_rows()
+        .into_iter()
+        .map(|row| names.iter().cloned().zip(row).collect())
+        .collect()
+}
+
+/// The one row of a one-row table as `(column, cell)` pairs.
+pub(crate) fn table_row(table: Table) -> Vec<(String, Cell)> {
+    table_records(table).into_iter().next().unwrap_or_default()
+}
+
+/// One event row as a line of `events.csv` holds it; the endpoints' titles first when
+/// given.
+pub fn event_row(e: &EventSummary, titles: Titles<'_>) -> Vec<(String, Cell)> {
+    let columns = (&EVENT_KEY_COLUMNS[..], &EVENT_VALUE_COLUMNS[..]);
+    table_row(stack_table([(titles, e)], titles.is_some(), columns, |e| {
+        &e.stack_frames
+    }))
+}
+
+/// One stack delta as a line of `allocation_stack_comparisons.csv` holds it; the
+/// endpoints' titles first when given.
+pub fn delta_row(d: &StackDelta, titles: Titles<'_>) -> Vec<(String, Cell)> {
+    let columns = (&DELTA_KEY_COLUMNS[..], &DELTA_VALUE_COLUMNS[..]);
+    table_row(stack_table([(titles, d)], titles.is_some(), columns, |d| {
+        &d.stack_frames
+    }))
+}
+
+/// A stack summary's pool and stream, before its stack.
+const SUMMARY_KEY_COLUMNS: [Column<StackSummary>; 3] = [
+    field!(device_index),
+    ("pool_id", |s| pool_cell(Some(s.pool_id))),
+    field!(stream),
+];
+
+/// A stack summary's sizes and count, after its stack.
+const SUMMARY_VALUE_COLUMNS: [Column<StackSummary>; 3] =
+    [field!(size_bytes), field!(requested_bytes), field!(count)];
+
+/// One stack summary as a flat row, in the columns of the other stack rows.
+pub fn summary_row(s: &StackSummary) -> Vec<(String, Cell)> {
+    let columns = (&SUMMARY_KEY_COLUMNS[..], &SUMMARY_VALUE_COLUMNS[..]);
+    table_row(stack_table([(None, s)], false, columns, |s| {
+        &s.stack_frames
+    }))
+}
+
+const COVERAGE_COLUMNS: [Column<StackCoverage>; 8] = [
+    field!(device_index),
+    ("pool_id", |c| pool_cell(c.pool_id)),
+    field!(active_bytes),
+    field!(attributed_bytes),
+    field!(unattributed_bytes),
+    field!(active_blocks),
+    field!(attributed_blocks),
+    field!(coverage),
+];
+
+/// One stack coverage as a flat row.
+pub fn coverage_row(c: &StackCoverage) -> Vec<(String, Cell)> {
+    let parts = Parts::<&StackCoverage>::new().of(&COVERAGE_COLUMNS, |c| *c);
+    table_row(parts.table([c]))
 }
 
 /// `allocation_stack_comparisons.csv`: every stack delta of every attribution
@@ -391,9 +476,7 @@ const DELTA_HTML: [Column<StackDelta>; 6] = [
 /// The event rows as HTML shows them, before their stack.
 const EVENT_HTML: [Column<EventSummary>; 7] = [
     ("device", |e| e.device_index.into()),
-    ("pool", |e| {
-        pool_label(e.pool_id, e.attribution_confidence).into()
-    }),
+    ("pool", |e| e.pool_label().into()),
     ("stream", |e| format!("0x{:x}", e.stream).into()),
     ("action", |e| e.action.as_str().into()),
     ("bytes", |e| e.total_bytes.into()),

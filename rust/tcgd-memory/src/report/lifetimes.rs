@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use super::attribution::table_row;
 use super::columns::{field, Column, Parts};
 use super::document::{csv_files, report_file_names, report_files};
 use super::*;
@@ -231,16 +232,23 @@ const TOTAL_COLUMNS: [Column<CohortTotals>; 9] = [
     field!(terminal_awaiting_free_bytes),
 ];
 
-fn cohorts_table(r: &LifetimeAnalysis) -> Table {
+fn cohorts_table<'a>(cohorts: impl IntoIterator<Item = &'a AllocationCohort>) -> Table {
     let parts = Parts::<&AllocationCohort>::new()
         .of(&COHORT_COLUMNS, |c| *c)
         .of(&PEAK_COLUMNS, |c| &c.peaks)
         .of(&SPAN_COLUMNS, |c| &c.span)
         .of(&TOTAL_COLUMNS, |c| &c.totals);
-    parts.table(&r.cohorts)
+    parts.table(cohorts)
 }
 
-const POINT_COLUMNS: [Column<CohortPointState>; 9] = [
+impl AllocationCohort {
+    /// The cohort as its line of `cohorts.csv` holds it.
+    pub fn csv_row(&self) -> Vec<(String, Cell)> {
+        table_row(cohorts_table([self]))
+    }
+}
+
+const POINT_COLUMNS: [Column<CohortPointState>; 11] = [
     field!(point_index),
     field!(label),
     field!(owner_active_bytes),
@@ -249,6 +257,8 @@ const POINT_COLUMNS: [Column<CohortPointState>; 9] = [
     field!(awaiting_free_count),
     field!(active_bytes),
     field!(block_count),
+    field!(owner_requested_bytes),
+    field!(awaiting_free_requested_bytes),
     field!(requested_bytes),
 ];
 
@@ -267,30 +277,70 @@ const SIZE_OUTCOME_COLUMNS: [Column<CohortSizeOutcome>; 5] = [
     field!(total_bytes),
 ];
 
-const TRANSITION_COLUMNS: [Column<CohortTransition>; 7] = [
+const TRANSITION_COLUMNS: [Column<CohortTransition>; 8] = [
     ("start_point", |t| point_label(&t.start_point)),
     ("end_point", |t| t.end_point.label.as_str().into()),
     ("origin", |t| t.origin.as_str().into()),
     field!(stack_key),
     ("stack_frames_json", |t| frames_json(&t.stack_frames).into()),
+    ("stack_fallback", |t| t.stack_fallback().into()),
     field!(bytes),
     field!(count),
 ];
 
+/// Rows of cohorts, each after its cohort's id.
+fn cohort_rows<'a, R: 'a>(
+    rows: impl IntoIterator<Item = (&'a str, &'a R)>,
+    columns: &'a [Column<R>],
+) -> Table {
+    Parts::<(&str, &R)>::new()
+        .with(vec!["cohort_id".to_owned()], |(id, _)| {
+            vec![Cell::from(*id)]
+        })
+        .of(columns, |(_, row)| *row)
+        .table(rows)
+}
+
 /// The rows `of` every cohort, each after its cohort's id.
-fn per_cohort<R>(
-    r: &LifetimeAnalysis,
+fn per_cohort<'a, R>(
+    r: &'a LifetimeAnalysis,
     of: fn(&AllocationCohort) -> &[R],
-    columns: &[Column<R>],
+    columns: &'a [Column<R>],
 ) -> Table {
     let rows = r
         .cohorts
         .iter()
-        .flat_map(|c| of(c).iter().map(move |row| (c, row)));
-    Parts::<(&AllocationCohort, &R)>::new()
-        .of(&[COHORT_ID], |(c, _)| *c)
-        .of(columns, |(_, row)| *row)
-        .table(rows)
+        .flat_map(|c| of(c).iter().map(move |row| (c.cohort_id.as_str(), row)));
+    cohort_rows(rows, columns)
+}
+
+impl CohortPointState {
+    /// The state as its line of `cohort_points.csv` holds it, under `cohort_id`.
+    pub fn csv_row(&self, cohort_id: &str) -> Vec<(String, Cell)> {
+        table_row(cohort_rows([(cohort_id, self)], &POINT_COLUMNS))
+    }
+}
+
+impl CohortSizeBucket {
+    /// The bucket as its line of `size_histograms.csv` holds it, under `cohort_id`.
+    pub fn csv_row(&self, cohort_id: &str) -> Vec<(String, Cell)> {
+        table_row(cohort_rows([(cohort_id, self)], &SIZE_BUCKET_COLUMNS))
+    }
+}
+
+impl CohortSizeOutcome {
+    /// The outcome as its line of `size_outcomes.csv` holds it, under `cohort_id`.
+    pub fn csv_row(&self, cohort_id: &str) -> Vec<(String, Cell)> {
+        table_row(cohort_rows([(cohort_id, self)], &SIZE_OUTCOME_COLUMNS))
+    }
+}
+
+impl CohortTransition {
+    /// The transition row as its line of `birth_stacks.csv`, `free_request_stacks.csv` or
+    /// `free_completion_stacks.csv` holds it, under `cohort_id`.
+    pub fn csv_row(&self, cohort_id: &str) -> Vec<(String, Cell)> {
+        table_row(cohort_rows([(cohort_id, self)], &TRANSITION_COLUMNS))
+    }
 }
 
 /// The CSV files of a lifetime report, in order.
@@ -314,7 +364,7 @@ fn lifetimes_tables(r: &LifetimeAnalysis) -> impl Iterator<Item = (&'static str,
             .then(|| per_cohort(r, of, &TRANSITION_COLUMNS))
     };
     let tables = [
-        Some(cohorts_table(r)),
+        Some(cohorts_table(&r.cohorts)),
         Some(per_cohort(r, |c| &c.points, &POINT_COLUMNS)),
         Some(per_cohort(r, |c| &c.size_histogram, &SIZE_BUCKET_COLUMNS)),
         Some(per_cohort(r, |c| &c.size_outcomes, &SIZE_OUTCOME_COLUMNS)),

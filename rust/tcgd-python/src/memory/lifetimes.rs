@@ -1,166 +1,60 @@
 //! Allocation lifetimes as frozen Python classes: the analysis
 //! (`MemoryAllocationLifetimeAnalysis`) renders through the Rust report layer; its rows
 //! (`AllocationCohort` and the per-point, size and transition rows) are built once, on
-//! first access, straight from the Rust result.
+//! first access, straight from the Rust result. Each row keeps its core value for
+//! `to_dict()` (the row as `report.json` holds it) and `to_row()` (its CSV line).
 
 use std::sync::OnceLock;
 
+use pyo3::types::PyDict;
 use tcgd_memory::lifetimes::{
-    self as lt, AllocationCohort as RustCohort, CohortTransition, LifetimeAnalysis, Selection,
-    StackFrame,
+    self as lt, AllocationCohort as RustCohort, CohortTransition as RustTransition,
+    LifetimeAnalysis, Selection, StackFrame,
 };
 use tcgd_memory::report::{self as rep, LifetimeDisplay};
+use tcgd_report::Cell;
 
-use crate::classes::{frozen_class, value_class};
+use crate::results::serde_to_py;
 
 use super::*;
 
-frozen_class! {
-    /// One cohort at one point: owner-active and awaiting-free bytes and counts.
-    #[pyclass]
-    pub struct CohortPointState(lt::CohortPointState);
-    |p, py| {
-        point_index: i64 => p.point_index;
-        label: String => p.label.clone();
-        owner_active_bytes: i64 => p.owner_active_bytes;
-        owner_active_count: i64 => p.owner_active_count;
-        awaiting_free_bytes: i64 => p.awaiting_free_bytes;
-        awaiting_free_count: i64 => p.awaiting_free_count;
-        active_bytes: i64 => p.active_bytes;
-        block_count: i64 => p.block_count;
-        requested_bytes: i64 => p.requested_bytes;
-    }
-    to_dict(Python);
-    repr(all);
-}
-
-frozen_class! {
-    /// Generations of one (size, requested size), each counted once.
-    #[pyclass]
-    pub struct CohortSizeBucket(lt::CohortSizeBucket);
-    |b, py| {
-        size_bytes: i64 => b.size_bytes;
-        requested_size_bytes: i64 => b.requested_size_bytes;
-        count: i64 => b.count;
-        total_bytes: i64 => b.total_bytes;
-    }
-    to_dict(Python);
-    repr(all);
-}
-
-frozen_class! {
-    /// Generations of one size by where they ended at the last analysed point.
-    #[pyclass]
-    pub struct CohortSizeOutcome(lt::CohortSizeOutcome);
-    |o, py| {
-        size_bytes: i64 => o.size_bytes;
-        requested_size_bytes: i64 => o.requested_size_bytes;
-        outcome: &'static str => o.outcome.as_str();
-        count: i64 => o.count;
-        total_bytes: i64 => o.total_bytes;
-    }
-    to_dict(Python);
-    repr(all);
-}
-
-/// A class of one kind of cohort transition in one interval (births, free requests, free
-/// completions): origin, stack, bytes and count.
-macro_rules! transition_class {
-    ($(#$meta:tt)* $class:ident) => {
-        value_class! {
-            $(#$meta)*
-            #[pyclass]
-            pub struct $class {
-                start_point: Option<String>,
-                start_point_index: Option<i64>,
-                end_point: String,
-                end_point_index: i64,
-                origin: String,
-                stack_frames: Py<PyTuple>,
-                stack_key: String,
-                bytes: i64,
-                count: i64,
-            }
-            to_dict(Json);
-            repr(all);
+/// `{column: value}` of a row as its CSV file holds it (`Cell`s as Python values), in
+/// column order.
+pub(crate) fn row_dict<'py>(
+    py: Python<'py>,
+    pairs: Vec<(String, Cell)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, cell) in pairs {
+        match cell {
+            Cell::Null => dict.set_item(name, py.None())?,
+            Cell::Int(v) => dict.set_item(name, v)?,
+            Cell::UInt(v) => dict.set_item(name, v)?,
+            Cell::Float(v) => dict.set_item(name, v)?,
+            Cell::Text(v) => dict.set_item(name, v)?,
+            Cell::Bool(v) => dict.set_item(name, v)?,
         }
-
-        impl $class {
-            fn of(py: Python<'_>, t: &CohortTransition) -> PyResult<Self> {
-                Ok($class {
-                    start_point: label(&t.start_point),
-                    start_point_index: t.start_point.as_ref().map(|p| p.index),
-                    end_point: t.end_point.label.clone(),
-                    end_point_index: t.end_point.index,
-                    origin: t.origin.as_str().to_owned(),
-                    stack_frames: frames(py, &t.stack_frames)?,
-                    stack_key: t.stack_key.clone(),
-                    bytes: t.bytes,
-                    count: t.count,
-                })
-            }
-        }
-    };
+    }
+    Ok(dict)
 }
 
-transition_class!(
-    /// Births of one cohort in one interval, origin and allocation stack.
-    CohortBirth
-);
-transition_class!(
-    /// Free requests of one cohort in one interval, origin and event stack.
-    CohortFreeRequest
-);
-transition_class!(
-    /// Free completions of one cohort in one interval, origin and event stack.
-    CohortFreeCompletion
-);
+/// Rows as `[{column: value}, ...]`.
+pub(crate) fn row_dicts<'py>(
+    py: Python<'py>,
+    rows: Vec<Vec<(String, Cell)>>,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    rows.into_iter().map(|r| row_dict(py, r)).collect()
+}
 
-value_class! {
-    /// Allocation generations of one (device, pool, complete allocation stack).
-    #[pyclass]
-    pub struct AllocationCohort {
-        cohort_id: String,
-        display_rank: usize,
-        device: i64,
-        pool_id: Py<PyTuple>,
-        pool_label: String,
-        stack_frames: Py<PyTuple>,
-        stack_key: String,
-        block_size_bytes: Option<i64>,
-        requested_size_bytes: Option<i64>,
-        streams: Py<PyTuple>,
-        generation_count: i64,
-        points: Py<PyTuple>,
-        size_histogram: Py<PyTuple>,
-        size_outcomes: Py<PyTuple>,
-        births: Py<PyTuple>,
-        free_requests: Py<PyTuple>,
-        free_completions: Py<PyTuple>,
-        peak_active_bytes: i64,
-        peak_owner_active_bytes: i64,
-        peak_awaiting_free_bytes: i64,
-        peak_block_count: i64,
-        active_span_bytes: i64,
-        event_owner_peak_bytes: i64,
-        event_unreusable_peak_bytes: i64,
-        first_sampled_point: Option<String>,
-        last_sampled_point: Option<String>,
-        first_event_point: Option<String>,
-        last_event_point: Option<String>,
-        born_bytes: i64,
-        born_count: i64,
-        free_requested_bytes: i64,
-        free_requested_count: i64,
-        free_completed_bytes: i64,
-        free_completed_count: i64,
-        terminal_owner_active_bytes: i64,
-        terminal_owner_active_count: i64,
-        terminal_awaiting_free_bytes: i64,
-        terminal_awaiting_free_count: i64,
+/// How many frames `display_stack(depth)` shows: every frame for `None`.
+pub(crate) fn display_depth(depth: Option<i64>) -> BindResult<usize> {
+    match depth {
+        None => Ok(usize::MAX),
+        Some(d) if d >= 0 => Ok(d as usize),
+        Some(d) => Err(BindingError::InvalidInput(format!(
+            "depth must be a non-negative integer or None, got {d}"
+        ))),
     }
-    to_dict(Json);
-    repr(all);
 }
 
 fn tuple<'py, T: IntoPyObject<'py>>(
@@ -170,6 +64,7 @@ fn tuple<'py, T: IntoPyObject<'py>>(
     Ok(PyTuple::new(py, items)?.unbind())
 }
 
+/// `(filename, line, function)` of every frame.
 fn frames(py: Python<'_>, frames: &[StackFrame]) -> PyResult<Py<PyTuple>> {
     tuple(
         py,
@@ -179,82 +74,696 @@ fn frames(py: Python<'_>, frames: &[StackFrame]) -> PyResult<Py<PyTuple>> {
     )
 }
 
-fn label(p: &Option<lt::PointRef>) -> Option<String> {
-    p.as_ref().map(|p| p.label.clone())
+fn label(p: Option<&lt::PointRef>) -> Option<String> {
+    p.map(|p| p.label.clone())
 }
 
-fn objects<'py, T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(
+fn index(p: Option<&lt::PointRef>) -> Option<i64> {
+    p.map(|p| p.index)
+}
+
+/// The objects `of` makes from `items`, as a tuple.
+fn objects<'py, R, T>(
     py: Python<'py>,
-    items: Vec<T>,
-) -> PyResult<Py<PyTuple>> {
-    let bound: Vec<Bound<'py, T>> = items
-        .into_iter()
-        .map(|i| Bound::new(py, i))
-        .collect::<PyResult<_>>()?;
+    items: &[R],
+    of: impl Fn(&R) -> PyResult<T>,
+) -> PyResult<Py<PyTuple>>
+where
+    T: Into<pyo3::PyClassInitializer<T>> + pyo3::PyClass,
+{
+    let bound = items
+        .iter()
+        .map(|r| Bound::new(py, of(r)?))
+        .collect::<PyResult<Vec<Bound<'py, T>>>>()?;
     tuple(py, bound)
 }
 
-fn transitions<T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(
-    py: Python<'_>,
-    rows: &[CohortTransition],
-    of: fn(Python<'_>, &CohortTransition) -> PyResult<T>,
-) -> PyResult<Py<PyTuple>> {
-    let items = rows
-        .iter()
-        .map(|t| of(py, t))
-        .collect::<PyResult<Vec<_>>>()?;
-    objects(py, items)
+/// A cohort's own id unless the caller names another.
+fn owner<'a>(cohort_id: &'a Option<String>, own: &'a str) -> &'a str {
+    cohort_id.as_deref().unwrap_or(own)
 }
 
-fn cohort(py: Python<'_>, c: &RustCohort) -> PyResult<AllocationCohort> {
-    let pool_id = match c.pool_id {
-        Some((a, b)) => tuple(py, [a, b])?,
-        None => tuple(py, ["unknown"])?,
-    };
-    Ok(AllocationCohort {
-        cohort_id: c.cohort_id.clone(),
-        display_rank: c.display_rank,
-        device: c.device,
-        pool_id,
-        pool_label: c.pool_label.clone(),
-        stack_frames: frames(py, &c.stack_frames)?,
-        stack_key: c.stack_key.clone(),
-        block_size_bytes: c.block_size_bytes,
-        requested_size_bytes: c.requested_size_bytes,
-        streams: tuple(py, c.streams.iter().copied())?,
-        generation_count: c.generation_count,
-        points: row_tuple::<CohortPointState, _>(py, &c.points)?,
-        size_histogram: row_tuple::<CohortSizeBucket, _>(py, &c.size_histogram)?,
-        size_outcomes: row_tuple::<CohortSizeOutcome, _>(py, &c.size_outcomes)?,
-        births: transitions(py, &c.transitions.births, CohortBirth::of)?,
-        free_requests: transitions(py, &c.transitions.free_requests, CohortFreeRequest::of)?,
-        free_completions: transitions(
-            py,
-            &c.transitions.free_completions,
-            CohortFreeCompletion::of,
-        )?,
-        peak_active_bytes: c.peaks.peak_active_bytes,
-        peak_owner_active_bytes: c.peaks.peak_owner_active_bytes,
-        peak_awaiting_free_bytes: c.peaks.peak_awaiting_free_bytes,
-        peak_block_count: c.peaks.peak_block_count,
-        active_span_bytes: c.peaks.active_span_bytes,
-        event_owner_peak_bytes: c.peaks.event_owner_peak_bytes,
-        event_unreusable_peak_bytes: c.peaks.event_unreusable_peak_bytes,
-        first_sampled_point: label(&c.span.first_sampled_point),
-        last_sampled_point: label(&c.span.last_sampled_point),
-        first_event_point: label(&c.span.first_event_point),
-        last_event_point: label(&c.span.last_event_point),
-        born_bytes: c.totals.born_bytes,
-        born_count: c.totals.born_count,
-        free_requested_bytes: c.totals.free_requested_bytes,
-        free_requested_count: c.totals.free_requested_count,
-        free_completed_bytes: c.totals.free_completed_bytes,
-        free_completed_count: c.totals.free_completed_count,
-        terminal_owner_active_bytes: c.totals.terminal_owner_active_bytes,
-        terminal_owner_active_count: c.totals.terminal_owner_active_count,
-        terminal_awaiting_free_bytes: c.totals.terminal_awaiting_free_bytes,
-        terminal_awaiting_free_count: c.totals.terminal_awaiting_free_count,
-    })
+/// One cohort at one point: owner-active and awaiting-free bytes, requested bytes and
+/// counts.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct CohortPointState {
+    #[pyo3(get)]
+    point_index: i64,
+    /// The point's label.
+    #[pyo3(get)]
+    label: String,
+    /// Bytes (allocator-rounded) of the blocks the application still owns.
+    #[pyo3(get)]
+    owner_active_bytes: i64,
+    #[pyo3(get)]
+    owner_active_count: i64,
+    /// Bytes of the blocks freed by the application that stream work still holds.
+    #[pyo3(get)]
+    awaiting_free_bytes: i64,
+    #[pyo3(get)]
+    awaiting_free_count: i64,
+    /// `owner_active_bytes + awaiting_free_bytes`: what the snapshot shows as active.
+    #[pyo3(get)]
+    active_bytes: i64,
+    /// `owner_active_count + awaiting_free_count`.
+    #[pyo3(get)]
+    block_count: i64,
+    /// Requested (unrounded) bytes of the owner-active blocks.
+    #[pyo3(get)]
+    owner_requested_bytes: i64,
+    /// Requested (unrounded) bytes of the awaiting-free blocks.
+    #[pyo3(get)]
+    awaiting_free_requested_bytes: i64,
+    /// `owner_requested_bytes + awaiting_free_requested_bytes`.
+    #[pyo3(get)]
+    requested_bytes: i64,
+    cohort_id: String,
+    inner: lt::CohortPointState,
+}
+
+impl CohortPointState {
+    fn of(cohort_id: &str, p: &lt::CohortPointState) -> PyResult<Self> {
+        Ok(CohortPointState {
+            point_index: p.point_index,
+            label: p.label.clone(),
+            owner_active_bytes: p.owner_active_bytes,
+            owner_active_count: p.owner_active_count,
+            awaiting_free_bytes: p.awaiting_free_bytes,
+            awaiting_free_count: p.awaiting_free_count,
+            active_bytes: p.active_bytes,
+            block_count: p.block_count,
+            owner_requested_bytes: p.owner_requested_bytes,
+            awaiting_free_requested_bytes: p.awaiting_free_requested_bytes,
+            requested_bytes: p.requested_bytes,
+            cohort_id: cohort_id.to_owned(),
+            inner: p.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl CohortPointState {
+    /// The reference's name of `label`.
+    #[getter]
+    fn point_label(&self) -> String {
+        self.label.clone()
+    }
+
+    /// The state as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner)
+    }
+
+    /// The state as its line of `cohort_points.csv` holds it; `cohort_id` defaults to
+    /// the id of the cohort it belongs to.
+    #[pyo3(signature = (cohort_id=None))]
+    fn to_row<'py>(
+        &self,
+        py: Python<'py>,
+        cohort_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CohortPointState(point_index={}, label={:?}, owner_active_bytes={}, \
+             owner_active_count={}, awaiting_free_bytes={}, awaiting_free_count={})",
+            self.point_index,
+            self.label,
+            self.owner_active_bytes,
+            self.owner_active_count,
+            self.awaiting_free_bytes,
+            self.awaiting_free_count
+        )
+    }
+}
+
+/// Generations of one (size, requested size), each counted once.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct CohortSizeBucket {
+    /// The allocator-rounded block size.
+    #[pyo3(get)]
+    size_bytes: i64,
+    /// The size the generations were requested with.
+    #[pyo3(get)]
+    requested_size_bytes: i64,
+    #[pyo3(get)]
+    count: i64,
+    /// `size_bytes * count`.
+    #[pyo3(get)]
+    total_bytes: i64,
+    cohort_id: String,
+    inner: lt::CohortSizeBucket,
+}
+
+impl CohortSizeBucket {
+    fn of(cohort_id: &str, b: &lt::CohortSizeBucket) -> PyResult<Self> {
+        Ok(CohortSizeBucket {
+            size_bytes: b.size_bytes,
+            requested_size_bytes: b.requested_size_bytes,
+            count: b.count,
+            total_bytes: b.total_bytes,
+            cohort_id: cohort_id.to_owned(),
+            inner: b.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl CohortSizeBucket {
+    /// The reference's name of `requested_size_bytes`.
+    #[getter]
+    fn requested_bytes(&self) -> i64 {
+        self.requested_size_bytes
+    }
+
+    /// The bucket as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner)
+    }
+
+    /// The bucket as its line of `size_histograms.csv` holds it; `cohort_id` defaults to
+    /// the id of the cohort it belongs to.
+    #[pyo3(signature = (cohort_id=None))]
+    fn to_row<'py>(
+        &self,
+        py: Python<'py>,
+        cohort_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CohortSizeBucket(size_bytes={}, requested_size_bytes={}, count={}, total_bytes={})",
+            self.size_bytes, self.requested_size_bytes, self.count, self.total_bytes
+        )
+    }
+}
+
+/// Generations of one size by where they ended at the last analysed point.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct CohortSizeOutcome {
+    #[pyo3(get)]
+    size_bytes: i64,
+    #[pyo3(get)]
+    requested_size_bytes: i64,
+    /// `owner_active`, `awaiting_free` or `free_completed`.
+    #[pyo3(get)]
+    outcome: &'static str,
+    #[pyo3(get)]
+    count: i64,
+    #[pyo3(get)]
+    total_bytes: i64,
+    cohort_id: String,
+    inner: lt::CohortSizeOutcome,
+}
+
+impl CohortSizeOutcome {
+    fn of(cohort_id: &str, o: &lt::CohortSizeOutcome) -> PyResult<Self> {
+        Ok(CohortSizeOutcome {
+            size_bytes: o.size_bytes,
+            requested_size_bytes: o.requested_size_bytes,
+            outcome: o.outcome.as_str(),
+            count: o.count,
+            total_bytes: o.total_bytes,
+            cohort_id: cohort_id.to_owned(),
+            inner: o.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl CohortSizeOutcome {
+    /// The reference's name of `requested_size_bytes`.
+    #[getter]
+    fn requested_bytes(&self) -> i64 {
+        self.requested_size_bytes
+    }
+
+    /// The reference's name of `outcome`: the generations' state at the last analysed
+    /// point.
+    #[getter]
+    fn terminal_state(&self) -> &'static str {
+        self.outcome
+    }
+
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner)
+    }
+
+    /// The row as its line of `size_outcomes.csv` holds it; `cohort_id` defaults to the
+    /// id of the cohort it belongs to.
+    #[pyo3(signature = (cohort_id=None))]
+    fn to_row<'py>(
+        &self,
+        py: Python<'py>,
+        cohort_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CohortSizeOutcome(size_bytes={}, requested_size_bytes={}, outcome={:?}, \
+             count={}, total_bytes={})",
+            self.size_bytes, self.requested_size_bytes, self.outcome, self.count, self.total_bytes
+        )
+    }
+}
+
+/// Transitions of one kind (births, free requests or free completions) of one cohort in
+/// one interval, with one origin and one event stack. The base of `CohortBirth`,
+/// `CohortFreeRequest` and `CohortFreeCompletion`, which differ only in kind.
+#[pyclass(
+    name = "_CohortTransition",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    subclass,
+    skip_from_py_object
+)]
+pub struct CohortTransition {
+    /// The label of the interval's first point; `None` for a range-boundary row (the
+    /// transition happened before the first analysed point).
+    #[pyo3(get)]
+    start_point: Option<String>,
+    #[pyo3(get)]
+    start_point_index: Option<i64>,
+    /// The label of the point whose history window holds the transitions.
+    #[pyo3(get)]
+    end_point: String,
+    #[pyo3(get)]
+    end_point_index: i64,
+    /// `event` or `range_boundary`.
+    #[pyo3(get)]
+    origin: &'static str,
+    /// `(filename, line, function)` of every frame of the event stack, innermost first.
+    #[pyo3(get)]
+    stack_frames: Py<PyTuple>,
+    /// Locations only (`file:line`, innermost first); `<unattributed>` without frames.
+    #[pyo3(get)]
+    stack_key: String,
+    /// Fingerprint of the complete stack, every frame field included.
+    #[pyo3(get)]
+    stack_fingerprint: String,
+    /// Whether the stack is not the call stack of the row's own allocator event: a
+    /// range-boundary row, or an event without frames.
+    #[pyo3(get)]
+    stack_fallback: bool,
+    /// Bytes (allocator-rounded) of the generations.
+    #[pyo3(get)]
+    bytes: i64,
+    /// Generations.
+    #[pyo3(get)]
+    count: i64,
+    cohort_id: String,
+    inner: RustTransition,
+}
+
+impl CohortTransition {
+    fn of(py: Python<'_>, cohort_id: &str, t: &RustTransition) -> PyResult<Self> {
+        Ok(CohortTransition {
+            start_point: label(t.start_point.as_ref()),
+            start_point_index: index(t.start_point.as_ref()),
+            end_point: t.end_point.label.clone(),
+            end_point_index: t.end_point.index,
+            origin: t.origin.as_str(),
+            stack_frames: frames(py, &t.stack_frames)?,
+            stack_key: t.stack_key.clone(),
+            stack_fingerprint: tcgd_memory::attribution::frames_fingerprint(&t.stack_frames),
+            stack_fallback: t.stack_fallback(),
+            bytes: t.bytes,
+            count: t.count,
+            cohort_id: cohort_id.to_owned(),
+            inner: t.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl CohortTransition {
+    /// The reference's name of `start_point_index`.
+    #[getter]
+    fn start_index(&self) -> Option<i64> {
+        self.start_point_index
+    }
+
+    /// The reference's name of `end_point_index`.
+    #[getter]
+    fn end_index(&self) -> i64 {
+        self.end_point_index
+    }
+
+    /// The reference's name of `start_point`.
+    #[getter]
+    fn start_label(&self) -> Option<String> {
+        self.start_point.clone()
+    }
+
+    /// The reference's name of `end_point`.
+    #[getter]
+    fn end_label(&self) -> String {
+        self.end_point.clone()
+    }
+
+    /// The reference's name of `bytes`.
+    #[getter]
+    fn size_bytes(&self) -> i64 {
+        self.bytes
+    }
+
+    /// The first `depth` frames as reports show stacks (`file:line:function`, innermost
+    /// first, FX node where torch gave one); every frame for `None`.
+    #[pyo3(signature = (depth=None))]
+    fn display_stack(&self, py: Python<'_>, depth: Option<i64>) -> PyResult<String> {
+        let depth = guard(py, || display_depth(depth))?;
+        Ok(tcgd_memory::attribution::frames_at_depth(
+            &self.inner.stack_frames,
+            depth,
+        ))
+    }
+
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner)
+    }
+
+    /// The row as its line of `birth_stacks.csv`, `free_request_stacks.csv` or
+    /// `free_completion_stacks.csv` holds it; `cohort_id` defaults to the id of the
+    /// cohort it belongs to.
+    #[pyo3(signature = (cohort_id=None))]
+    fn to_row<'py>(
+        &self,
+        py: Python<'py>,
+        cohort_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let t = slf.get();
+        Ok(format!(
+            "{}(start_point={:?}, end_point={:?}, origin={:?}, stack_key={:?}, bytes={}, \
+             count={})",
+            slf.get_type().name()?,
+            t.start_point,
+            t.end_point,
+            t.origin,
+            t.stack_key,
+            t.bytes,
+            t.count
+        ))
+    }
+}
+
+/// Births of one cohort in one interval, by origin and allocation stack.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    extends = CohortTransition,
+    skip_from_py_object
+)]
+pub struct CohortBirth {}
+
+/// Free requests of one cohort in one interval, by origin and event stack.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    extends = CohortTransition,
+    skip_from_py_object
+)]
+pub struct CohortFreeRequest {}
+
+/// Free completions of one cohort in one interval, by origin and event stack.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    extends = CohortTransition,
+    skip_from_py_object
+)]
+pub struct CohortFreeCompletion {}
+
+/// Transition rows as a tuple of `Kind` objects (a subclass of `_CohortTransition`).
+fn transitions<'py, Kind>(
+    py: Python<'py>,
+    cohort_id: &str,
+    rows: &[RustTransition],
+    kind: fn() -> Kind,
+) -> PyResult<Py<PyTuple>>
+where
+    Kind: pyo3::PyClass<BaseType = CohortTransition>,
+{
+    let bound = rows
+        .iter()
+        .map(|t| {
+            let base = CohortTransition::of(py, cohort_id, t)?;
+            Bound::new(
+                py,
+                pyo3::PyClassInitializer::from(base).add_subclass(kind()),
+            )
+        })
+        .collect::<PyResult<Vec<Bound<'py, Kind>>>>()?;
+    tuple(py, bound)
+}
+
+/// Allocation generations of one (device, pool, complete allocation stack).
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct AllocationCohort {
+    /// Stable fingerprint of the identity: the same allocation site gets the same id in
+    /// every report.
+    #[pyo3(get)]
+    cohort_id: String,
+    /// Position in this report's ordering (largest unreusable footprint first).
+    #[pyo3(get)]
+    display_rank: usize,
+    #[pyo3(get)]
+    device: i64,
+    /// `(a, b)`, or `("unknown",)` for an unattributable transient.
+    #[pyo3(get)]
+    pool_id: Py<PyTuple>,
+    /// `pool[a,b]` or `pool[unknown]`.
+    #[pyo3(get)]
+    pool_label: String,
+    /// `(filename, line, function)` of every frame, innermost first.
+    #[pyo3(get)]
+    stack_frames: Py<PyTuple>,
+    /// Locations only (`file:line`, innermost first); `<unattributed>` without frames.
+    #[pyo3(get)]
+    stack_key: String,
+    /// Fingerprint of the complete stack, every frame field included.
+    #[pyo3(get)]
+    stack_fingerprint: String,
+    /// Part of the identity only for allocations without frames.
+    #[pyo3(get)]
+    block_size_bytes: Option<i64>,
+    #[pyo3(get)]
+    requested_size_bytes: Option<i64>,
+    #[pyo3(get)]
+    streams: Py<PyTuple>,
+    #[pyo3(get)]
+    generation_count: i64,
+    /// `CohortPointState` of every analysed point.
+    #[pyo3(get)]
+    points: Py<PyTuple>,
+    #[pyo3(get)]
+    size_histogram: Py<PyTuple>,
+    #[pyo3(get)]
+    size_outcomes: Py<PyTuple>,
+    #[pyo3(get)]
+    births: Py<PyTuple>,
+    #[pyo3(get)]
+    free_requests: Py<PyTuple>,
+    #[pyo3(get)]
+    free_completions: Py<PyTuple>,
+    /// Largest sampled `active_bytes` (`snapshot_peak`).
+    #[pyo3(get)]
+    peak_active_bytes: i64,
+    #[pyo3(get)]
+    peak_owner_active_bytes: i64,
+    #[pyo3(get)]
+    peak_awaiting_free_bytes: i64,
+    /// Largest sampled block count (`snapshot_blocks`).
+    #[pyo3(get)]
+    peak_block_count: i64,
+    /// Largest minus smallest sampled active bytes.
+    #[pyo3(get)]
+    active_span_bytes: i64,
+    /// Largest owner-active bytes replayed from the range start and the events
+    /// (`owner_event_peak`).
+    #[pyo3(get)]
+    event_owner_peak_bytes: i64,
+    /// Largest owner-active plus awaiting-free bytes so replayed (`unreusable_event_peak`).
+    #[pyo3(get)]
+    event_unreusable_peak_bytes: i64,
+    #[pyo3(get)]
+    first_sampled_point: Option<String>,
+    #[pyo3(get)]
+    last_sampled_point: Option<String>,
+    #[pyo3(get)]
+    first_event_point: Option<String>,
+    #[pyo3(get)]
+    last_event_point: Option<String>,
+    /// Index of the earliest point that showed the cohort, sampled or through an event.
+    #[pyo3(get)]
+    first_seen_index: Option<i64>,
+    #[pyo3(get)]
+    first_seen_label: Option<String>,
+    /// Index of the latest point that showed the cohort, sampled or through an event.
+    #[pyo3(get)]
+    last_seen_index: Option<i64>,
+    #[pyo3(get)]
+    last_seen_label: Option<String>,
+    #[pyo3(get)]
+    born_bytes: i64,
+    #[pyo3(get)]
+    born_count: i64,
+    #[pyo3(get)]
+    free_requested_bytes: i64,
+    #[pyo3(get)]
+    free_requested_count: i64,
+    #[pyo3(get)]
+    free_completed_bytes: i64,
+    #[pyo3(get)]
+    free_completed_count: i64,
+    /// Owner-active bytes at the last analysed point.
+    #[pyo3(get)]
+    terminal_owner_active_bytes: i64,
+    #[pyo3(get)]
+    terminal_owner_active_count: i64,
+    /// Awaiting-free bytes at the last analysed point.
+    #[pyo3(get)]
+    terminal_awaiting_free_bytes: i64,
+    #[pyo3(get)]
+    terminal_awaiting_free_count: i64,
+    inner: RustCohort,
+}
+
+impl AllocationCohort {
+    fn of(py: Python<'_>, c: &RustCohort) -> PyResult<Self> {
+        let pool_id = match c.pool_id {
+            Some((a, b)) => tuple(py, [a, b])?,
+            None => tuple(py, ["unknown"])?,
+        };
+        let id = c.cohort_id.as_str();
+        let (first, last) = (c.span.first_seen(), c.span.last_seen());
+        let t = &c.transitions;
+        Ok(AllocationCohort {
+            cohort_id: c.cohort_id.clone(),
+            display_rank: c.display_rank,
+            device: c.device,
+            pool_id,
+            pool_label: c.pool_label.clone(),
+            stack_frames: frames(py, &c.stack_frames)?,
+            stack_key: c.stack_key.clone(),
+            stack_fingerprint: c.stack_fingerprint(),
+            block_size_bytes: c.block_size_bytes,
+            requested_size_bytes: c.requested_size_bytes,
+            streams: tuple(py, c.streams.iter().copied())?,
+            generation_count: c.generation_count,
+            points: objects(py, &c.points, |p| CohortPointState::of(id, p))?,
+            size_histogram: objects(py, &c.size_histogram, |b| CohortSizeBucket::of(id, b))?,
+            size_outcomes: objects(py, &c.size_outcomes, |o| CohortSizeOutcome::of(id, o))?,
+            births: transitions(py, id, &t.births, || CohortBirth {})?,
+            free_requests: transitions(py, id, &t.free_requests, || CohortFreeRequest {})?,
+            free_completions: transitions(py, id, &t.free_completions, || CohortFreeCompletion {})?,
+            peak_active_bytes: c.peaks.peak_active_bytes,
+            peak_owner_active_bytes: c.peaks.peak_owner_active_bytes,
+            peak_awaiting_free_bytes: c.peaks.peak_awaiting_free_bytes,
+            peak_block_count: c.peaks.peak_block_count,
+            active_span_bytes: c.peaks.active_span_bytes,
+            event_owner_peak_bytes: c.peaks.event_owner_peak_bytes,
+            event_unreusable_peak_bytes: c.peaks.event_unreusable_peak_bytes,
+            first_sampled_point: label(c.span.first_sampled_point.as_ref()),
+            last_sampled_point: label(c.span.last_sampled_point.as_ref()),
+            first_event_point: label(c.span.first_event_point.as_ref()),
+            last_event_point: label(c.span.last_event_point.as_ref()),
+            first_seen_index: index(first),
+            first_seen_label: label(first),
+            last_seen_index: index(last),
+            last_seen_label: label(last),
+            born_bytes: c.totals.born_bytes,
+            born_count: c.totals.born_count,
+            free_requested_bytes: c.totals.free_requested_bytes,
+            free_requested_count: c.totals.free_requested_count,
+            free_completed_bytes: c.totals.free_completed_bytes,
+            free_completed_count: c.totals.free_completed_count,
+            terminal_owner_active_bytes: c.totals.terminal_owner_active_bytes,
+            terminal_owner_active_count: c.totals.terminal_owner_active_count,
+            terminal_awaiting_free_bytes: c.totals.terminal_awaiting_free_bytes,
+            terminal_awaiting_free_count: c.totals.terminal_awaiting_free_count,
+            inner: c.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl AllocationCohort {
+    /// The reference's name of `active_span_bytes`.
+    #[getter]
+    fn snapshot_active_span_bytes(&self) -> i64 {
+        self.active_span_bytes
+    }
+
+    /// The reference's name of `terminal_owner_active_bytes`.
+    #[getter]
+    fn owner_active_at_end_bytes(&self) -> i64 {
+        self.terminal_owner_active_bytes
+    }
+
+    /// The reference's name of `terminal_owner_active_count`.
+    #[getter]
+    fn owner_active_at_end_count(&self) -> i64 {
+        self.terminal_owner_active_count
+    }
+
+    /// The reference's name of `terminal_awaiting_free_bytes`.
+    #[getter]
+    fn awaiting_free_at_end_bytes(&self) -> i64 {
+        self.terminal_awaiting_free_bytes
+    }
+
+    /// The reference's name of `terminal_awaiting_free_count`.
+    #[getter]
+    fn awaiting_free_at_end_count(&self) -> i64 {
+        self.terminal_awaiting_free_count
+    }
+
+    /// The first `depth` frames as reports show stacks (`file:line:function`, innermost
+    /// first, FX node where torch gave one); every frame for `None`.
+    #[pyo3(signature = (depth=None))]
+    fn display_stack(&self, py: Python<'_>, depth: Option<i64>) -> PyResult<String> {
+        let depth = guard(py, || display_depth(depth))?;
+        Ok(tcgd_memory::attribution::frames_at_depth(
+            &self.inner.stack_frames,
+            depth,
+        ))
+    }
+
+    /// The cohort as `report.json` holds it (its entry of the analysis' `cohorts`).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner)
+    }
+
+    /// The cohort as its line of `cohorts.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        row_dict(py, self.inner.csv_row())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "AllocationCohort(cohort_id={:?}, display_rank={}, device={}, pool_label={:?}, \
+             stack_key={:?}, generation_count={}, event_unreusable_peak_bytes={})",
+            self.cohort_id,
+            self.display_rank,
+            self.device,
+            self.pool_label,
+            self.stack_key,
+            self.generation_count,
+            self.event_unreusable_peak_bytes
+        )
+    }
 }
 
 fn display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<LifetimeDisplay> {
@@ -275,30 +784,49 @@ fn display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<LifetimeD
 }
 
 /// Allocation cohort lifetimes of a run range; see `docs/memory-debug.md`.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
 pub struct MemoryAllocationLifetimeAnalysis {
+    /// `run`: the analysis replayed a stored run.
+    #[pyo3(get)]
+    source_kind: &'static str,
+    #[pyo3(get)]
+    run_id: String,
+    #[pyo3(get)]
+    name: String,
+    /// `all`, `active_at` or `born_between`.
+    #[pyo3(get)]
+    selection_kind: &'static str,
+    /// The label of the range's first point.
+    #[pyo3(get)]
+    start_point: String,
+    /// The label of the last analysed point.
+    #[pyo3(get)]
+    through_point: String,
+    /// Labels of the analysed points, in order.
+    #[pyo3(get)]
+    points: Vec<String>,
+    /// `(device, windows, events, complete)` per device.
+    #[pyo3(get)]
+    history: Vec<(i64, i64, i64, bool)>,
+    #[pyo3(get)]
+    tracked_generations: i64,
+    /// Bytes of the tracked generations, each counted once.
+    #[pyo3(get)]
+    tracked_bytes: i64,
+    /// Bytes of the tracked generations that have allocation frames.
+    #[pyo3(get)]
+    attributed_bytes: i64,
+    /// `attributed_bytes / tracked_bytes` (`1.0` when nothing is tracked).
+    #[pyo3(get)]
+    instance_stack_coverage: f64,
+    #[pyo3(get)]
+    warnings: Vec<String>,
     inner: LifetimeAnalysis,
     cohorts: OnceLock<Py<PyTuple>>,
 }
 
-frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
-    source_kind: &'static str => r.source_kind;
-    run_id: String => r.run_id.clone();
-    name: String => r.name.clone();
-    selection_kind: &'static str => r.selection.kind;
-    start_point: String => r.range.start_point.label.clone();
-    through_point: String => r.range.through_point.label.clone();
-    /// Labels of the analysed points, in order.
-    points: Vec<String> => r.range.points.iter().map(|p| p.label.clone()).collect();
-    /// `(device, windows, events, complete)` per device.
-    history: Vec<(i64, i64, i64, bool)> =>
-        r.history.iter().map(|h| (h.device, h.windows, h.events, h.complete)).collect();
-    tracked_generations: i64 => r.tracked.tracked_generations;
-    tracked_bytes: i64 => r.tracked.tracked_bytes;
-    attributed_bytes: i64 => r.tracked.attributed_bytes;
-    instance_stack_coverage: f64 => r.tracked.instance_stack_coverage;
-    warnings: Vec<String> => r.warnings.clone();
-} {
+#[pymethods]
+impl MemoryAllocationLifetimeAnalysis {
     /// `format` is text, json or html; `limit` and `stack_depth` shape text and HTML.
     #[pyo3(signature = (format="text", limit=None, stack_depth=None))]
     fn render(
@@ -355,13 +883,7 @@ frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
         if let Some(t) = self.cohorts.get() {
             return Ok(t.clone_ref(py));
         }
-        let rows: Vec<AllocationCohort> = self
-            .inner
-            .cohorts
-            .iter()
-            .map(|c| cohort(py, c))
-            .collect::<PyResult<_>>()?;
-        let t = objects(py, rows)?;
+        let t = objects(py, &self.inner.cohorts, |c| AllocationCohort::of(py, c))?;
         let _ = self.cohorts.set(t.clone_ref(py));
         Ok(t)
     }
@@ -377,13 +899,31 @@ frozen_class!(impl MemoryAllocationLifetimeAnalysis |r, py| {
             self.inner.tracked.tracked_generations
         )
     }
-});
+}
 
 impl MemoryAllocationLifetimeAnalysis {
     pub(super) fn new(inner: LifetimeAnalysis) -> Self {
+        let r = &inner;
         MemoryAllocationLifetimeAnalysis {
-            inner,
+            source_kind: r.source_kind,
+            run_id: r.run_id.clone(),
+            name: r.name.clone(),
+            selection_kind: r.selection.kind,
+            start_point: r.range.start_point.label.clone(),
+            through_point: r.range.through_point.label.clone(),
+            points: r.range.points.iter().map(|p| p.label.clone()).collect(),
+            history: r
+                .history
+                .iter()
+                .map(|h| (h.device, h.windows, h.events, h.complete))
+                .collect(),
+            tracked_generations: r.tracked.tracked_generations,
+            tracked_bytes: r.tracked.tracked_bytes,
+            attributed_bytes: r.tracked.attributed_bytes,
+            instance_stack_coverage: r.tracked.instance_stack_coverage,
+            warnings: r.warnings.clone(),
             cohorts: OnceLock::new(),
+            inner,
         }
     }
 }
@@ -423,6 +963,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         [
             MemoryAllocationLifetimeAnalysis,
             AllocationCohort,
+            CohortTransition,
             CohortBirth,
             CohortFreeRequest,
             CohortFreeCompletion,
