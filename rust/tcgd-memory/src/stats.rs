@@ -234,6 +234,40 @@ impl MemoryStats {
     }
 }
 
+impl MemoryStats {
+    /// Statistics from `(public name, value)` pairs as `to_dict()` gives them: every
+    /// stored field by its public name, missing ones 0. A derived field
+    /// (`awaiting_free_bytes`, ...) may be present and must then equal what the stored
+    /// ones give; any other name is an error.
+    pub fn from_public(pairs: &[(String, i64)]) -> Result<MemoryStats, String> {
+        let mut stored = [0i64; 11];
+        for (name, value) in pairs {
+            match PUBLIC_STAT_NAMES.iter().position(|n| n == name) {
+                Some(i) if i < 11 => stored[i] = *value,
+                Some(_) => {}
+                None => {
+                    return Err(format!(
+                        "unknown MemoryStats field '{name}'; the fields are {:?}",
+                        PUBLIC_STAT_NAMES
+                    ))
+                }
+            }
+        }
+        let stats = MemoryStats::from_stored(stored);
+        let columns = stats.public_columns();
+        for (name, value) in pairs {
+            if let Some((_, derived)) = columns[11..].iter().find(|(n, _)| n == name) {
+                if derived != value {
+                    return Err(format!(
+                        "{name} is {value} but the stored fields give {derived}"
+                    ));
+                }
+            }
+        }
+        Ok(stats)
+    }
+}
+
 /// The public names of the statistics: the eleven stored fields, then the three derived
 /// ones (`awaiting_free_bytes`, `inactive_bytes`, `internal_fragmentation_bytes`).
 pub const PUBLIC_STAT_NAMES: [&str; 14] = [

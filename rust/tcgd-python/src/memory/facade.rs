@@ -22,99 +22,6 @@ fn repr_of(class: &str, s: &tcgd_memory::MemoryStats) -> String {
     format!("{class}({})", fields.join(", "))
 }
 
-/// The classes over `tcgd_memory::MemoryStats`, one `#[pymethods]` block each (without
-/// the `multiple-pymethods` feature): the struct, the getter of every public metric by
-/// its position in `MemoryStats::public_columns`, the getters of the first release's
-/// spellings listed under `deprecated` (the name without `_bytes`, warning), then the
-/// class's own methods.
-macro_rules! stats_class {
-    (
-        $ty:ident, $name:literal, $doc:literal,
-        $(deprecated: [$($old:ident),* $(,)?],)?
-        { $($extra:tt)* }
-    ) => {
-        #[doc = $doc]
-        #[pyclass(
-            name = $name,
-            module = "torch_cudagraph_debug._native",
-            frozen,
-            eq,
-            hash,
-            skip_from_py_object
-        )]
-        #[derive(Clone, PartialEq, Eq, Hash)]
-        pub struct $ty {
-            pub(super) inner: tcgd_memory::MemoryStats,
-        }
-
-        impl $ty {
-            pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
-                $ty { inner }
-            }
-
-            fn column(&self, index: usize) -> i64 {
-                self.inner.public_columns()[index].1
-            }
-        }
-
-        #[pymethods]
-        impl $ty {
-            $($extra)*
-
-            $($(
-                #[getter]
-                fn $old(&self, py: Python<'_>) -> PyResult<i64> {
-                    deprecated_metric(py, &self.inner, stringify!($old))
-                }
-            )*)?
-
-            #[getter]
-            fn reserved_bytes(&self) -> i64 { self.column(0) }
-            #[getter]
-            fn allocated_bytes(&self) -> i64 { self.column(1) }
-            #[getter]
-            fn active_bytes(&self) -> i64 { self.column(2) }
-            #[getter]
-            fn requested_bytes(&self) -> i64 { self.column(3) }
-            #[getter]
-            fn segment_count(&self) -> i64 { self.column(4) }
-            #[getter]
-            fn block_count(&self) -> i64 { self.column(5) }
-            #[getter]
-            fn inactive_block_count(&self) -> i64 { self.column(6) }
-            #[getter]
-            fn largest_inactive_block_bytes(&self) -> i64 { self.column(7) }
-            #[getter]
-            fn expandable_segment_count(&self) -> i64 { self.column(8) }
-            #[getter]
-            fn expandable_reserved_bytes(&self) -> i64 { self.column(9) }
-            #[getter]
-            fn expandable_inactive_bytes(&self) -> i64 { self.column(10) }
-            /// `active_bytes - allocated_bytes`: freed by the owner, not yet reusable.
-            #[getter]
-            fn awaiting_free_bytes(&self) -> i64 { self.column(11) }
-            /// `reserved_bytes - active_bytes`: reusable only inside its own pool.
-            #[getter]
-            fn inactive_bytes(&self) -> i64 { self.column(12) }
-            /// `active_bytes - requested_bytes`: rounding inside active blocks.
-            #[getter]
-            fn internal_fragmentation_bytes(&self) -> i64 { self.column(13) }
-
-            /// One metric by its public name (`MemoryStatMetric`).
-            fn metric(&self, name: &str) -> PyResult<i64> {
-                metric_named(&self.inner, name)
-            }
-            /// Every field, the derived ones included, under its `*_bytes`/`*_count` name.
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                crate::results::serde_to_py(py, &tcgd_memory::rows::PublicStats(&self.inner))
-            }
-            fn __repr__(&self) -> String {
-                repr_of($name, &self.inner)
-            }
-        }
-    };
-}
-
 fn metric_named(stats: &tcgd_memory::MemoryStats, name: &str) -> PyResult<i64> {
     let columns = stats.public_columns();
     columns
@@ -166,77 +73,311 @@ fn deprecated_metric(py: Python<'_>, stats: &tcgd_memory::MemoryStats, old: &str
     metric_named(stats, &new)
 }
 
-stats_class!(
-    PyMemoryStats,
-    "MemoryStats",
-    "What the caching allocator holds in one slice of its state (bytes or counts).",
-    deprecated: [
-        reserved,
-        allocated,
-        active,
-        requested,
-        largest_inactive_block,
-        expandable_reserved,
-        expandable_inactive,
-        awaiting_free,
-        inactive,
-        internal_fragmentation,
-    ],
-    {
-        /// Every field keyword-only, missing ones 0; values must be `>= 0`.
-        #[new]
-        #[pyo3(signature = (**fields))]
-        fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-            let values = fields_of(fields, false)?;
-            Ok(PyMemoryStats::of(tcgd_memory::MemoryStats::from_stored(
-                values,
-            )))
-        }
+/// What the caching allocator holds in one slice of its state (bytes or counts).
+#[pyclass(
+    name = "MemoryStats",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyMemoryStats {
+    /// Sum of segment sizes: what the allocator holds from CUDA.
+    #[pyo3(get)]
+    reserved_bytes: i64,
+    /// Blocks owned by live tensors.
+    #[pyo3(get)]
+    allocated_bytes: i64,
+    /// Allocated, or freed and waiting for a stream-safe free.
+    #[pyo3(get)]
+    active_bytes: i64,
+    /// Unrounded sizes the active blocks were requested with.
+    #[pyo3(get)]
+    requested_bytes: i64,
+    #[pyo3(get)]
+    segment_count: i64,
+    #[pyo3(get)]
+    block_count: i64,
+    #[pyo3(get)]
+    inactive_block_count: i64,
+    #[pyo3(get)]
+    largest_inactive_block_bytes: i64,
+    #[pyo3(get)]
+    expandable_segment_count: i64,
+    #[pyo3(get)]
+    expandable_reserved_bytes: i64,
+    #[pyo3(get)]
+    expandable_inactive_bytes: i64,
+    /// `active_bytes - allocated_bytes`: freed by the owner, not yet reusable.
+    #[pyo3(get)]
+    awaiting_free_bytes: i64,
+    /// `reserved_bytes - active_bytes`: reusable only inside its own pool.
+    #[pyo3(get)]
+    inactive_bytes: i64,
+    /// `active_bytes - requested_bytes`: rounding inside active blocks.
+    #[pyo3(get)]
+    internal_fragmentation_bytes: i64,
+    pub(super) inner: tcgd_memory::MemoryStats,
+}
 
-        fn __sub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
-            Ok(PyMemoryStatsDelta::of(stats_delta(
-                &other.inner,
-                &self.inner,
-            )?))
+/// `candidate - reference` of every `MemoryStats` field (signed).
+#[pyclass(
+    name = "MemoryStatsDelta",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    eq,
+    hash,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PyMemoryStatsDelta {
+    #[pyo3(get)]
+    reserved_bytes: i64,
+    #[pyo3(get)]
+    allocated_bytes: i64,
+    #[pyo3(get)]
+    active_bytes: i64,
+    #[pyo3(get)]
+    requested_bytes: i64,
+    #[pyo3(get)]
+    segment_count: i64,
+    #[pyo3(get)]
+    block_count: i64,
+    #[pyo3(get)]
+    inactive_block_count: i64,
+    #[pyo3(get)]
+    largest_inactive_block_bytes: i64,
+    #[pyo3(get)]
+    expandable_segment_count: i64,
+    #[pyo3(get)]
+    expandable_reserved_bytes: i64,
+    #[pyo3(get)]
+    expandable_inactive_bytes: i64,
+    /// The change of `awaiting_free_bytes`.
+    #[pyo3(get)]
+    awaiting_free_bytes: i64,
+    /// The change of `inactive_bytes`.
+    #[pyo3(get)]
+    inactive_bytes: i64,
+    /// The change of `internal_fragmentation_bytes`.
+    #[pyo3(get)]
+    internal_fragmentation_bytes: i64,
+    pub(super) inner: tcgd_memory::MemoryStats,
+}
+
+impl PyMemoryStats {
+    pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
+        let [reserved_bytes, allocated_bytes, active_bytes, requested_bytes, segment_count, block_count, inactive_block_count, largest_inactive_block_bytes, expandable_segment_count, expandable_reserved_bytes, expandable_inactive_bytes, awaiting_free_bytes, inactive_bytes, internal_fragmentation_bytes] =
+            inner.public_columns().map(|(_, v)| v);
+        PyMemoryStats {
+            reserved_bytes,
+            allocated_bytes,
+            active_bytes,
+            requested_bytes,
+            segment_count,
+            block_count,
+            inactive_block_count,
+            largest_inactive_block_bytes,
+            expandable_segment_count,
+            expandable_reserved_bytes,
+            expandable_inactive_bytes,
+            awaiting_free_bytes,
+            inactive_bytes,
+            internal_fragmentation_bytes,
+            inner,
         }
     }
-);
+}
 
-stats_class!(
-    PyMemoryStatsDelta,
-    "MemoryStatsDelta",
-    "`candidate - reference` of every `MemoryStats` field (signed).",
-    {
-        /// Every field keyword-only (signed), missing ones 0.
-        #[new]
-        #[pyo3(signature = (**fields))]
-        fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-            let values = fields_of(fields, true)?;
-            Ok(PyMemoryStatsDelta::of(
-                tcgd_memory::MemoryStats::from_stored(values),
+impl PyMemoryStatsDelta {
+    pub(super) fn of(inner: tcgd_memory::MemoryStats) -> Self {
+        let [reserved_bytes, allocated_bytes, active_bytes, requested_bytes, segment_count, block_count, inactive_block_count, largest_inactive_block_bytes, expandable_segment_count, expandable_reserved_bytes, expandable_inactive_bytes, awaiting_free_bytes, inactive_bytes, internal_fragmentation_bytes] =
+            inner.public_columns().map(|(_, v)| v);
+        PyMemoryStatsDelta {
+            reserved_bytes,
+            allocated_bytes,
+            active_bytes,
+            requested_bytes,
+            segment_count,
+            block_count,
+            inactive_block_count,
+            largest_inactive_block_bytes,
+            expandable_segment_count,
+            expandable_reserved_bytes,
+            expandable_inactive_bytes,
+            awaiting_free_bytes,
+            inactive_bytes,
+            internal_fragmentation_bytes,
+            inner,
+        }
+    }
+}
+
+/// `(name, value)` of every item of a dict of metrics.
+fn metric_pairs(value: &Bound<'_, PyDict>) -> PyResult<Vec<(String, i64)>> {
+    value
+        .iter()
+        .map(|(k, v)| Ok((k.extract::<String>()?, v.extract::<i64>()?)))
+        .collect()
+}
+
+#[pymethods]
+impl PyMemoryStats {
+    /// Every field keyword-only, missing ones 0; values must be `>= 0`.
+    #[new]
+    #[pyo3(signature = (**fields))]
+    fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let values = fields_of(fields, false)?;
+        Ok(PyMemoryStats::of(tcgd_memory::MemoryStats::from_stored(
+            values,
+        )))
+    }
+
+    /// The statistics of several slices taken together (any iterable of `MemoryStats`):
+    /// every field summed except `largest_inactive_block_bytes`, their maximum (how the
+    /// allocator's pools and devices add up). An empty iterable gives all zeros.
+    #[staticmethod]
+    fn combine(values: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let items = values
+            .try_iter()?
+            .map(|v| Ok(v?.cast::<PyMemoryStats>()?.get().inner))
+            .collect::<PyResult<Vec<tcgd_memory::MemoryStats>>>()?;
+        let sum = tcgd_memory::MemoryStats::try_sum(&items).map_err(|e| {
+            PyValueError::new_err(format!(
+                "MemoryStats.combine: the sum of {} does not fit in 64 bits",
+                e.metric
             ))
-        }
-
-        /// `candidate - reference`; a missing side counts as empty (zero) state.
-        #[staticmethod]
-        #[pyo3(signature = (reference, candidate))]
-        fn between(
-            reference: Option<PyRef<'_, PyMemoryStats>>,
-            candidate: Option<PyRef<'_, PyMemoryStats>>,
-        ) -> PyResult<Self> {
-            let zero = tcgd_memory::MemoryStats::default();
-            let r = reference.map_or(zero, |s| s.inner);
-            let c = candidate.map_or(zero, |s| s.inner);
-            Ok(PyMemoryStatsDelta::of(stats_delta(&r, &c)?))
-        }
-
-        /// Whether any field changed.
-        #[getter]
-        fn changed(&self) -> bool {
-            self.inner != tcgd_memory::MemoryStats::default()
-        }
+        })?;
+        Ok(PyMemoryStats::of(sum))
     }
-);
+
+    /// The statistics `to_dict()` gave: every stored field by its public name (missing
+    /// ones 0, values `>= 0`); a derived field, when present, must equal what the stored
+    /// ones give.
+    #[staticmethod]
+    fn from_dict(value: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let stats = tcgd_memory::MemoryStats::from_public(&metric_pairs(value)?)
+            .map_err(PyValueError::new_err)?;
+        if let Some((name, v)) = stats.public_columns()[..11].iter().find(|(_, v)| *v < 0) {
+            return Err(PyValueError::new_err(format!(
+                "MemoryStats.{name} must be >= 0, got {v}"
+            )));
+        }
+        Ok(PyMemoryStats::of(stats))
+    }
+
+    fn __sub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
+        Ok(PyMemoryStatsDelta::of(stats_delta(
+            &other.inner,
+            &self.inner,
+        )?))
+    }
+
+    /// One metric by its public name (`MemoryStatMetric`).
+    fn metric(&self, name: &str) -> PyResult<i64> {
+        metric_named(&self.inner, name)
+    }
+
+    /// Every field, the derived ones included, under its `*_bytes`/`*_count` name.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &tcgd_memory::rows::PublicStats(&self.inner))
+    }
+
+    fn __repr__(&self) -> String {
+        repr_of("MemoryStats", &self.inner)
+    }
+
+    // The first release's spellings (without `_bytes`), kept for existing code: each
+    // warns and gives the metric under its new name.
+    #[getter]
+    fn reserved(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "reserved")
+    }
+    #[getter]
+    fn allocated(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "allocated")
+    }
+    #[getter]
+    fn active(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "active")
+    }
+    #[getter]
+    fn requested(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "requested")
+    }
+    #[getter]
+    fn largest_inactive_block(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "largest_inactive_block")
+    }
+    #[getter]
+    fn expandable_reserved(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "expandable_reserved")
+    }
+    #[getter]
+    fn expandable_inactive(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "expandable_inactive")
+    }
+    #[getter]
+    fn awaiting_free(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "awaiting_free")
+    }
+    #[getter]
+    fn inactive(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "inactive")
+    }
+    #[getter]
+    fn internal_fragmentation(&self, py: Python<'_>) -> PyResult<i64> {
+        deprecated_metric(py, &self.inner, "internal_fragmentation")
+    }
+}
+
+#[pymethods]
+impl PyMemoryStatsDelta {
+    /// Every field keyword-only (signed), missing ones 0.
+    #[new]
+    #[pyo3(signature = (**fields))]
+    fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let values = fields_of(fields, true)?;
+        Ok(PyMemoryStatsDelta::of(
+            tcgd_memory::MemoryStats::from_stored(values),
+        ))
+    }
+
+    /// `candidate - reference`; a missing side counts as empty (zero) state.
+    #[staticmethod]
+    #[pyo3(signature = (reference, candidate))]
+    fn between(
+        reference: Option<PyRef<'_, PyMemoryStats>>,
+        candidate: Option<PyRef<'_, PyMemoryStats>>,
+    ) -> PyResult<Self> {
+        let zero = tcgd_memory::MemoryStats::default();
+        let r = reference.map_or(zero, |s| s.inner);
+        let c = candidate.map_or(zero, |s| s.inner);
+        Ok(PyMemoryStatsDelta::of(stats_delta(&r, &c)?))
+    }
+
+    /// Whether any field changed.
+    #[getter]
+    fn changed(&self) -> bool {
+        self.inner != tcgd_memory::MemoryStats::default()
+    }
+
+    /// One metric by its public name (`MemoryStatMetric`).
+    fn metric(&self, name: &str) -> PyResult<i64> {
+        metric_named(&self.inner, name)
+    }
+
+    /// Every field, the derived ones included, under its `*_bytes`/`*_count` name.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &tcgd_memory::rows::PublicStats(&self.inner))
+    }
+
+    fn __repr__(&self) -> String {
+        repr_of("MemoryStatsDelta", &self.inner)
+    }
+}
 
 /// One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide.
 #[pyclass(
@@ -286,6 +427,38 @@ impl PyDeviceMemorySample {
     #[getter]
     fn used_bytes(&self) -> i64 {
         self.inner.used_bytes()
+    }
+    /// The sample `to_dict()` gave: `free_bytes` and `total_bytes`, and `used_bytes`
+    /// when present (it must equal `total_bytes - free_bytes`).
+    #[staticmethod]
+    fn from_dict(value: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let mut fields: [Option<i64>; 3] = [None; 3];
+        for (name, v) in metric_pairs(value)? {
+            let slot = ["free_bytes", "total_bytes", "used_bytes"]
+                .iter()
+                .position(|f| *f == name)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "unknown DeviceMemorySample field '{name}'; the fields are \
+                         free_bytes, total_bytes (and the derived used_bytes)"
+                    ))
+                })?;
+            fields[slot] = Some(v);
+        }
+        let [Some(free), Some(total), used] = fields else {
+            return Err(PyValueError::new_err(
+                "a DeviceMemorySample dict needs free_bytes and total_bytes",
+            ));
+        };
+        let sample = PyDeviceMemorySample::new(free, total)?;
+        if used.is_some_and(|u| u != sample.inner.used_bytes()) {
+            return Err(PyValueError::new_err(format!(
+                "used_bytes {} is not total_bytes - free_bytes = {}",
+                used.unwrap_or_default(),
+                sample.inner.used_bytes()
+            )));
+        }
+        Ok(sample)
     }
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         crate::results::serde_to_py(py, &self.inner)

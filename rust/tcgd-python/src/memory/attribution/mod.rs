@@ -78,7 +78,7 @@ pub(super) fn memory_attribution(
     reader: Option<PyRef<'_, MemoryRunReader>>,
     interval: Option<Vec<PyRef<'_, MemoryState>>>,
 ) -> PyResult<MemoryAttribution> {
-    guard(py, || {
+    let inner = guard(py, || {
         let request = AttributionRequest {
             stacks,
             events,
@@ -168,8 +168,9 @@ pub(super) fn memory_attribution(
             };
             att::attach_lifetimes(&mut inner, found)?;
         }
-        Ok(MemoryAttribution { inner })
-    })
+        Ok(inner)
+    })?;
+    MemoryAttribution::of(py, inner)
 }
 
 fn filter(device: Option<i64>, pool: Option<(i64, i64)>, stream: Option<i64>) -> BlockFilter {
@@ -190,7 +191,7 @@ pub(super) fn allocation_stack_coverage(
 ) -> PyResult<AllocationStackCoverage> {
     guard(py, || {
         let inner = att::stacks::coverage(&state.inner, filter(device, pool, None))?;
-        Ok(AllocationStackCoverage { inner })
+        Ok(AllocationStackCoverage::of(&inner))
     })
 }
 
@@ -204,13 +205,16 @@ pub(super) fn summarize_allocation_stacks(
     stream: Option<i64>,
     by_stream: bool,
 ) -> PyResult<Vec<AllocationStackSummary>> {
-    guard(py, || {
-        let rows = att::stacks::summarize(&state.inner, filter(device, pool, stream), by_stream)?;
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocationStackSummary { inner })
-            .collect())
-    })
+    let rows = guard(py, || {
+        Ok(att::stacks::summarize(
+            &state.inner,
+            filter(device, pool, stream),
+            by_stream,
+        )?)
+    })?;
+    rows.iter()
+        .map(|s| AllocationStackSummary::of(py, s))
+        .collect()
 }
 
 /// Stack deltas between two states whose pools pair by id (`device`/`pool` restrict the
@@ -228,7 +232,7 @@ pub(super) fn compare_allocation_stacks(
     by_stream: bool,
     include_unchanged: bool,
 ) -> PyResult<Vec<AllocationStackDelta>> {
-    guard(py, || {
+    let rows = guard(py, || {
         let keep = |k: &Option<(i64, (i64, i64))>| {
             k.is_none_or(|(d, p)| device.is_none_or(|x| x == d) && pool.is_none_or(|x| x == p))
         };
@@ -236,19 +240,18 @@ pub(super) fn compare_allocation_stacks(
             .into_iter()
             .filter(|(r, c)| keep(r) && keep(c))
             .collect();
-        let rows = att::stacks::compare_stacks(
+        Ok(att::stacks::compare_stacks(
             &reference.inner,
             &candidate.inner,
             &pairs,
             stream,
             by_stream,
             include_unchanged,
-        )?;
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocationStackDelta { inner })
-            .collect())
-    })
+        )?)
+    })?;
+    rows.iter()
+        .map(|d| AllocationStackDelta::of(py, d))
+        .collect()
 }
 
 /// Event rows of the entries `events_of` stored, pools looked up in the segments of
@@ -260,14 +263,11 @@ pub(super) fn summarize_state_events(
     reference: &MemoryState,
     candidate: &MemoryState,
 ) -> PyResult<Vec<AllocatorEventSummary>> {
-    guard(py, || {
-        let ranges = ev::segment_ranges(&[&reference.inner, &candidate.inner]);
-        let rows = ev::summarize_events(&events_of.inner.events, &events_of.inner.stacks, &ranges);
-        Ok(rows
-            .into_iter()
-            .map(|inner| AllocatorEventSummary { inner })
-            .collect())
-    })
+    let ranges = ev::segment_ranges(&[&reference.inner, &candidate.inner]);
+    let rows = ev::summarize_events(&events_of.inner.events, &events_of.inner.stacks, &ranges);
+    rows.iter()
+        .map(|e| AllocatorEventSummary::of(py, e))
+        .collect()
 }
 
 /// `(start, end, status)` of the window between the last `start_marker` and the last
