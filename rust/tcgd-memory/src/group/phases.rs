@@ -42,6 +42,20 @@ impl RankPhaseRow {
     pub fn values(&self) -> &PhaseValues {
         &self.row.values
     }
+
+    /// Whether a term of the equation is known and not zero: a change in either phase, or
+    /// a gap between the runs at either end.
+    pub fn changed(&self) -> bool {
+        let v = self.values();
+        [
+            v.baseline_change(),
+            v.candidate_change(),
+            v.start_gap(),
+            v.end_gap(),
+        ]
+        .iter()
+        .any(|x| x.is_some_and(|x| x != 0))
+    }
 }
 
 /// `candidate_change - baseline_change`, in 128 bits then checked back into 64.
@@ -56,8 +70,28 @@ pub struct GroupPhaseAggregate {
     pub scope: Scope,
     pub metric: String,
     pub rank_count: usize,
+    /// Every rank's equation holds (`end_gap = start_gap + candidate_change -
+    /// baseline_change`).
+    pub identity_holds: bool,
     #[serde(flatten)]
     pub terms: TermExtrema,
+}
+
+impl GroupPhaseAggregate {
+    /// Whether some rank's term is not zero: a change in either phase or a gap at either
+    /// end (the change gap follows from the changes).
+    pub fn changed(&self) -> bool {
+        let t = &self.terms;
+        [
+            &t.baseline_change,
+            &t.candidate_change,
+            &t.start_gap,
+            &t.end_gap,
+        ]
+        .into_iter()
+        .flatten()
+        .any(|e| e.min_bytes != 0 || e.max_bytes != 0)
+    }
 }
 
 /// The cross-rank extrema of each term that ranks compute from their own points; `None`
@@ -339,6 +373,9 @@ pub(crate) fn aggregate_phases(ranks: &[(i64, PhaseComparison)]) -> Vec<GroupPha
                 scope,
                 metric: public_metric_name(metric),
                 rank_count: values.len(),
+                identity_holds: values
+                    .iter()
+                    .all(|(_, v)| v.identity_holds() != Some(false)),
                 terms: TermExtrema {
                     baseline_change: term(PhaseValues::baseline_change),
                     candidate_change: term(PhaseValues::candidate_change),

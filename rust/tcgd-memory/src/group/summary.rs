@@ -37,6 +37,8 @@ fn metrics_map<S: serde::Serializer>(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RankPoint {
     pub rank: i64,
+    /// The id of the rank's run.
+    pub run_id: String,
     pub point_index: i64,
     pub label: String,
 }
@@ -65,6 +67,24 @@ pub struct RankDevicePointState {
     pub cuda_allocator_residual_bytes: Option<i64>,
     #[serde(serialize_with = "metrics_map")]
     pub stats: Vec<(String, i64)>,
+}
+
+impl RankDevicePointState {
+    /// What the caching allocator reserves on the device (its `reserved_bytes`).
+    pub fn allocator_reserved_bytes(&self) -> i64 {
+        self.stats
+            .iter()
+            .find(|(n, _)| n == "reserved_bytes")
+            .map_or(0, |(_, v)| *v)
+    }
+
+    /// The CUDA Runtime reading, when the point has one.
+    pub fn sample(&self) -> Option<crate::rows::DeviceSample> {
+        Some(crate::rows::DeviceSample {
+            free_bytes: self.free_bytes?,
+            total_bytes: self.total_bytes?,
+        })
+    }
 }
 
 /// Minimum and maximum of one value across ranks, with the ranks holding them.
@@ -144,6 +164,7 @@ pub(crate) fn summarise(group: &MemoryRunGroup) -> GroupSummary {
         for s in &m.states {
             let at = RankPoint {
                 rank: m.run.rank,
+                run_id: m.run.run_id.clone(),
                 point_index: s.identity.index,
                 label: s.identity.label.clone(),
             };

@@ -11,8 +11,10 @@ use crate::group::{
     MemoryRunGroup, MetricExtrema, RankDevicePointState, RankPhaseRow, RankPoint,
     RankPointAggregate, RankPointState, TermExtrema,
 };
+use crate::phases::PhaseLevel;
 use crate::stats::public_metric_name;
 
+use super::attribution::table_records;
 use super::columns::{cells, field, header, json_object, Column, Parts};
 use super::comparison::pool_json;
 use super::document::{pretty, report_file_names, report_files};
@@ -91,14 +93,35 @@ pub fn group_summary_json(s: &GroupSummary) -> Value {
         "warnings": s.group.warnings,
         "rank_points": to_json(&s.rank_points),
         "rank_devices": to_json(&s.rank_devices),
-        "point_aggregates": s.point_aggregates.iter().map(|a| {
-            let mut v = to_json(a);
-            if let Value::Object(map) = &mut v {
-                map.insert("worst_rank".into(), json!(a.worst_rank()));
-            }
-            v
-        }).collect::<Vec<_>>(),
+        "point_aggregates": s.point_aggregates.iter().map(RankPointAggregate::json).collect::<Vec<_>>(),
     })
+}
+
+impl RankPointAggregate {
+    /// The aggregate as `report.json` holds it: its fields and `worst_rank`.
+    pub fn json(&self) -> Value {
+        let mut v = to_json(self);
+        if let Value::Object(map) = &mut v {
+            map.insert("worst_rank".into(), json!(self.worst_rank()));
+        }
+        v
+    }
+}
+
+impl MetricExtrema {
+    /// The extrema as a JSON object, every key after `prefix` (joined by `_` unless the
+    /// prefix ends with one), as flat rows name a term's extrema (`end_gap_min_bytes`).
+    pub fn json_with_prefix(&self, prefix: Option<&str>) -> Value {
+        let Value::Object(map) = to_json(self) else {
+            return Value::Null;
+        };
+        let key = |k: String| match prefix {
+            None => k,
+            Some(p) if p.is_empty() || p.ends_with('_') => format!("{p}{k}"),
+            Some(p) => format!("{p}_{k}"),
+        };
+        Value::Object(map.into_iter().map(|(k, v)| (key(k), v)).collect())
+    }
 }
 
 pub fn group_summary_text(s: &GroupSummary) -> String {
@@ -345,61 +368,100 @@ const POOL_ROW: [Column<RankPhaseRow>; 5] = [
 ];
 const DEVICE_ROW: [Column<RankPhaseRow>; 3] = [field!(rank), BASELINE_DEVICE, CANDIDATE_DEVICE];
 
-/// Whether a rank row changed or has a gap: what `include_unchanged=false` keeps.
-fn moved(r: &RankPhaseRow) -> bool {
-    let v = r.values();
-    [
-        v.baseline_change(),
-        v.candidate_change(),
-        v.start_gap(),
-        v.end_gap(),
-    ]
-    .iter()
-    .any(|x| x.is_some_and(|x| x != 0))
-}
-
 /// The rank rows of one level: their identity columns, then the terms.
 fn rank_table(
     identity: &[Column<RankPhaseRow>],
     mut rows: Vec<RankPhaseRow>,
     include_unchanged: bool,
 ) -> Table {
-    rows.retain(|r| include_unchanged || moved(r));
+    rows.retain(|r| include_unchanged || r.changed());
     Parts::<&RankPhaseRow>::new()
         .of(identity, |r| *r)
         .of(&TERM_COLUMNS, |r| *r)
         .table(&rows)
 }
 
-const PHASE_AGGREGATE_COLUMNS: [Column<GroupPhaseAggregate>; 3] = [
+const PHASE_AGGREGATE_COLUMNS: [Column<GroupPhaseAggregate>; 4] = [
     ("scope", |r| r.scope.as_str().into()),
     field!(metric),
     field!(rank_count),
+    field!(identity_holds),
 ];
 
-fn phase_aggregates_table(c: &GroupPhaseComparison) -> Table {
+/// The phase aggregates; `include_unchanged=false` keeps those that changed.
+fn phase_aggregates_table(c: &GroupPhaseComparison, include_unchanged: bool) -> Table {
     let terms = TermExtrema::NAMES.map(|t| format!("{t}_"));
     let parts = Parts::<&GroupPhaseAggregate>::new()
         .of(&PHASE_AGGREGATE_COLUMNS, |a| *a)
         .with(extrema_names(terms.iter().map(String::as_str)), |a| {
             a.terms.all().into_iter().flat_map(extrema_cells).collect()
         });
-    parts.table(&c.phase_aggregates)
+    let rows = c
+        .phase_aggregates
+        .iter()
+        .filter(|a| include_unchanged || a.changed());
+    parts.table(rows)
+}
+
+/// The identity columns of a rank row of `level`.
+fn rank_identity(level: PhaseLevel) -> &'static [Column<RankPhaseRow>] {
+    match level {
+        PhaseLevel::Scope => &SCOPE_ROW,
+        PhaseLevel::Pool => &POOL_ROW,
+        PhaseLevel::Device => &DEVICE_ROW,
+    }
+}
+
+impl RankPhaseRow {
+    /// The row as `report.json` holds it: its terms, its rank and its identity.
+    pub fn json(&self) -> Value {
+        let mut m = json_object(&TERM_COLUMNS, self);
+        m.insert("rank".into(), json!(self.rank));
+        let r = &self.row;
+        let identity = match r.level {
+            PhaseLevel::Scope => vec![("scope", json!(r.scope.map(|s| s.as_str())))],
+            PhaseLevel::Pool => vec![
+                ("baseline_device_index", json!(r.baseline_device)),
+                ("baseline_pool_id", pool_json(r.baseline_pool)),
+                ("candidate_device_index", json!(r.candidate_device)),
+                ("candidate_pool_id", pool_json(r.candidate_pool)),
+            ],
+            PhaseLevel::Device => vec![
+                ("baseline_device_index", json!(r.baseline_device)),
+                ("candidate_device_index", json!(r.candidate_device)),
+            ],
+        };
+        for (k, v) in identity {
+            m.insert(k.to_owned(), v);
+        }
+        Value::Object(m)
+    }
+}
+
+impl GroupPhaseComparison {
+    /// The lines of `rank_decomposition.csv` (`Scope`), `rank_pool_decomposition.csv`
+    /// (`Pool`) or `rank_device_decomposition.csv` (`Device`), as `(column, cell)` pairs.
+    pub fn rank_records(
+        &self,
+        level: PhaseLevel,
+        include_unchanged: bool,
+    ) -> Vec<Vec<(String, Cell)>> {
+        let rows = match level {
+            PhaseLevel::Scope => self.rank_decomposition(),
+            PhaseLevel::Pool => self.rank_pool_decomposition(),
+            PhaseLevel::Device => self.rank_device_decomposition(),
+        };
+        table_records(rank_table(rank_identity(level), rows, include_unchanged))
+    }
+
+    /// The lines of `phase_aggregates.csv`, as `(column, cell)` pairs.
+    pub fn phase_aggregate_records(&self, include_unchanged: bool) -> Vec<Vec<(String, Cell)>> {
+        table_records(phase_aggregates_table(self, include_unchanged))
+    }
 }
 
 pub fn group_phases_json(c: &GroupPhaseComparison) -> Value {
-    let with = |rows: Vec<RankPhaseRow>, extra: &dyn Fn(&RankPhaseRow) -> Vec<(&str, Value)>| {
-        rows.iter()
-            .map(|r| {
-                let mut m = json_object(&TERM_COLUMNS, r);
-                m.insert("rank".into(), json!(r.rank));
-                for (k, v) in extra(r) {
-                    m.insert(k.to_owned(), v);
-                }
-                Value::Object(m)
-            })
-            .collect::<Vec<_>>()
-    };
+    let rows = |rows: Vec<RankPhaseRow>| rows.iter().map(RankPhaseRow::json).collect::<Vec<_>>();
     json!({
         "kind": "memory_run_group_phase_comparison",
         "baseline": group_descriptor_json(&c.baseline),
@@ -414,19 +476,9 @@ pub fn group_phases_json(c: &GroupPhaseComparison) -> Value {
         "candidate_only_ranks": c.candidate_only_ranks,
         "identity_failures": c.identity_failures(),
         "warnings": c.warnings,
-        "rank_decomposition": with(c.rank_decomposition(), &|r| vec![
-            ("scope", json!(r.row.scope.map(|s| s.as_str()))),
-        ]),
-        "rank_pool_decomposition": with(c.rank_pool_decomposition(), &|r| vec![
-            ("baseline_device_index", json!(r.row.baseline_device)),
-            ("baseline_pool_id", pool_json(r.row.baseline_pool)),
-            ("candidate_device_index", json!(r.row.candidate_device)),
-            ("candidate_pool_id", pool_json(r.row.candidate_pool)),
-        ]),
-        "rank_device_decomposition": with(c.rank_device_decomposition(), &|r| vec![
-            ("baseline_device_index", json!(r.row.baseline_device)),
-            ("candidate_device_index", json!(r.row.candidate_device)),
-        ]),
+        "rank_decomposition": rows(c.rank_decomposition()),
+        "rank_pool_decomposition": rows(c.rank_pool_decomposition()),
+        "rank_device_decomposition": rows(c.rank_device_decomposition()),
         "phase_aggregates": to_json(&c.phase_aggregates),
     })
 }
@@ -463,11 +515,7 @@ pub fn group_phases_text(c: &GroupPhaseComparison, include_unchanged: bool) -> S
         "\nAcross ranks (min / max with their ranks, spread); never summed:"
     );
     for a in &c.phase_aggregates {
-        let moved = [&a.terms.end_gap, &a.terms.change_gap].iter().any(|e| {
-            e.as_ref()
-                .is_some_and(|e| e.min_bytes != 0 || e.max_bytes != 0)
-        });
-        if !include_unchanged && !moved {
+        if !include_unchanged && !a.changed() {
             continue;
         }
         let show = |e: &Option<MetricExtrema>| match e {
@@ -502,7 +550,7 @@ pub fn render_group_phases(
     match format {
         Format::Text => group_phases_text(c, include_unchanged),
         Format::Json => pretty(&group_phases_json(c)),
-        Format::Csv => csv_table(&phase_aggregates_table(c)),
+        Format::Csv => csv_table(&phase_aggregates_table(c, include_unchanged)),
         Format::Html => html_of(
             "Memory run group phases",
             &group_phases_text(c, include_unchanged),
@@ -531,7 +579,7 @@ pub fn group_phases_files(
             Some(ranks(&SCOPE_ROW, c.rank_decomposition())),
             Some(ranks(&POOL_ROW, c.rank_pool_decomposition())),
             devices,
-            Some(phase_aggregates_table(c)),
+            Some(phase_aggregates_table(c, include_unchanged)),
         ]),
     )
 }

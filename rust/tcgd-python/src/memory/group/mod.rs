@@ -3,14 +3,17 @@
 
 use std::collections::BTreeMap;
 
+use pyo3::types::PyDict;
 use tcgd_memory::group::{
     self as rg, GroupMember, GroupPhaseEndpoints, GroupPhaseOptions, PointRef,
 };
+use tcgd_memory::phases::PhaseLevel;
 use tcgd_memory::report::{GROUP_PHASE_FILES, GROUP_SUMMARY_FILES};
 
 use crate::classes::frozen_class;
 use crate::results::serde_to_py;
 
+use super::lifetimes::row_dicts;
 use super::*;
 
 mod rows;
@@ -84,10 +87,18 @@ frozen_class! {
             descriptor(py, &self.inner)
         }
 
-        fn summary(&self, py: Python<'_>) -> MemoryRunGroupSummary {
-            MemoryRunGroupSummary {
-                inner: py.detach(|| self.inner.summary()),
-            }
+        /// Per-rank states of every point and their cross-rank extrema. `run_group` is
+        /// what the summary's `run_group` gives (this native group when `None`).
+        #[pyo3(signature = (run_group = None))]
+        fn summary(
+            slf: &Bound<'_, Self>,
+            run_group: Option<Py<PyAny>>,
+        ) -> PyResult<MemoryRunGroupSummary> {
+            let py = slf.py();
+            let group = &slf.get().inner;
+            let inner = py.detach(|| group.summary());
+            let run_group = run_group.unwrap_or_else(|| slf.clone().into_any().unbind());
+            MemoryRunGroupSummary::of(py, inner, run_group)
         }
     }
 }
@@ -129,153 +140,294 @@ fn check_display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<()>
     Ok(())
 }
 
-frozen_class! {
-    /// Per-rank states of every point and their cross-rank extrema.
-    #[pyclass]
-    pub struct MemoryRunGroupSummary(rg::GroupSummary);
-    |s, py| {
-        group: PyResult<Bound<'py, PyAny>> => descriptor(py, &s.group);
-        rank_points: Vec<MemoryRankPointState> =>
-            s.rank_points.iter().cloned().map(MemoryRankPointState::from).collect();
-        rank_devices: Vec<MemoryRankDevicePointState> =>
-            s.rank_devices.iter().cloned().map(MemoryRankDevicePointState::from).collect();
-        point_aggregates: Vec<MemoryRankPointAggregate> =>
-            s.point_aggregates.iter().cloned().map(MemoryRankPointAggregate::from).collect();
-        warnings: Vec<String> => s.group.warnings.clone();
-    }
-    {
-        fn to_text(&self, py: Python<'_>) -> String {
-            py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Text))
-        }
+/// Objects of rows, as a tuple.
+fn objects<'py, R, T>(
+    py: Python<'py>,
+    rows: &[R],
+    of: impl Fn(&R) -> PyResult<T>,
+) -> PyResult<Py<PyTuple>>
+where
+    T: Into<pyo3::PyClassInitializer<T>> + pyo3::PyClass,
+{
+    let bound = rows
+        .iter()
+        .map(|r| Bound::new(py, of(r)?))
+        .collect::<PyResult<Vec<Bound<'py, T>>>>()?;
+    Ok(PyTuple::new(py, bound)?.unbind())
+}
 
-        fn to_html(&self, py: Python<'_>) -> String {
-            py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Html))
-        }
+/// Per-rank states of every point and their cross-rank extrema.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryRunGroupSummary {
+    /// The group's descriptor, as the report's JSON holds it.
+    #[pyo3(get)]
+    group: Py<PyAny>,
+    /// The group summarised.
+    #[pyo3(get)]
+    run_group: Py<PyAny>,
+    /// `MemoryRankPointState` of every rank, point and scope.
+    #[pyo3(get)]
+    rank_points: Py<PyTuple>,
+    /// `MemoryRankDevicePointState` of every rank, point and device.
+    #[pyo3(get)]
+    rank_devices: Py<PyTuple>,
+    /// `MemoryRankPointAggregate` of every point, scope and byte metric.
+    #[pyo3(get)]
+    point_aggregates: Py<PyTuple>,
+    #[pyo3(get)]
+    warnings: Vec<String>,
+    inner: rg::GroupSummary,
+}
 
-        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            serde_to_py(py, &tcgd_memory::report::group_summary_json(&self.inner))
-        }
-
-        /// `report.txt/.json/.html`, `rank_points.csv`, `rank_devices.csv` (when a rank has
-        /// a device) and `point_aggregates.csv`; `{file name: path}`.
-        #[pyo3(signature = (output_dir, overwrite = false))]
-        fn write(
-            &self,
-            py: Python<'_>,
-            output_dir: PathBuf,
-            overwrite: bool,
-        ) -> PyResult<BTreeMap<String, PathBuf>> {
-            let files = py.detach(|| tcgd_memory::report::group_summary_files(&self.inner));
-            write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
-        }
-
-        fn __repr__(&self) -> String {
-            format!(
-                "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
-                self.inner.group.name,
-                self.inner.group.ranks(),
-                self.inner.group.labels.len(),
-                self.inner.group.warnings.len()
-            )
-        }
+impl MemoryRunGroupSummary {
+    fn of(py: Python<'_>, s: rg::GroupSummary, run_group: Py<PyAny>) -> PyResult<Self> {
+        Ok(MemoryRunGroupSummary {
+            group: descriptor(py, &s.group)?.unbind(),
+            run_group,
+            rank_points: objects(py, &s.rank_points, |r| Ok(MemoryRankPointState::of(r)))?,
+            rank_devices: objects(py, &s.rank_devices, |r| {
+                MemoryRankDevicePointState::of(py, r)
+            })?,
+            point_aggregates: objects(py, &s.point_aggregates, |a| {
+                Ok(MemoryRankPointAggregate::of(a))
+            })?,
+            warnings: s.group.warnings.clone(),
+            inner: s,
+        })
     }
 }
 
-frozen_class! {
-    /// A baseline group's phase against a candidate group's, rank by rank.
-    #[pyclass]
-    pub struct MemoryRunGroupPhaseComparison(rg::GroupPhaseComparison);
-    |c, py| {
-        baseline: PyResult<Bound<'py, PyAny>> => descriptor(py, &c.baseline);
-        candidate: PyResult<Bound<'py, PyAny>> => descriptor(py, &c.candidate);
-        ranks: Vec<i64> => c.ranks.clone();
-        skipped_ranks: Vec<i64> => c.skipped_ranks.clone();
-        baseline_only_ranks: Vec<i64> => c.baseline_only_ranks.clone();
-        candidate_only_ranks: Vec<i64> => c.candidate_only_ranks.clone();
-        identity_failures: usize => c.identity_failures();
-        warnings: Vec<String> => c.warnings.clone();
-        /// `(rank, MemoryPhaseComparison)` of every compared rank.
-        rank_comparisons: PyResult<Vec<(i64, MemoryPhaseComparison)>> => c
+#[pymethods]
+impl MemoryRunGroupSummary {
+    fn to_text(&self, py: Python<'_>) -> String {
+        py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Text))
+    }
+
+    fn to_html(&self, py: Python<'_>) -> String {
+        py.detach(|| tcgd_memory::report::render_group_summary(&self.inner, Format::Html))
+    }
+
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &tcgd_memory::report::group_summary_json(&self.inner))
+    }
+
+    /// `report.txt/.json/.html`, `rank_points.csv`, `rank_devices.csv` (when a rank has
+    /// a device) and `point_aggregates.csv`; `{file name: path}`.
+    #[pyo3(signature = (output_dir, overwrite = false))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        output_dir: PathBuf,
+        overwrite: bool,
+    ) -> PyResult<BTreeMap<String, PathBuf>> {
+        let files = py.detach(|| tcgd_memory::report::group_summary_files(&self.inner));
+        write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
+            self.inner.group.name,
+            self.inner.group.ranks(),
+            self.inner.group.labels.len(),
+            self.inner.group.warnings.len()
+        )
+    }
+}
+
+/// A baseline group's phase against a candidate group's, rank by rank.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryRunGroupPhaseComparison {
+    /// The baseline group's descriptor, as the report's JSON holds it.
+    #[pyo3(get)]
+    baseline: Py<PyAny>,
+    #[pyo3(get)]
+    candidate: Py<PyAny>,
+    /// The baseline group compared.
+    #[pyo3(get)]
+    baseline_group: Py<PyAny>,
+    /// The candidate group compared.
+    #[pyo3(get)]
+    candidate_group: Py<PyAny>,
+    /// Ranks whose phases were compared, ascending.
+    #[pyo3(get)]
+    ranks: Vec<i64>,
+    /// Common ranks left out because an incomplete run stopped before an endpoint.
+    #[pyo3(get)]
+    skipped_ranks: Vec<i64>,
+    #[pyo3(get)]
+    baseline_only_ranks: Vec<i64>,
+    #[pyo3(get)]
+    candidate_only_ranks: Vec<i64>,
+    /// Rank rows (of every level) whose identity does not hold.
+    #[pyo3(get)]
+    identity_failures: usize,
+    #[pyo3(get)]
+    warnings: Vec<String>,
+    /// `(rank, MemoryPhaseComparison)` of every compared rank.
+    #[pyo3(get)]
+    rank_comparisons: Py<PyTuple>,
+    #[pyo3(get)]
+    rank_decomposition: Py<PyTuple>,
+    #[pyo3(get)]
+    rank_pool_decomposition: Py<PyTuple>,
+    #[pyo3(get)]
+    rank_device_decomposition: Py<PyTuple>,
+    #[pyo3(get)]
+    phase_aggregates: Py<PyTuple>,
+    /// Frames text and HTML show per attribution stack.
+    #[pyo3(get)]
+    display_stack_depth: usize,
+    /// Attribution rows text and HTML show per table.
+    #[pyo3(get)]
+    display_limit: usize,
+    inner: rg::GroupPhaseComparison,
+}
+
+impl MemoryRunGroupPhaseComparison {
+    fn of(
+        py: Python<'_>,
+        c: rg::GroupPhaseComparison,
+        groups: (Py<PyAny>, Py<PyAny>),
+        (display_stack_depth, display_limit): (usize, usize),
+    ) -> PyResult<Self> {
+        let comparisons = c
             .rank_comparisons
             .iter()
             .map(|(r, c)| Ok((*r, MemoryPhaseComparison::of(py, c.clone())?)))
-            .collect();
-        rank_decomposition: Vec<MemoryRankPhaseDecomposition> =>
-            c.rank_decomposition().into_iter().map(MemoryRankPhaseDecomposition::from).collect();
-        rank_pool_decomposition: Vec<MemoryRankPoolPhaseDecomposition> => c
-            .rank_pool_decomposition()
-            .into_iter()
-            .map(MemoryRankPoolPhaseDecomposition::from)
-            .collect();
-        rank_device_decomposition: Vec<MemoryRankDevicePhaseDecomposition> => c
-            .rank_device_decomposition()
-            .into_iter()
-            .map(MemoryRankDevicePhaseDecomposition::from)
-            .collect();
-        phase_aggregates: Vec<MemoryRunGroupPhaseAggregate> => c
-            .phase_aggregates
-            .iter()
-            .cloned()
-            .map(MemoryRunGroupPhaseAggregate::from)
-            .collect();
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(MemoryRunGroupPhaseComparison {
+            baseline: descriptor(py, &c.baseline)?.unbind(),
+            candidate: descriptor(py, &c.candidate)?.unbind(),
+            baseline_group: groups.0,
+            candidate_group: groups.1,
+            ranks: c.ranks.clone(),
+            skipped_ranks: c.skipped_ranks.clone(),
+            baseline_only_ranks: c.baseline_only_ranks.clone(),
+            candidate_only_ranks: c.candidate_only_ranks.clone(),
+            identity_failures: c.identity_failures(),
+            warnings: c.warnings.clone(),
+            rank_comparisons: PyTuple::new(py, comparisons)?.unbind(),
+            rank_decomposition: rank_rows(py, &c.rank_decomposition(), scope_row)?,
+            rank_pool_decomposition: rank_rows(py, &c.rank_pool_decomposition(), pool_row)?,
+            rank_device_decomposition: rank_rows(py, &c.rank_device_decomposition(), device_row)?,
+            phase_aggregates: objects(py, &c.phase_aggregates, |a| {
+                MemoryRunGroupPhaseAggregate::of(py, a)
+            })?,
+            display_stack_depth,
+            display_limit,
+            inner: c,
+        })
     }
-    {
-        #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
-        fn to_text(
-            &self,
-            py: Python<'_>,
-            include_unchanged: bool,
-            limit: Option<i64>,
-            stack_depth: Option<i64>,
-        ) -> PyResult<String> {
-            self.render(py, Format::Text, include_unchanged, limit, stack_depth)
-        }
 
-        #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
-        fn to_html(
-            &self,
-            py: Python<'_>,
-            include_unchanged: bool,
-            limit: Option<i64>,
-            stack_depth: Option<i64>,
-        ) -> PyResult<String> {
-            self.render(py, Format::Html, include_unchanged, limit, stack_depth)
-        }
+    fn records<'py>(
+        &self,
+        py: Python<'py>,
+        level: PhaseLevel,
+        include_unchanged: bool,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        row_dicts(py, self.inner.rank_records(level, include_unchanged))
+    }
+}
 
-        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            serde_to_py(py, &tcgd_memory::report::group_phases_json(&self.inner))
-        }
+#[pymethods]
+impl MemoryRunGroupPhaseComparison {
+    #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
+    fn to_text(
+        &self,
+        py: Python<'_>,
+        include_unchanged: bool,
+        limit: Option<i64>,
+        stack_depth: Option<i64>,
+    ) -> PyResult<String> {
+        self.render(py, Format::Text, include_unchanged, limit, stack_depth)
+    }
 
-        /// `report.txt/.json/.html`, `rank_decomposition.csv`, `rank_pool_decomposition.csv`,
-        /// `rank_device_decomposition.csv` (when a device equation exists) and
-        /// `phase_aggregates.csv`; `{file name: path}`.
-        #[pyo3(signature = (output_dir, include_unchanged = true, limit = None, stack_depth = None, overwrite = false))]
-        fn write(
-            &self,
-            py: Python<'_>,
-            output_dir: PathBuf,
-            include_unchanged: bool,
-            limit: Option<i64>,
-            stack_depth: Option<i64>,
-            overwrite: bool,
-        ) -> PyResult<BTreeMap<String, PathBuf>> {
-            guard(py, || check_display(limit, stack_depth))?;
-            let files = py.detach(|| {
-                tcgd_memory::report::group_phases_files(&self.inner, include_unchanged)
-            });
-            write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
-        }
+    #[pyo3(signature = (include_unchanged = true, limit = None, stack_depth = None))]
+    fn to_html(
+        &self,
+        py: Python<'_>,
+        include_unchanged: bool,
+        limit: Option<i64>,
+        stack_depth: Option<i64>,
+    ) -> PyResult<String> {
+        self.render(py, Format::Html, include_unchanged, limit, stack_depth)
+    }
 
-        fn __repr__(&self) -> String {
-            format!(
-                "MemoryRunGroupPhaseComparison(ranks={:?}, skipped_ranks={:?}, \
-                 identity_failures={}, warnings={})",
-                self.inner.ranks,
-                self.inner.skipped_ranks,
-                self.inner.identity_failures(),
-                self.inner.warnings.len()
-            )
-        }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &tcgd_memory::report::group_phases_json(&self.inner))
+    }
+
+    /// The lines of `phase_aggregates.csv` as dicts; `include_unchanged=False` keeps the
+    /// aggregates with a nonzero term.
+    #[pyo3(signature = (*, include_unchanged = true))]
+    fn phase_aggregate_rows<'py>(
+        &self,
+        py: Python<'py>,
+        include_unchanged: bool,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        row_dicts(py, self.inner.phase_aggregate_records(include_unchanged))
+    }
+
+    /// The lines of `rank_decomposition.csv` as dicts; `include_unchanged=False` keeps the
+    /// rows with a nonzero term.
+    #[pyo3(signature = (*, include_unchanged = true))]
+    fn rank_decomposition_rows<'py>(
+        &self,
+        py: Python<'py>,
+        include_unchanged: bool,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.records(py, PhaseLevel::Scope, include_unchanged)
+    }
+
+    /// The lines of `rank_pool_decomposition.csv` as dicts.
+    #[pyo3(signature = (*, include_unchanged = true))]
+    fn rank_pool_decomposition_rows<'py>(
+        &self,
+        py: Python<'py>,
+        include_unchanged: bool,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.records(py, PhaseLevel::Pool, include_unchanged)
+    }
+
+    /// The lines of `rank_device_decomposition.csv` as dicts.
+    #[pyo3(signature = (*, include_unchanged = true))]
+    fn rank_device_decomposition_rows<'py>(
+        &self,
+        py: Python<'py>,
+        include_unchanged: bool,
+    ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.records(py, PhaseLevel::Device, include_unchanged)
+    }
+
+    /// `report.txt/.json/.html`, `rank_decomposition.csv`, `rank_pool_decomposition.csv`,
+    /// `rank_device_decomposition.csv` (when a device equation exists) and
+    /// `phase_aggregates.csv`; `{file name: path}`.
+    #[pyo3(signature = (output_dir, include_unchanged = true, limit = None, stack_depth = None, overwrite = false))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        output_dir: PathBuf,
+        include_unchanged: bool,
+        limit: Option<i64>,
+        stack_depth: Option<i64>,
+        overwrite: bool,
+    ) -> PyResult<BTreeMap<String, PathBuf>> {
+        guard(py, || check_display(limit, stack_depth))?;
+        let files =
+            py.detach(|| tcgd_memory::report::group_phases_files(&self.inner, include_unchanged));
+        write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MemoryRunGroupPhaseComparison(ranks={:?}, skipped_ranks={:?}, \
+             identity_failures={}, warnings={})",
+            self.inner.ranks,
+            self.inner.skipped_ranks,
+            self.inner.identity_failures(),
+            self.inner.warnings.len()
+        )
     }
 }
 
@@ -301,20 +453,24 @@ impl MemoryRunGroupPhaseComparison {
 type RankPoolMappings = BTreeMap<i64, PoolMappingArgs>;
 
 #[pyfunction]
-#[pyo3(signature = (baseline, candidate, *, baseline_start, baseline_end, candidate_start, candidate_end, pool_mappings, device_mappings))]
+#[pyo3(signature = (baseline, candidate, *, baseline_start, baseline_end, candidate_start, candidate_end, pool_mappings, device_mappings, baseline_group = None, candidate_group = None, display_stack_depth = 2, display_limit = 20))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn compare_run_group_phases(
     py: Python<'_>,
-    baseline: &MemoryRunGroup,
-    candidate: &MemoryRunGroup,
+    baseline: &Bound<'_, MemoryRunGroup>,
+    candidate: &Bound<'_, MemoryRunGroup>,
     baseline_start: PointArg,
     baseline_end: PointArg,
     candidate_start: PointArg,
     candidate_end: PointArg,
     pool_mappings: RankPoolMappings,
     device_mappings: BTreeMap<i64, Vec<(i64, i64)>>,
+    baseline_group: Option<Py<PyAny>>,
+    candidate_group: Option<Py<PyAny>>,
+    display_stack_depth: usize,
+    display_limit: usize,
 ) -> PyResult<MemoryRunGroupPhaseComparison> {
-    guard(py, || {
+    let inner = guard(py, || {
         let endpoints = GroupPhaseEndpoints {
             baseline_start: baseline_start.into(),
             baseline_end: baseline_end.into(),
@@ -325,11 +481,16 @@ pub(super) fn compare_run_group_phases(
             pool_mappings,
             device_mappings,
         };
-        let inner = py.detach(|| {
-            rg::compare_run_group_phases(&baseline.inner, &candidate.inner, &endpoints, &options)
-        })?;
-        Ok(MemoryRunGroupPhaseComparison { inner })
-    })
+        let (b, c) = (&baseline.get().inner, &candidate.get().inner);
+        let inner = py.detach(|| rg::compare_run_group_phases(b, c, &endpoints, &options))?;
+        Ok(inner)
+    })?;
+    // The groups as the caller names them (the facade's), else these native groups.
+    let groups = (
+        baseline_group.unwrap_or_else(|| baseline.clone().into_any().unbind()),
+        candidate_group.unwrap_or_else(|| candidate.clone().into_any().unbind()),
+    );
+    MemoryRunGroupPhaseComparison::of(py, inner, groups, (display_stack_depth, display_limit))
 }
 
 pub(super) fn register_group(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -342,6 +503,7 @@ pub(super) fn register_group(m: &Bound<'_, PyModule>) -> PyResult<()> {
             MemoryRankPointState,
             MemoryRankDevicePointState,
             MemoryRankPointAggregate,
+            MemoryRankPhaseRow,
             MemoryRankPhaseDecomposition,
             MemoryRankPoolPhaseDecomposition,
             MemoryRankDevicePhaseDecomposition,
