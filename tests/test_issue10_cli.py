@@ -383,7 +383,7 @@ def test_fault11_memory_and_tensor_reports_refuse_a_non_empty_directory_alike(tm
             result = compare_runs(tensor_run, tensor_run)
 
             def write(overwrite, result=result, directory=directory):
-                return result.write(directory, overwrite=overwrite)
+                return list(result.write(directory, overwrite=overwrite).values())
         else:
             timeline = memory.timeline()
 

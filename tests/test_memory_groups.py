@@ -146,7 +146,9 @@ def test_summary_write_files(job, tmp_path) -> None:
     summary = MemoryRunGroup.load(job).summary()
     out = tmp_path / "report"
     written = summary.write(out)
-    assert sorted(written) == GROUP_SUMMARY_FILES
+    assert sorted(p.name for p in written.values()) == GROUP_SUMMARY_FILES
+    assert written["text"] == out / "report.txt"
+    assert written["rank_points"] == out / "rank_points.csv"
     lines = (out / "rank_points.csv").read_text().splitlines()
     assert lines[0].startswith("rank,point_index,label,scope,observation_count,pool_count,")
     assert len(lines) == 1 + 2 * 3 * 3
@@ -302,7 +304,7 @@ def test_group_phases_identities_and_extrema(tmp_path) -> None:
     text = result.to_text()
     assert "end gap:" in text and "change gap:" in text and "failures: 0" in text
     written = result.write(tmp_path / "phase")
-    assert sorted(written) == [
+    assert sorted(p.name for p in written.values()) == [
         "phase_aggregates.csv",
         "rank_decomposition.csv",
         "rank_device_decomposition.csv",

@@ -332,7 +332,7 @@ def test_reports_and_files(tmp_path: Path) -> None:
     html = result.to_html()
     assert "<svg" in html and "Showing 1 of 2 cohorts" in html
     out = tmp_path / "report"
-    written = {Path(p).name for p in result.write(out)}
+    written = {Path(p).name for p in result.write(out).values()}
     assert written == {
         "report.txt",
         "report.json",

@@ -357,7 +357,8 @@ def test_include_unchanged_leaves_matches_out_of_text_and_html(tmp_path):
         assert len(result.to_dict()["points"][0]["observations"]) == 2
     out = compare_runs(a, b).write(tmp_path / "report", include_unchanged=False)
     assert "same[0]" not in (tmp_path / "report" / "report.txt").read_text()
-    assert {p.name for p in out} >= {"report.txt", "report.json", "report.html"}
+    assert {p.name for p in out.values()} >= {"report.txt", "report.json", "report.html"}
+    assert out["html"] == tmp_path / "report" / "report.html"
 
 
 # ---------------------------------------------------------------------------- serialised
@@ -536,7 +537,8 @@ def test_run_group_summary_lists_every_rank_point(tmp_path):
     assert "2 more not shown" in summary.to_text(limit=2)
     assert 'id="rank-points"' in summary.to_html()
     written = summary.write(tmp_path / "out")
-    assert {p.name for p in written} == {
+    assert set(written) == {"text", "json", "html", "rank_points"}
+    assert {p.name for p in written.values()} == {
         "summary.txt",
         "summary.json",
         "summary.html",

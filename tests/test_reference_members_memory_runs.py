@@ -35,8 +35,17 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 
 def _as_csv(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Rows as a CSV reader gives them back: every value as text, ``None`` empty."""
-    return [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
+    """Rows as a CSV reader gives them back: every value as text, ``None`` empty,
+    booleans as the CSV files write them (``true``/``false``)."""
+    return [{k: _cell_text(v) for k, v in row.items()} for row in rows]
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 # ------------------------------------------------------------------ points and runs

@@ -54,7 +54,8 @@ def comparison(tmp_path):
 def test_write_produces_every_report_and_respects_overwrite(tmp_path, comparison):
     out = tmp_path / "report"
     written = comparison.write(out)
-    assert {p.name for p in written} == REPORT_FILES
+    assert {p.name for p in written.values()} == REPORT_FILES
+    assert written["json"] == out / "report.json" and written["html"] == out / "report.html"
     assert (out / "report.txt").read_text() == comparison.to_text()
     assert json.loads((out / "report.json").read_text()) == comparison.to_dict()
     assert (out / "report.html").read_text() == comparison.to_html()

@@ -40,7 +40,7 @@ def _allocation_lifetimes(args: argparse.Namespace) -> int:
         run = MemoryRun.load(args.run, name=args.name, rank=args.rank)
         result = run.lifetimes(selection, through=through, options=options)
     if args.output:
-        for path in result.write(args.output, overwrite=args.overwrite):
+        for path in result.write(args.output, overwrite=args.overwrite).values():
             print(f"wrote {path}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -23,14 +23,6 @@ def _check_depth(depth: str) -> None:
         raise InvalidInputError(f"depth must be 'device', 'pool' or 'stream', got {depth!r}")
 
 
-# ``write()`` keys: the three report documents by format, every CSV file by its stem.
-_DOCUMENT_KEYS = {"report.txt": "text", "report.json": "json", "report.html": "html"}
-
-
-def _by_format(paths: list[str]) -> dict[str, Path]:
-    return {_DOCUMENT_KEYS.get(Path(p).name, Path(p).stem): Path(p) for p in paths}
-
-
 class _Rendered:
     """Writing a result out in every format."""
 
@@ -156,10 +148,9 @@ class _Rendered:
         files.update(self._csv_files())
         files.update(_attribution.csv_files(self._attributions, include_unchanged))
         own = [*files, *_native.MEMORY_ROW_CSV_FILES, *_attribution.ATTRIBUTION_CSV_FILES]
-        paths = _native.write_report_files(
+        return _native.write_report_files(
             os.fspath(output_dir), list(files.items()), sorted(set(own)), overwrite
         )
-        return _by_format(paths)
 
     def save(
         self,
@@ -188,10 +179,8 @@ class _Rendered:
         # file of a format that is not written this time.
         own = [f"{name}.{extension}" for extension in _FORMATS.values()]
         own += list(_attribution.ATTRIBUTION_CSV_FILES)
-        return [
-            os.fspath(p)
-            for p in _native.write_report_files(os.fspath(directory), files, own, overwrite)
-        ]
+        written = _native.write_report_files(os.fspath(directory), files, own, overwrite)
+        return [os.fspath(p) for p in written.values()]
 
     def __str__(self) -> str:
         return self.to_text()

@@ -75,49 +75,6 @@ def _row_dict(row: Any) -> Any:
     return None if row is None else row.to_dict()
 
 
-# The keys of a row's ``to_dict()`` that hold one side each: statistics, or an
-# observation's key. A flat row spreads them as ``<side>_<name>``; a missing side takes
-# its names from the delta (always present) or from the other side's key.
-_NAMES_FROM = {
-    "reference": "delta",
-    "candidate": "delta",
-    "delta": "delta",
-    "reference_key": "candidate_key",
-    "candidate_key": "reference_key",
-}
-# ``to_dict()`` entries that the CSV files do not hold.
-_NOT_FLAT = ("lifecycle", "changed")
-
-
-def _flat_row(row: Any) -> dict[str, Any]:
-    """One native row as the flat mapping its CSV line holds: identity columns as they
-    are, each side's values as ``reference_<name>``, ``candidate_<name>`` and
-    ``delta_<name>`` (every name present, ``None`` for a missing side).
-
-    Made from ``to_dict()`` until the native rows have ``to_row()``; then this body
-    becomes ``return row.to_row()``."""
-    nested = row.to_dict()
-    flat: dict[str, Any] = {}
-    for key, value in nested.items():
-        if key in _NOT_FLAT:
-            continue
-        if key not in _NAMES_FROM:
-            flat[key] = value
-            continue
-        names = value if value is not None else nested.get(_NAMES_FROM[key]) or {}
-        prefix = key.removesuffix("_key")
-        flat.update(
-            {
-                f"{prefix}_{name}": None if value is None else value[name]
-                for name, shape in names.items()
-                # A device side also nests its sample and allocator rollup, which its
-                # CSV line does not spread.
-                if not isinstance(shape, dict)
-            }
-        )
-    return flat
-
-
 def _pool_of(key: Any) -> Any:
     return None if key is None else key.pool_key
 
@@ -337,25 +294,25 @@ class MemoryComparison(_Rendered):
         """``allocator_scopes.csv`` as dicts: ``scope`` then ``reference_<stat>``,
         ``candidate_<stat>`` and ``delta_<stat>`` (bytes and counts)."""
         rows = self.allocator_scopes
-        return [_flat_row(r) for r in rows if include_unchanged or r.changed]
+        return [r.to_row() for r in rows if include_unchanged or r.changed]
 
     def pool_comparison_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
         """``pools.csv`` as dicts: both pool keys, ``pool_kind``, ``match`` and each
         side's statistics (``None`` on the side that lacks the pool)."""
-        return [_flat_row(r) for r in self._kept(include_unchanged)[0]]
+        return [r.to_row() for r in self._kept(include_unchanged)[0]]
 
     def observation_comparison_rows(
         self, *, include_unchanged: bool = True
     ) -> list[dict[str, Any]]:
         """``observations.csv`` as dicts: both ``(device, pool, stream)`` keys,
         ``pool_kind``, ``match`` and each side's statistics."""
-        return [_flat_row(r) for r in self._kept(include_unchanged)[1]]
+        return [r.to_row() for r in self._kept(include_unchanged)[1]]
 
     def device_comparison_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
         """``devices.csv`` as dicts: both device indices, ``match`` and, per side,
         ``used_bytes``, ``free_bytes``, ``total_bytes``, ``allocator_reserved_bytes`` and
         ``cuda_allocator_residual_bytes`` (``None`` where a sample is missing)."""
-        return [_flat_row(r) for r in self._kept(include_unchanged)[2]]
+        return [r.to_row() for r in self._kept(include_unchanged)[2]]
 
     def allocation_stack_comparison_rows(self) -> list[dict[str, Any]]:
         """Every row of ``allocation_stack_comparisons`` (``scope`` ``pool``), then of

@@ -79,14 +79,6 @@ def _check_display(limit: Any, stack_depth: Any) -> None:
             raise InvalidInputError(f"{name} must be a non-negative int, got {value!r}")
 
 
-# ``write()`` keys: the three report documents by format, every CSV file by its stem.
-_REPORT_KEYS = {"report.txt": "text", "report.json": "json", "report.html": "html"}
-
-
-def _by_format(paths: list[Path]) -> dict[str, Path]:
-    return {_REPORT_KEYS.get(p.name, p.stem): p for p in paths}
-
-
 class MemoryAllocationLifetimeAnalysis:
     """The cohorts of one analysed range, with their per-point states, sizes,
     transitions, peaks and terminal totals. ``cohorts`` holds every cohort in report
@@ -292,7 +284,7 @@ class MemoryAllocationLifetimeAnalysis:
         rows; a nonempty directory needs ``overwrite=True``. Returns the paths keyed
         ``text``, ``json``, ``html`` and each CSV file's stem (``cohorts``, ...)."""
         shown, depth = self._display(limit, stack_depth)
-        return _by_format(self._native.write(os.fspath(output_dir), shown, depth, overwrite))
+        return self._native.write(os.fspath(output_dir), shown, depth, overwrite)
 
     def __str__(self) -> str:
         return self.to_text()

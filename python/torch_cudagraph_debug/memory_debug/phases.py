@@ -15,7 +15,6 @@ from torch_cudagraph_debug.memory_debug._rendered import Depth, _Rendered
 from torch_cudagraph_debug.memory_debug.compare import (
     MemoryPointComparison,
     _compare_states,
-    _flat_row,
     _mappings,
 )
 from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
@@ -49,15 +48,6 @@ def _gap(
     return _compare_states(
         reference, candidate, kept_pools, kept_devices, attribution, MemoryPointComparison
     )
-
-
-def _changed(row: Any) -> bool:
-    """Whether any known term of a decomposition row's equation is not zero: what
-    ``include_unchanged=False`` keeps. (Until the native rows carry ``changed``; then
-    this is ``row.changed``.)"""
-    c = row.components
-    terms = (c.baseline_change_bytes, c.candidate_change_bytes, c.start_gap_bytes, c.end_gap_bytes)
-    return any(t for t in terms if t is not None)
 
 
 class MemoryPhaseComparison(_Rendered):
@@ -166,19 +156,19 @@ class MemoryPhaseComparison(_Rendered):
     ) -> list[dict[str, Any]]:
         """``allocator_scope_decomposition`` as flat dicts (``scope``, ``metric``, terms)."""
         rows = self.allocator_scope_decomposition
-        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
+        return [r.to_row() for r in rows if include_unchanged or r.changed]
 
     def pool_decomposition_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
         """``pool_decomposition`` as flat dicts (both pools' device and id, ``metric``,
         terms)."""
         rows = self.pool_decomposition
-        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
+        return [r.to_row() for r in rows if include_unchanged or r.changed]
 
     def device_decomposition_rows(self, *, include_unchanged: bool = True) -> list[dict[str, Any]]:
         """``device_decomposition`` as flat dicts (``baseline_device_index``,
         ``candidate_device_index``, ``metric``, terms)."""
         rows = self.device_decomposition
-        return [_flat_row(r) for r in rows if include_unchanged or _changed(r)]
+        return [r.to_row() for r in rows if include_unchanged or r.changed]
 
     @property
     def rows(self) -> list[dict[str, Any]]:

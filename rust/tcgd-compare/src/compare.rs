@@ -357,6 +357,8 @@ pub fn compare_run_groups(
                     status: comparison.status,
                     reason: None,
                     comparison: Some(Box::new(comparison)),
+                    in_reference: true,
+                    in_candidate: true,
                 }
             }
             (r, c) => {
@@ -370,6 +372,8 @@ pub fn compare_run_groups(
                     status: Status::Inconclusive,
                     reason: Some(format!("rank {rank} has no run in {missing}")),
                     comparison: None,
+                    in_reference: r.is_some(),
+                    in_candidate: c.is_some(),
                 }
             }
         };

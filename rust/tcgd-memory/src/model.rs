@@ -10,6 +10,20 @@ use serde::Serialize;
 pub type PoolId = (i64, i64);
 pub const DEFAULT_POOL: PoolId = (0, 0);
 
+/// A pool as every report names it: `pool[a,b]`, or `pool[unknown]` when no evidence
+/// attributes it.
+pub fn pool_label(pool: Option<PoolId>) -> String {
+    match pool {
+        Some((a, b)) => format!("pool[{a},{b}]"),
+        None => "pool[unknown]".to_owned(),
+    }
+}
+
+/// A pool of one device as labels name it: `device[d] pool[a,b]`.
+pub fn pool_key_label(device_index: i64, pool: PoolId) -> String {
+    format!("device[{device_index}] {}", pool_label(Some(pool)))
+}
+
 pub fn is_default_pool(pool: PoolId) -> bool {
     pool == DEFAULT_POOL
 }

@@ -63,6 +63,19 @@ impl PhaseValues {
             .checked_sub(self.baseline_change()?)
     }
 
+    /// Whether any of the four terms is known and not zero: a phase row whose terms are
+    /// all zero (or unknown) is unchanged.
+    pub fn changed(&self) -> bool {
+        [
+            self.baseline_change(),
+            self.candidate_change(),
+            self.start_gap(),
+            self.end_gap(),
+        ]
+        .into_iter()
+        .any(|t| t.is_some_and(|v| v != 0))
+    }
+
     /// `None` when a value is missing (no counterpart, or no CUDA reading). Evaluated in
     /// 128 bits: the right-hand side of the identity can exceed 64 bits on its way even
     /// when every term fits.

@@ -4,25 +4,38 @@
 //! and the `to_dict()` and `repr` that read a class's own attributes by name.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::PyDict;
 
-/// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,
-/// anything else as is (`Python`), or, for rows that mirror a JSON report, with tuples
-/// as lists all the way down (`Json`).
-#[derive(Clone, Copy)]
-pub(crate) enum DictValues {
-    Python,
-    Json,
+/// One CSV cell as its Python value (`None`, `int`, `float`, `str`, `bool`).
+fn cell_value<'py>(py: Python<'py>, cell: tcgd_report::Cell) -> PyResult<Bound<'py, PyAny>> {
+    use tcgd_report::Cell;
+    Ok(match cell {
+        Cell::Null => py.None().into_bound(py),
+        Cell::Int(v) => v.into_pyobject(py)?.into_any(),
+        Cell::UInt(v) => v.into_pyobject(py)?.into_any(),
+        Cell::Float(v) => v.into_pyobject(py)?.into_any(),
+        Cell::Text(v) => v.into_pyobject(py)?.into_any(),
+        Cell::Bool(v) => pyo3::types::PyBool::new(py, v).to_owned().into_any(),
+    })
 }
 
-fn dict_value<'py>(value: Bound<'py, PyAny>, style: DictValues) -> PyResult<Bound<'py, PyAny>> {
-    if let (DictValues::Json, Ok(tuple)) = (style, value.cast::<PyTuple>()) {
-        let items = tuple
-            .iter()
-            .map(|item| dict_value(item, style))
-            .collect::<PyResult<Vec<_>>>()?;
-        return Ok(PyList::new(value.py(), items)?.into_any());
+/// A row of a result's CSV file as `{column: value}`: what `to_row()` gives, from the
+/// same cells the file holds.
+pub(crate) fn csv_row_dict<'py, S: AsRef<str>>(
+    py: Python<'py>,
+    names: impl IntoIterator<Item = S>,
+    cells: impl IntoIterator<Item = tcgd_report::Cell>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, cell) in names.into_iter().zip(cells) {
+        dict.set_item(name.as_ref(), cell_value(py, cell)?)?;
     }
+    Ok(dict)
+}
+
+/// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,
+/// anything else as is.
+fn dict_value(value: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     if value.hasattr("to_dict")? {
         return value.call_method0("to_dict");
     }
@@ -38,11 +51,10 @@ fn attribute(name: &str) -> &str {
 pub(crate) fn attrs_dict<'py>(
     obj: &Bound<'py, PyAny>,
     names: &[&str],
-    style: DictValues,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(obj.py());
     for name in names.iter().map(|n| attribute(n)) {
-        dict.set_item(name, dict_value(obj.getattr(name)?, style)?)?;
+        dict.set_item(name, dict_value(obj.getattr(name)?)?)?;
     }
     Ok(dict)
 }
@@ -161,7 +173,7 @@ macro_rules! value_class {
 ///   pyo3 writes for that option does not resolve inside a macro's expansion.
 /// - `hash;`: the hash of the value (`eq;` first: equal objects hash alike).
 /// - `to_dict(serde);`: the value's serde form ([`crate::results::serde_to_py`]);
-///   `to_dict(Python);` or `to_dict(Json);`: the attributes by name ([`DictValues`]).
+///   `to_dict(Python);`: the attributes by name, a class with a `to_dict()` as its dict.
 /// - `repr(all);` or `repr(name, ...);`: `Class(name=value, ...)` of those attributes.
 macro_rules! class_methods {
     ($class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*] eq; $($rest:tt)*) => {
@@ -204,7 +216,7 @@ macro_rules! class_methods {
     };
     (
         $class:ident [$($name:ident)*] [$($value:ident)?] [$($methods:tt)*]
-        to_dict($style:ident); $($rest:tt)*
+        to_dict(Python); $($rest:tt)*
     ) => {
         $crate::classes::class_methods!($class [$($name)*] [$($value)?] [
             $($methods)*
@@ -213,7 +225,6 @@ macro_rules! class_methods {
                 $crate::classes::attrs_dict(
                     slf.as_any(),
                     &[$(stringify!($name)),*],
-                    $crate::classes::DictValues::$style,
                 )
             }
         ] $($rest)*);
@@ -247,3 +258,25 @@ macro_rules! class_methods {
 }
 
 pub(crate) use {class_methods, frozen_class, value_class};
+
+/// What every report's `write()` returns: `{format: Path}`, the report files (`report.txt`, ...) as
+/// `text`, `json` and `html` and each CSV file by its stem (`points` for points.csv).
+pub(crate) fn paths_by_format(
+    py: Python<'_>,
+    written: Vec<std::path::PathBuf>,
+) -> PyResult<Bound<'_, PyDict>> {
+    let path = py.import("pathlib")?.getattr("Path")?;
+    let by_format = PyDict::new(py);
+    for p in written {
+        let stem = p.file_stem().and_then(|f| f.to_str()).unwrap_or_default();
+        let key = match p.extension().and_then(|e| e.to_str()) {
+            Some("txt") => "text",
+            Some("json") => "json",
+            Some("html") => "html",
+            _ => stem,
+        }
+        .to_owned();
+        by_format.set_item(key, path.call1((p,))?)?;
+    }
+    Ok(by_format)
+}

@@ -115,6 +115,11 @@ pub struct RankComparison {
     /// Why the rank could not be compared (missing on one side).
     pub reason: Option<String>,
     pub comparison: Option<Box<Comparison>>,
+    /// Whether each group has a run of this rank (the report says it in `reason`).
+    #[serde(skip)]
+    pub in_reference: bool,
+    #[serde(skip)]
+    pub in_candidate: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

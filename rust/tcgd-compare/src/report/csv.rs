@@ -5,7 +5,10 @@ use tcgd_report::csv::{self as safe, Ending};
 use tcgd_report::{Cell, Table};
 
 use crate::format;
-use crate::model::{Comparison, ComparisonKind, PointComparison, PointRef, Scalar, SeriesPoint};
+use crate::model::{
+    Comparison, ComparisonKind, ObservationComparison, PointComparison, PointRef, Scalar,
+    SeriesPoint,
+};
 use crate::report::rows;
 
 /// A table as a CSV file: an Arrow record batch through the shared writer, which
@@ -69,94 +72,104 @@ fn point_pair(p: &PointComparison) -> [Cell; 6] {
     [rl, ri, rr, cl, ci, cr]
 }
 
+/// The columns of one observation comparison, after the rank and point columns of
+/// `observations.csv`.
+pub const OBSERVATION_COLUMNS: [&str; 31] = [
+    "position",
+    "name",
+    "invocation_index",
+    "status",
+    "kind",
+    "reason",
+    "reference_dtype",
+    "candidate_dtype",
+    "reference_shape",
+    "candidate_shape",
+    "compared_as",
+    "total",
+    "mismatch_count",
+    "mismatch_fraction",
+    "finite_pairs",
+    "max_abs_error",
+    "max_rel_error",
+    "mean_abs_error",
+    "first_mismatch_index",
+    "first_mismatch_coordinate",
+    "first_mismatch_reference",
+    "first_mismatch_candidate",
+    "cosine_similarity",
+    "relative_l2_error",
+    "rmse",
+    "max_ulp_distance",
+    "nan_introduced",
+    "inf_introduced",
+    "reference_digest",
+    "candidate_digest",
+    "site",
+];
+
+/// The [`OBSERVATION_COLUMNS`] cells of one observation comparison: its line of
+/// `observations.csv` without the rank and point columns, and its `to_row()`.
+pub fn observation_cells(o: &ObservationComparison) -> Vec<Cell> {
+    let m = o.metrics.as_ref();
+    let first = m.and_then(|m| m.first_mismatch.as_ref());
+    let side = |s: &Option<crate::model::ObservationSide>| {
+        s.as_ref()
+            .map(|s| {
+                (
+                    Cell::from(&s.dtype),
+                    Cell::from(format::dims(&s.shape)),
+                    Cell::text(s.digest.clone()),
+                )
+            })
+            .unwrap_or((Cell::Null, Cell::Null, Cell::Null))
+    };
+    let (rd, rs, rdig) = side(&o.reference);
+    let (cd, cs, cdig) = side(&o.candidate);
+    vec![
+        o.position.into(),
+        o.name.as_str().into(),
+        o.invocation_index.into(),
+        o.status.as_str().into(),
+        o.kind.as_str().into(),
+        o.reason.as_str().into(),
+        rd,
+        cd,
+        rs,
+        cs,
+        Cell::text(m.map(|m| m.compared_as)),
+        opt(m.map(|m| m.total)),
+        opt(m.map(|m| m.mismatch_count)),
+        float(m.map(|m| m.mismatch_fraction)),
+        opt(m.map(|m| m.finite_pairs)),
+        float(m.and_then(|m| m.max_abs_error)),
+        float(m.and_then(|m| m.max_rel_error)),
+        float(m.and_then(|m| m.mean_abs_error)),
+        opt(first.map(|f| f.index)),
+        Cell::text(first.map(|f| format::coordinate(&f.coordinate))),
+        Cell::text(first.map(|f| scalar(&f.reference))),
+        Cell::text(first.map(|f| scalar(&f.candidate))),
+        float(m.and_then(|m| m.cosine_similarity)),
+        float(m.and_then(|m| m.relative_l2_error)),
+        float(m.and_then(|m| m.rmse)),
+        opt(m.and_then(|m| m.max_ulp_distance)),
+        opt(m.map(|m| m.nan_introduced)),
+        opt(m.map(|m| m.inf_introduced)),
+        rdig,
+        cdig,
+        Cell::text(o.site().and_then(|s| s.describe())),
+    ]
+}
+
 pub fn observations(c: &Comparison) -> String {
     let mut header = vec!["rank", "point_position"];
     header.extend(POINT_PAIR);
-    header.extend([
-        "position",
-        "name",
-        "invocation_index",
-        "status",
-        "kind",
-        "reason",
-        "reference_dtype",
-        "candidate_dtype",
-        "reference_shape",
-        "candidate_shape",
-        "compared_as",
-        "total",
-        "mismatch_count",
-        "mismatch_fraction",
-        "finite_pairs",
-        "max_abs_error",
-        "max_rel_error",
-        "mean_abs_error",
-        "first_mismatch_index",
-        "first_mismatch_coordinate",
-        "first_mismatch_reference",
-        "first_mismatch_candidate",
-        "cosine_similarity",
-        "relative_l2_error",
-        "rmse",
-        "max_ulp_distance",
-        "nan_introduced",
-        "inf_introduced",
-        "reference_digest",
-        "candidate_digest",
-        "site",
-    ]);
+    header.extend(OBSERVATION_COLUMNS);
     let mut table = Table::new(&header);
     for (rank, p, o) in c.observations() {
-        let m = o.metrics.as_ref();
-        let first = m.and_then(|m| m.first_mismatch.as_ref());
-        let side = |s: &Option<crate::model::ObservationSide>| {
-            s.as_ref()
-                .map(|s| {
-                    (
-                        Cell::from(&s.dtype),
-                        Cell::from(format::dims(&s.shape)),
-                        Cell::text(s.digest.clone()),
-                    )
-                })
-                .unwrap_or((Cell::Null, Cell::Null, Cell::Null))
-        };
-        let (rd, rs, rdig) = side(&o.reference);
-        let (cd, cs, cdig) = side(&o.candidate);
         let mut row = vec![opt(rank), p.position.into()];
         row.extend(point_pair(p));
-        row.extend([
-            o.position.into(),
-            o.name.as_str().into(),
-            o.invocation_index.into(),
-            o.status.as_str().into(),
-            o.kind.as_str().into(),
-            o.reason.as_str().into(),
-            rd,
-            cd,
-            rs,
-            cs,
-            Cell::text(m.map(|m| m.compared_as)),
-            opt(m.map(|m| m.total)),
-            opt(m.map(|m| m.mismatch_count)),
-            float(m.map(|m| m.mismatch_fraction)),
-            opt(m.map(|m| m.finite_pairs)),
-            float(m.and_then(|m| m.max_abs_error)),
-            float(m.and_then(|m| m.max_rel_error)),
-            float(m.and_then(|m| m.mean_abs_error)),
-            opt(first.map(|f| f.index)),
-            Cell::text(first.map(|f| format::coordinate(&f.coordinate))),
-            Cell::text(first.map(|f| scalar(&f.reference))),
-            Cell::text(first.map(|f| scalar(&f.candidate))),
-            float(m.and_then(|m| m.cosine_similarity)),
-            float(m.and_then(|m| m.relative_l2_error)),
-            float(m.and_then(|m| m.rmse)),
-            opt(m.and_then(|m| m.max_ulp_distance)),
-            opt(m.map(|m| m.nan_introduced)),
-            opt(m.map(|m| m.inf_introduced)),
-            rdig,
-            cdig,
-            Cell::text(o.site().and_then(|s| s.describe())),
-        ]);
+        row.extend(observation_cells(o));
         table.push(row);
     }
     write(&table)

@@ -132,7 +132,7 @@ fn opt_bytes(v: Option<i64>) -> String {
 }
 
 fn pool_name(pool: PoolId) -> String {
-    format!("pool[{},{}]", pool.0, pool.1)
+    crate::model::pool_label(Some(pool))
 }
 
 fn stream_name(stream: i64) -> String {

@@ -6,8 +6,8 @@ use serde::Serialize;
 use tcgd_report::{Cell, Table};
 
 use super::{
-    change, csv_file, pool_cell, public, stat_cells, stats_delta, stats_table, CsvFile, MatchKind,
-    ObservationRef, OriginKind, PoolRef, PublicStats,
+    change, csv_file, pool_cell, public, row_table, stat_cells, stats_delta, stats_names, CsvFile,
+    CsvRow, MatchKind, ObservationRef, OriginKind, PoolRef, PublicStats,
 };
 use crate::compare::{CompareOptions, Comparison, Pair, Relation};
 use crate::error::Result;
@@ -23,6 +23,33 @@ pub struct ScopeComparison {
     pub reference: MemoryStats,
     pub candidate: MemoryStats,
     pub delta: MemoryStats,
+}
+
+const SIDES: [&str; 3] = ["reference", "candidate", "delta"];
+
+impl ScopeComparison {
+    /// A change of any statistic.
+    pub fn changed(&self) -> bool {
+        self.delta != MemoryStats::default()
+    }
+
+    fn names() -> Vec<String> {
+        stats_names(&["scope"], &SIDES)
+    }
+}
+
+impl CsvRow for ScopeComparison {
+    fn csv_names(&self) -> Vec<String> {
+        ScopeComparison::names()
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
+        let mut row = vec![self.scope.as_str().into()];
+        row.extend(stat_cells(Some(&self.reference)));
+        row.extend(stat_cells(Some(&self.candidate)));
+        row.extend(stat_cells(Some(&self.delta)));
+        row
+    }
 }
 
 impl Serialize for ScopeComparison {
@@ -129,14 +156,25 @@ impl<K: RowKey> SlotComparison<K> {
         self.delta != MemoryStats::default() || s.reference.is_none() != s.candidate.is_none()
     }
 
-    fn csv_names() -> Vec<String> {
-        let mut names = K::csv_names("reference");
-        names.extend(K::csv_names("candidate"));
-        names.extend(["pool_kind".to_owned(), "match".to_owned()]);
-        names
+    /// The row's key: the reference side's, or the candidate's for a candidate-only row.
+    pub fn key(&self) -> Option<K> {
+        self.keys.reference.or(self.keys.candidate)
     }
 
-    fn csv_row(&self) -> Vec<Cell> {
+    fn names() -> Vec<String> {
+        let mut identity = K::csv_names("reference");
+        identity.extend(K::csv_names("candidate"));
+        identity.extend(["pool_kind".to_owned(), "match".to_owned()]);
+        stats_names(&identity, &SIDES)
+    }
+}
+
+impl<K: RowKey> CsvRow for SlotComparison<K> {
+    fn csv_names(&self) -> Vec<String> {
+        SlotComparison::<K>::names()
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
         let mut row = K::csv_cells(self.keys.reference.as_ref());
         row.extend(K::csv_cells(self.keys.candidate.as_ref()));
         row.extend([
@@ -293,17 +331,23 @@ impl DeviceComparison {
         self.delta != MemoryStats::default() || self.sample.reference != self.sample.candidate
     }
 
-    fn csv_names() -> Vec<String> {
+    fn names() -> Vec<String> {
         let mut names: Vec<String> = ["reference_device_index", "candidate_device_index", "match"]
             .map(str::to_owned)
             .into();
-        for side in ["reference", "candidate", "delta"] {
+        for side in SIDES {
             names.extend(DeviceMetric::ALL.map(|m| format!("{side}_{}", m.name())));
         }
         names
     }
+}
 
-    fn csv_row(&self) -> Vec<Cell> {
+impl CsvRow for DeviceComparison {
+    fn csv_names(&self) -> Vec<String> {
+        DeviceComparison::names()
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
         let mut row = vec![
             self.device_index.reference.into(),
             self.device_index.candidate.into(),
@@ -528,14 +572,7 @@ impl ComparisonRows {
     /// `allocator_scopes.csv`, `pools.csv`, `observations.csv` and, when there are
     /// devices, `devices.csv`.
     pub fn csv_files(&self) -> Vec<CsvFile> {
-        let mut scopes = stats_table(&["scope"], &["reference", "candidate", "delta"]);
-        for s in &self.allocator_scopes {
-            let mut row = vec![s.scope.as_str().into()];
-            row.extend(stat_cells(Some(&s.reference)));
-            row.extend(stat_cells(Some(&s.candidate)));
-            row.extend(stat_cells(Some(&s.delta)));
-            scopes.push(row);
-        }
+        let scopes = row_table(&ScopeComparison::names(), &self.allocator_scopes);
         let mut files = vec![
             csv_file("allocator_scopes.csv", &scopes),
             csv_file("pools.csv", &slot_table(&self.pools)),
@@ -557,24 +594,11 @@ impl ComparisonRows {
         if self.device_comparisons.is_empty() {
             return None;
         }
-        let rows = self
-            .device_comparisons
-            .iter()
-            .map(|d| d.csv_row())
-            .collect();
-        Some(csv_file(
-            "devices.csv",
-            &Table::with_rows(&DeviceComparison::csv_names(), rows),
-        ))
+        let devices = row_table(&DeviceComparison::names(), &self.device_comparisons);
+        Some(csv_file("devices.csv", &devices))
     }
 }
 
 fn slot_table<K: RowKey>(rows: &[SlotComparison<K>]) -> Table {
-    let identity = SlotComparison::<K>::csv_names();
-    let identity: Vec<&str> = identity.iter().map(String::as_str).collect();
-    let mut table = stats_table(&identity, &["reference", "candidate", "delta"]);
-    for r in rows {
-        table.push(r.csv_row());
-    }
-    table
+    row_table(&SlotComparison::<K>::names(), rows)
 }

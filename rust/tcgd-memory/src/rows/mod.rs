@@ -178,17 +178,30 @@ fn stat_cells(stats: Option<&MemoryStats>) -> impl Iterator<Item = Cell> {
     (0..PUBLIC_STAT_NAMES.len()).map(move |i| values.map(|v| v[i].1).into())
 }
 
-/// A table whose columns are `identity` then the statistics of each side in `sides`.
-fn stats_table(identity: &[&str], sides: &[&str]) -> Table {
-    let mut names: Vec<String> = identity.iter().map(|s| (*s).to_owned()).collect();
+/// Columns `identity` then the statistics of each side in `sides`.
+fn stats_names<S: AsRef<str>>(identity: &[S], sides: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = identity.iter().map(|s| s.as_ref().to_owned()).collect();
     for side in sides {
         names.extend(stat_columns(side));
     }
-    Table::new(&names)
+    names
 }
 
 /// `(file name, CSV text)` of a report file set.
 pub type CsvFile = (String, String);
+
+/// One line of a report's CSV file: the file's column names and this row's cells. The
+/// file is these lines; a row's `to_row()` is the same line as a mapping, so the two never
+/// disagree.
+pub trait CsvRow {
+    fn csv_names(&self) -> Vec<String>;
+    fn csv_cells(&self) -> Vec<Cell>;
+}
+
+/// A CSV table of `rows` under `names` (the names of an empty table come from the caller).
+fn row_table<R: CsvRow>(names: &[String], rows: &[R]) -> Table {
+    Table::with_rows(names, rows.iter().map(CsvRow::csv_cells).collect())
+}
 
 fn csv_file(name: &str, table: &Table) -> CsvFile {
     (name.to_owned(), crate::report::csv_table(table))

@@ -7,15 +7,19 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use tcgd_report::{Cell, Table};
 
-use super::{csv_file, pool_cell, CsvFile, PoolRef};
+use super::{csv_file, pool_cell, row_table, CsvFile, CsvRow, PoolRef};
+use crate::model::{pool_key_label, pool_label};
 use crate::phases::{PhaseComparison, PhaseLevel, PhaseRow, PhaseValues};
 use crate::stats::{public_metric_name, Scope};
 
-/// The terms of one phase equation (each `None` when a reading is missing, such as a
-/// device without a CUDA Runtime sample) and what follows from them: the reference's
-/// `MemoryPhaseComponents`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PhaseComponents(pub PhaseValues);
+/// The terms of one phase equation of one metric (each `None` when a reading is missing,
+/// such as a device without a CUDA Runtime sample) and what follows from them: the
+/// reference's `MemoryPhaseComponents`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseComponents {
+    pub metric: String,
+    pub values: PhaseValues,
+}
 
 impl PhaseComponents {
     const NAMES: [&'static str; 5] = [
@@ -28,7 +32,7 @@ impl PhaseComponents {
 
     /// The terms in [`Self::NAMES`] order.
     pub fn terms(&self) -> [Option<i64>; 5] {
-        let v = &self.0;
+        let v = &self.values;
         [
             v.baseline_change(),
             v.candidate_change(),
@@ -43,11 +47,11 @@ impl PhaseComponents {
         for (name, value) in Self::NAMES.iter().zip(self.terms()) {
             map.serialize_entry(name, &value)?;
         }
-        map.serialize_entry("identity_holds", &self.0.identity_holds())
+        map.serialize_entry("identity_holds", &self.values.identity_holds())
     }
 
     fn cells(&self) -> impl Iterator<Item = Cell> {
-        let holds = self.0.identity_holds();
+        let holds = self.values.identity_holds();
         self.terms()
             .into_iter()
             .map(Cell::from)
@@ -57,7 +61,8 @@ impl PhaseComponents {
 
 impl Serialize for PhaseComponents {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(Self::NAMES.len() + 1))?;
+        let mut map = serializer.serialize_map(Some(Self::NAMES.len() + 2))?;
+        map.serialize_entry("metric", &self.metric)?;
         self.serialize_into(&mut map)?;
         map.end()
     }
@@ -84,7 +89,29 @@ impl PhaseDecomposition {
     }
 
     pub fn components(&self) -> PhaseComponents {
-        PhaseComponents(self.0.values)
+        PhaseComponents {
+            metric: self.metric(),
+            values: self.0.values,
+        }
+    }
+
+    /// Whether any term of the equation is known and not zero.
+    pub fn changed(&self) -> bool {
+        self.0.values.changed()
+    }
+
+    /// `device[0] pool[a,b] -> device[1] pool[c,d]`, `pool[unknown]` for a side the other
+    /// lacks: the mapped pair as labels name it.
+    pub fn pool_pair_label(&self) -> String {
+        let side = |device: Option<i64>, pool: Option<_>| match (device, pool) {
+            (Some(d), Some(p)) => pool_key_label(d, p),
+            _ => pool_label(None),
+        };
+        format!(
+            "{} -> {}",
+            side(self.0.baseline_device, self.0.baseline_pool),
+            side(self.0.candidate_device, self.0.candidate_pool)
+        )
     }
 
     pub fn baseline_pool(&self) -> Option<PoolRef> {
@@ -93,6 +120,13 @@ impl PhaseDecomposition {
 
     pub fn candidate_pool(&self) -> Option<PoolRef> {
         PoolRef::of(self.0.candidate_device, self.0.candidate_pool)
+    }
+
+    fn names(level: PhaseLevel) -> Vec<String> {
+        let mut names = PhaseDecomposition::identity_names(level).to_vec();
+        names.extend(PhaseComponents::NAMES);
+        names.push("identity_holds");
+        names.into_iter().map(str::to_owned).collect()
     }
 
     fn identity_names(level: PhaseLevel) -> &'static [&'static str] {
@@ -123,6 +157,18 @@ impl PhaseDecomposition {
             ],
             PhaseLevel::Device => vec![r.baseline_device.into(), r.candidate_device.into(), metric],
         }
+    }
+}
+
+impl CsvRow for PhaseDecomposition {
+    fn csv_names(&self) -> Vec<String> {
+        PhaseDecomposition::names(self.0.level)
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
+        let mut cells = self.identity_cells();
+        cells.extend(self.components().cells());
+        cells
     }
 }
 
@@ -198,16 +244,5 @@ impl PhaseRows {
 }
 
 fn table(level: PhaseLevel, rows: &[PhaseDecomposition]) -> Table {
-    let mut names = PhaseDecomposition::identity_names(level).to_vec();
-    names.extend(PhaseComponents::NAMES);
-    names.push("identity_holds");
-    let rows = rows
-        .iter()
-        .map(|r| {
-            let mut cells = r.identity_cells();
-            cells.extend(r.components().cells());
-            cells
-        })
-        .collect();
-    Table::with_rows(&names, rows)
+    row_table(&PhaseDecomposition::names(level), rows)
 }

@@ -10,8 +10,8 @@ use tcgd_report::{Cell, Table};
 
 use super::comparison::DeviceSample;
 use super::{
-    change, csv_file, pool_cell, public, stat_cells, stats_delta, stats_table, CsvFile,
-    ObservationRef, PoolRef, PublicStats,
+    change, csv_file, pool_cell, public, row_table, stat_cells, stats_delta, stats_names, CsvFile,
+    CsvRow, ObservationRef, PoolRef, PublicStats,
 };
 use crate::error::Result;
 use crate::model::DEFAULT_POOL;
@@ -104,6 +104,31 @@ impl<T: EntrySubject> Serialize for TimelineEntry<T> {
     }
 }
 
+impl<T: EntrySubject> TimelineEntry<T> {
+    fn names() -> Vec<String> {
+        let mut identity = vec!["point_index", "point_label"];
+        identity.extend(T::CSV_NAMES);
+        stats_names(&identity, &["stats", "delta"])
+    }
+}
+
+impl<T: EntrySubject> CsvRow for TimelineEntry<T> {
+    fn csv_names(&self) -> Vec<String> {
+        TimelineEntry::<T>::names()
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
+        let mut row = vec![
+            self.point.point_index.into(),
+            self.point.point_label.as_str().into(),
+        ];
+        row.extend(self.subject.csv_cells());
+        row.extend(stat_cells(Some(&self.stats)));
+        row.extend(stat_cells(self.delta.as_ref()));
+        row
+    }
+}
+
 pub type ScopeTimelineEntry = TimelineEntry<Scope>;
 pub type PoolTimelineEntry = TimelineEntry<PoolRef>;
 pub type ObservationTimelineEntry = TimelineEntry<ObservationRef>;
@@ -152,6 +177,17 @@ impl DeviceTimelineEntry {
         self.sample_change(|s| s.total_bytes)
     }
 
+    /// The change of the residual since the previous point: `None` at the first point
+    /// or when either point lacks a sample.
+    pub fn delta_cuda_allocator_residual_bytes(&self) -> Option<i64> {
+        let before_reserved = self.stats.reserved.checked_sub(self.delta?.reserved)?;
+        let before = change(
+            self.previous_sample.map(|s| s.used_bytes()),
+            Some(before_reserved),
+        );
+        change(self.cuda_allocator_residual_bytes(), before)
+    }
+
     const CSV_NAMES: [&'static str; 12] = [
         "point_index",
         "point_label",
@@ -167,7 +203,17 @@ impl DeviceTimelineEntry {
         "delta_allocator_reserved_bytes",
     ];
 
-    fn csv_row(&self) -> Vec<Cell> {
+    fn names() -> Vec<String> {
+        DeviceTimelineEntry::CSV_NAMES.map(str::to_owned).into()
+    }
+}
+
+impl CsvRow for DeviceTimelineEntry {
+    fn csv_names(&self) -> Vec<String> {
+        DeviceTimelineEntry::names()
+    }
+
+    fn csv_cells(&self) -> Vec<Cell> {
         vec![
             self.point.point_index.into(),
             self.point.point_label.as_str().into(),
@@ -283,31 +329,15 @@ impl TimelineRows {
             csv_file("observations.csv", &entry_table(&self.observation_entries)),
         ];
         if !self.device_entries.is_empty() {
-            let rows = self.device_entries.iter().map(|e| e.csv_row()).collect();
-            files.push(csv_file(
-                "devices.csv",
-                &Table::with_rows(&DeviceTimelineEntry::CSV_NAMES, rows),
-            ));
+            let devices = row_table(&DeviceTimelineEntry::names(), &self.device_entries);
+            files.push(csv_file("devices.csv", &devices));
         }
         files
     }
 }
 
 fn entry_table<T: EntrySubject>(entries: &[TimelineEntry<T>]) -> Table {
-    let mut identity = vec!["point_index", "point_label"];
-    identity.extend(T::CSV_NAMES);
-    let mut table = stats_table(&identity, &["stats", "delta"]);
-    for e in entries {
-        let mut row = vec![
-            e.point.point_index.into(),
-            e.point.point_label.as_str().into(),
-        ];
-        row.extend(e.subject.csv_cells());
-        row.extend(stat_cells(Some(&e.stats)));
-        row.extend(stat_cells(e.delta.as_ref()));
-        table.push(row);
-    }
-    table
+    row_table(&TimelineEntry::<T>::names(), entries)
 }
 
 /// Per point, every observation seen at it or at an earlier point (kept at zero once it

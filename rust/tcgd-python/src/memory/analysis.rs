@@ -29,15 +29,17 @@ impl MemoryComparison {
         rows: tcgd_memory::rows::ComparisonRows,
     ) -> PyResult<Self> {
         Ok(MemoryComparison {
-            allocator_scopes: row_tuple::<MemoryAllocatorScopeComparison, _>(
+            allocator_scopes: converted_tuple(
                 py,
                 &rows.allocator_scopes,
+                MemoryAllocatorScopeComparison::of,
             )?,
-            pools: row_tuple::<MemoryPoolComparison, _>(py, &rows.pools)?,
-            observations: row_tuple::<MemoryObservationComparison, _>(py, &rows.observations)?,
-            device_comparisons: row_tuple::<MemoryDeviceComparison, _>(
+            pools: converted_tuple(py, &rows.pools, MemoryPoolComparison::of)?,
+            observations: converted_tuple(py, &rows.observations, MemoryObservationComparison::of)?,
+            device_comparisons: converted_tuple(
                 py,
                 &rows.device_comparisons,
+                MemoryDeviceComparison::of,
             )?,
             inner,
             rows,
@@ -149,17 +151,20 @@ impl MemoryPhaseComparison {
     pub(super) fn of(py: Python<'_>, inner: tcgd_memory::PhaseComparison) -> PyResult<Self> {
         let rows = tcgd_memory::rows::PhaseRows::build(&inner);
         Ok(MemoryPhaseComparison {
-            allocator_scope_decomposition: row_tuple::<MemoryAllocatorScopePhaseDecomposition, _>(
+            allocator_scope_decomposition: converted_tuple(
                 py,
                 &rows.allocator_scope_decomposition,
+                MemoryAllocatorScopePhaseDecomposition::of,
             )?,
-            pool_decomposition: row_tuple::<MemoryPoolPhaseDecomposition, _>(
+            pool_decomposition: converted_tuple(
                 py,
                 &rows.pool_decomposition,
+                MemoryPoolPhaseDecomposition::of,
             )?,
-            device_decomposition: row_tuple::<MemoryDevicePhaseDecomposition, _>(
+            device_decomposition: converted_tuple(
                 py,
                 &rows.device_decomposition,
+                MemoryDevicePhaseDecomposition::of,
             )?,
             inner,
             rows,
@@ -269,16 +274,22 @@ pub(super) fn memory_timeline(
             Ok((inner, rows))
         })?;
         Ok(MemoryTimeline {
-            allocator_scope_entries: row_tuple::<MemoryAllocatorScopeTimelineEntry, _>(
+            allocator_scope_entries: converted_tuple(
                 py,
                 &rows.allocator_scope_entries,
+                MemoryAllocatorScopeTimelineEntry::of,
             )?,
-            pool_entries: row_tuple::<MemoryPoolTimelineEntry, _>(py, &rows.pool_entries)?,
-            observation_entries: row_tuple::<MemoryObservationTimelineEntry, _>(
+            pool_entries: converted_tuple(py, &rows.pool_entries, MemoryPoolTimelineEntry::of)?,
+            observation_entries: converted_tuple(
                 py,
                 &rows.observation_entries,
+                MemoryObservationTimelineEntry::of,
             )?,
-            device_entries: row_tuple::<MemoryDeviceTimelineEntry, _>(py, &rows.device_entries)?,
+            device_entries: converted_tuple(
+                py,
+                &rows.device_entries,
+                MemoryDeviceTimelineEntry::of,
+            )?,
             inner,
             rows,
         })
@@ -304,6 +315,7 @@ pub(super) fn render_memory_summaries(
 
 /// Writes `(file name, content)` pairs into a report directory by the rules every report
 /// follows: a directory holding anything needs `overwrite`, which removes only `own`.
+/// Returns the paths keyed as every `write()` keys them ([`crate::classes::paths_by_format`]).
 #[pyfunction]
 pub(super) fn write_report_files(
     py: Python<'_>,
@@ -311,9 +323,10 @@ pub(super) fn write_report_files(
     files: Vec<(String, String)>,
     own: Vec<String>,
     overwrite: bool,
-) -> PyResult<Vec<PathBuf>> {
-    guard(py, || {
+) -> PyResult<Bound<'_, PyDict>> {
+    let written = guard(py, || {
         py.detach(|| tcgd_report::write_report(&directory, &files, &own, overwrite))
             .map_err(BindingError::from)
-    })
+    })?;
+    crate::classes::paths_by_format(py, written)
 }

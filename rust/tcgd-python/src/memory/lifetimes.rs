@@ -855,17 +855,18 @@ impl MemoryAllocationLifetimeAnalysis {
         })
     }
 
-    /// Writes report.txt/json/html and the CSV set into `directory`; returns the paths.
+    /// Writes report.txt/json/html and the CSV set into `directory`; returns the paths by
+    /// format (`text`, `json`, `html`) and CSV stem (`cohorts`, ...).
     #[pyo3(signature = (directory, limit=None, stack_depth=None, overwrite=false))]
-    fn write(
+    fn write<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         directory: PathBuf,
         limit: Option<i64>,
         stack_depth: Option<i64>,
         overwrite: bool,
-    ) -> PyResult<Vec<PathBuf>> {
-        guard(py, || {
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let written = guard(py, || {
             let d = display(limit, stack_depth)?;
             let r = &self.inner;
             py.detach(|| {
@@ -874,7 +875,8 @@ impl MemoryAllocationLifetimeAnalysis {
                 tcgd_report::write_report(&directory, &files, &own, overwrite)
             })
             .map_err(BindingError::from)
-        })
+        })?;
+        crate::classes::paths_by_format(py, written)
     }
 
     /// Every cohort, in report order (`display_rank`).

@@ -1,13 +1,15 @@
 //! The rows of comparisons, timelines and phase decompositions as frozen Python classes
-//! over [`tcgd_memory::rows`], which builds them: a getter reads one value of the row and
-//! gives it its Python type (`MemoryStats`, `MemoryPoolKey`, ...); `to_dict()` is the
-//! row's serde form, the one `report.json` holds.
+//! over [`tcgd_memory::rows`], which builds them and computes every fact they show.
+//!
+//! Each class is a plain `#[pyclass]` whose Python attributes are its `#[pyo3(get)]`
+//! fields, converted once from the core row when the result is made; the core row stays
+//! in a private field for `to_dict()` (its serde form, the one `report.json` holds),
+//! `to_row()` (its line of the result's CSV file, [`CsvRow`]) and `repr`.
 
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use pyo3::IntoPyObjectExt;
 use tcgd_memory::rows::comparison::{DeviceMetric as M, DeviceSide as S};
-use tcgd_memory::rows::{self as rows, ObservationRef, PoolRef};
+use tcgd_memory::rows::{self as rows, CsvRow, ObservationRef, PoolRef};
 
 use super::*;
 
@@ -38,306 +40,922 @@ fn observation_key(py: Python<'_>, key: Option<ObservationRef>) -> PyResult<Py<P
     model_tuple(py, &CLASS, "MemoryObservationKey", fields)
 }
 
-fn stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<Py<PyAny>> {
-    s.map(|s| PyMemoryStats::of(*s)).into_py_any(py)
+type Stats = Py<PyMemoryStats>;
+type StatsDelta = Py<PyMemoryStatsDelta>;
+
+fn stats(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<Stats> {
+    Py::new(py, PyMemoryStats::of(*s))
 }
 
-fn delta(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<Py<PyAny>> {
-    s.map(|s| PyMemoryStatsDelta::of(*s)).into_py_any(py)
+fn side_stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<Option<Stats>> {
+    s.map(|s| stats(py, s)).transpose()
 }
 
-fn lifecycle(py: Python<'_>, l: Option<tcgd_memory::Lifecycle>) -> PyResult<Py<PyAny>> {
-    l.map(|row| MemoryLifecycleDelta { row }).into_py_any(py)
+fn delta(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<StatsDelta> {
+    Py::new(py, PyMemoryStatsDelta::of(*s))
 }
 
-fn sample(py: Python<'_>, s: Option<rows::DeviceSample>) -> PyResult<Py<PyAny>> {
-    s.map(PyDeviceMemorySample::of).into_py_any(py)
+fn lifecycle(
+    py: Python<'_>,
+    l: Option<tcgd_memory::Lifecycle>,
+) -> PyResult<Option<Py<MemoryLifecycleDelta>>> {
+    l.map(|l| Py::new(py, MemoryLifecycleDelta::of(l)))
+        .transpose()
 }
 
-/// A frozen class over one row type: `name => expression` getters (the row and the
-/// interpreter are named by `|r, py|`; each expression gives a `PyResult` of a Python
-/// object), `to_dict()` and a `repr` naming the class.
-macro_rules! row_class {
-    ($class:ident($row:ty) |$r:ident, $py:ident| { $($getter:ident => $value:expr;)* }) => {
-        #[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-        #[derive(Clone)]
-        pub struct $class {
-            pub(crate) row: $row,
-        }
-
-        impl From<$row> for $class {
-            fn from(row: $row) -> Self {
-                $class { row }
-            }
-        }
-
-        #[pymethods]
-        impl $class {
-            $(
-                #[getter]
-                fn $getter(&self, $py: Python<'_>) -> PyResult<Py<PyAny>> {
-                    let $r = &self.row;
-                    $value
-                }
-            )*
-
-            /// The row as `report.json` holds it.
-            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                crate::results::serde_to_py(py, &self.row)
-            }
-
-            fn __repr__(&self) -> String {
-                format!("{}({})", stringify!($class), self.row.repr_fields())
-            }
-        }
-    };
+fn sample(
+    py: Python<'_>,
+    s: Option<rows::DeviceSample>,
+) -> PyResult<Option<Py<PyDeviceMemorySample>>> {
+    s.map(|s| Py::new(py, PyDeviceMemorySample::of(s)))
+        .transpose()
 }
 
-/// What a row shows in its `repr`.
-trait ReprFields {
-    fn repr_fields(&self) -> String;
-}
-
-fn any<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> PyResult<Py<PyAny>> {
-    value.into_py_any(py)
+/// A row's line of its CSV file as `{column: value}` (`to_row()`).
+fn csv_row<'py>(py: Python<'py>, row: &impl CsvRow) -> PyResult<Bound<'py, PyDict>> {
+    crate::classes::csv_row_dict(py, row.csv_names(), row.csv_cells())
 }
 
 // ---------------------------------------------------------------------- comparison rows
 
-row_class!(MemoryLifecycleDelta(tcgd_memory::Lifecycle) |r, py| {
-    new_segment_bytes => any(py, r.new_segment_bytes);
-    removed_segment_bytes => any(py, r.removed_segment_bytes);
-    newly_active_bytes => any(py, r.newly_active_bytes);
-    became_inactive_bytes => any(py, r.became_inactive_bytes);
-});
+/// How the allocator's address lifecycle changed between two states of one origin:
+/// segments created and removed, blocks that became active and inactive.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryLifecycleDelta {
+    #[pyo3(get)]
+    new_segment_bytes: i64,
+    #[pyo3(get)]
+    removed_segment_bytes: i64,
+    #[pyo3(get)]
+    newly_active_bytes: i64,
+    #[pyo3(get)]
+    became_inactive_bytes: i64,
+    /// Whether any of the four is not zero.
+    #[pyo3(get)]
+    changed: bool,
+    row: tcgd_memory::Lifecycle,
+}
 
-impl ReprFields for tcgd_memory::Lifecycle {
-    fn repr_fields(&self) -> String {
+impl MemoryLifecycleDelta {
+    fn of(row: tcgd_memory::Lifecycle) -> Self {
+        MemoryLifecycleDelta {
+            new_segment_bytes: row.new_segment_bytes,
+            removed_segment_bytes: row.removed_segment_bytes,
+            newly_active_bytes: row.newly_active_bytes,
+            became_inactive_bytes: row.became_inactive_bytes,
+            changed: row != tcgd_memory::Lifecycle::default(),
+            row,
+        }
+    }
+}
+
+#[pymethods]
+impl MemoryLifecycleDelta {
+    /// The sum of several lifecycle changes (of the pools of a device, say); `None` when
+    /// `values` holds none.
+    #[staticmethod]
+    fn combine(values: Vec<PyRef<'_, MemoryLifecycleDelta>>) -> Option<MemoryLifecycleDelta> {
+        let (first, rest) = values.split_first()?;
+        let mut total = first.row;
+        for v in rest {
+            total.add(&v.row);
+        }
+        Some(MemoryLifecycleDelta::of(total))
+    }
+
+    /// The lifecycle change as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        let r = &self.row;
         format!(
-            "new_segment_bytes={}, removed_segment_bytes={}, newly_active_bytes={}, \
-             became_inactive_bytes={}",
-            self.new_segment_bytes,
-            self.removed_segment_bytes,
-            self.newly_active_bytes,
-            self.became_inactive_bytes
+            "MemoryLifecycleDelta(new_segment_bytes={}, removed_segment_bytes={}, \
+             newly_active_bytes={}, became_inactive_bytes={})",
+            r.new_segment_bytes,
+            r.removed_segment_bytes,
+            r.newly_active_bytes,
+            r.became_inactive_bytes
         )
     }
 }
 
-row_class!(MemoryAllocatorScopeComparison(rows::ScopeComparison) |r, py| {
-    scope => any(py, r.scope.as_str());
-    reference => stats(py, Some(&r.reference));
-    candidate => stats(py, Some(&r.candidate));
-    delta => delta(py, Some(&r.delta));
-    changed => any(py, r.delta != tcgd_memory::MemoryStats::default());
-});
+/// One allocator scope (`all`, `default`, `private`) summed over every device, on each
+/// side and their change.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryAllocatorScopeComparison {
+    #[pyo3(get)]
+    scope: &'static str,
+    #[pyo3(get)]
+    reference: Stats,
+    #[pyo3(get)]
+    candidate: Stats,
+    #[pyo3(get)]
+    delta: StatsDelta,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::ScopeComparison,
+}
 
-impl ReprFields for rows::ScopeComparison {
-    fn repr_fields(&self) -> String {
+impl MemoryAllocatorScopeComparison {
+    pub(super) fn of(py: Python<'_>, row: &rows::ScopeComparison) -> PyResult<Self> {
+        Ok(MemoryAllocatorScopeComparison {
+            scope: row.scope.as_str(),
+            reference: stats(py, &row.reference)?,
+            candidate: stats(py, &row.candidate)?,
+            delta: delta(py, &row.delta)?,
+            changed: row.changed(),
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryAllocatorScopeComparison {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `allocator_scopes.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
         format!(
-            "scope={:?}, delta_reserved_bytes={}",
-            self.scope.as_str(),
-            self.delta.reserved
+            "MemoryAllocatorScopeComparison(scope={:?}, delta_reserved_bytes={})",
+            self.scope, self.row.delta.reserved
         )
     }
 }
 
-/// The getters pool and observation rows share, around their own key getters.
-macro_rules! slot_class {
-    ($class:ident($key:ty, $key_fn:ident)) => {
-        row_class!($class(rows::SlotComparison<$key>) |r, py| {
-            reference_key => $key_fn(py, r.keys.reference);
-            candidate_key => $key_fn(py, r.keys.candidate);
-            pool_kind => any(py, r.pool_kind.as_str());
-            r#match => any(py, r.match_kind.as_str());
-            reference => stats(py, r.stats.reference.as_ref());
-            candidate => stats(py, r.stats.candidate.as_ref());
-            delta => delta(py, Some(&r.delta));
-            lifecycle => lifecycle(py, r.lifecycle);
-            changed => any(py, r.changed());
-        });
-    };
+/// One pool on each side (`None` on the side that lacks it), how the two were paired,
+/// their statistics and change, and the address lifecycle where it means something.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryPoolComparison {
+    #[pyo3(get)]
+    reference_key: Py<PyAny>,
+    #[pyo3(get)]
+    candidate_key: Py<PyAny>,
+    /// The row's pool: the reference side's, the candidate's for a candidate-only row.
+    #[pyo3(get)]
+    pool_key: Py<PyAny>,
+    #[pyo3(get)]
+    pool_kind: &'static str,
+    #[pyo3(get, name = "match")]
+    match_kind: &'static str,
+    #[pyo3(get)]
+    reference: Option<Stats>,
+    #[pyo3(get)]
+    candidate: Option<Stats>,
+    #[pyo3(get)]
+    delta: StatsDelta,
+    #[pyo3(get)]
+    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::PoolComparison,
 }
 
-slot_class!(MemoryPoolComparison(PoolRef, pool_key));
-slot_class!(MemoryObservationComparison(ObservationRef, observation_key));
-
-impl<K: std::fmt::Debug> ReprFields for rows::SlotComparison<K> {
-    fn repr_fields(&self) -> String {
-        format!(
-            "reference_key={:?}, candidate_key={:?}, match={:?}, delta_reserved_bytes={}",
-            self.keys.reference,
-            self.keys.candidate,
-            self.match_kind.as_str(),
-            self.delta.reserved
-        )
+impl MemoryPoolComparison {
+    pub(super) fn of(py: Python<'_>, row: &rows::PoolComparison) -> PyResult<Self> {
+        Ok(MemoryPoolComparison {
+            reference_key: pool_key(py, row.keys.reference)?,
+            candidate_key: pool_key(py, row.keys.candidate)?,
+            pool_key: pool_key(py, row.key())?,
+            pool_kind: row.pool_kind.as_str(),
+            match_kind: row.match_kind.as_str(),
+            reference: side_stats(py, row.stats.reference.as_ref())?,
+            candidate: side_stats(py, row.stats.candidate.as_ref())?,
+            delta: delta(py, &row.delta)?,
+            lifecycle: lifecycle(py, row.lifecycle)?,
+            changed: row.changed(),
+            row: row.clone(),
+        })
     }
 }
 
-row_class!(MemoryDeviceComparison(rows::DeviceComparison) |r, py| {
-    reference_device_index => any(py, r.device_index.reference);
-    candidate_device_index => any(py, r.device_index.candidate);
-    r#match => any(py, r.match_kind.as_str());
-    reference_sample => sample(py, r.sample.reference);
-    candidate_sample => sample(py, r.sample.candidate);
-    reference_stats => stats(py, r.stats.reference.as_ref());
-    candidate_stats => stats(py, r.stats.candidate.as_ref());
-    delta => delta(py, Some(&r.delta));
-    lifecycle => lifecycle(py, r.lifecycle);
-    changed => any(py, r.changed());
-    reference_used_bytes => any(py, r.metric(S::Reference, M::Used));
-    candidate_used_bytes => any(py, r.metric(S::Candidate, M::Used));
-    delta_used_bytes => any(py, r.metric(S::Delta, M::Used));
-    reference_free_bytes => any(py, r.metric(S::Reference, M::Free));
-    candidate_free_bytes => any(py, r.metric(S::Candidate, M::Free));
-    delta_free_bytes => any(py, r.metric(S::Delta, M::Free));
-    reference_total_bytes => any(py, r.metric(S::Reference, M::Total));
-    candidate_total_bytes => any(py, r.metric(S::Candidate, M::Total));
-    delta_total_bytes => any(py, r.metric(S::Delta, M::Total));
-    reference_allocator_reserved_bytes => any(py, r.metric(S::Reference, M::AllocatorReserved));
-    candidate_allocator_reserved_bytes => any(py, r.metric(S::Candidate, M::AllocatorReserved));
-    delta_allocator_reserved_bytes => any(py, r.metric(S::Delta, M::AllocatorReserved));
-    reference_cuda_allocator_residual_bytes =>
-        any(py, r.metric(S::Reference, M::CudaAllocatorResidual));
-    candidate_cuda_allocator_residual_bytes =>
-        any(py, r.metric(S::Candidate, M::CudaAllocatorResidual));
-    delta_cuda_allocator_residual_bytes => any(py, r.metric(S::Delta, M::CudaAllocatorResidual));
-});
+#[pymethods]
+impl MemoryPoolComparison {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
 
-impl ReprFields for rows::DeviceComparison {
-    fn repr_fields(&self) -> String {
+    /// The row as `pools.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        slot_repr("MemoryPoolComparison", &self.row)
+    }
+}
+
+/// One `(device, pool, stream)` observation on each side, as [`MemoryPoolComparison`]
+/// is for a pool.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryObservationComparison {
+    #[pyo3(get)]
+    reference_key: Py<PyAny>,
+    #[pyo3(get)]
+    candidate_key: Py<PyAny>,
+    #[pyo3(get)]
+    pool_kind: &'static str,
+    #[pyo3(get, name = "match")]
+    match_kind: &'static str,
+    #[pyo3(get)]
+    reference: Option<Stats>,
+    #[pyo3(get)]
+    candidate: Option<Stats>,
+    #[pyo3(get)]
+    delta: StatsDelta,
+    #[pyo3(get)]
+    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::ObservationComparison,
+}
+
+impl MemoryObservationComparison {
+    pub(super) fn of(py: Python<'_>, row: &rows::ObservationComparison) -> PyResult<Self> {
+        Ok(MemoryObservationComparison {
+            reference_key: observation_key(py, row.keys.reference)?,
+            candidate_key: observation_key(py, row.keys.candidate)?,
+            pool_kind: row.pool_kind.as_str(),
+            match_kind: row.match_kind.as_str(),
+            reference: side_stats(py, row.stats.reference.as_ref())?,
+            candidate: side_stats(py, row.stats.candidate.as_ref())?,
+            delta: delta(py, &row.delta)?,
+            lifecycle: lifecycle(py, row.lifecycle)?,
+            changed: row.changed(),
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryObservationComparison {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `observations.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        slot_repr("MemoryObservationComparison", &self.row)
+    }
+}
+
+fn slot_repr<K: std::fmt::Debug>(class: &str, row: &rows::SlotComparison<K>) -> String {
+    format!(
+        "{class}(reference_key={:?}, candidate_key={:?}, match={:?}, delta_reserved_bytes={})",
+        row.keys.reference,
+        row.keys.candidate,
+        row.match_kind.as_str(),
+        row.delta.reserved
+    )
+}
+
+/// One device on each side: its CUDA Runtime sample (`reference`, `candidate`), its
+/// allocator rollup (`reference_allocator`, `candidate_allocator`, `allocator_delta`),
+/// the device metrics of each side and their change, and the address lifecycle.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryDeviceComparison {
+    #[pyo3(get)]
+    reference_device_index: Option<i64>,
+    #[pyo3(get)]
+    candidate_device_index: Option<i64>,
+    #[pyo3(get, name = "match")]
+    match_kind: &'static str,
+    /// The reference side's sample (`None` when its query failed or the side lacks
+    /// the device); `reference_sample` is the same.
+    #[pyo3(get)]
+    reference: Option<Py<PyDeviceMemorySample>>,
+    #[pyo3(get)]
+    candidate: Option<Py<PyDeviceMemorySample>>,
+    #[pyo3(get)]
+    reference_sample: Option<Py<PyDeviceMemorySample>>,
+    #[pyo3(get)]
+    candidate_sample: Option<Py<PyDeviceMemorySample>>,
+    /// The reference side's allocator rollup; `reference_stats` is the same.
+    #[pyo3(get)]
+    reference_allocator: Option<Stats>,
+    #[pyo3(get)]
+    candidate_allocator: Option<Stats>,
+    #[pyo3(get)]
+    reference_stats: Option<Stats>,
+    #[pyo3(get)]
+    candidate_stats: Option<Stats>,
+    /// The allocator rollup's change; `delta` is the same.
+    #[pyo3(get)]
+    allocator_delta: StatsDelta,
+    #[pyo3(get)]
+    delta: StatsDelta,
+    #[pyo3(get)]
+    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    #[pyo3(get)]
+    changed: bool,
+    #[pyo3(get)]
+    reference_used_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_used_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_used_bytes: Option<i64>,
+    #[pyo3(get)]
+    reference_free_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_free_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_free_bytes: Option<i64>,
+    #[pyo3(get)]
+    reference_total_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_total_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_total_bytes: Option<i64>,
+    #[pyo3(get)]
+    reference_allocator_reserved_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_allocator_reserved_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_allocator_reserved_bytes: Option<i64>,
+    #[pyo3(get)]
+    reference_cuda_allocator_residual_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_cuda_allocator_residual_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_cuda_allocator_residual_bytes: Option<i64>,
+    row: rows::DeviceComparison,
+}
+
+impl MemoryDeviceComparison {
+    pub(super) fn of(py: Python<'_>, row: &rows::DeviceComparison) -> PyResult<Self> {
+        let reference = sample(py, row.sample.reference)?;
+        let candidate = sample(py, row.sample.candidate)?;
+        let reference_allocator = side_stats(py, row.stats.reference.as_ref())?;
+        let candidate_allocator = side_stats(py, row.stats.candidate.as_ref())?;
+        let allocator_delta = delta(py, &row.delta)?;
+        let m = |side, metric| row.metric(side, metric);
+        Ok(MemoryDeviceComparison {
+            reference_device_index: row.device_index.reference,
+            candidate_device_index: row.device_index.candidate,
+            match_kind: row.match_kind.as_str(),
+            reference_sample: reference.as_ref().map(|s| s.clone_ref(py)),
+            candidate_sample: candidate.as_ref().map(|s| s.clone_ref(py)),
+            reference,
+            candidate,
+            reference_stats: reference_allocator.as_ref().map(|s| s.clone_ref(py)),
+            candidate_stats: candidate_allocator.as_ref().map(|s| s.clone_ref(py)),
+            reference_allocator,
+            candidate_allocator,
+            delta: allocator_delta.clone_ref(py),
+            allocator_delta,
+            lifecycle: lifecycle(py, row.lifecycle)?,
+            changed: row.changed(),
+            reference_used_bytes: m(S::Reference, M::Used),
+            candidate_used_bytes: m(S::Candidate, M::Used),
+            delta_used_bytes: m(S::Delta, M::Used),
+            reference_free_bytes: m(S::Reference, M::Free),
+            candidate_free_bytes: m(S::Candidate, M::Free),
+            delta_free_bytes: m(S::Delta, M::Free),
+            reference_total_bytes: m(S::Reference, M::Total),
+            candidate_total_bytes: m(S::Candidate, M::Total),
+            delta_total_bytes: m(S::Delta, M::Total),
+            reference_allocator_reserved_bytes: m(S::Reference, M::AllocatorReserved),
+            candidate_allocator_reserved_bytes: m(S::Candidate, M::AllocatorReserved),
+            delta_allocator_reserved_bytes: m(S::Delta, M::AllocatorReserved),
+            reference_cuda_allocator_residual_bytes: m(S::Reference, M::CudaAllocatorResidual),
+            candidate_cuda_allocator_residual_bytes: m(S::Candidate, M::CudaAllocatorResidual),
+            delta_cuda_allocator_residual_bytes: m(S::Delta, M::CudaAllocatorResidual),
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryDeviceComparison {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `devices.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
         format!(
-            "reference_device_index={:?}, candidate_device_index={:?}, match={:?}",
-            self.device_index.reference,
-            self.device_index.candidate,
-            self.match_kind.as_str()
+            "MemoryDeviceComparison(reference_device_index={:?}, candidate_device_index={:?}, \
+             match={:?})",
+            self.reference_device_index, self.candidate_device_index, self.match_kind
         )
     }
 }
 
 // ---------------------------------------------------------------------- timeline entries
 
-impl<T: std::fmt::Debug> ReprFields for rows::timeline::TimelineEntry<T> {
-    fn repr_fields(&self) -> String {
-        format!(
-            "point_label={:?}, {:?}, reserved_bytes={}",
-            self.point.point_label, self.subject, self.stats.reserved
-        )
+fn entry_repr<T: std::fmt::Debug>(class: &str, e: &rows::timeline::TimelineEntry<T>) -> String {
+    format!(
+        "{class}(point_label={:?}, {:?}, reserved_bytes={})",
+        e.point.point_label, e.subject, e.stats.reserved
+    )
+}
+
+/// One allocator scope at one point: absolute statistics and the change since the
+/// previous point (`None` at the first).
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryAllocatorScopeTimelineEntry {
+    #[pyo3(get)]
+    point_index: i64,
+    #[pyo3(get)]
+    point_label: String,
+    #[pyo3(get)]
+    scope: &'static str,
+    #[pyo3(get)]
+    stats: Stats,
+    #[pyo3(get)]
+    delta: Option<StatsDelta>,
+    row: rows::ScopeTimelineEntry,
+}
+
+impl MemoryAllocatorScopeTimelineEntry {
+    pub(super) fn of(py: Python<'_>, row: &rows::ScopeTimelineEntry) -> PyResult<Self> {
+        Ok(MemoryAllocatorScopeTimelineEntry {
+            point_index: row.point.point_index,
+            point_label: row.point.point_label.clone(),
+            scope: row.subject.as_str(),
+            stats: stats(py, &row.stats)?,
+            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
+            row: row.clone(),
+        })
     }
 }
 
-row_class!(MemoryAllocatorScopeTimelineEntry(rows::ScopeTimelineEntry) |r, py| {
-    point_index => any(py, r.point.point_index);
-    point_label => any(py, r.point.point_label.as_str());
-    scope => any(py, r.subject.as_str());
-    stats => stats(py, Some(&r.stats));
-    delta => delta(py, r.delta.as_ref());
-});
+#[pymethods]
+impl MemoryAllocatorScopeTimelineEntry {
+    /// The entry as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
 
-row_class!(MemoryPoolTimelineEntry(rows::PoolTimelineEntry) |r, py| {
-    point_index => any(py, r.point.point_index);
-    point_label => any(py, r.point.point_label.as_str());
-    pool_key => pool_key(py, Some(r.subject));
-    pool_kind => any(py, tcgd_memory::PoolKind::of(r.subject.pool_id).as_str());
-    stats => stats(py, Some(&r.stats));
-    delta => delta(py, r.delta.as_ref());
-});
+    /// The entry as `allocator_scopes.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
 
-row_class!(MemoryObservationTimelineEntry(rows::ObservationTimelineEntry) |r, py| {
-    point_index => any(py, r.point.point_index);
-    point_label => any(py, r.point.point_label.as_str());
-    key => observation_key(py, Some(r.subject));
-    stats => stats(py, Some(&r.stats));
-    delta => delta(py, r.delta.as_ref());
-});
+    fn __repr__(&self) -> String {
+        entry_repr("MemoryAllocatorScopeTimelineEntry", &self.row)
+    }
+}
 
-row_class!(MemoryDeviceTimelineEntry(rows::DeviceTimelineEntry) |r, py| {
-    point_index => any(py, r.point.point_index);
-    point_label => any(py, r.point.point_label.as_str());
-    device_index => any(py, r.device_index);
-    sample => sample(py, r.sample);
-    stats => stats(py, Some(&r.stats));
-    delta => delta(py, r.delta.as_ref());
-    delta_used_bytes => any(py, r.delta_used_bytes());
-    delta_free_bytes => any(py, r.delta_free_bytes());
-    delta_total_bytes => any(py, r.delta_total_bytes());
-    cuda_allocator_residual_bytes => any(py, r.cuda_allocator_residual_bytes());
-});
+/// One pool at one point: absolute statistics and the change since the previous point.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryPoolTimelineEntry {
+    #[pyo3(get)]
+    point_index: i64,
+    #[pyo3(get)]
+    point_label: String,
+    /// The pool (`MemoryPoolKey`); `pool_key` is the same.
+    #[pyo3(get)]
+    key: Py<PyAny>,
+    #[pyo3(get)]
+    pool_key: Py<PyAny>,
+    #[pyo3(get)]
+    pool_kind: &'static str,
+    #[pyo3(get)]
+    stats: Stats,
+    #[pyo3(get)]
+    delta: Option<StatsDelta>,
+    row: rows::PoolTimelineEntry,
+}
 
-impl ReprFields for rows::DeviceTimelineEntry {
-    fn repr_fields(&self) -> String {
+impl MemoryPoolTimelineEntry {
+    pub(super) fn of(py: Python<'_>, row: &rows::PoolTimelineEntry) -> PyResult<Self> {
+        let key = pool_key(py, Some(row.subject))?;
+        Ok(MemoryPoolTimelineEntry {
+            point_index: row.point.point_index,
+            point_label: row.point.point_label.clone(),
+            pool_key: key.clone_ref(py),
+            key,
+            pool_kind: tcgd_memory::PoolKind::of(row.subject.pool_id).as_str(),
+            stats: stats(py, &row.stats)?,
+            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryPoolTimelineEntry {
+    /// The entry as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The entry as `pools.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        entry_repr("MemoryPoolTimelineEntry", &self.row)
+    }
+}
+
+/// One `(device, pool, stream)` observation at one point.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryObservationTimelineEntry {
+    #[pyo3(get)]
+    point_index: i64,
+    #[pyo3(get)]
+    point_label: String,
+    #[pyo3(get)]
+    key: Py<PyAny>,
+    #[pyo3(get)]
+    stats: Stats,
+    #[pyo3(get)]
+    delta: Option<StatsDelta>,
+    row: rows::ObservationTimelineEntry,
+}
+
+impl MemoryObservationTimelineEntry {
+    pub(super) fn of(py: Python<'_>, row: &rows::ObservationTimelineEntry) -> PyResult<Self> {
+        Ok(MemoryObservationTimelineEntry {
+            point_index: row.point.point_index,
+            point_label: row.point.point_label.clone(),
+            key: observation_key(py, Some(row.subject))?,
+            stats: stats(py, &row.stats)?,
+            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryObservationTimelineEntry {
+    /// The entry as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The entry as `observations.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        entry_repr("MemoryObservationTimelineEntry", &self.row)
+    }
+}
+
+/// One device at one point: its sample, the allocator rollup and its change, and the
+/// sample's changes since the previous point (`None` together when either point lacks a
+/// sample).
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryDeviceTimelineEntry {
+    #[pyo3(get)]
+    point_index: i64,
+    #[pyo3(get)]
+    point_label: String,
+    #[pyo3(get)]
+    device_index: i64,
+    #[pyo3(get)]
+    sample: Option<Py<PyDeviceMemorySample>>,
+    #[pyo3(get)]
+    stats: Stats,
+    #[pyo3(get)]
+    delta: Option<StatsDelta>,
+    #[pyo3(get)]
+    delta_used_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_free_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_total_bytes: Option<i64>,
+    /// The allocator's reserved bytes on the device (the rollup's `reserved_bytes`).
+    #[pyo3(get)]
+    allocator_reserved_bytes: i64,
+    #[pyo3(get)]
+    delta_allocator_reserved_bytes: Option<i64>,
+    #[pyo3(get)]
+    cuda_allocator_residual_bytes: Option<i64>,
+    #[pyo3(get)]
+    delta_cuda_allocator_residual_bytes: Option<i64>,
+    row: rows::DeviceTimelineEntry,
+}
+
+impl MemoryDeviceTimelineEntry {
+    pub(super) fn of(py: Python<'_>, row: &rows::DeviceTimelineEntry) -> PyResult<Self> {
+        Ok(MemoryDeviceTimelineEntry {
+            point_index: row.point.point_index,
+            point_label: row.point.point_label.clone(),
+            device_index: row.device_index,
+            sample: sample(py, row.sample)?,
+            stats: stats(py, &row.stats)?,
+            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
+            delta_used_bytes: row.delta_used_bytes(),
+            delta_free_bytes: row.delta_free_bytes(),
+            delta_total_bytes: row.delta_total_bytes(),
+            allocator_reserved_bytes: row.stats.reserved,
+            delta_allocator_reserved_bytes: row.delta.map(|d| d.reserved),
+            cuda_allocator_residual_bytes: row.cuda_allocator_residual_bytes(),
+            delta_cuda_allocator_residual_bytes: row.delta_cuda_allocator_residual_bytes(),
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryDeviceTimelineEntry {
+    /// The entry as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The entry as `devices.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
         format!(
-            "point_label={:?}, device_index={}, reserved_bytes={}",
-            self.point.point_label, self.device_index, self.stats.reserved
+            "MemoryDeviceTimelineEntry(point_label={:?}, device_index={}, reserved_bytes={})",
+            self.point_label, self.device_index, self.allocator_reserved_bytes
         )
     }
 }
 
 // ---------------------------------------------------------------------- phase rows
 
-row_class!(MemoryPhaseComponents(rows::PhaseComponents) |r, py| {
-    baseline_change_bytes => any(py, r.0.baseline_change());
-    candidate_change_bytes => any(py, r.0.candidate_change());
-    start_gap_bytes => any(py, r.0.start_gap());
-    end_gap_bytes => any(py, r.0.end_gap());
-    change_gap_bytes => any(py, r.0.change_gap());
-    identity_holds => any(py, r.0.identity_holds());
-});
+/// The terms of one phase equation of one metric,
+/// `end_gap = start_gap + candidate_change - baseline_change` (each `None` when a reading
+/// is missing), and what follows from them.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryPhaseComponents {
+    #[pyo3(get)]
+    metric: String,
+    #[pyo3(get)]
+    baseline_change_bytes: Option<i64>,
+    #[pyo3(get)]
+    candidate_change_bytes: Option<i64>,
+    #[pyo3(get)]
+    start_gap_bytes: Option<i64>,
+    #[pyo3(get)]
+    end_gap_bytes: Option<i64>,
+    /// `candidate_change - baseline_change`.
+    #[pyo3(get)]
+    change_gap_bytes: Option<i64>,
+    /// Whether the equation holds (`None` when a term is missing).
+    #[pyo3(get)]
+    identity_holds: Option<bool>,
+    /// Whether any of the four terms is known and not zero.
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::PhaseComponents,
+}
 
-impl ReprFields for rows::PhaseComponents {
-    fn repr_fields(&self) -> String {
+impl MemoryPhaseComponents {
+    fn of(row: rows::PhaseComponents) -> Self {
+        let v = &row.values;
+        MemoryPhaseComponents {
+            metric: row.metric.clone(),
+            baseline_change_bytes: v.baseline_change(),
+            candidate_change_bytes: v.candidate_change(),
+            start_gap_bytes: v.start_gap(),
+            end_gap_bytes: v.end_gap(),
+            change_gap_bytes: v.change_gap(),
+            identity_holds: v.identity_holds(),
+            changed: v.changed(),
+            row,
+        }
+    }
+}
+
+#[pymethods]
+impl MemoryPhaseComponents {
+    /// The terms as `report.json` holds them.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
         format!(
-            "end_gap_bytes={:?}, change_gap_bytes={:?}, identity_holds={:?}",
-            self.0.end_gap(),
-            self.0.change_gap(),
-            self.0.identity_holds()
+            "MemoryPhaseComponents(metric={:?}, end_gap_bytes={:?}, change_gap_bytes={:?}, \
+             identity_holds={:?})",
+            self.metric, self.end_gap_bytes, self.change_gap_bytes, self.identity_holds
         )
     }
 }
 
-impl ReprFields for rows::PhaseDecomposition {
-    fn repr_fields(&self) -> String {
-        format!(
-            "metric={:?}, {}",
-            self.metric(),
-            self.components().repr_fields()
-        )
+/// What every phase row holds besides its identity, converted once.
+struct PhaseTerms {
+    metric: String,
+    components: Py<MemoryPhaseComponents>,
+    identity_holds: Option<bool>,
+    changed: bool,
+}
+
+impl PhaseTerms {
+    fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
+        Ok(PhaseTerms {
+            metric: row.metric(),
+            components: Py::new(py, MemoryPhaseComponents::of(row.components()))?,
+            identity_holds: row.0.values.identity_holds(),
+            changed: row.changed(),
+        })
     }
 }
 
-/// The getters every phase row has, after its own identity getters.
-macro_rules! phase_class {
-    ($class:ident |$r:ident, $py:ident| { $($getter:ident => $value:expr;)* }) => {
-        row_class!($class(rows::PhaseDecomposition) |$r, $py| {
-            $($getter => $value;)*
-            metric => any($py, $r.metric());
-            components => any($py, MemoryPhaseComponents::from($r.components()));
-            identity_holds => any($py, $r.0.values.identity_holds());
-        });
-    };
+fn phase_repr(class: &str, row: &rows::PhaseDecomposition) -> String {
+    let v = &row.0.values;
+    format!(
+        "{class}(metric={:?}, end_gap_bytes={:?}, change_gap_bytes={:?}, identity_holds={:?})",
+        row.metric(),
+        v.end_gap(),
+        v.change_gap(),
+        v.identity_holds()
+    )
 }
 
-phase_class!(MemoryAllocatorScopePhaseDecomposition |r, py| {
-    scope => any(py, r.0.scope.map(|s| s.as_str()));
-});
-phase_class!(MemoryPoolPhaseDecomposition |r, py| {
-    baseline_pool => pool_key(py, r.baseline_pool());
-    candidate_pool => pool_key(py, r.candidate_pool());
-});
-phase_class!(MemoryDevicePhaseDecomposition |r, py| {
-    baseline_device_index => any(py, r.0.baseline_device);
-    candidate_device_index => any(py, r.0.candidate_device);
-});
+/// One phase metric of one allocator scope.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryAllocatorScopePhaseDecomposition {
+    #[pyo3(get)]
+    scope: Option<&'static str>,
+    #[pyo3(get)]
+    metric: String,
+    #[pyo3(get)]
+    components: Py<MemoryPhaseComponents>,
+    #[pyo3(get)]
+    identity_holds: Option<bool>,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::PhaseDecomposition,
+}
 
-/// Rows as a tuple of their Python class, made once with the result that holds them.
-pub(super) fn row_tuple<C, R>(py: Python<'_>, items: &[R]) -> PyResult<Py<PyTuple>>
+impl MemoryAllocatorScopePhaseDecomposition {
+    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
+        let t = PhaseTerms::of(py, row)?;
+        Ok(MemoryAllocatorScopePhaseDecomposition {
+            scope: row.0.scope.map(|s| s.as_str()),
+            metric: t.metric,
+            components: t.components,
+            identity_holds: t.identity_holds,
+            changed: t.changed,
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryAllocatorScopePhaseDecomposition {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `allocator_scopes.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        phase_repr("MemoryAllocatorScopePhaseDecomposition", &self.row)
+    }
+}
+
+/// One phase metric of one mapped pool pair (either side `None` when a run lacks it).
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryPoolPhaseDecomposition {
+    /// The baseline run's pool (`MemoryPoolKey`); `baseline_pool` is the same.
+    #[pyo3(get)]
+    baseline_key: Py<PyAny>,
+    #[pyo3(get)]
+    candidate_key: Py<PyAny>,
+    #[pyo3(get)]
+    baseline_pool: Py<PyAny>,
+    #[pyo3(get)]
+    candidate_pool: Py<PyAny>,
+    /// `device[0] pool[0,1] -> device[0] pool[0,2]`: the pair as reports name it.
+    #[pyo3(get)]
+    label: String,
+    #[pyo3(get)]
+    metric: String,
+    #[pyo3(get)]
+    components: Py<MemoryPhaseComponents>,
+    #[pyo3(get)]
+    identity_holds: Option<bool>,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::PhaseDecomposition,
+}
+
+impl MemoryPoolPhaseDecomposition {
+    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
+        let t = PhaseTerms::of(py, row)?;
+        let baseline = pool_key(py, row.baseline_pool())?;
+        let candidate = pool_key(py, row.candidate_pool())?;
+        Ok(MemoryPoolPhaseDecomposition {
+            baseline_pool: baseline.clone_ref(py),
+            candidate_pool: candidate.clone_ref(py),
+            baseline_key: baseline,
+            candidate_key: candidate,
+            label: row.pool_pair_label(),
+            metric: t.metric,
+            components: t.components,
+            identity_holds: t.identity_holds,
+            changed: t.changed,
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryPoolPhaseDecomposition {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `pools.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        phase_repr("MemoryPoolPhaseDecomposition", &self.row)
+    }
+}
+
+/// One phase metric of one device pair, allocator and CUDA Runtime metrics alike.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+pub struct MemoryDevicePhaseDecomposition {
+    #[pyo3(get)]
+    baseline_device_index: Option<i64>,
+    #[pyo3(get)]
+    candidate_device_index: Option<i64>,
+    #[pyo3(get)]
+    metric: String,
+    #[pyo3(get)]
+    components: Py<MemoryPhaseComponents>,
+    #[pyo3(get)]
+    identity_holds: Option<bool>,
+    #[pyo3(get)]
+    changed: bool,
+    row: rows::PhaseDecomposition,
+}
+
+impl MemoryDevicePhaseDecomposition {
+    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
+        let t = PhaseTerms::of(py, row)?;
+        Ok(MemoryDevicePhaseDecomposition {
+            baseline_device_index: row.0.baseline_device,
+            candidate_device_index: row.0.candidate_device,
+            metric: t.metric,
+            components: t.components,
+            identity_holds: t.identity_holds,
+            changed: t.changed,
+            row: row.clone(),
+        })
+    }
+}
+
+#[pymethods]
+impl MemoryDevicePhaseDecomposition {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, &self.row)
+    }
+
+    /// The row as `device_decomposition.csv` holds it.
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, &self.row)
+    }
+
+    fn __repr__(&self) -> String {
+        phase_repr("MemoryDevicePhaseDecomposition", &self.row)
+    }
+}
+
+/// Rows as a tuple of their Python class, each converted by `convert`.
+pub(super) fn converted_tuple<C, R>(
+    py: Python<'_>,
+    items: &[R],
+    convert: fn(Python<'_>, &R) -> PyResult<C>,
+) -> PyResult<Py<PyTuple>>
 where
-    R: Clone,
-    C: From<R> + pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>,
+    C: pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>,
 {
     let objects = items
         .iter()
-        .map(|r| Bound::new(py, C::from(r.clone())))
+        .map(|r| Bound::new(py, convert(py, r)?))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(PyTuple::new(py, objects)?.unbind())
 }

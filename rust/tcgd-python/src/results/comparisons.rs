@@ -15,12 +15,21 @@ pub(super) fn failed(py: Python<'_>, message: String) -> PyErr {
     }
 }
 
-pub(super) fn paths(
-    py: Python<'_>,
-    written: Vec<std::path::PathBuf>,
-) -> PyResult<Vec<Bound<'_, PyAny>>> {
-    let path = py.import("pathlib")?.getattr("Path")?;
-    written.into_iter().map(|p| path.call1((p,))).collect()
+/// One argument that has two names (ours and the reference's): the one given, an error
+/// when both are.
+fn either<'a, 'py>(
+    name: &str,
+    value: Option<&'a Bound<'py, PyAny>>,
+    other_name: &str,
+    other: Option<&'a Bound<'py, PyAny>>,
+) -> PyResult<Option<&'a Bound<'py, PyAny>>> {
+    match (value, other) {
+        (Some(_), Some(_)) => Err(BindingError::InvalidInput(format!(
+            "{name} and {other_name} are the same argument; pass one"
+        ))
+        .into()),
+        (value, other) => Ok(value.or(other)),
+    }
 }
 
 /// The `n` of the `worst_*` methods: `None` (all) or a count.
@@ -82,18 +91,20 @@ macro_rules! comparison_result {
                 /// The `n` worst observation comparisons (all when `None`), worst first:
                 /// by status, then the share of elements that differ, then the largest
                 /// absolute and relative errors; ties keep execution order.
-                #[pyo3(signature = (n=None))]
+                /// `limit` is the reference's name for `n`.
+                #[pyo3(signature = (n=None, *, limit=None))]
                 fn worst_observation_comparisons(
                     &self,
+                    py: Python<'_>,
                     n: Option<&Bound<'_, PyAny>>,
+                    limit: Option<&Bound<'_, PyAny>>,
                 ) -> PyResult<Vec<PyObservationComparison>> {
-                    let n = worst_count(n)?;
-                    Ok(self
-                        .inner
+                    let n = worst_count(either("n", n, "limit", limit)?)?;
+                    self.inner
                         .worst(n)
                         .into_iter()
-                        .map(|(_, _, o)| o.clone().into())
-                        .collect())
+                        .map(|(_, _, o)| PyObservationComparison::of(py, o))
+                        .collect()
                 }
                 /// `worst_observation_comparisons(n)` as issues: each names its rank,
                 /// the label and comparison of its point, and the observation comparison.
@@ -177,20 +188,21 @@ macro_rules! comparison_result {
                     Ok(tables)
                 }
                 /// Writes report.txt, report.json, report.html and the CSV tables into
-                /// `directory` and returns their paths. A directory that already holds
-                /// anything needs `overwrite=True`, which replaces only the files this
-                /// method writes.
+                /// `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
+                /// each CSV by its stem). A directory that already holds anything needs
+                /// `overwrite=True`, which replaces only the files this method writes.
                 #[pyo3(signature = (
-                    directory, overwrite=false, *, include_unchanged=true, limit=None
+                    output_dir, overwrite=false, *, include_unchanged=true, limit=None
                 ))]
                 fn write<'py>(
                     &self,
                     py: Python<'py>,
-                    directory: std::path::PathBuf,
+                    output_dir: std::path::PathBuf,
                     overwrite: bool,
                     include_unchanged: bool,
                     limit: Option<usize>,
-                ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+                ) -> PyResult<Bound<'py, PyDict>> {
+                    let directory = output_dir;
                     let written = guard(py, || {
                         let c = Arc::clone(&self.inner);
                         py.detach(move || {
@@ -204,7 +216,7 @@ macro_rules! comparison_result {
                         })
                         .map_err(BindingError::from)
                     })?;
-                    paths(py, written)
+                    crate::classes::paths_by_format(py, written)
                 }
                 fn __str__(&self) -> String {
                     tcgd_compare::report::to_text_with(&self.inner, None, Some(true))
@@ -251,16 +263,42 @@ macro_rules! point_result {
                 by_key: PyResult<Bound<'py, PyDict>> => by_key(py, single(c)?);
                 /// This comparison, as the one point pair of `point_comparisons`.
                 points: PyResult<Bound<'py, PyTuple>> => tuple(py, [point_view(c, single(c)?)]);
+                /// Observation comparisons that matched (`counts.match`).
+                matched_count: usize => c.counts.matched;
+                mismatched_count: usize => c.counts.mismatched;
+                inconclusive_count: usize => c.counts.inconclusive;
             }
             {
+                /// Each observation comparison as its line of observations.csv
+                /// (`to_row()`), matches left out with `include_unchanged=False`.
+                #[pyo3(signature = (*, include_unchanged=true))]
+                fn observation_comparison_rows<'py>(
+                    &self,
+                    py: Python<'py>,
+                    include_unchanged: bool,
+                ) -> PyResult<Vec<Bound<'py, PyDict>>> {
+                    single(&self.inner)?
+                        .observations
+                        .iter()
+                        .filter(|o| include_unchanged || o.status != Status::Match)
+                        .map(|o| {
+                            crate::classes::csv_row_dict(
+                                py,
+                                tcgd_compare::report::csv::OBSERVATION_COLUMNS,
+                                tcgd_compare::report::csv::observation_cells(o),
+                            )
+                        })
+                        .collect()
+                }
                 /// The comparison of observation `(name, invocation_index)`.
                 #[pyo3(signature = (name, invocation_index=0))]
                 fn observation(
                     &self,
+                    py: Python<'_>,
                     name: &str,
                     invocation_index: i64,
                 ) -> PyResult<PyObservationComparison> {
-                    observation_of(single(&self.inner)?, name, invocation_index)
+                    observation_of(py, single(&self.inner)?, name, invocation_index)
                 }
             }
         }
@@ -285,34 +323,37 @@ fn by_key<'py>(py: Python<'py>, point: &PointComparison) -> PyResult<Bound<'py, 
     for o in &point.observations {
         d.set_item(
             (o.name.clone(), o.invocation_index),
-            PyObservationComparison::from(o.clone()),
+            PyObservationComparison::of(py, o)?,
         )?;
     }
     Ok(d)
 }
 
 fn observation_of(
+    py: Python<'_>,
     point: &PointComparison,
     name: &str,
     invocation_index: i64,
 ) -> PyResult<PyObservationComparison> {
-    point
+    let found = point
         .observations
         .iter()
-        .find(|o| o.name == name && o.invocation_index == invocation_index)
-        .map(|o| o.clone().into())
-        .ok_or_else(|| {
-            let keys: Vec<String> = point
-                .observations
-                .iter()
-                .map(|o| format!("({}, {})", quoted(&o.name), o.invocation_index))
-                .collect();
-            PyKeyError::new_err(format!(
-                "no observation ({}, {invocation_index}) in this comparison; keys: [{}]",
-                quoted(name),
-                keys.join(", ")
-            ))
-        })
+        .find(|o| o.name == name && o.invocation_index == invocation_index);
+    if let Some(o) = found {
+        return PyObservationComparison::of(py, o);
+    }
+    Err({
+        let keys: Vec<String> = point
+            .observations
+            .iter()
+            .map(|o| format!("({}, {})", quoted(&o.name), o.invocation_index))
+            .collect();
+        PyKeyError::new_err(format!(
+            "no observation ({}, {invocation_index}) in this comparison; keys: [{}]",
+            quoted(name),
+            keys.join(", ")
+        ))
+    })
 }
 
 /// A result of two wholes compared (runs, point series, run groups): their subjects, then
@@ -362,6 +403,14 @@ whole_result! {
         /// One comparison per point pair, in alignment order (one-sided points included).
         point_comparisons: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
         points: PyResult<Bound<'py, PyTuple>> => point_views(py, c);
+        /// Labels of the points recorded in the reference run only, in its order.
+        reference_only_points: PyResult<Bound<'py, PyTuple>> =>
+            tuple(py, one_sided_labels(c, |p| p.reference.as_ref(), |p| p.candidate.is_none()));
+        /// Labels of the points recorded in the candidate run only, in its order.
+        candidate_only_points: PyResult<Bound<'py, PyTuple>> =>
+            tuple(py, one_sided_labels(c, |p| p.candidate.as_ref(), |p| p.reference.is_none()));
+        /// The warnings the report shows (`warnings`).
+        report_warnings: PyResult<Bound<'py, PyTuple>> => tuple(py, c.warnings.iter());
     }
     {
         /// The point comparison whose reference (or, one-sided, candidate) is `label`.
@@ -404,6 +453,21 @@ whole_result! {
                 })
         }
     }
+}
+
+/// The labels (or descriptions) of the points one side has alone, as `side` and
+/// `one_sided` pick them.
+fn one_sided_labels(
+    c: &Comparison,
+    side: impl Fn(&PointComparison) -> Option<&PointRef>,
+    one_sided: impl Fn(&PointComparison) -> bool,
+) -> Vec<String> {
+    c.points
+        .iter()
+        .filter(|p| one_sided(p))
+        .filter_map(side)
+        .map(|r| r.label.clone().unwrap_or_else(|| r.display()))
+        .collect()
 }
 
 fn divergences(c: &Comparison) -> impl Iterator<Item = &Divergence> {
@@ -449,6 +513,21 @@ frozen_class! {
         counts: Option<PyCounts> => r.comparison.as_ref().map(|c| PyCounts::from(c.counts));
     }
     repr(rank, status);
+    {
+        /// The rank's entry as report.json holds it.
+        fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            let r = &self.inner;
+            let entry = RankComparison {
+                rank: r.rank,
+                status: r.status,
+                reason: r.reason.clone(),
+                comparison: r.comparison.as_ref().map(|c| Box::new((**c).clone())),
+                in_reference: false,
+                in_candidate: false,
+            };
+            serde_to_py(py, &entry)
+        }
+    }
 }
 
 whole_result! {
@@ -466,6 +545,16 @@ whole_result! {
                 .iter()
                 .filter(|r| r.comparison.is_none())
                 .map(|r| r.rank),
+        );
+        /// Ranks with a run in the reference group only.
+        reference_only_ranks: PyResult<Bound<'py, PyTuple>> => tuple(
+            py,
+            c.ranks.iter().filter(|r| r.in_reference && !r.in_candidate).map(|r| r.rank),
+        );
+        /// Ranks with a run in the candidate group only.
+        candidate_only_ranks: PyResult<Bound<'py, PyTuple>> => tuple(
+            py,
+            c.ranks.iter().filter(|r| r.in_candidate && !r.in_reference).map(|r| r.rank),
         );
     }
     {

@@ -2,30 +2,36 @@
 
 use super::*;
 
-value_class! {
-    /// One rank's point in a group summary: where it is, how many observations it holds,
-    /// and how many of them kept their bytes (`full`) or a summary only.
-    #[pyclass(name = "TensorRankPointSummary")]
-    #[derive(PartialEq)]
-    pub struct PyRankPoint {
-        rank: i64,
-        point_index: i64,
-        label: String,
-        /// `None` for a point recorded eagerly.
-        replay_index: Option<i64>,
-        observation_count: i64,
-        full_payload_count: u64,
-        summary_payload_count: u64,
-    }
-    eq;
-    repr(
-        rank,
-        point_index,
-        label,
-        observation_count,
-        full_payload_count,
-        summary_payload_count
-    );
+/// One rank's point in a group summary: where it is, how many observations it holds,
+/// and how many of them kept their bytes (`full`) or a summary only.
+#[pyclass(
+    name = "TensorRankPointSummary",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    eq,
+    skip_from_py_object
+)]
+#[derive(PartialEq, Serialize)]
+pub struct PyRankPoint {
+    #[pyo3(get)]
+    rank: i64,
+    #[pyo3(get)]
+    point_index: i64,
+    /// The point's label; `point_label` is the same.
+    #[pyo3(get)]
+    label: String,
+    #[pyo3(get)]
+    #[serde(skip)]
+    point_label: String,
+    /// `None` for a point recorded eagerly.
+    #[pyo3(get)]
+    replay_index: Option<i64>,
+    #[pyo3(get)]
+    observation_count: i64,
+    #[pyo3(get)]
+    full_payload_count: u64,
+    #[pyo3(get)]
+    summary_payload_count: u64,
 }
 
 impl PyRankPoint {
@@ -34,11 +40,33 @@ impl PyRankPoint {
             rank,
             point_index: p.index,
             label: p.label.clone(),
+            point_label: p.label.clone(),
             replay_index: p.replay_index,
             observation_count: p.observations,
             full_payload_count: p.full,
             summary_payload_count: p.summary,
         }
+    }
+}
+
+#[pymethods]
+impl PyRankPoint {
+    /// The row as the group summary's rank_points table holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, self)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TensorRankPointSummary(rank={}, point_index={}, label={}, observation_count={}, \
+             full_payload_count={}, summary_payload_count={})",
+            self.rank,
+            self.point_index,
+            quoted(&self.label),
+            self.observation_count,
+            self.full_payload_count,
+            self.summary_payload_count
+        )
     }
 }
 
@@ -176,15 +204,17 @@ frozen_class!(impl PyGroupSummary |g, py| {
         Ok(tables)
     }
     /// Writes summary.txt, summary.json, summary.html and rank_points.csv into
-    /// `directory`; a directory that holds anything needs `overwrite=True`.
-    #[pyo3(signature = (directory, overwrite=false, *, limit=None))]
+    /// `output_dir` and returns `{format: path}`; a directory that holds anything needs
+    /// `overwrite=True`.
+    #[pyo3(signature = (output_dir, overwrite=false, *, limit=None))]
     fn write<'py>(
         &self,
         py: Python<'py>,
-        directory: std::path::PathBuf,
+        output_dir: std::path::PathBuf,
         overwrite: bool,
         limit: Option<usize>,
-    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let directory = output_dir;
         let group = Arc::clone(&self.inner);
         let written = py
             .detach(move || {
@@ -196,7 +226,7 @@ frozen_class!(impl PyGroupSummary |g, py| {
                 )
             })
             .map_err(BindingError::from)?;
-        paths(py, written)
+        crate::classes::paths_by_format(py, written)
     }
     fn __str__(&self) -> String {
         self.to_text(None)

@@ -16,7 +16,7 @@ use tcgd_compare::{
     Subject, TensorSummary,
 };
 
-use crate::classes::{frozen_class, value_class};
+use crate::classes::frozen_class;
 use crate::errors::{guard, BindResult, BindingError};
 
 mod comparisons;

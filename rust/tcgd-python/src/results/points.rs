@@ -50,12 +50,12 @@ pub(super) fn observations_of<'py>(
     py: Python<'py>,
     c: &Comparison,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    tuple(
-        py,
-        c.observations()
-            .into_iter()
-            .map(|(_, _, o)| PyObservationComparison::from(o.clone())),
-    )
+    let items = c
+        .observations()
+        .into_iter()
+        .map(|(_, _, o)| PyObservationComparison::of(py, o))
+        .collect::<PyResult<Vec<_>>>()?;
+    tuple(py, items)
 }
 
 pub(super) fn single(c: &Comparison) -> PyResult<&PointComparison> {
@@ -162,7 +162,7 @@ pub(super) fn issue_at(py: Python<'_>, c: &Comparison, issue: Issue) -> PyResult
             .map(|p| Py::new(py, point_view(whole, p)))
             .transpose()?,
         observation: observation
-            .map(|o| Py::new(py, PyObservationComparison::from(o.clone())))
+            .map(|o| Py::new(py, PyObservationComparison::of(py, o)?))
             .transpose()?,
         issue,
     }))

@@ -110,21 +110,19 @@ fn descriptor<'py>(py: Python<'py>, group: &rg::MemoryRunGroup) -> PyResult<Boun
 
 // ---------------------------------------------------------------------- results
 
-fn write_files(
-    py: Python<'_>,
+fn write_files<'py>(
+    py: Python<'py>,
     output_dir: PathBuf,
     files: Vec<(String, String)>,
     own: &[&str],
     overwrite: bool,
-) -> PyResult<BTreeMap<String, PathBuf>> {
-    guard(py, || {
+) -> PyResult<Bound<'py, PyDict>> {
+    let written = guard(py, || {
         let own: Vec<String> = own.iter().map(|s| (*s).to_owned()).collect();
-        let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
-        let paths = py
-            .detach(|| tcgd_report::write_report(&output_dir, &files, &own, overwrite))
-            .map_err(BindingError::from)?;
-        Ok(names.into_iter().zip(paths).collect())
-    })
+        py.detach(|| tcgd_report::write_report(&output_dir, &files, &own, overwrite))
+            .map_err(BindingError::from)
+    })?;
+    crate::classes::paths_by_format(py, written)
 }
 
 fn check_display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<()> {
@@ -212,14 +210,14 @@ impl MemoryRunGroupSummary {
     }
 
     /// `report.txt/.json/.html`, `rank_points.csv`, `rank_devices.csv` (when a rank has
-    /// a device) and `point_aggregates.csv`; `{file name: path}`.
+    /// a device) and `point_aggregates.csv`; their paths by format and CSV stem.
     #[pyo3(signature = (output_dir, overwrite = false))]
-    fn write(
+    fn write<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         output_dir: PathBuf,
         overwrite: bool,
-    ) -> PyResult<BTreeMap<String, PathBuf>> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         let files = py.detach(|| tcgd_memory::report::group_summary_files(&self.inner));
         write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
     }
@@ -402,17 +400,17 @@ impl MemoryRunGroupPhaseComparison {
 
     /// `report.txt/.json/.html`, `rank_decomposition.csv`, `rank_pool_decomposition.csv`,
     /// `rank_device_decomposition.csv` (when a device equation exists) and
-    /// `phase_aggregates.csv`; `{file name: path}`.
+    /// `phase_aggregates.csv`; their paths by format and CSV stem.
     #[pyo3(signature = (output_dir, include_unchanged = true, limit = None, stack_depth = None, overwrite = false))]
-    fn write(
+    fn write<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         output_dir: PathBuf,
         include_unchanged: bool,
         limit: Option<i64>,
         stack_depth: Option<i64>,
         overwrite: bool,
-    ) -> PyResult<BTreeMap<String, PathBuf>> {
+    ) -> PyResult<Bound<'py, PyDict>> {
         guard(py, || check_display(limit, stack_depth))?;
         let files =
             py.detach(|| tcgd_memory::report::group_phases_files(&self.inner, include_unchanged));
