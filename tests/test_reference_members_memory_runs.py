@@ -384,3 +384,20 @@ def test_timeline_carries_the_whole_run_lifetimes(tmp_path: Path) -> None:
     assert isinstance(lifetimes, MemoryAllocationLifetimeAnalysis)
     assert (lifetimes.start, lifetimes.end) == ("a", "c")
     assert lifetimes.total_instance_bytes == run.lifetimes().total_instance_bytes
+
+
+def test_lifetime_write_csv_files_replaces_only_its_own(tmp_path: Path) -> None:
+    result = _lifetime_run(tmp_path).lifetimes()
+    root = tmp_path / "csv"
+    root.mkdir()
+    (root / "notes.md").write_text("mine")
+    paths = result.write_csv_files(root)
+    assert set(paths) >= {"cohorts", "cohort_points", "size_histograms", "size_outcomes"}
+    assert all(p.suffix == ".csv" and p.parent == root for p in paths.values())
+    assert not (root / "report.txt").exists() and (root / "notes.md").read_text() == "mine"
+    assert _as_csv(result.cohort_rows()) == _csv(paths["cohorts"])
+    # Twice in a row: the CSV files are replaced, nothing else changes.
+    assert result.write_csv_files(root) == paths
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        [*(p.name for p in paths.values()), "notes.md"]
+    )

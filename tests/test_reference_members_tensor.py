@@ -318,3 +318,39 @@ def test_keywords_of_the_other_kind_are_refused_by_name(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert compare_points(point, point).status == "match"
+
+
+# ------------------------------------------------------------------ inputs held by results
+def test_results_hold_what_was_compared(tmp_path):
+    ref = record(tmp_path / "r", [("a", {"x": torch.ones(4)})], execution="eager")
+    run = record(
+        tmp_path / "c",
+        [("a", {"x": torch.ones(4)}), ("b", {"x": torch.zeros(4)})],
+        execution="eager",
+    )
+    series = compare_point_series(ref["a"], run)
+    assert series.candidate_run is run
+    assert [c.status for c in series.point_comparisons] == ["match", "mismatch"]
+    # A job root is compared as a path: no run object was made for it.
+    assert compare_point_series(ref["a"], tmp_path / "c").candidate_run is None
+
+    job(tmp_path / "g1", [0, 1], world_size=2)
+    job(tmp_path / "g2", [0, 1], world_size=2)
+    g1 = TensorRunGroup.load(tmp_path / "g1")
+    result = compare_run_groups(g1, tmp_path / "g2")
+    assert result.reference_group is g1
+    loaded = result.candidate_group
+    assert isinstance(loaded, TensorRunGroup)
+    assert list(loaded.ranks) == [0, 1] and loaded.world_size == 2
+    assert result.status == "match"
+
+    summary = g1.summary()
+    assert summary.run_group is g1 and summary.group is g1
+
+
+def test_value_summary_from_dict_takes_value(tmp_path):
+    run = record(tmp_path, [("a", {"x": (torch.tensor([1.0, -3.0, 0.0]), "summary")})])
+    summary = run["a"].observations[0].summary
+    again = type(summary).from_dict(value=summary.to_dict())
+    assert again == summary
+    assert (again.minimum, again.maximum, again.zero_count) == (-3.0, 1.0, 1)

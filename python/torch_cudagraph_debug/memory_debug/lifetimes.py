@@ -286,6 +286,13 @@ class MemoryAllocationLifetimeAnalysis:
         shown, depth = self._display(limit, stack_depth)
         return self._native.write(os.fspath(output_dir), shown, depth, overwrite)
 
+    def write_csv_files(self, root: str | os.PathLike[str]) -> dict[str, Path]:
+        """Writes the CSV files alone (``cohorts.csv``, ``cohort_points.csv``,
+        ``size_histograms.csv``, ``size_outcomes.csv`` and the transition-stack CSVs that
+        have rows) into ``root``, created if missing. Earlier copies of these files are
+        replaced and every other file is left alone. Returns the paths by stem."""
+        return self._native.write_csv_files(os.fspath(root))
+
     def __str__(self) -> str:
         return self.to_text()
 

@@ -439,7 +439,13 @@ def compare_point_series(
 ) -> TensorPointSeriesComparison:
     """Compares one reference point (or snapshot) against every point of the run
     ``candidates`` (a ``TensorRun`` or a job root holding one tensor run) in order: drift
-    across replays, and for each observation the first point at which it diverged."""
+    across replays, and for each observation the first point at which it diverged.
+    The result's ``candidate_run`` is ``candidates`` when it is a ``TensorRun`` (``None``
+    for a job root)."""
     return _native.compare_point_series(
-        _set_args(reference, "reference"), _run_path(candidates, "candidates"), options, progress
+        _set_args(reference, "reference"),
+        _run_path(candidates, "candidates"),
+        options,
+        progress,
+        candidates if isinstance(candidates, Run) else None,
     )

@@ -293,22 +293,26 @@ def compare_run_groups(
     progress: ProgressCallback | None = None,
 ) -> TensorRunGroupComparison:
     """Compares two run groups rank by rank (``TensorRunGroup`` objects or job
-    directories). A rank missing on either side makes the comparison inconclusive."""
+    directories, loaded as ``TensorRunGroup.load`` loads them). A rank missing on either
+    side makes the comparison inconclusive. The result holds both groups
+    (``reference_group``, ``candidate_group``)."""
 
-    def side(group: Any, what: str) -> _native.RunGroupInfo | tuple[str, None, list[Any]]:
+    def side(group: Any, what: str) -> TensorRunGroup:
         if isinstance(group, TensorRunGroup):
             # Compared as loaded, not loaded again.
-            return group._native_group()
+            return group
         if isinstance(group, str | os.PathLike):
-            return os.fspath(group), None, []
+            return TensorRunGroup.load(group)
         raise InvalidInputError(
             f"{what} must be a TensorRunGroup or a job directory, got {type(group).__name__}"
         )
 
+    reference_group, candidate_group = side(reference, "reference"), side(candidate, "candidate")
     return _native.compare_run_groups(
-        side(reference, "reference"),
-        side(candidate, "candidate"),
+        reference_group._native_group(),
+        candidate_group._native_group(),
         options,
         _mapping(point_mapping),
         progress,
+        (reference_group, candidate_group),
     )

@@ -233,15 +233,17 @@ impl Call {
         build_set(args, &self.progress.error)
     }
 
-    /// Runs the comparison with the GIL released and returns its result class; a Python
-    /// error raised by a loader or the progress callback is re-raised unchanged.
+    /// Runs the comparison with the GIL released and returns its result class, holding
+    /// `subjects` (the two things compared, where given as objects); a Python error raised
+    /// by a loader or the progress callback is re-raised unchanged.
     fn run(
         &self,
         py: Python<'_>,
+        subjects: (Option<Py<PyAny>>, Option<Py<PyAny>>),
         work: impl FnOnce(&CompareOptions, &PyProgress) -> tcgd_compare::Result<Comparison> + Send,
     ) -> BindResult<Py<PyAny>> {
         match py.detach(|| work(&self.options, &self.progress)) {
-            Ok(c) => results::result(py, c).map_err(BindingError::Python),
+            Ok(c) => results::result(py, c, subjects).map_err(BindingError::Python),
             Err(e) => {
                 let kept = self
                     .progress
@@ -347,7 +349,7 @@ fn compare_sets(
         let call = Call::new(options, progress_callback)?;
         let reference = call.set(reference)?;
         let candidate = call.set(candidate)?;
-        call.run(py, |options, progress| {
+        call.run(py, (None, None), |options, progress| {
             tcgd_compare::compare_sets(
                 kind,
                 (&reference.0, reference.1),
@@ -375,7 +377,7 @@ fn compare_runs(
     guard(py, || {
         let call = Call::new(options, progress_callback)?;
         let mapping = mapping(point_mapping)?;
-        call.run(py, |options, progress| {
+        call.run(py, (None, None), |options, progress| {
             let (mut reference, mut candidate) = (open(&reference)?, open(&candidate)?);
             if let Some(names) = &names {
                 let names = names.iter().cloned().collect();
@@ -387,20 +389,22 @@ fn compare_runs(
     })
 }
 
-/// Compares one point (from Python) against every point of a run.
+/// Compares one point (from Python) against every point of a run; the result holds
+/// `candidate_run` (the run object compared, where there is one).
 #[pyfunction]
-#[pyo3(signature = (reference, run, options=None, progress_callback=None))]
+#[pyo3(signature = (reference, run, options=None, progress_callback=None, candidate_run=None))]
 fn compare_point_series(
     py: Python<'_>,
     reference: SetArgs,
     run: RunAddress,
     options: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
+    candidate_run: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
         let call = Call::new(options, progress_callback)?;
         let reference = call.set(reference)?;
-        call.run(py, |options, progress| {
+        call.run(py, (None, candidate_run), |options, progress| {
             tcgd_compare::compare_point_series(
                 (&reference.0, reference.1),
                 &open(&run)?,
@@ -412,9 +416,10 @@ fn compare_point_series(
 }
 
 /// Compares two run groups rank by rank; each side is `(root, paths)`: a job directory,
-/// or (root `None`) the runs themselves.
+/// or (root `None`) the runs themselves. The result holds `groups`, the two group objects
+/// compared, where given.
 #[pyfunction]
-#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None))]
+#[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None, groups=(None, None)))]
 fn compare_run_groups(
     py: Python<'_>,
     reference: &Bound<'_, PyAny>,
@@ -422,13 +427,14 @@ fn compare_run_groups(
     options: Option<&Bound<'_, PyAny>>,
     point_mapping: Option<&Bound<'_, PyAny>>,
     progress_callback: Option<Py<PyAny>>,
+    groups: (Option<Py<PyAny>>, Option<Py<PyAny>>),
 ) -> PyResult<Py<PyAny>> {
     guard(py, || {
         let call = Call::new(options, progress_callback)?;
         let mapping = mapping(point_mapping)?;
         let reference = group_of(py, reference)?;
         let candidate = group_of(py, candidate)?;
-        call.run(py, |options, progress| {
+        call.run(py, groups, |options, progress| {
             tcgd_compare::compare_run_groups(&reference, &candidate, &mapping, options, progress)
         })
     })

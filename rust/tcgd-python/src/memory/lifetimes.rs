@@ -879,6 +879,33 @@ impl MemoryAllocationLifetimeAnalysis {
         crate::classes::paths_by_format(py, written)
     }
 
+    /// Writes the CSV files alone into `directory` (created if missing), replacing earlier
+    /// copies of them and leaving every other file alone; returns their paths by stem.
+    fn write_csv_files<'py>(
+        &self,
+        py: Python<'py>,
+        directory: PathBuf,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let written = guard(py, || {
+            let r = &self.inner;
+            py.detach(|| {
+                let files: Vec<(String, String)> =
+                    rep::lifetimes_files(r, LifetimeDisplay::default())
+                        .into_iter()
+                        .filter(|(name, _)| name.ends_with(".csv"))
+                        .collect();
+                let own: Vec<String> = rep::LIFETIME_FILES
+                    .iter()
+                    .filter(|f| f.ends_with(".csv"))
+                    .map(|f| f.to_string())
+                    .collect();
+                tcgd_report::write_report(&directory, &files, &own, true)
+            })
+            .map_err(BindingError::from)
+        })?;
+        crate::classes::paths_by_format(py, written)
+    }
+
     /// Every cohort, in report order (`display_rank`).
     #[getter]
     fn cohorts(&self, py: Python<'_>) -> PyResult<Py<PyTuple>> {

@@ -56,6 +56,52 @@ fn report(
     guard(py, || Ok(render(c, limit, Some(include_unchanged))))
 }
 
+/// A finished comparison and the two things compared, where the caller gave them as
+/// Python objects (a point series' candidate run, a group comparison's groups): the
+/// reference's results hold their inputs. Reads as the `Comparison` it wraps.
+pub struct Compared {
+    comparison: Arc<Comparison>,
+    reference_input: Option<Py<PyAny>>,
+    candidate_input: Option<Py<PyAny>>,
+}
+
+impl Compared {
+    pub(crate) fn new(
+        comparison: Arc<Comparison>,
+        reference_input: Option<Py<PyAny>>,
+        candidate_input: Option<Py<PyAny>>,
+    ) -> Compared {
+        Compared {
+            comparison,
+            reference_input,
+            candidate_input,
+        }
+    }
+
+    /// The comparison, shared (for work done with the interpreter released).
+    fn shared(&self) -> Arc<Comparison> {
+        Arc::clone(&self.comparison)
+    }
+
+    /// One side's object as given, `None` when it was not given as an object.
+    fn subject(py: Python<'_>, side: &Option<Py<PyAny>>) -> Option<Py<PyAny>> {
+        side.as_ref().map(|o| o.clone_ref(py))
+    }
+}
+
+impl std::ops::Deref for Compared {
+    type Target = Comparison;
+    fn deref(&self) -> &Comparison {
+        &self.comparison
+    }
+}
+
+impl From<Arc<Comparison>> for Compared {
+    fn from(comparison: Arc<Comparison>) -> Compared {
+        Compared::new(comparison, None, None)
+    }
+}
+
 /// A comparison result class over the engine's `Comparison`: the getters and methods
 /// every result has, then the class's own (`|comparison, py| { getters } { methods }`).
 macro_rules! comparison_result {
@@ -67,7 +113,7 @@ macro_rules! comparison_result {
     ) => {
         frozen_class! {
             $(#$meta)*
-            pub struct $class(Arc<Comparison>);
+            pub struct $class(Compared);
             |$c, $py| {
                 /// `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
                 kind: &'static str => $c.kind.as_str();
@@ -204,7 +250,7 @@ macro_rules! comparison_result {
                 ) -> PyResult<Bound<'py, PyDict>> {
                     let directory = output_dir;
                     let written = guard(py, || {
-                        let c = Arc::clone(&self.inner);
+                        let c = self.inner.shared();
                         py.detach(move || {
                             tcgd_compare::report::write_with(
                                 &c,
@@ -435,6 +481,8 @@ whole_result! {
         /// Per observation of the reference point, in its order: when it stopped matching.
         divergence: PyResult<Bound<'py, PyTuple>> =>
             tuple(py, divergences(c).cloned().map(PyDivergence::from));
+        /// The run whose points were compared (a `TensorRun`), as given.
+        candidate_run: Option<Py<PyAny>> => Compared::subject(py, &c.candidate_input);
     }
     {
         fn point(&self, label: &str) -> PyResult<PyPointComparison> {
@@ -504,7 +552,7 @@ frozen_class! {
         ok: bool => r.status == Status::Match;
         /// Why the rank could not be compared (missing on one side).
         reason: Option<String> => r.reason.clone();
-        comparison: Option<PyRunComparison> => r.comparison.clone().map(PyRunComparison::from);
+        comparison: Option<PyRunComparison> => r.comparison.clone().map(|c| PyRunComparison::from(Compared::from(c)));
         /// The rank's point comparisons; empty for a one-sided rank.
         points: PyResult<Bound<'py, PyTuple>> => match &r.comparison {
             Some(c) => point_views(py, c),
@@ -556,6 +604,10 @@ whole_result! {
             py,
             c.ranks.iter().filter(|r| r.in_candidate && !r.in_reference).map(|r| r.rank),
         );
+        /// The reference `TensorRunGroup`, as compared.
+        reference_group: Option<Py<PyAny>> => Compared::subject(py, &c.reference_input);
+        /// The candidate `TensorRunGroup`, as compared.
+        candidate_group: Option<Py<PyAny>> => Compared::subject(py, &c.candidate_input);
     }
     {
         fn rank(&self, rank: i64) -> PyResult<PyRankComparison> {

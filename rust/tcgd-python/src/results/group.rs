@@ -177,6 +177,11 @@ frozen_class!(impl PyGroupSummary |g, py| {
     fn group(&self, py: Python<'_>) -> Py<PyAny> {
         self.group.clone_ref(py)
     }
+    /// The reference's name for `group`.
+    #[getter]
+    fn run_group(&self, py: Python<'_>) -> Py<PyAny> {
+        self.group.clone_ref(py)
+    }
     /// `limit` (default 20) caps the rows per table.
     #[pyo3(signature = (limit=None))]
     fn to_text(&self, limit: Option<usize>) -> String {
@@ -242,10 +247,16 @@ frozen_class!(impl PyGroupSummary |g, py| {
     }
 });
 
-/// The result class of a finished comparison, by its kind.
-pub(crate) fn result(py: Python<'_>, c: Comparison) -> PyResult<Py<PyAny>> {
-    let c = Arc::new(c);
-    Ok(match c.kind {
+/// The result class of a finished comparison, by its kind; `subjects` are the two things
+/// compared where the caller gave them as objects.
+pub(crate) fn result(
+    py: Python<'_>,
+    c: Comparison,
+    subjects: (Option<Py<PyAny>>, Option<Py<PyAny>>),
+) -> PyResult<Py<PyAny>> {
+    let kind = c.kind;
+    let c = Compared::new(Arc::new(c), subjects.0, subjects.1);
+    Ok(match kind {
         ComparisonKind::Snapshots => Py::new(py, PySnapshotComparison::from(c))?.into_any(),
         ComparisonKind::Points => Py::new(py, PyPointComparison::from(c))?.into_any(),
         ComparisonKind::Runs => Py::new(py, PyRunComparison::from(c))?.into_any(),

@@ -132,10 +132,10 @@ impl PyValueSummary {
     #[classmethod]
     fn from_dict(
         cls: &Bound<'_, pyo3::types::PyType>,
-        data: &Bound<'_, PyDict>,
+        value: &Bound<'_, PyDict>,
     ) -> PyResult<Py<PyAny>> {
         let kwargs = PyDict::new(cls.py());
-        for (key, value) in data.iter() {
+        for (key, value) in value.iter() {
             let key: String = key.extract()?;
             let name = match key.as_str() {
                 "minimum" => "min",

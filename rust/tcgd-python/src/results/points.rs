@@ -39,7 +39,7 @@ pub(super) fn point_view(whole: &Comparison, p: &PointComparison) -> PyPointComp
         Vec::new(),
         whole.warnings.clone(),
     );
-    PyPointComparison::from(Arc::new(c))
+    PyPointComparison::from(Compared::from(Arc::new(c)))
 }
 
 pub(super) fn find_point(points: &[PointComparison], position: usize) -> Option<&PointComparison> {
