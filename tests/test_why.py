@@ -139,10 +139,19 @@ def test_why_names_the_lowering(tmp_path, planted_lowering):
 def test_nothing_planted_says_nothing_diverges(tmp_path):
     model, batches = model_and_batches()
     report = why(model, batches, run_dir=tmp_path, probes=PROBES)
-    assert report.status == "match", report.to_text()
-    assert report.culprit is None
-    assert report.conclusion.startswith("nothing diverges")
+    assert report.culprit is None, report.to_text()
     assert report.search.skipped is not None
+    # By the float64 rule nothing diverges, wherever this runs.
+    assert not report.differential.diverging_sites, report.to_text()
+    # Whether Inductor's CPU kernels round exactly as eager does depends on the machine's
+    # vector width: bit-identical outputs are "match"; otherwise the report must say the
+    # difference is rounding, not a fault, and search nothing.
+    if report.status == "match":
+        assert report.conclusion.startswith("nothing diverges")
+    else:
+        assert report.status == "mismatch", report.to_text()
+        assert "rounding, not a bug" in report.conclusion
+        assert "within rounding" in report.search.skipped
 
 
 def test_tcgd_why_cli_text_json_html_and_exit_status(tmp_path):

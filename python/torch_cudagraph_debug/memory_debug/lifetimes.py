@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.errors import InvalidInputError, MemoryOwnershipError
 from torch_cudagraph_debug.memory_debug._model import from_native
-from torch_cudagraph_debug.memory_debug.options import MemoryDisplayOptions
+from torch_cudagraph_debug.memory_debug.options import MemoryLifetimeOptions
 
 if TYPE_CHECKING:
     from torch_cudagraph_debug.memory_debug.run import MemoryPoint, MemoryRun
@@ -57,18 +57,6 @@ class MemoryLifetimeSelection:
     def end(self) -> str | int | MemoryPoint | None:
         """The (included) end of ``born_between``; ``None`` otherwise."""
         return self.points[1] if len(self.points) > 1 else None
-
-
-def _lifetime_display() -> MemoryDisplayOptions:
-    return MemoryDisplayOptions(stack_depth=4)
-
-
-@dataclass(frozen=True)
-class MemoryLifetimeOptions:
-    """Display options of a lifetime report: ``limit`` cohorts and ``stack_depth`` frames
-    in text and HTML (JSON, CSV and ``cohorts`` keep everything)."""
-
-    display: MemoryDisplayOptions = field(default_factory=_lifetime_display)
 
 
 def _check_display(limit: Any, stack_depth: Any) -> None:

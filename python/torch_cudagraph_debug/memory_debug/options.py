@@ -1,15 +1,11 @@
-"""The options of memory comparisons and their attribution (their own module: comparisons,
-attribution and lifetimes all take them)."""
+"""The options of memory comparisons, their attribution and lifetime reports (their own
+module: comparisons, attribution and lifetimes all take them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from torch_cudagraph_debug.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from torch_cudagraph_debug.memory_debug.lifetimes import MemoryLifetimeOptions
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,16 @@ class MemoryAttributionOptions:
     def lifetime_options(self) -> MemoryLifetimeOptions:
         """The options of the cohort report a ``lifetimes`` request attaches
         (``allocation_lifetimes``): this request's ``display``."""
-        # The lifetimes module imports this one, so its class is looked up at call time.
-        from torch_cudagraph_debug.memory_debug.lifetimes import MemoryLifetimeOptions
-
         return MemoryLifetimeOptions(display=self.display)
+
+
+def _lifetime_display() -> MemoryDisplayOptions:
+    return MemoryDisplayOptions(stack_depth=4)
+
+
+@dataclass(frozen=True)
+class MemoryLifetimeOptions:
+    """Display options of a lifetime report: ``limit`` cohorts and ``stack_depth`` frames
+    in text and HTML (JSON, CSV and ``cohorts`` keep everything)."""
+
+    display: MemoryDisplayOptions = field(default_factory=_lifetime_display)
