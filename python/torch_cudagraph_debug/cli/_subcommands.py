@@ -95,6 +95,30 @@ def roots_of(*dests: str) -> Check:
     return job_roots(lambda args: _given(args, dests))
 
 
+def tensor_group_dirs_of(*dests: str) -> Check:
+    """The arguments `dests` hold tensor run groups: job roots, or directories whose
+    direct children are job roots (one per rank, as `TensorRunGroup.load` reads them)."""
+
+    def check(args: argparse.Namespace) -> None:
+        import os
+
+        from torch_cudagraph_debug import _native
+
+        def is_root(path: str) -> bool:
+            return os.path.isdir(os.path.join(path, "runs", "_delta_log"))
+
+        for root in _given(args, dests):
+            children: list[str] = []
+            if os.path.isdir(root) and not is_root(root):
+                entries = sorted(os.listdir(root))
+                children = [os.path.join(root, e) for e in entries]
+                children = [c for c in children if is_root(c)]
+            for path in children or [root]:
+                _native.list_runs(path)
+
+    return check
+
+
 def group_dirs_of(*dests: str) -> Check:
     """The arguments `dests` hold memory run groups: job roots, or directories of them."""
 

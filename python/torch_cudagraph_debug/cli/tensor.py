@@ -35,6 +35,7 @@ from torch_cudagraph_debug.cli._subcommands import (
     arg,
     job_roots,
     roots_of,
+    tensor_group_dirs_of,
 )
 from torch_cudagraph_debug.cli._subcommands import commands as subcommands
 from torch_cudagraph_debug.cli.tensor_options import (
@@ -543,7 +544,7 @@ def add_commands(
                     help="replace the summary files in a non-empty DIR",
                 ),
             ),
-            check=roots_of("root"),
+            check=tensor_group_dirs_of("root"),
         ),
         Command(
             "compare-run-groups",
@@ -560,7 +561,7 @@ def add_commands(
                 _mapping_options,
                 _comparison_options,
             ),
-            check=roots_of("reference", "candidate"),
+            check=tensor_group_dirs_of("reference", "candidate"),
         ),
         Command(
             "first-anomaly",

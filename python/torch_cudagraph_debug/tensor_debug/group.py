@@ -35,6 +35,19 @@ __all__ = [
 ]
 
 
+def _is_job_root(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "runs", "_delta_log"))
+
+
+def _child_job_roots(path: str) -> list[str]:
+    """The direct child directories of ``path`` that are job roots, sorted by name; none
+    when ``path`` is a job root itself (or is no directory)."""
+    if not os.path.isdir(path) or _is_job_root(path):
+        return []
+    children = (os.path.join(path, entry) for entry in sorted(os.listdir(path)))
+    return [child for child in children if _is_job_root(child)]
+
+
 class TensorRunGroup:
     """One run per rank, with the same name and label sequence.
 
@@ -74,10 +87,18 @@ class TensorRunGroup:
         """The tensor runs named ``name`` in the job root ``root``, one per rank. ``name``
         may be left out when the root's tensor runs share one name. ``cache_tensors`` is
         handed to each rank's ``TensorRun.load`` (see there): ``True`` keeps each value
-        read, ``False`` (default) reads it again on every ``tensor()`` call."""
+        read, ``False`` (default) reads it again on every ``tensor()`` call.
+
+        A ``root`` that is no job root itself but whose direct child directories are (one
+        directory per rank, as ``bundle_dir=<root>/rank-0.tcgd-tensor`` writes them) loads
+        the runs of those children, with ``root`` reported as the group's root."""
         if not isinstance(cache_tensors, bool):
             raise InvalidInputError(f"cache_tensors must be a bool, got {cache_tensors!r}")
         path = os.fspath(root)
+        children = _child_job_roots(path)
+        if children:
+            info = _native.run_group(runs=[(child, name, None) for child in children])
+            return cls(info, root=path, cache_tensors=cache_tensors)
         info = _native.run_group(root=path, name=name)
         return cls(info, cache_tensors=cache_tensors)
 
