@@ -28,6 +28,8 @@ DOCUMENTS = ("tensor_debug.md", "memory_debug.md", "api.md")
 ENVIRONMENT_VARIABLE = "TCGD_REFERENCE_DOCS"
 REPOSITORY = Path(__file__).resolve().parent.parent
 DEFAULT_DIRECTORY = REPOSITORY.parent / "shared" / "seed" / "reference-0.2.0"
+# Inside the checkout: where a copy travels to the GPU machine (never committed).
+CHECKOUT_DIRECTORY = REPOSITORY / "shared" / "seed" / "reference-0.2.0"
 
 RUNNABLE_KINDS = ("python", "shell", "cli-synopsis")
 NOT_RUNNABLE_REASONS = {
@@ -41,9 +43,15 @@ _SHELL_LANGUAGES = {"bash", "console", "sh", "shell"}
 
 
 def documents_directory() -> Path:
-    """Where the reference documents are read from (the directory may be absent)."""
+    """Where the reference documents are read from (the directory may be absent):
+    ``TCGD_REFERENCE_DOCS``, else ``../shared/seed/reference-0.2.0`` beside the
+    repository, else ``shared/seed/reference-0.2.0`` inside it."""
     given = os.environ.get(ENVIRONMENT_VARIABLE)
-    return Path(given) if given else DEFAULT_DIRECTORY
+    if given:
+        return Path(given)
+    if not DEFAULT_DIRECTORY.is_dir() and CHECKOUT_DIRECTORY.is_dir():
+        return CHECKOUT_DIRECTORY
+    return DEFAULT_DIRECTORY
 
 
 def missing_reason(directory: Path | None = None) -> str | None:
