@@ -204,7 +204,7 @@ def test_timeline_point_comparisons(tmp_path) -> None:
     assert by_key(t.point_comparisons[1].stack_deltas)[EMBED].delta_size_bytes == -2 * MIB
     text = t.to_text()
     assert "attribution run@start -> run@end" in text and "free_completed" in text
-    assert len(t.to_json()["attribution"]) == 2
+    assert len(t.report_tree()["attribution"]) == 2
 
 
 def test_phase_attribution_on_change_legs_only(tmp_path) -> None:
@@ -226,7 +226,7 @@ def test_reports_limit_text_only_and_csv_files(tmp_path) -> None:
     assert "allocation stacks (1 of 3 rows)" in short
     assert "model.py:30:embed (+1 frames)" in short
     assert "showing 1 of 3 rows" in c.to_html(limit=1)
-    doc = c.to_json()["attribution"][0]
+    doc = c.report_tree()["attribution"][0]
     assert len(doc["stack_deltas"]) == 3
     assert doc["attribution_status"]["stacks"] == {
         "requested": True,

@@ -125,7 +125,7 @@ def test_reports_show_the_owner_next_to_the_pool_and_its_growth(tmp_path) -> Non
     assert {r["pool_owner"] for r in pool_rows} == {
         "graph-trees cuda:0 graphs 0-3 forward/backward compile 0/0"
     }
-    data = timeline.to_json()
+    data = timeline.report_tree()
     owners = {r["pool_owner"] for r in data["rows"] if r["level"] == "pool"}
     assert owners == {"graph-trees cuda:0 graphs 0-3 forward/backward compile 0/0"}
     summary = json.loads(
@@ -222,7 +222,7 @@ def test_reset_peaks_gives_each_window_its_own_peak(tmp_path) -> None:
     assert alloc.beyond_resets == [0, 0, 0]
     run = MemoryRun.load(tmp_path / "r")
     assert [p.peaks[0].since_previous_point for p in run.points] == [False, True, True]
-    data = run.timeline().to_json()
+    data = run.timeline().report_tree()
     between = [r["peaks_between"] for r in data["rows"] if r["level"] == "device"]
     assert [b["peak_allocated_bytes"] for b in between] == [0, 48 * MIB, 8 * MIB]
     summary = json.loads(

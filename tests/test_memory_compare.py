@@ -53,7 +53,7 @@ def test_independent_runs_need_an_explicit_pool_mapping(tmp_path) -> None:
     plain = compare_points(a["captured"], b["captured"])
     assert plain.relation == "cross_run"
     assert plain.lifecycle_label == "unavailable"
-    report = plain.to_json()
+    report = plain.report_tree()
     sums_hold(report)
     pools = report["devices"][0]["pools"]
     pairs = [(p["reference_pool"], p["candidate_pool"]) for p in pools]
@@ -66,14 +66,14 @@ def test_independent_runs_need_an_explicit_pool_mapping(tmp_path) -> None:
     assert any("pool_mapping" in w for w in plain.warnings)
 
     mapped = compare_points(a["captured"], b["captured"], pool_mapping=plain.suggested_pool_mapping)
-    report = mapped.to_json()
+    report = mapped.report_tree()
     sums_hold(report)
     private = report["devices"][0]["pools"][1]
     assert private["reference_pool"] == [1, 0] and private["candidate_pool"] == [1, 0]
     assert private["stats"]["reserved"]["change"] == 16 * MIB
     # Bare pool ids work when each side covers one device.
     bare = compare_points(a["captured"], b["captured"], pool_mapping={(1, 0): (1, 0)})
-    assert bare.to_json() == report
+    assert bare.report_tree() == report
     with pytest.raises(InvalidInputError, match=r"\(7, 7\)"):
         compare_points(a["captured"], b["captured"], pool_mapping={(7, 7): (1, 0)})
 
@@ -102,12 +102,12 @@ def test_device_mapping(tmp_path) -> None:
     alloc1.alloc(alloc1.segment(2 * MIB, device=1), 8192)
     s0 = MemoryProbe(_source=alloc0, devices=[0]).snapshot()
     s1 = MemoryProbe(_source=alloc1, devices=[1]).snapshot()
-    unmapped = compare_snapshots(s0, s1).to_json()
+    unmapped = compare_snapshots(s0, s1).report_tree()
     assert [(d["reference_device"], d["candidate_device"]) for d in unmapped["devices"]] == [
         (0, None),
         (None, 1),
     ]
-    mapped = compare_snapshots(s0, s1, device_mapping={0: 1}).to_json()
+    mapped = compare_snapshots(s0, s1, device_mapping={0: 1}).report_tree()
     assert [(d["reference_device"], d["candidate_device"]) for d in mapped["devices"]] == [(0, 1)]
     assert mapped["devices"][0]["allocator"]["allocated"]["change"] == 4096
     sums_hold(mapped)
@@ -125,7 +125,7 @@ def test_lifecycle_labels() -> None:
     b = probe.snapshot()
     alloc.free(block)
     c = probe.snapshot()
-    ab = probe.compare(a, b).to_json()
+    ab = probe.compare(a, b).report_tree()
     assert ab["lifecycle_label"] == "exact"
     assert ab["devices"][0]["lifecycle"] == {
         "new_segment_bytes": 16 * MIB,
@@ -133,7 +133,7 @@ def test_lifecycle_labels() -> None:
         "newly_active_bytes": 17 * MIB,
         "became_inactive_bytes": 0,
     }
-    bc = probe.compare(b, c).to_json()
+    bc = probe.compare(b, c).report_tree()
     assert bc["devices"][0]["lifecycle"]["became_inactive_bytes"] == MIB
 
     # Addresses missing: matched by size, labelled approximate, with a warning.
@@ -150,7 +150,7 @@ def test_lifecycle_labels() -> None:
     approx = other.compare(ra, rb)
     assert approx.lifecycle_label == "approximate"
     assert any("approximate" in w for w in approx.warnings)
-    assert approx.to_json()["devices"][0]["lifecycle"]["new_segment_bytes"] == 16 * MIB
+    assert approx.report_tree()["devices"][0]["lifecycle"]["new_segment_bytes"] == 16 * MIB
 
     # Unrelated snapshots: unavailable.
     with pytest.warns(MemoryDebugWarning) as caught:
@@ -181,7 +181,7 @@ def test_expandable_segments_grow_by_mapped_ranges() -> None:
     alloc.grow(seg, 2 * MIB)
     alloc.alloc(seg, 2 * MIB)
     b = probe.snapshot()
-    report = probe.compare(a, b).to_json()
+    report = probe.compare(a, b).report_tree()
     device = report["devices"][0]
     assert device["lifecycle"]["new_segment_bytes"] == 2 * MIB
     assert device["lifecycle"]["removed_segment_bytes"] == 0
@@ -239,14 +239,14 @@ def test_formats_agree_and_prune(tmp_path) -> None:
     capture_scenario(alloc)
     b = probe.snapshot()
     c = probe.compare(a, b)
-    full = c.to_json()
+    full = c.report_tree()
     sums_hold(full)
-    pruned = c.to_json(include_unchanged=False)
+    pruned = c.report_tree(include_unchanged=False)
     assert len(pruned["devices"][0]["pools"]) == 1
     assert len(full["devices"][0]["pools"]) == 2
-    pool_only = c.to_json(depth="pool")
+    pool_only = c.report_tree(depth="pool")
     assert all(p["streams"] == [] for p in pool_only["devices"][0]["pools"])
-    device_only = c.to_json(depth="device")
+    device_only = c.report_tree(depth="device")
     assert device_only["devices"][0]["pools"] == []
     rows = list(csv.DictReader(io.StringIO(c.to_csv())))
     reserved = next(r for r in rows if r["level"] == "allocator" and r["metric"] == "reserved")

@@ -40,7 +40,7 @@ def test_probe_compare_shows_the_capture_pool() -> None:
     growth = probe.compare(before, after)
     assert growth.relation == "same_origin"
     assert growth.lifecycle_label == "exact"
-    report = growth.to_json(include_unchanged=False)
+    report = growth.report_tree(include_unchanged=False)
     device = report["devices"][0]
     pools = {tuple(p["candidate_pool"]): p for p in device["pools"]}
     assert set(pools) == {(1, 0)}, "only the private pool changed"
@@ -254,7 +254,7 @@ def test_run_points_compare_like_live_ones(tmp_path) -> None:
     timeline = run.timeline().rows
     private = [r for r in timeline if r["pool"] == [1, 0]]
     assert [r["stats"]["reserved"] for r in private] == [16 * MIB, 16 * MIB]
-    assert json.dumps(run.compare("before", "later").to_json())
+    assert json.dumps(run.compare("before", "later").report_tree())
 
 
 def test_two_recorders_in_one_process_do_not_mix(tmp_path) -> None:

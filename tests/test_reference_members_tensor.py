@@ -283,7 +283,7 @@ def test_memory_snapshots_and_points_go_to_memory_debug(tmp_path):
     assert type(ours) is md.MemorySnapshotComparison
     assert ours.to_json() == theirs.to_json()
     # The device mapping took effect: device 0 paired with device 1, 4096 bytes allocated.
-    (device,) = ours.to_json()["devices"]
+    (device,) = ours.report_tree()["devices"]
     assert (device["reference_device"], device["candidate_device"]) == (0, 1)
     assert device["allocator"]["allocated"]["change"] == 4096
 

@@ -50,7 +50,7 @@ def test_hand_capture_shows_a_new_private_pool() -> None:
     probe, before, after = hand_capture("graph-capture")
     comparison = probe.compare(before, after)
     assert comparison.lifecycle_label == "exact"
-    report = comparison.to_json()
+    report = comparison.report_tree()
     new = [p for p in private_pools(report) if p["reference_pool"] is None]
     assert new, comparison.to_text()
     assert sum(p["stats"]["active"]["candidate"] for p in new) >= CAPTURE_BYTES
@@ -137,4 +137,4 @@ if __name__ == "__main__":
     # The child of test_expandable_segments_capture_in_a_fresh_process: the comparison
     # as JSON.
     probe, before, after = hand_capture("child")
-    print(json.dumps(probe.compare(before, after).to_json()))
+    print(probe.compare(before, after).to_json())

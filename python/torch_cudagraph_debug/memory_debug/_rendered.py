@@ -105,10 +105,18 @@ class _Rendered:
         ``stack_depth`` bound their rows here (and in HTML) only."""
         return self._checked("text", include_unchanged, depth, limit, stack_depth)
 
-    def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> dict[str, Any]:
-        """The report tree as the native JSON document (``to_dict()`` is the reference's
-        structured form)."""
-        return json.loads(self._checked("json", include_unchanged, depth))
+    def to_json(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
+        """The report tree as JSON text, as every result's ``to_json()`` is
+        (``report_tree()`` gives it parsed; ``to_dict()`` is the reference's structured
+        form)."""
+        return self._checked("json", include_unchanged, depth)
+
+    def report_tree(
+        self, *, include_unchanged: bool = True, depth: Depth = "stream"
+    ) -> dict[str, Any]:
+        """The report tree (``to_json()``) as a dict: devices, pools and streams with
+        both sides' statistics, and the attribution sections."""
+        return json.loads(self.to_json(include_unchanged=include_unchanged, depth=depth))
 
     def to_csv(self, *, include_unchanged: bool = True, depth: Depth = "stream") -> str:
         _check_depth(depth)

@@ -172,7 +172,7 @@ class MemoryPhaseComparison(_Rendered):
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        return self.to_json()["rows"]
+        return self.report_tree()["rows"]
 
     def _render(self, format: str, include_unchanged: bool, depth: Depth) -> str:
         return self._native.render(format, include_unchanged)

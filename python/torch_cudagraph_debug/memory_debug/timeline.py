@@ -97,7 +97,7 @@ class MemoryTimeline(_Rendered):
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        return self.to_json()["rows"]
+        return self.report_tree()["rows"]
 
     @property
     def warnings(self) -> tuple[str, ...]:
