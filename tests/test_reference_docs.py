@@ -810,14 +810,6 @@ def _key(document: str, digest: str) -> tuple[str, str]:
 
 
 T, M, A = "tensor_debug.md", "memory_debug.md", "api.md"
-MISSING_ADVANCED_TYPES = (
-    "memory_debug.advanced lacks AllocatorSnapshotData, MemoryObservationKey, MemoryStats, "
-    "AllocatorTraceEntry, KNOWN_TRACE_ACTIONS and ALLOCATION_LIFETIME_ACTIONS"
-)
-MISSING_ADVANCED_FUNCTIONS = (
-    "memory_debug.advanced lacks normalize_snapshot, normalize_trace_entries, "
-    "summarize_snapshot, summarize_segments, summarize_pools and format_comparison"
-)
 FAKE = "a memory run of FakeAllocator (tests/test_memory_support.py) with complete history"
 
 EXAMPLES: dict[tuple[str, str], Example | NotRunnable] = {
@@ -884,9 +876,7 @@ EXAMPLES: dict[tuple[str, str], Example | NotRunnable] = {
     _key(A, "86bb93ce0b"): Example(no_setup, check_imports),
     _key(A, "b66080d7be"): Example(no_setup, check_imports),
     _key(A, "d4b1e61679"): Example(no_setup, check_imports),
-    _key(A, "2bcf623ea1"): Example(
-        setup_advanced, check_listed_names, xfail=MISSING_ADVANCED_TYPES
-    ),
+    _key(A, "2bcf623ea1"): Example(setup_advanced, check_listed_names),
     _key(A, "c148688208"): Example(synopsis_setup, check_tensor_synopsis),
     _key(A, "23aaf0f00e"): Example(synopsis_setup, check_memory_synopsis),
 }
@@ -1000,7 +990,6 @@ def advanced_listing_names(blocks: list[Block]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-@pytest.mark.xfail(strict=True, reason=MISSING_ADVANCED_FUNCTIONS)
 def test_every_advanced_name_of_the_signature_listings_exists() -> None:
     missing = reference_docs.missing_reason()
     if missing is not None:
