@@ -303,7 +303,7 @@ def test_compare_run_groups_with_point_map(groups, capsys):
     code, _, _ = tcgd_tensor(
         capsys, "compare-run-groups", g1, g2, "--point-map", "s1=t1", "--output", out_dir
     )
-    assert code == 0 and (out_dir / "ranks.csv").is_file()
+    assert code == 0 and (out_dir / "rank_comparisons.csv").is_file()
 
 
 # ------------------------------------------------------------------ comparison flags

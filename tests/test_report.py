@@ -65,10 +65,10 @@ def test_write_produces_every_report_and_respects_overwrite(tmp_path, comparison
     with pytest.raises(FileExistsError):  # also the builtin a user would catch
         comparison.write(out)
     (out / "mine.txt").write_text("keep me")
-    (out / "ranks.csv").write_text("stale")
+    (out / "rank_comparisons.csv").write_text("stale")
     comparison.write(out, overwrite=True)
     assert (out / "mine.txt").read_text() == "keep me"
-    assert not (out / "ranks.csv").exists()
+    assert not (out / "rank_comparisons.csv").exists()
     assert {p.name for p in out.iterdir()} == REPORT_FILES | {"mine.txt"}
 
 

@@ -234,7 +234,11 @@ fn run_groups_text_report() {
     c.candidate.path = Some("jobs/candidate".into());
     insta::assert_snapshot!("groups_text", report::to_text(&c, None));
     let csv = report::csv_tables(&c);
-    let ranks = &csv.iter().find(|(n, _)| *n == "ranks.csv").unwrap().1;
+    let ranks = &csv
+        .iter()
+        .find(|(n, _)| *n == "rank_comparisons.csv")
+        .unwrap()
+        .1;
     assert!(
         ranks.contains("2,inconclusive,rank 2 has no run in the candidate group"),
         "{ranks}"
@@ -299,11 +303,11 @@ fn write_needs_overwrite_for_a_non_empty_directory_and_keeps_other_files() {
     );
 
     fs::write(out.join("notes.md"), "mine").unwrap();
-    fs::write(out.join("ranks.csv"), "stale").unwrap();
+    fs::write(out.join("rank_comparisons.csv"), "stale").unwrap();
     report::write(&c, &out, true, None).unwrap();
     assert_eq!(fs::read_to_string(out.join("notes.md")).unwrap(), "mine");
     assert!(
-        !out.join("ranks.csv").exists(),
+        !out.join("rank_comparisons.csv").exists(),
         "a stale report file was kept"
     );
     let mut left: Vec<String> = fs::read_dir(&out)

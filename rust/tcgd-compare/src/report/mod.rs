@@ -20,7 +20,7 @@ pub const REPORT_FILES: [&str; 7] = [
     "observations.csv",
     "points.csv",
     "divergence.csv",
-    "ranks.csv",
+    "rank_comparisons.csv",
 ];
 
 /// The complete comparison as pretty-printed JSON.
@@ -66,7 +66,7 @@ pub fn csv_tables(c: &Comparison) -> Vec<(&'static str, String)> {
         tables.push(("divergence.csv", t));
     }
     if let Some(t) = csv::ranks(c) {
-        tables.push(("ranks.csv", t));
+        tables.push(("rank_comparisons.csv", t));
     }
     tables
 }
