@@ -38,6 +38,12 @@ def test_reference_and_compiled_align_site_by_site_and_match(tmp_path):
     # The float64 judgement saw every site and output of every call: within rounding.
     assert len(result.accuracy) == 3 * 6
     assert {a.verdict for a in result.accuracy} <= {"close", "rounding"}
+    # write() keys its files by format, as every report's write() does.
+    paths = result.write(tmp_path / "report")
+    assert paths["text"] == tmp_path / "report" / "differential.txt"
+    assert set(paths) == {"text", "html", "json", "comparison"}
+    assert all(p.exists() for p in paths.values())
+    assert paths["comparison"] / "report.json" in set(paths["comparison"].iterdir())
 
 
 def test_a_perturbed_node_is_named_as_the_first_diverging_site(tmp_path):

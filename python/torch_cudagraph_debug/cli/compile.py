@@ -173,7 +173,7 @@ def _emit(result: Any, args: argparse.Namespace) -> int:
     """Prints ``result`` (text or JSON), writes its report files, exits by its status."""
     if args.report:
         paths = result.write(args.report, overwrite=args.overwrite)
-        print(f"tcgd: report written to {', '.join(paths.values())}", file=sys.stderr)
+        print(f"tcgd: report written to {', '.join(map(str, paths.values()))}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=str))
     else:

@@ -25,6 +25,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -256,11 +257,13 @@ class DifferentialResult:
     def to_html(self) -> str:
         return self.report().to_html()
 
-    def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, str]:
+    def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, Path]:
         """Writes ``differential.txt``, ``.html`` and ``.json`` into ``directory``, and the
-        eager vs compiled comparison's own report files into ``directory/comparison``."""
+        eager vs compiled comparison's own report files into ``directory/comparison``.
+        Returns the paths keyed as every ``write()`` keys them (``text``, ``html``,
+        ``json``), and ``comparison``, the comparison's directory."""
         paths = write_report(self, directory, "differential", overwrite)
-        paths["comparison"] = os.path.join(os.fspath(directory), "comparison")
+        paths["comparison"] = Path(directory) / "comparison"
         self.comparison.write(paths["comparison"], overwrite=overwrite)
         return paths
 
@@ -281,31 +284,33 @@ class DifferentialResult:
 
 def write_report(
     result: Any, directory: str | os.PathLike[str], stem: str, overwrite: bool
-) -> dict[str, str]:
+) -> dict[str, Path]:
     """Writes ``result``'s report as ``<stem>.txt``, ``.html`` and ``.json`` into
-    ``directory``, each file replaced whole (written aside, then renamed)."""
+    ``directory``, each file replaced whole (written aside, then renamed). Returns their
+    paths keyed by format (``text``, ``html``, ``json``), as every ``write()`` does."""
     import json
 
     from torch_cudagraph_debug.errors import InvalidInputError
 
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
-    paths = {ext: os.path.join(directory, f"{stem}.{ext}") for ext in ("txt", "html", "json")}
-    existing = [p for p in paths.values() if os.path.exists(p)]
+    formats = {"text": "txt", "html": "html", "json": "json"}
+    paths = {key: Path(directory) / f"{stem}.{ext}" for key, ext in formats.items()}
+    existing = [p for p in paths.values() if p.exists()]
     if existing and not overwrite:
         raise InvalidInputError(
             f"{existing[0]} exists; pass overwrite=True (--overwrite) to replace it"
         )
     doc = result.report()
-    for ext, text in (
-        ("txt", doc.to_text()),
+    for key, text in (
+        ("text", doc.to_text()),
         ("html", doc.to_html()),
         ("json", json.dumps(result.to_dict(), indent=2, default=str)),
     ):
-        tmp = paths[ext] + ".tmp"
+        tmp = paths[key].with_name(paths[key].name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-        os.replace(tmp, paths[ext])
+        os.replace(tmp, paths[key])
     return paths
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch_cudagraph_debug.compile._progress as _progress
@@ -154,8 +155,9 @@ class WhyReport:
             "coverage": None if self.coverage is None else self.coverage.to_dict(),
         }
 
-    def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, str]:
-        """Writes ``why.txt``, ``why.html`` and ``why.json`` into ``directory``."""
+    def write(self, directory: str | os.PathLike[str], overwrite: bool = False) -> dict[str, Path]:
+        """Writes ``why.txt``, ``why.html`` and ``why.json`` into ``directory``; returns
+        their paths keyed ``text``, ``html`` and ``json``."""
         return write_report(self, directory, "why", overwrite)
 
 
