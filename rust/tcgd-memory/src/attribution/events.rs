@@ -108,7 +108,9 @@ pub fn interval_events(
                         "event attribution on {place}: the previous point's boundary marker \
                          could not be recorded or found, so the window cannot be cut exactly; \
                          use a torch with torch.cuda.memory._set_memory_metadata and do not \
-                         set allocator metadata while points are taken"
+                         set allocator metadata while points are taken (imported \
+                         _dump_snapshot files: history on before the first dump, 'snapshot' \
+                         entries kept, the files of one process in dump order)"
                     )))
                 }
                 HistoryStatus::Truncated | HistoryStatus::FirstPoint => {

@@ -6,6 +6,29 @@ use crate::tree::{Field, IntValue, SnapshotTree};
 
 use super::*;
 
+/// How far past the previous snapshot's last entry its own `snapshot` entry may lie: torch
+/// gathers the trace and reads the segments under two separate locks, so another thread's
+/// few entries can fall between.
+const OWN_ENTRY_SPAN: usize = 64;
+
+/// Where a window starts in the ring, how sure that is, and the previous snapshot's own
+/// entry when it lies inside the window (a boundary, stored in no window).
+pub(super) struct WindowStart {
+    start: usize,
+    status: HistoryStatus,
+    skip: Option<usize>,
+}
+
+impl WindowStart {
+    fn at(start: usize, status: HistoryStatus) -> WindowStart {
+        WindowStart {
+            start,
+            status,
+            skip: None,
+        }
+    }
+}
+
 impl<T: SnapshotTree> Ingester<'_, T> {
     pub(super) fn entry(&self, list: &T::Node, device: usize, i: usize) -> Result<T::Node> {
         self.item(list, i, &|| format!("device_traces[{device}][{i}]"))
@@ -132,6 +155,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
                 Boundary {
                     last: None,
                     pending_marker: marker.map(str::to_owned),
+                    own_entry_size: None,
                 },
             );
             out.windows.push(window);
@@ -152,17 +176,33 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             }
         }
 
-        let (start, mut status) = match previous {
-            None if cursor.started => (0, HistoryStatus::BoundaryUnavailable),
-            None => (0, HistoryStatus::FirstPoint),
+        let cut = match previous {
+            None if cursor.started => WindowStart::at(0, HistoryStatus::BoundaryUnavailable),
+            None => WindowStart::at(0, HistoryStatus::FirstPoint),
             Some(b) => self.window_start(list, d, end, b)?,
         };
-        let start = start.min(end);
+        let (start, mut status) = (cut.start.min(end), cut.status);
+        // The previous snapshot's own entry is a boundary, stored in no window (as a
+        // marker is): counted out of the window, not just skipped.
+        let skip = cut.skip.filter(|&i| i >= start && i < end);
+        if let Some(i) = skip.filter(|&i| i > start) {
+            self.warn_always(format!(
+                "device {device}: {} allocator history entr{} recorded while the previous \
+                 snapshot was being taken (by another thread, between torch gathering the \
+                 trace and reading the segments); the previous state may already include \
+                 them, and they are stored in this point's window",
+                i - start,
+                if i - start == 1 { "y was" } else { "ies were" },
+            ));
+        }
 
         let mut last_time: Option<i64> = None;
         let mut ordered = true;
         out.events.reserve(end - start);
         for i in start..end {
+            if skip == Some(i) {
+                continue;
+            }
             let event = self.event(list, d, i, device)?;
             if let (Some(prev), Some(t)) = (last_time, event.time_us) {
                 ordered &= t >= prev;
@@ -179,7 +219,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             status = HistoryStatus::InvalidOrder;
         }
         window.status = status;
-        window.events = (end - start) as i64;
+        window.events = (end - start - usize::from(skip.is_some())) as i64;
         window.last_time_us = last_time;
 
         let last = match self.time_of(list, d, end - 1)? {
@@ -198,6 +238,7 @@ impl<T: SnapshotTree> Ingester<'_, T> {
             Boundary {
                 last,
                 pending_marker: marker.filter(|_| !own_marker).map(str::to_owned),
+                own_entry_size: None,
             },
         );
         out.windows.push(window);
@@ -230,6 +271,53 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         Ok(None)
     }
 
+    /// Whether entry `i` is a `snapshot` entry of `size` bytes: the entry a snapshot that
+    /// saw `size` active bytes on this device recorded.
+    pub(super) fn is_own_entry(
+        &self,
+        list: &T::Node,
+        device: usize,
+        i: usize,
+        size: i64,
+    ) -> Result<bool> {
+        let entry = self.entry(list, device, i)?;
+        let action = self.tree.get(&entry, Field::Action).ok().flatten();
+        let is_snapshot = action
+            .and_then(|a| self.tree.with_str(&a, |s| s == "snapshot"))
+            .unwrap_or(false);
+        if !is_snapshot {
+            return Ok(false);
+        }
+        let recorded = self.tree.get(&entry, Field::Size).ok().flatten();
+        Ok(recorded.is_some_and(|v| matches!(self.tree.int(&v), IntValue::Int(x) if x == size)))
+    }
+
+    /// The previous snapshot's own `snapshot` entry, when the window starts at `from`
+    /// right after the previous snapshot's last entry: the first `snapshot` entry of the
+    /// entries that follow (another thread may have recorded a few between torch
+    /// gathering the trace and recording the entry), if its size is the bytes that
+    /// snapshot saw active. Any other `snapshot` entry first means it is not there.
+    fn find_own_entry(
+        &self,
+        list: &T::Node,
+        d: usize,
+        from: usize,
+        end: usize,
+        size: i64,
+    ) -> Result<Option<usize>> {
+        for i in from..end.min(from.saturating_add(OWN_ENTRY_SPAN)) {
+            let entry = self.entry(list, d, i)?;
+            let action = self.tree.get(&entry, Field::Action).ok().flatten();
+            if action
+                .and_then(|a| self.tree.with_str(&a, |s| s == "snapshot"))
+                .unwrap_or(false)
+            {
+                return Ok(self.is_own_entry(list, d, i, size)?.then_some(i));
+            }
+        }
+        Ok(None)
+    }
+
     /// Where the window starts after boundary `b`, and how sure that is.
     pub(super) fn window_start(
         &mut self,
@@ -237,10 +325,42 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         d: usize,
         end: usize,
         b: &Boundary,
-    ) -> Result<(usize, HistoryStatus)> {
+    ) -> Result<WindowStart> {
+        let cut = self.window_start_after_last(list, d, end, b)?;
+        let Some(size) = b.own_entry_size else {
+            return Ok(cut);
+        };
+        match (&b.last, cut.status) {
+            // The previous ring joins this one at `cut.start`: the previous snapshot's
+            // own entry follows, unless torch was told to skip `snapshot` entries.
+            (Some(_), HistoryStatus::Complete) => Ok(WindowStart {
+                skip: self.find_own_entry(list, d, cut.start, end, size)?,
+                ..cut
+            }),
+            // The previous ring was empty. With history on, the previous snapshot's entry
+            // is the first one recorded after it, so this ring starts with it (unless the
+            // ring has since overwritten it, which then reads as a missing boundary).
+            // History switched on later leaves no such entry: the boundary stays unknown.
+            (None, _) if end > 0 && self.is_own_entry(list, d, 0, size)? => Ok(WindowStart {
+                start: 1,
+                status: HistoryStatus::Complete,
+                skip: None,
+            }),
+            _ => Ok(cut),
+        }
+    }
+
+    /// Where the window starts after the previous point's marker or last entry.
+    fn window_start_after_last(
+        &mut self,
+        list: &T::Node,
+        d: usize,
+        end: usize,
+        b: &Boundary,
+    ) -> Result<WindowStart> {
         if let Some(marker) = &b.pending_marker {
             if let Some(i) = self.find_marker(list, d, end, b, marker)? {
-                return Ok((i + 1, HistoryStatus::Complete));
+                return Ok(WindowStart::at(i + 1, HistoryStatus::Complete));
             }
         }
         // The previous point's marker was recorded but is not in the ring: the entries up
@@ -253,34 +373,34 @@ impl<T: SnapshotTree> Ingester<'_, T> {
         };
         let Some(e) = &b.last else {
             // The previous ring was empty and no marker is here to anchor on.
-            return Ok((0, lost));
+            return Ok(WindowStart::at(0, lost));
         };
         let Some(first_time) = self.time_of(list, d, 0)? else {
             self.warn_missing("trace.time_us");
-            return Ok((0, HistoryStatus::BoundaryUnavailable));
+            return Ok(WindowStart::at(0, HistoryStatus::BoundaryUnavailable));
         };
         if first_time > e.time_us {
             // Everything up to and past the boundary was overwritten.
-            return Ok((0, HistoryStatus::Truncated));
+            return Ok(WindowStart::at(0, HistoryStatus::Truncated));
         }
         let (Some(lo), Some(hi)) = (
             self.partition(list, d, 0, end, e.time_us, false)?,
             self.partition(list, d, 0, end, e.time_us, true)?,
         ) else {
             self.warn_missing("trace.time_us");
-            return Ok((0, HistoryStatus::BoundaryUnavailable));
+            return Ok(WindowStart::at(0, HistoryStatus::BoundaryUnavailable));
         };
         let same = hi - lo;
         if same >= e.seen_at_time && e.seen_at_time > 0 {
             let at = lo + e.seen_at_time - 1;
             if self.fingerprint(list, d, at)? == e.fingerprint {
-                return Ok((at + 1, HistoryStatus::Complete));
+                return Ok(WindowStart::at(at + 1, HistoryStatus::Complete));
             }
         } else if lo == 0 {
             // Entries sharing the boundary's time were overwritten.
-            return Ok((hi, HistoryStatus::Truncated));
+            return Ok(WindowStart::at(hi, HistoryStatus::Truncated));
         }
-        Ok((hi, lost))
+        Ok(WindowStart::at(hi, lost))
     }
 
     pub(super) fn event(

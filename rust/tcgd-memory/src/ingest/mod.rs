@@ -12,11 +12,18 @@
 //! binary search on `time_us` and confirmed by the boundary's marker (the `snapshot` entry
 //! carrying the metadata string set while the previous snapshot was taken) or by its
 //! fingerprint. Cost is logarithmic in the ring plus linear in the new entries.
+//!
+//! Without a marker (imported `_dump_snapshot` files, torch without the metadata API) the
+//! boundary is the `snapshot` entry torch records each time a snapshot is taken: it goes
+//! into the ring after the traces were gathered, so snapshot N's entry is in snapshot
+//! N + 1's ring, after the last entry N saw, and its `size` is the bytes N saw active on
+//! that device. Finding it there proves the rings join with nothing lost between them,
+//! even when snapshot N's ring was empty (history switched on just before it).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::error::{MemoryError, Result, TorchVersion};
-use crate::model::{Block, Event, HistoryWindow, PoolId, Segment, StackTable};
+use crate::model::{Block, BlockState, Event, HistoryWindow, PoolId, Segment, StackTable};
 use crate::tree::{Field, IntValue, SnapshotTree};
 
 mod history;
@@ -40,6 +47,10 @@ struct Boundary {
     /// gathered the traces, so the marker shows up in the *next* snapshot, right after
     /// `last`: finding it there proves the next window starts exactly here.
     pending_marker: Option<String>,
+    /// Without a marker: the active bytes the point saw on this device. Torch records the
+    /// snapshot's own `snapshot` entry with this size right after gathering the traces;
+    /// the next point looks for it after `last` to prove its window starts there.
+    own_entry_size: Option<i64>,
 }
 
 /// What identifies one ring entry without its position (the ring drops old entries).
@@ -159,6 +170,18 @@ pub fn ingest<T: SnapshotTree>(
         ));
     }
 
+    // What torch sums for the `size` of the snapshot entry it records on each device:
+    // every block that is not inactive (allocated, or awaiting a stream-safe free).
+    let mut active_bytes: HashMap<i64, i64> = HashMap::new();
+    for block in &out.blocks {
+        if block.state != BlockState::Inactive {
+            let device = out.segments[block.segment as usize].device;
+            // Saturating: sizes that overflow are refused later, with their own error.
+            let sum = active_bytes.entry(device).or_default();
+            *sum = sum.saturating_add(block.size);
+        }
+    }
+
     let mut next = cursor.clone();
     next.started = true;
     match ing.tree.get(root, Field::DeviceTraces) {
@@ -185,6 +208,12 @@ pub fn ingest<T: SnapshotTree>(
                     &mut next,
                     &mut out,
                 )?;
+                if options.marker.is_none() {
+                    if let Some(b) = next.boundaries.get_mut(&device_i64) {
+                        b.own_entry_size =
+                            Some(active_bytes.get(&device_i64).copied().unwrap_or(0));
+                    }
+                }
                 if out.windows.last().is_some_and(|w| w.ring_entries > 0) {
                     devices.insert(device_i64);
                 }

@@ -164,7 +164,10 @@ fn check_history(states: &[Arc<MemoryState>], plan: &Plan) -> Result<Vec<i64>> {
                         "the history window of device {d} {between} has no recorded boundary \
                          (the marker of {} is not in the trace, or markers are unavailable), \
                          so its events cannot be cut exactly; record the points with a \
-                         MemoryRecorder on a torch with allocator metadata support",
+                         MemoryRecorder on a torch with allocator metadata support, or, for \
+                         imported _dump_snapshot files, switch history on before the first \
+                         dump, keep its 'snapshot' entries (no skip_actions=['snapshot']) and \
+                         import the files of one process in the order they were dumped",
                         point_name(prev)
                     )))
                 }
