@@ -27,7 +27,9 @@ from torch_cudagraph_debug.memory_debug._model import MemoryStatMetric as _Memor
 from torch_cudagraph_debug.memory_debug._model import PhaseMetric as _PhaseMetric
 
 __all__ = [
+    "ALLOCATION_LIFETIME_ACTIONS",
     "FORMAT_VERSION",
+    "KNOWN_TRACE_ACTIONS",
     "MEMORY_ROW_CSV_FILES",
     "SITE_COLUMNS",
     "AllocationCohort",
@@ -144,6 +146,8 @@ __all__ = [
     "event_window",
     "first_anomaly",
     "format_bytes",
+    "format_change",
+    "format_comparison",
     "judge_against_float64",
     "list_runs",
     "memory_attribution",
@@ -165,6 +169,8 @@ __all__ = [
 
 __version__: str
 FORMAT_VERSION: int
+KNOWN_TRACE_ACTIONS: tuple[str, ...]
+ALLOCATION_LIFETIME_ACTIONS: tuple[str, ...]
 # The site columns of a run's `observations` table, in order: `TensorSite`'s attributes.
 SITE_COLUMNS: tuple[str, ...]
 
@@ -233,6 +239,8 @@ def supported_dtypes() -> list[str]: ...
 def check_dtype(name: str) -> None: ...
 def check_run_name(name: str) -> None: ...
 def format_bytes(n: int) -> str: ...
+def format_change(n: int) -> str: ...
+def format_comparison(reference: int | None, candidate: int | None, delta: int | None) -> str: ...
 
 # The site location keys of an observation handed over (`ObservationSite`'s attributes).
 class _SiteLocation(TypedDict):

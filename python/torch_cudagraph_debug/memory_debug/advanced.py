@@ -110,19 +110,18 @@ def format_bytes(value: int) -> str:
 
 def format_delta_bytes(value: int) -> str:
     """A change: ``+1.00 MiB``, ``-512 B``, ``+0 B``."""
-    return f"+{format_bytes(value)}" if int(value) >= 0 else format_bytes(value)
+    return _native.format_change(int(value))
+
+
+def _optional_int(value: int | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def format_comparison(reference: int | None, candidate: int | None, delta: int | None) -> str:
     """A byte value at two states as the comparison reports print it:
     ``2.00 MiB -> 18.00 MiB (+16.00 MiB)``; a value that is not known is ``n/a``."""
-
-    def value(v: int | None, fmt: Any) -> str:
-        return "n/a" if v is None else fmt(v)
-
-    return (
-        f"{value(reference, format_bytes)} -> {value(candidate, format_bytes)} "
-        f"({value(delta, format_delta_bytes)})"
+    return _native.format_comparison(
+        _optional_int(reference), _optional_int(candidate), _optional_int(delta)
     )
 
 
@@ -168,30 +167,16 @@ def _state(snapshot: Any, what: str) -> Any:
 # ------------------------------------------------------------- normalized snapshots
 
 #: Every action torch's caching allocator writes to its history
-#: (``c10::CachingDeviceAllocator::TraceEntry::Action``). ``segment_map`` and
-#: ``segment_unmap`` grow and shrink expandable segments; ``snapshot`` is written when a
-#: snapshot is taken and carries the allocator metadata; ``oom`` carries the device's
-#: free bytes instead of an address.
-KNOWN_TRACE_ACTIONS: frozenset[str] = frozenset(
-    {
-        "alloc",
-        "free_requested",
-        "free_completed",
-        "segment_alloc",
-        "segment_free",
-        "segment_map",
-        "segment_unmap",
-        "snapshot",
-        "oom",
-    }
-)
+#: (``c10::CachingDeviceAllocator::TraceEntry::Action``), as the native replay parses
+#: them. ``segment_map`` and ``segment_unmap`` grow and shrink expandable segments;
+#: ``snapshot`` is written when a snapshot is taken; ``oom`` carries the device's free
+#: bytes instead of an address.
+KNOWN_TRACE_ACTIONS: frozenset[str] = frozenset(_native.KNOWN_TRACE_ACTIONS)
 
 #: The actions of one allocation's tenancy of a block address, in order: ``alloc``,
 #: ``free_requested`` (its owner released it), ``free_completed`` (the block is reusable:
 #: the streams that used it are done). Lifetime analysis replays these.
-ALLOCATION_LIFETIME_ACTIONS: frozenset[str] = frozenset(
-    {"alloc", "free_requested", "free_completed"}
-)
+ALLOCATION_LIFETIME_ACTIONS: frozenset[str] = frozenset(_native.ALLOCATION_LIFETIME_ACTIONS)
 
 Frame = Mapping[str, Any]
 """One stack frame, read-only: ``filename``, ``line``, ``name``, and the FX node fields

@@ -132,6 +132,19 @@ fn format_bytes(n: i64) -> String {
     tcgd_memory::report::format_bytes(n)
 }
 
+/// A signed byte change ("+1.00 MiB", "-512 B", "+0 B"), as reports print it.
+#[pyfunction]
+fn format_change(n: i64) -> String {
+    tcgd_memory::report::format_change(n)
+}
+
+/// A byte value at two states and its change ("2.00 MiB -> 18.00 MiB (+16.00 MiB)"),
+/// `None` as "n/a", as comparison reports print it.
+#[pyfunction]
+fn format_comparison(reference: Option<i64>, candidate: Option<i64>, delta: Option<i64>) -> String {
+    tcgd_memory::report::format_comparison(reference, candidate, delta)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::check_classes(m.py())?;
@@ -143,6 +156,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     results::register(m)?;
     anomaly::register(m)?;
     memory::register(m)?;
+    // The allocator's trace actions, named once by the replay that parses them.
+    let known: Vec<&str> = tcgd_memory::lifetimes::Action::known_names().collect();
+    m.add(
+        "KNOWN_TRACE_ACTIONS",
+        pyo3::types::PyTuple::new(m.py(), known)?,
+    )?;
+    let lifetime: Vec<&str> = tcgd_memory::lifetimes::Action::lifetime_names().collect();
+    m.add(
+        "ALLOCATION_LIFETIME_ACTIONS",
+        pyo3::types::PyTuple::new(m.py(), lifetime)?,
+    )?;
     add_to_module!(
         m,
         [
@@ -158,6 +182,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
             supported_dtypes,
             check_dtype,
             format_bytes,
+            format_change,
+            format_comparison,
             store::list_runs,
             store::compact_root,
             store::set_log_retention,

@@ -23,20 +23,46 @@ pub enum Action {
     Other,
 }
 
+/// Every action torch's caching allocator writes to its history, by its trace name
+/// (`c10::CachingDeviceAllocator::TraceEntry::Action`): the one list the replay parses
+/// and Python's `advanced.KNOWN_TRACE_ACTIONS` shows.
+const KNOWN: [(&str, Action); 9] = [
+    ("alloc", Action::Alloc),
+    ("free_requested", Action::FreeRequested),
+    ("free_completed", Action::FreeCompleted),
+    ("segment_alloc", Action::SegmentAlloc),
+    ("segment_free", Action::SegmentFree),
+    ("segment_map", Action::SegmentMap),
+    ("segment_unmap", Action::SegmentUnmap),
+    ("snapshot", Action::Snapshot),
+    ("oom", Action::Oom),
+];
+
 impl Action {
     pub fn parse(s: &str) -> Action {
-        match s {
-            "alloc" => Action::Alloc,
-            "free_requested" => Action::FreeRequested,
-            "free_completed" => Action::FreeCompleted,
-            "segment_alloc" => Action::SegmentAlloc,
-            "segment_free" => Action::SegmentFree,
-            "segment_map" => Action::SegmentMap,
-            "segment_unmap" => Action::SegmentUnmap,
-            "snapshot" => Action::Snapshot,
-            "oom" => Action::Oom,
-            _ => Action::Other,
-        }
+        KNOWN
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map_or(Action::Other, |&(_, action)| action)
+    }
+
+    /// The trace names of every known action, in the allocator's order.
+    pub fn known_names() -> impl Iterator<Item = &'static str> {
+        KNOWN.iter().map(|(name, _)| *name)
+    }
+
+    /// The trace names of the actions of one allocation's tenancy of a block address, in
+    /// order: what the lifetime replay follows.
+    pub fn lifetime_names() -> impl Iterator<Item = &'static str> {
+        KNOWN
+            .iter()
+            .filter(|(_, a)| {
+                matches!(
+                    a,
+                    Action::Alloc | Action::FreeRequested | Action::FreeCompleted
+                )
+            })
+            .map(|(name, _)| *name)
     }
 
     pub fn is_segment(self) -> bool {

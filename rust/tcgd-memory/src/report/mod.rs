@@ -115,7 +115,7 @@ pub fn format_bytes(value: i64) -> String {
 }
 
 /// A signed change: `+16.00 MiB`, `-1.00 KiB`, `+0 B`.
-fn format_change(change: i64) -> String {
+pub fn format_change(change: i64) -> String {
     if change >= 0 {
         format!("+{}", format_bytes(change))
     } else {
@@ -129,6 +129,21 @@ fn format_count_change(change: i64) -> String {
 
 fn opt_bytes(v: Option<i64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), format_bytes)
+}
+
+/// A byte value at two states and its change, as comparison reports print it:
+/// `2.00 MiB -> 18.00 MiB (+16.00 MiB)`; an unknown value is `n/a`.
+pub fn format_comparison(
+    reference: Option<i64>,
+    candidate: Option<i64>,
+    delta: Option<i64>,
+) -> String {
+    let change = delta.map_or_else(|| "n/a".to_owned(), format_change);
+    format!(
+        "{} -> {} ({change})",
+        opt_bytes(reference),
+        opt_bytes(candidate)
+    )
 }
 
 fn pool_name(pool: PoolId) -> String {
