@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from test_memory_support import MIB, FakeAllocator
 from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.memory_debug import (
@@ -105,6 +106,21 @@ def test_probe_and_recorder_devices(tmp_path: Path) -> None:
     assert point.devices == (1, 2)
     rec.finish()
     assert MemoryRecorder(run_dir=tmp_path / "s", _source=alloc).devices is None
+
+
+def test_devices_as_the_reference_names_them() -> None:
+    """``torch.device | str | int`` or a sequence of them (what a torchrun worker passes:
+    ``devices=[torch.device("cuda", local_rank)]``); CPU devices and other types are
+    typed errors."""
+    alloc = FakeAllocator(devices=3)
+    cuda = torch.device("cuda", 2)
+    assert MemoryProbe(devices=cuda, _source=alloc).devices == (2,)
+    assert MemoryProbe(devices=[cuda, "cuda:0", 1], _source=alloc).devices == (0, 1, 2)
+    assert MemoryProbe(devices="cuda:1", _source=alloc).devices == (1,)
+    assert MemoryProbe(devices="cuda", _source=alloc).devices == (alloc.current_device(),)
+    for wrong in ("cpu", torch.device("cpu"), ["cuda:0", "cpu"], "gpu7", [], 1.5):
+        with pytest.raises(InvalidInputError):
+            MemoryProbe(devices=wrong, _source=alloc)
 
 
 def test_probe_snapshot_identity() -> None:

@@ -136,6 +136,46 @@ def test_why_names_the_lowering(tmp_path, planted_lowering):
     assert first["aot_eager"] is False and first["inductor"] is True
 
 
+class TanhshrinkAtan2(nn.Module):
+    """``atan2(y, y)`` of ``y = x - tanh(x)``: the sign of a tiny difference decides
+    between pi/4 and -3pi/4, so tanh's error near zero shows at full scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shrink = nn.Tanhshrink()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.shrink(x)
+        return torch.atan2(y, y)
+
+
+@pytest.fixture
+def planted_switch():
+    """``cpp.use_decompose_tanh``: Inductor's CPU switch that vectorises tanh as
+    ``2 / (1 + exp(-2x)) - 1``, which loses tanh's relative precision near zero (off by
+    default since PyTorch issue 148241, a Tanhshrink-atan2 program off by pi)."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch({"cpp.use_decompose_tanh": True}):
+        yield
+
+
+def test_why_names_the_switch_that_makes_a_lowering_less_precise(tmp_path, planted_switch):
+    torch.manual_seed(0)
+    batches = [torch.randn(1, 3, 64, 64) for _ in range(2)]
+    probes = {"version": 1, "select": [{"ops": ["aten.tanh", "aten.sub", "aten.atan2"]}]}
+    report = why(TanhshrinkAtan2().eval(), batches, run_dir=tmp_path, probes=probes)
+    culprit = report.culprit
+    assert culprit is not None, report.to_text()
+    assert (culprit.kind, culprit.name) == ("setting", "cpp.use_decompose_tanh"), report.to_text()
+    assert culprit.with_.diverges and not culprit.without.diverges
+    # Not rounding: by the float64 rule the compiled output is much further from the
+    # truth than eager's (values of pi/4 and -3pi/4 swapped), and so is the tanh site.
+    judged = {(a.point, a.name): a.verdict for a in report.differential.accuracy}
+    assert judged[("call0", "output/0")] == "diverges", report.to_text()
+    assert "culprit: setting cpp.use_decompose_tanh" in report.to_text()
+
+
 def test_nothing_planted_says_nothing_diverges(tmp_path):
     model, batches = model_and_batches()
     report = why(model, batches, run_dir=tmp_path, probes=PROBES)

@@ -135,6 +135,6 @@ def test_snapshot_during_capture_warns_and_keeps_the_capture() -> None:
 
 if __name__ == "__main__":
     # The child of test_expandable_segments_capture_in_a_fresh_process: the comparison
-    # as JSON.
+    # as JSON on one line (the last of its output).
     probe, before, after = hand_capture("child")
-    print(probe.compare(before, after).to_json())
+    print(json.dumps(probe.compare(before, after).report_tree()))

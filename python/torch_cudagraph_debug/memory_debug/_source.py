@@ -10,12 +10,17 @@ import contextlib
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Union, cast
 
 from torch_cudagraph_debug.errors import CudaUnavailableError, InvalidInputError
 from torch_cudagraph_debug.memory_debug._model import MemoryDebugWarning
 
-Devices = int | Sequence[int] | str | None
+if TYPE_CHECKING:
+    import torch
+
+# One device: an index, "cuda" / "cuda:N", or a torch.device of type cuda.
+Device = Union["torch.device", str, int]
+Devices = Device | Sequence[Device] | None
 
 
 class SnapshotSource(Protocol):
@@ -107,23 +112,45 @@ class TorchSource:
         return graph_trees_module()
 
 
+def device_index(device: Device, source: SnapshotSource) -> int:
+    """The CUDA index of one device as users name it (the current one for ``"cuda"``);
+    a CPU device is an ``InvalidInputError``: only CUDA devices have an allocator."""
+    named = isinstance(device, int | str) or hasattr(device, "type")
+    if isinstance(device, bool) or not named:
+        raise InvalidInputError(f"a device is an int, 'cuda:N' or a torch.device, got {device!r}")
+    if isinstance(device, int):
+        return device
+    import torch
+
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise InvalidInputError(f"not a device: {device!r} ({error})") from None
+    if resolved.type != "cuda":
+        raise InvalidInputError(f"memory snapshots cover CUDA devices, got {device!r}")
+    return source.current_device() if resolved.index is None else resolved.index
+
+
 def resolve_devices(devices: Devices, source: SnapshotSource) -> list[int] | None:
     """``None``: every device the snapshot mentions plus the current one; ``"all"``: every
-    visible device (its context is created if it had none); an int or a sequence: those."""
+    visible device (its context is created if it had none); one device (an int, ``"cuda:N"``
+    or a ``torch.device``) or a sequence of them: those."""
     if devices is None:
         return None
-    if isinstance(devices, str):
-        if devices != "all":
-            raise InvalidInputError(
-                f"devices must be None, an int, a sequence or 'all', got {devices!r}"
-            )
+    if devices == "all":
         return list(range(source.device_count()))
-    if isinstance(devices, int):
-        return [devices]
-    chosen = sorted({int(d) for d in devices})
-    if not chosen:
+    given: list[Device]
+    if isinstance(devices, int | str) or hasattr(devices, "type"):
+        given = [cast("Device", devices)]
+    elif isinstance(devices, Sequence):
+        given = list(devices)
+    else:
+        raise InvalidInputError(
+            f"devices must be None, 'all', a device or a sequence of devices, got {devices!r}"
+        )
+    if not given:
         raise InvalidInputError("devices is an empty sequence")
-    return chosen
+    return sorted({device_index(d, source) for d in given})
 
 
 class LiveAllocator:
