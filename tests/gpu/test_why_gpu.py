@@ -127,7 +127,10 @@ def test_a_lifecycle_fault_is_reported_as_such(tmp_path, monkeypatch):
 
     monkeypatch.setattr(diff, "_run_compiled", faulty)
     probes = {"version": 1, "select": [{"ops": ["aten.addmm", "aten.tanh"]}]}
+    start = time.perf_counter()
     result = diff.differential(model, batches, probes=probes, run_dir=tmp_path)
+    print(result.to_text())
+    print(f"differential took {time.perf_counter() - start:.1f} s")
     assert result.status == "mismatch"
     assert result.lifecycle.status == "mismatch"
     first = result.lifecycle.first_issue
