@@ -8,11 +8,12 @@ mod select;
 
 pub use error::ConfigError;
 pub use schema::{
-    check_run_name, Action, MemorySettings, Payload, ProbeConfig, RunSettings, CONFIG_VERSION,
+    check_run_name, MemorySettings, Payload, ProbeConfig, RunSettings, CONFIG_VERSION,
     MEMORY_POINTS,
 };
 pub use select::{
-    normalize_module_path, select_nodes, source_location, Decision, Matcher, NodeFacts, Rule,
+    normalize_module_path, select_nodes, source_location, Action, Decision, Matcher, NodeFacts,
+    Rule,
 };
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::select::{GlobList, Matcher, Rule, SourceList};
+use crate::select::{Action, GlobList, Matcher, Rule, SourceList};
 
 pub const CONFIG_VERSION: i64 = 1;
 /// The longest history a config may ask for (device memory: history x value size per site).
@@ -115,13 +115,6 @@ fn rule_match(raw: RawRule) -> RawMatch {
 pub enum Payload {
     Full,
     Summary,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Record,
-    Print,
 }
 
 /// Run settings from `[run]`.

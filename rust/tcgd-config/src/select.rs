@@ -3,7 +3,13 @@
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
 
-use crate::schema::Action;
+/// What a selected site does: record its value, or print it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Record,
+    Print,
+}
 
 /// A list of globs; empty matches everything.
 #[derive(Debug, Clone, Default)]

@@ -12,6 +12,7 @@
 pub mod attribution;
 pub mod compare;
 pub mod error;
+pub mod frames;
 pub mod group;
 pub mod ingest;
 pub mod lifecycle;

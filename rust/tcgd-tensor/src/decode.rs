@@ -13,11 +13,25 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::float8;
-use crate::summary::SummaryError;
-
 /// Elements per chunk handed out by [`for_each_real_chunk`] and
 /// [`for_each_complex_chunk`]; small enough that a chunk stays in L1 cache.
 pub const DECODE_CHUNK: usize = 512;
+
+/// Why bytes could not be summarised: they are not a whole number of elements (found
+/// while decoding, so declared here, beside the decoders).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SummaryError {
+    /// The byte length is not a multiple of the dtype's itemsize.
+    #[error(
+        "{len} bytes is not a whole number of {dtype} elements \
+         ({len} is not a multiple of the itemsize {itemsize})"
+    )]
+    RaggedBytes {
+        dtype: DType,
+        len: usize,
+        itemsize: usize,
+    },
+}
 
 /// Why bytes could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -12,7 +12,7 @@ pub mod json;
 mod moments;
 mod summary;
 
-pub use decode::DecodeError;
+pub use decode::{DecodeError, SummaryError};
 pub use dtype::{DType, UnsupportedDtype};
 pub use float8::float8_table;
-pub use summary::{summarize, ElementCounts, SummaryError, TensorSummary};
+pub use summary::{summarize, ElementCounts, TensorSummary};

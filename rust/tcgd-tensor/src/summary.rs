@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::decode::{check_whole, decode_complex_exact, decode_real_exact};
+use crate::decode::{check_whole, decode_complex_exact, decode_real_exact, SummaryError};
 use crate::dtype::DType;
 use crate::json::{float, opt_float};
 use crate::moments::Moments;
@@ -91,21 +91,6 @@ impl TensorSummary {
             l2,
         }
     }
-}
-
-/// Why bytes could not be summarised.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SummaryError {
-    /// The byte length is not a multiple of the dtype's itemsize.
-    #[error(
-        "{len} bytes is not a whole number of {dtype} elements \
-         ({len} is not a multiple of the itemsize {itemsize})"
-    )]
-    RaggedBytes {
-        dtype: DType,
-        len: usize,
-        itemsize: usize,
-    },
 }
 
 /// Elements decoded and reduced at a time: the two-pass moments re-read a block,

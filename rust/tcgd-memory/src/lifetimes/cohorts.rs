@@ -1,4 +1,5 @@
-//! Cohorts: generations grouped by (device, pool, complete allocation stack), with the
+//! Generations (one allocation's life at an address, as the replay in `generations`
+//! builds it) and cohorts: generations grouped by (device, pool, complete allocation stack), with the
 //! sizes of an unframed allocation added to the identity so unrelated sizes stay apart.
 //! Point states and event peaks accumulate during the replay; sizes, outcomes and
 //! transitions are gathered from the generations afterwards.
@@ -9,13 +10,63 @@ use std::sync::Arc;
 use crate::model::{PoolId, StackTable};
 use crate::state::MemoryState;
 
-use super::generations::{Generation, Mark, Replay, Step, NO_COHORT};
 use super::selection::{Plan, Selection};
 use super::{
     AllocationCohort, AnalysedRange, CohortPeaks, CohortPointState, CohortSizeBucket,
     CohortSizeOutcome, CohortSpan, CohortTotals, CohortTransition, CohortTransitions,
-    LifetimeAnalysis, Origin, Outcome, PointRef, SelectionInfo, StackFrame, Tracked,
+    HistoryCoverage, LifetimeAnalysis, Origin, Outcome, PointRef, SelectionInfo, StackFrame,
+    Tracked,
 };
+
+/// No cohort: the generation is replayed for reconciliation but not selected.
+pub(crate) const NO_COHORT: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// Position (in the states) of the point whose window holds the transition; the
+    /// range start for a range-boundary transition.
+    pub window: u32,
+    pub origin: Origin,
+    pub stack: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Generation {
+    pub device: i64,
+    pub address: i64,
+    pub size: i64,
+    pub requested: i64,
+    pub confirmed: bool,
+    /// `None` after anchoring: an unattributable transient.
+    pub pool: Option<PoolId>,
+    pub stream: i64,
+    /// The allocation stack; `None` when it has no frames.
+    pub stack: Option<u32>,
+    pub birth: Mark,
+    pub birth_seq: u64,
+    pub request: Option<Mark>,
+    pub complete: Option<Mark>,
+    pub cohort: u32,
+    pub kept: bool,
+    /// The last point position whose snapshot showed the block.
+    pub seen: u32,
+}
+
+pub(crate) struct Replay {
+    pub generations: Vec<Generation>,
+    pub cohorts: CohortTable,
+    pub history: Vec<HistoryCoverage>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Step {
+    Birth,
+    /// A range-start generation already awaiting free: unreusable, not owner-active.
+    Awaiting,
+    Request,
+    Complete,
+}
 
 /// (device, pool or none, stack or none, unframed block size, unframed requested size).
 type Key = (i64, Option<PoolId>, Option<u32>, i64, i64);
@@ -131,7 +182,7 @@ fn fingerprint(parts: &[&str]) -> String {
 }
 
 pub(crate) fn frames_of(stacks: &StackTable, stack: Option<u32>) -> Vec<StackFrame> {
-    crate::attribution::resolve(stacks, stack).0
+    crate::frames::resolve(stacks, stack).0
 }
 
 /// Location-only text of a stack: `file:line` per frame, innermost first.

@@ -16,51 +16,10 @@ use crate::error::{MemoryError, Result};
 use crate::model::{BlockState, HistoryStatus, PoolId, StackTable};
 use crate::state::MemoryState;
 
-use super::cohorts::CohortTable;
+use super::cohorts::{CohortTable, Generation, Mark, Replay, Step, NO_COHORT};
 use super::events::{Action, EventSource};
 use super::selection::Plan;
 use super::{HistoryCoverage, Origin};
-
-/// No cohort: the generation is replayed for reconciliation but not selected.
-pub(crate) const NO_COHORT: u32 = u32::MAX;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mark {
-    /// Position (in the states) of the point whose window holds the transition; the
-    /// range start for a range-boundary transition.
-    pub window: u32,
-    pub origin: Origin,
-    pub stack: Option<u32>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Generation {
-    pub device: i64,
-    pub address: i64,
-    pub size: i64,
-    pub requested: i64,
-    pub confirmed: bool,
-    /// `None` after anchoring: an unattributable transient.
-    pub pool: Option<PoolId>,
-    pub stream: i64,
-    /// The allocation stack; `None` when it has no frames.
-    pub stack: Option<u32>,
-    pub birth: Mark,
-    pub birth_seq: u64,
-    pub request: Option<Mark>,
-    pub complete: Option<Mark>,
-    pub cohort: u32,
-    pub kept: bool,
-    /// The last point position whose snapshot showed the block.
-    seen: u32,
-}
-
-pub(crate) struct Replay {
-    pub generations: Vec<Generation>,
-    pub cohorts: CohortTable,
-    pub history: Vec<HistoryCoverage>,
-    pub warnings: Vec<String>,
-}
 
 /// Contradictions by (reason, device): count and up to three example addresses.
 #[derive(Default)]
@@ -266,15 +225,6 @@ fn testify(ranges: &[Range], churn: &[&Churn], device: i64, address: i64) -> Tes
 
 fn normalise(stacks: &StackTable, stack: Option<u32>) -> Option<u32> {
     stack.filter(|&s| stacks.stack(s).is_some_and(|f| !f.is_empty()))
-}
-
-#[derive(Clone, Copy)]
-pub(crate) enum Step {
-    Birth,
-    /// A range-start generation already awaiting free: unreusable, not owner-active.
-    Awaiting,
-    Request,
-    Complete,
 }
 
 pub(crate) fn replay<E: EventSource>(

@@ -73,7 +73,7 @@ impl Outcome {
     }
 }
 
-pub use crate::attribution::StackFrame;
+pub use crate::frames::StackFrame;
 
 /// A cohort's state at one point (after reconciliation with that point's snapshot).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -257,7 +257,7 @@ impl AllocationCohort {
     /// The fingerprint of the complete stack, every frame field included (the one
     /// attribution rows carry): equal for equal stacks in any report.
     pub fn stack_fingerprint(&self) -> String {
-        crate::attribution::frames_fingerprint(&self.stack_frames)
+        crate::frames::frames_fingerprint(&self.stack_frames)
     }
 }
 
@@ -322,7 +322,7 @@ impl Tracked {
             tracked_generations: generations,
             tracked_bytes: bytes,
             attributed_bytes: attributed,
-            instance_stack_coverage: crate::attribution::stack_share(attributed, bytes),
+            instance_stack_coverage: crate::frames::stack_share(attributed, bytes),
         }
     }
 }
