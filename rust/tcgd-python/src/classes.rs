@@ -4,7 +4,10 @@
 //! and the `to_dict()` and `repr` that read a class's own attributes by name.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList};
+use serde::Serialize;
+
+use crate::errors::BindingError;
 
 /// One CSV cell as its Python value (`None`, `int`, `float`, `str`, `bool`).
 fn cell_value<'py>(py: Python<'py>, cell: tcgd_report::Cell) -> PyResult<Bound<'py, PyAny>> {
@@ -172,7 +175,7 @@ macro_rules! value_class {
 ///   other object, as Python's protocol has it). A method, not pyo3's `eq` option: the code
 ///   pyo3 writes for that option does not resolve inside a macro's expansion.
 /// - `hash;`: the hash of the value (`eq;` first: equal objects hash alike).
-/// - `to_dict(serde);`: the value's serde form ([`crate::results::serde_to_py`]);
+/// - `to_dict(serde);`: the value's serde form ([`crate::classes::serde_to_py`]);
 ///   `to_dict(Python);`: the attributes by name, a class with a `to_dict()` as its dict.
 /// - `repr(all);` or `repr(name, ...);`: `Class(name=value, ...)` of those attributes.
 macro_rules! class_methods {
@@ -210,7 +213,7 @@ macro_rules! class_methods {
             $($methods)*
             /// The value as its JSON report holds it.
             fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-                $crate::results::serde_to_py(py, &self.$value)
+                $crate::classes::serde_to_py(py, &self.$value)
             }
         ] $($rest)*);
     };
@@ -279,4 +282,45 @@ pub(crate) fn paths_by_format(
         by_format.set_item(key, path.call1((p,))?)?;
     }
     Ok(by_format)
+}
+
+/// A JSON value as the Python value `json.loads` would give for it.
+fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            (None, None) => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
+        },
+        Value::String(s) => s.into_pyobject(py)?.into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(json_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, v) in map {
+                dict.set_item(k, json_to_py(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
+/// as its JSON report holds it: the one way a native result (a report layer's JSON value
+/// among them) becomes Python values.
+pub(crate) fn serde_to_py<'py, T: Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| BindingError::Internal(format!("cannot encode the result: {e}")))?;
+    json_to_py(py, &value)
 }

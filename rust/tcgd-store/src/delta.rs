@@ -391,7 +391,7 @@ impl DeltaTable {
                     reason: "the table's metadata has no configuration".into(),
                 })?;
             configuration.insert(key.to_owned(), value.into());
-            let now_ms = crate::writer::now_micros() / 1000;
+            let now_ms = crate::clock::now_micros() / 1000;
             let commit_info = serde_json::json!({"commitInfo": {
                 "timestamp": now_ms,
                 "operation": "SET TBLPROPERTIES",
@@ -558,7 +558,7 @@ impl DeltaTable {
                 table: self.dir.clone(),
                 reason: format!("file path '{}': {e}", add.path),
             })?;
-            let meta = FileMeta::new(location, crate::writer::now_micros() / 1000, add.size);
+            let meta = FileMeta::new(location, crate::clock::now_micros() / 1000, add.size);
             txn.add_files(
                 build_add_file_metadata(DataFileMetadata::new(meta, stats), &context)
                     .map_err(&fail)?,

@@ -7,6 +7,7 @@
 //! column.
 
 mod claim;
+mod clock;
 mod compact;
 mod delta;
 mod digest;

@@ -16,6 +16,7 @@ use tcgd_compare::{
     Subject, TensorSummary,
 };
 
+pub(crate) use crate::classes::serde_to_py;
 use crate::classes::frozen_class;
 use crate::errors::{guard, BindResult, BindingError};
 
@@ -35,47 +36,6 @@ pub(crate) use points::*;
 pub(crate) use sites::*;
 
 // ------------------------------------------------------------------------------ helpers
-
-/// A JSON value as the Python value `json.loads` would give for it.
-fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use serde_json::Value;
-    Ok(match value {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => i.into_pyobject(py)?.into_any(),
-            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
-            (None, None) => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
-        },
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(items) => {
-            let list = PyList::empty(py);
-            for item in items {
-                list.append(json_to_py(py, item)?)?;
-            }
-            list.into_any()
-        }
-        Value::Object(map) => {
-            let dict = PyDict::new(py);
-            for (k, v) in map {
-                dict.set_item(k, json_to_py(py, v)?)?;
-            }
-            dict.into_any()
-        }
-    })
-}
-
-/// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
-/// as its JSON report holds it: the one way a native result (a report layer's JSON value
-/// among them) becomes Python values.
-pub(crate) fn serde_to_py<'py, T: Serialize>(
-    py: Python<'py>,
-    value: &T,
-) -> PyResult<Bound<'py, PyAny>> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| BindingError::Internal(format!("cannot encode the result: {e}")))?;
-    json_to_py(py, &value)
-}
 
 fn tuple<'py, T: IntoPyObject<'py>>(
     py: Python<'py>,

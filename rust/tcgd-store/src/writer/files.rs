@@ -3,15 +3,7 @@
 
 use super::*;
 
-pub fn now_micros() -> i64 {
-    chrono::Utc::now().timestamp_micros()
-}
-
-pub fn rfc3339(micros: i64) -> String {
-    chrono::DateTime::from_timestamp_micros(micros)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+pub use crate::clock::{now_micros, rfc3339};
 
 pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(s)
