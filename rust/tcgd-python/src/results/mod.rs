@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyKeyError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyList, PyTuple};
+use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyTuple};
 use serde::Serialize;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
@@ -16,8 +16,8 @@ use tcgd_compare::{
     Subject, TensorSummary,
 };
 
-pub(crate) use crate::classes::serde_to_py;
 use crate::classes::frozen_class;
+pub(crate) use crate::classes::serde_to_py;
 use crate::errors::{guard, BindResult, BindingError};
 
 mod comparisons;
