@@ -8,10 +8,8 @@ use pyo3::prelude::*;
 use serde_json::{Map, Value as Json};
 use tcgd_cuda::{HarvestedData, HarvestedPoint, PointKind, RecorderSettings, Trigger};
 use tcgd_store::{
-    now_micros, CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind,
-    PointInput, Site, Value,
+    now_micros, CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, SiteFacts, Value,
 };
-use tcgd_tensor::DType;
 
 use crate::args::{Joined, ObservationArgs, SiteArgs};
 use crate::errors::{guard, BindResult, BindingError};
@@ -27,21 +25,18 @@ struct HostObservations {
     _owners: Vec<Py<PyAny>>,
 }
 
-/// What the run needs to know about a site, kept for the harvester.
+/// What the run needs to know about a registered site, kept for the harvester: its order,
+/// and its facts, built once and handed to the writer by reference with every point (the
+/// writer keeps them once per block of rows, not once per row).
 #[derive(Clone)]
-struct SiteFacts {
-    name: String,
+struct RegisteredSite {
     order: i64,
-    dtype: DType,
-    shape: Vec<i64>,
-    stride: Vec<i64>,
-    source_device: String,
-    site: Site,
+    facts: Arc<SiteFacts>,
 }
 
-/// The registered sites' facts; each point takes the current list by reference count
+/// The registered sites; each point takes the current list by reference count
 /// (registration, at capture time, copies it only while a point still holds it).
-type Facts = Arc<Mutex<Arc<Vec<SiteFacts>>>>;
+type Facts = Arc<Mutex<Arc<Vec<RegisteredSite>>>>;
 
 /// One probed value as Python hands it over: a mapping with every key present, these
 /// and the site's ([`SiteArgs`]).
@@ -105,7 +100,7 @@ fn point_metadata(point: &HarvestedPoint, graphs: &[String]) -> String {
 /// Builds the commit job of one harvested point (runs on the writer thread).
 fn commit_job(
     mut point: HarvestedPoint,
-    facts: Arc<Vec<SiteFacts>>,
+    facts: Arc<Vec<RegisteredSite>>,
     graphs: &[String],
 ) -> (String, CommitJob) {
     let label = point.label.clone();
@@ -134,42 +129,37 @@ fn commit_job(
             keyed.push((
                 (f.order, v.replay),
                 ObservationInput {
-                    descriptor: ObservationDescriptor {
-                        order: 0,
-                        name: f.name.clone(),
-                        invocation_index: 0,
-                        dtype: f.dtype,
-                        shape: f.shape.clone(),
-                        stride: f.stride.clone(),
-                        source_device: f.source_device.clone(),
-                        payload,
-                    },
-                    site: f.site.clone(),
+                    facts: Arc::clone(&f.facts),
+                    order: 0,
+                    invocation_index: 0,
+                    payload,
                     value,
                 },
             ));
         }
         if let Some(host) = &host {
             for input in &host.inputs {
-                keyed.push((
-                    (
-                        input.descriptor.order,
-                        input.descriptor.invocation_index as u64,
-                    ),
-                    input.clone(),
-                ));
+                keyed.push(((input.order, input.invocation_index as u64), input.clone()));
             }
         }
         keyed.sort_by_key(|(key, _)| *key);
-        let mut seen: std::collections::HashMap<String, i64> = Default::default();
+        let mut seen: std::collections::HashMap<&str, i64> = Default::default();
+        let invocations: Vec<i64> = keyed
+            .iter()
+            .map(|(_, input)| {
+                let count = seen.entry(input.facts.name.as_str()).or_insert(0);
+                *count += 1;
+                *count - 1
+            })
+            .collect();
+        drop(seen);
         let inputs: Vec<ObservationInput<'_>> = keyed
             .into_iter()
+            .zip(invocations)
             .enumerate()
-            .map(|(order, (_, mut input))| {
-                let invocation = seen.entry(input.descriptor.name.clone()).or_insert(0);
-                input.descriptor.order = order as i64;
-                input.descriptor.invocation_index = *invocation;
-                *invocation += 1;
+            .map(|(order, ((_, mut input), invocation))| {
+                input.order = order as i64;
+                input.invocation_index = invocation;
                 input
             })
             .collect();
@@ -312,14 +302,16 @@ impl DeviceRecorder {
                     numel,
                     dtype,
                 });
-                new_facts.push(SiteFacts {
-                    name: a.name,
+                new_facts.push(RegisteredSite {
                     order: a.order,
-                    dtype,
-                    shape: a.shape,
-                    stride: a.stride,
-                    source_device: a.source_device,
-                    site: site.into(),
+                    facts: Arc::new(SiteFacts {
+                        name: a.name,
+                        dtype,
+                        shape: a.shape,
+                        stride: a.stride,
+                        source_device: a.source_device,
+                        site: site.into(),
+                    }),
                 });
             }
             let runtime = runtime.lock()?;

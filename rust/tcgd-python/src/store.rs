@@ -63,11 +63,11 @@ pub(crate) fn observation_inputs(
                 )))
             }
         };
-        inputs.push(ObservationInput {
-            descriptor: descriptor.check()?,
-            site: site.into(),
+        inputs.push(ObservationInput::new(
+            descriptor.check()?,
+            site.into(),
             value,
-        });
+        ));
     }
     Ok((inputs, owners))
 }

@@ -2,48 +2,54 @@
 //! of recording a compiled model's summaries at every call (28 sites per point, like the
 //! Llama benchmark's projections).
 //!
+//! The sites' facts are built once and shared by every point, as the device recorder
+//! registers its sites once and hands the same facts to each harvested point.
+//!
 //! `cargo run --release -p tcgd-store --example summary_point_throughput [points] [sites]`
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use tcgd_store::{
-    CommitJob, CommitQueue, ObservationDescriptor, ObservationInput, PayloadKind, PointInput,
-    RunHeader, RunKind, RunWriter, Site, SiteLocation, Value,
+    CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
+    RunWriter, Site, SiteFacts, SiteLocation, Value,
 };
 use tcgd_tensor::{DType, TensorSummary};
 
-fn site(i: usize) -> Site {
-    Site {
-        location: SiteLocation {
-            site_id: Some(format!("inference:mm_{i}")),
-            graph_kind: Some("inference".into()),
-            node_name: Some(format!("mm_{i}")),
-            aten_op: Some("aten.mm.default".into()),
-            module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
-            source_location: Some(
-                "transformers/models/llama/modeling_llama.py:262 in forward".into(),
-            ),
-            compile_id: Some("0/0".into()),
+fn site(i: usize) -> Arc<SiteFacts> {
+    Arc::new(SiteFacts {
+        name: format!("inference:mm_{i}"),
+        dtype: DType::BFloat16,
+        shape: vec![4, 128, 512],
+        stride: vec![65536, 512, 1],
+        source_device: "cuda:0".into(),
+        site: Site {
+            location: SiteLocation {
+                site_id: Some(format!("inference:mm_{i}")),
+                graph_kind: Some("inference".into()),
+                node_name: Some(format!("mm_{i}")),
+                aten_op: Some("aten.mm.default".into()),
+                module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
+                source_location: Some(
+                    "transformers/models/llama/modeling_llama.py:262 in forward".into(),
+                ),
+                compile_id: Some("0/0".into()),
+            },
+            materialized_by_probe: Some(false),
         },
-        materialized_by_probe: Some(false),
-    }
+    })
 }
 
-fn job(label: String, sites: usize) -> CommitJob {
+fn job(label: String, sites: Arc<Vec<Arc<SiteFacts>>>) -> CommitJob {
     Box::new(move |writer: &mut RunWriter| {
-        let inputs: Vec<ObservationInput<'_>> = (0..sites)
-            .map(|i| ObservationInput {
-                descriptor: ObservationDescriptor {
-                    order: i as i64,
-                    name: format!("inference:mm_{i}"),
-                    invocation_index: 0,
-                    dtype: DType::BFloat16,
-                    shape: vec![4, 128, 512],
-                    stride: vec![65536, 512, 1],
-                    source_device: "cuda:0".into(),
-                    payload: PayloadKind::Summary,
-                },
-                site: site(i),
+        let inputs: Vec<ObservationInput<'_>> = sites
+            .iter()
+            .enumerate()
+            .map(|(i, facts)| ObservationInput {
+                facts: Arc::clone(facts),
+                order: i as i64,
+                invocation_index: 0,
+                payload: PayloadKind::Summary,
                 value: Value::Summary(TensorSummary {
                     numel: 4 * 128 * 512,
                     finite: 4 * 128 * 512,
@@ -73,6 +79,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let points: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let sites: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(28);
+    let facts: Arc<Vec<Arc<SiteFacts>>> = Arc::new((0..sites).map(site).collect());
     let tmp = std::env::temp_dir().join(format!("tcgd-throughput-{}", std::process::id()));
     let header = RunHeader::new("throughput", "throughput", RunKind::Tensor, "compiled");
     let writer = RunWriter::create(&tmp, header, "bench").expect("run");
@@ -81,7 +88,7 @@ fn main() {
     for p in 0..points {
         let label = format!("call{p}");
         queue
-            .submit(&label, job(label.clone(), sites))
+            .submit(&label, job(label.clone(), Arc::clone(&facts)))
             .expect("submit");
     }
     let submitted = started.elapsed();

@@ -11,3 +11,10 @@ pub fn rfc3339(micros: i64) -> String {
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
+
+/// Microseconds since the epoch of RFC 3339 text; `None` for text that is not RFC 3339.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_micros())
+}

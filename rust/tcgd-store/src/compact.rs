@@ -13,13 +13,15 @@ use std::fs;
 use std::path::Path;
 
 use crate::claim::DirClaim;
-use crate::delta::{parse_log_retention, DeltaTable, Operation, StagedFile, LOG_RETENTION};
+use crate::delta::{parse_log_retention, DeltaTable, Operation, LOG_RETENTION};
 use crate::error::{Result, StoreError};
 use crate::layout::{self, PartName};
 use crate::manifest::PartEntry;
 use crate::reader::{check_committed_part, committed_parts, list_runs, RunRow};
 use crate::schema::Table;
-use crate::writer::{compaction_bins, delete_files, stage_file, COMPACT_TARGET_BYTES};
+use crate::writer::{
+    compaction_bins, delete_files, stage_file, staging_path, COMPACT_TARGET_BYTES,
+};
 
 /// What `compact_root` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -212,22 +214,19 @@ fn rewrite(
     let first = bin.iter().map(|b| b.1.first_point).min().unwrap_or(0);
     let last = bin.iter().map(|b| b.1.last_point).max().unwrap_or(first);
     let tag = format!("compact-{}", std::process::id());
-    let (logged, _, size) = stage_file(
+    let path = staging_path(root, &run.run_id, table, &tag)?;
+    let (staged, _) = stage_file(
         root,
         table,
         run.rank,
         &run.run_id,
-        &tag,
-        &rows,
+        &path,
+        std::iter::once(Ok(rows)),
         (first, last),
+        delta.stats_collector(run.rank)?,
     )?;
     let removes: Vec<String> = bin.iter().map(|b| b.0.clone()).collect();
-    let staged = StagedFile {
-        path: logged.clone(),
-        rank: run.rank,
-        size,
-        rows,
-    };
+    let logged = staged.path.clone();
     if let Err(e) = delta.commit(&[staged], &removes, Operation::Compact) {
         let _ = fs::remove_file(delta.dir().join(&logged));
         return Err(e);

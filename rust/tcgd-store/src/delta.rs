@@ -29,13 +29,13 @@ use delta_kernel::transaction::{CommitResult, UpdateTableOperation};
 use delta_kernel::{FileMeta, FilteredEngineData, KernelError, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::executor::tokio::TokioMultiThreadExecutor;
 use delta_kernel_default_engine::parquet::DataFileMetadata;
-use delta_kernel_default_engine::stats::collect_stats;
 use delta_kernel_default_engine::storage::store_from_url;
 use delta_kernel_default_engine::{build_add_file_metadata, DefaultEngine, DefaultEngineBuilder};
 use url::Url;
 
 use crate::error::{Result, StoreError};
 use crate::schema::{Table, FORMAT_VERSION, KV_FORMAT_VERSION, KV_TABLE};
+pub use crate::stats::{FileStats, StatsCollector};
 
 /// The partition column of every table.
 pub const RANK_COLUMN: &str = "rank";
@@ -94,8 +94,9 @@ pub struct StagedFile {
     pub path: String,
     pub rank: i64,
     pub size: u64,
-    /// The file's rows, for the statistics the kernel writes into the `add` action.
-    pub rows: RecordBatch,
+    /// The statistics of the file's rows, for the `add` action, collected while it was
+    /// written.
+    pub stats: FileStats,
 }
 
 /// A file the table's log lists now.
@@ -474,6 +475,33 @@ impl DeltaTable {
         Ok(files)
     }
 
+    /// A collector of the statistics a commit of this table records for a file of rank
+    /// `rank` (the columns its configuration names, as of this snapshot).
+    pub fn stats_collector(&self, rank: i64) -> Result<StatsCollector> {
+        let fail = kernel_error(&self.dir, "cannot collect statistics");
+        let txn = self
+            .snapshot
+            .clone()
+            .update_table(Operation::Append.kernel(), ENGINE_INFO, true)
+            .build(engine()?, Box::new(FileSystemCommitter::new()))
+            .map_err(&fail)?;
+        let write_state = txn.write_state().map_err(&fail)?;
+        let context = write_state
+            .write_context_builder()
+            .with_partition_values(HashMap::from([(
+                RANK_COLUMN.to_owned(),
+                Scalar::Long(rank),
+            )]))
+            .build()
+            .map_err(&fail)?;
+        Ok(StatsCollector::new(
+            write_state.stats_columns(),
+            context.physical_data_schema(),
+            self.table,
+            &self.dir,
+        ))
+    }
+
     /// Commits `adds` and `removes` as one version: readers see all of it or none of it.
     /// Files to remove must be listed by the log (paths as `files()` gives them).
     pub fn commit(
@@ -548,12 +576,25 @@ impl DeltaTable {
                 )]))
                 .build()
                 .map_err(&fail)?;
-            let stats = collect_stats(
-                &add.rows,
-                write_state.stats_columns(),
-                context.physical_data_schema(),
-            )
-            .map_err(&fail)?;
+            // Collected while the file was written; should the table have changed which
+            // columns it keeps statistics of since (a concurrent change of its properties),
+            // they are collected again from the file.
+            let stats = if add.stats.columns == write_state.stats_columns()
+                && add.stats.schema == *context.physical_data_schema()
+            {
+                add.stats.stats.clone()
+            } else {
+                let mut collector = StatsCollector::new(
+                    write_state.stats_columns(),
+                    context.physical_data_schema(),
+                    self.table,
+                    &self.dir,
+                );
+                for rows in crate::parts::read_part(&self.dir.join(&add.path), self.table)? {
+                    collector.merge(&rows)?;
+                }
+                collector.finish()?.stats
+            };
             let location = self.url.join(&add.path).map_err(|e| StoreError::Delta {
                 table: self.dir.clone(),
                 reason: format!("file path '{}': {e}", add.path),

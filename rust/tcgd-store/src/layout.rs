@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Result, StoreError};
+
 /// Files being written, before they move into their table.
 pub const STAGING_DIR: &str = "_staging";
 /// Writer claims (see `claim.rs`).
@@ -101,6 +103,17 @@ pub fn staging_dir(root: &Path) -> PathBuf {
 
 /// Where a version 1 run keeps its manifest: such a directory gets a clear error.
 pub const VERSION_ONE_MANIFEST: &str = "run.json";
+
+/// Refuses a version 1 run directory (its `run.json` manifest) with an error saying what
+/// it is, before anything is written next to it.
+pub fn refuse_version_one(root: &Path) -> Result<()> {
+    if root.join(VERSION_ONE_MANIFEST).is_file() {
+        return Err(StoreError::VersionOneRun {
+            path: root.to_path_buf(),
+        });
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -23,9 +23,11 @@ mod queue;
 mod reader;
 mod record;
 pub mod schema;
+mod stats;
 mod writer;
 
 pub use claim::LOCK_FILE;
+pub use clock::{now_micros, rfc3339};
 pub use compact::{compact_root, remove_expired_log_files, set_log_retention, CompactionReport};
 pub use delta::{
     parse_log_retention, CommittedFile, DeltaTable, DEFAULT_LOG_RETENTION, EXPIRED_LOG_CLEANUP,
@@ -40,9 +42,7 @@ pub use reader::{
 };
 pub use record::{
     CommittedPoint, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, Site,
-    SiteLocation, SiteLocationRef, Value,
+    SiteFacts, SiteLocation, SiteLocationRef, Value,
 };
 pub use schema::{Table, FORMAT_VERSION};
-pub use writer::{
-    check_point, now_micros, rfc3339, run_path, CommitPolicy, RunWriter, DEFAULT_COMMIT_INTERVAL,
-};
+pub use writer::{check_point, run_path, CommitPolicy, RunWriter, DEFAULT_COMMIT_INTERVAL};

@@ -3,11 +3,16 @@
 //! it is a file any more; `to_json` is what Python's run objects read.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::parse_rfc3339;
 use crate::error::{Result, StoreError};
-use crate::schema::{Table, FORMAT_VERSION, SCHEMA_NAME};
+use crate::schema::{Table, FORMAT_VERSION, RUNS, SCHEMA_NAME};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -17,6 +22,21 @@ pub enum RunKind {
 }
 
 impl RunKind {
+    /// The name the manifest and the `runs` table's `kind` column give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Tensor => "tensor",
+            RunKind::Memory => "memory",
+        }
+    }
+
+    /// The kind `as_str` names; `None` for any other text.
+    pub fn from_name(name: &str) -> Option<RunKind> {
+        [RunKind::Tensor, RunKind::Memory]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
+
     /// The tables a run of this kind writes; their directories exist from its creation.
     pub fn tables(self) -> &'static [Table] {
         match self {
@@ -121,6 +141,44 @@ impl Manifest {
     /// The run's rank: its partition in every table (`rank=0` for a single process).
     pub fn rank(&self) -> i64 {
         self.header.rank.unwrap_or(0)
+    }
+
+    /// The run's row of the `runs` table: what the writer commits at each group and what a
+    /// reader shows of a run it opened.
+    pub fn runs_row(&self) -> Result<RecordBatch> {
+        let h = &self.header;
+        let created = parse_rfc3339(&self.created_at).unwrap_or_default();
+        let finished = self.finished_at.as_deref().and_then(parse_rfc3339);
+        // Provenance and run metadata are user JSON: an absent one reads as `{}`.
+        let json = |v: &serde_json::Value| {
+            if v.is_null() {
+                "{}".to_owned()
+            } else {
+                v.to_string()
+            }
+        };
+        let text = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v])) };
+        let timestamp = |v: Option<i64>| -> ArrayRef {
+            Arc::new(TimestampMicrosecondArray::from(vec![v]).with_timezone("UTC"))
+        };
+        let columns: Vec<ArrayRef> = vec![
+            text(&h.run_id),
+            text(&h.name),
+            text(h.kind.as_str()),
+            text(&h.execution),
+            Arc::new(StringArray::from(vec![h.group_id.as_deref()])),
+            Arc::new(Int64Array::from(vec![h.world_size])),
+            timestamp(Some(created)),
+            timestamp(finished),
+            Arc::new(BooleanArray::from(vec![self.complete])),
+            Arc::new(Int64Array::from(vec![self.point_count as i64])),
+            Arc::new(Int64Array::from(vec![i64::from(FORMAT_VERSION)])),
+            text(&self.producer),
+            text(&json(&h.provenance)),
+            text(&json(&h.run_metadata)),
+        ];
+        RecordBatch::try_new(RUNS.clone(), columns)
+            .map_err(|e| StoreError::invalid("runs row", e.to_string()))
     }
 }
 

@@ -2,7 +2,7 @@
 //! rewritten (compaction writes new files and retires the old ones).
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
@@ -10,12 +10,15 @@ use arrow::datatypes::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
-use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowRowGroupWriterFactory,
+};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::{KeyValue, PageIndexPolicy};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::file::reader::ChunkReader;
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 
@@ -39,19 +42,33 @@ const COMPRESS_IF_SAMPLE_RATIO_AT_MOST: f64 = 0.8;
 const SAMPLES_PER_CHUNK: usize = 4;
 const SAMPLE_BYTES: usize = 16 << 10;
 
-fn builder(table_name: &str) -> Result<WriterPropertiesBuilder> {
+fn builder(table: Table) -> Result<WriterPropertiesBuilder> {
     let level =
         ZstdLevel::try_new(3).map_err(|e| StoreError::invalid("zstd level", e.to_string()))?;
-    Ok(WriterProperties::builder()
+    let mut builder = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_key_value_metadata(Some(vec![
             KeyValue::new(KV_FORMAT_VERSION.to_owned(), FORMAT_VERSION.to_string()),
-            KeyValue::new(KV_TABLE.to_owned(), table_name.to_owned()),
-        ])))
+            KeyValue::new(KV_TABLE.to_owned(), table.dir_name().to_owned()),
+        ]));
+    // Numbers are stored plain (zstd still shrinks repeated ones): a dictionary hashes
+    // every value, and the summary statistics (min, max, mean, std, l2) are nearly all
+    // distinct, so it was a third of the time to encode an observations file, for a
+    // larger file. Strings (names, sites, labels: few distinct values) keep theirs.
+    for field in table.schema().fields() {
+        if matches!(
+            field.data_type(),
+            DataType::Int64 | DataType::Float64 | DataType::Timestamp(..)
+        ) {
+            builder = builder
+                .set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+        }
+    }
+    Ok(builder)
 }
 
-fn properties(table_name: &str) -> Result<WriterProperties> {
-    Ok(builder(table_name)?.build())
+fn properties(table: Table) -> Result<WriterProperties> {
+    Ok(builder(table)?.build())
 }
 
 /// A payloads part's properties; `compress_data` decides the `data` column's codec.
@@ -60,7 +77,7 @@ fn payload_properties(compress_data: bool) -> Result<WriterProperties> {
     // One value per write batch lets the page size limit close a page after each large
     // chunk, so a chunk is one page and a read of one chunk skips the others.
     let data = ColumnPath::from("data");
-    let mut builder = builder(Table::Payloads.dir_name())?
+    let mut builder = builder(Table::Payloads)?
         .set_max_row_group_row_count(Some(PAYLOAD_ROWS_PER_GROUP))
         .set_write_batch_size(1)
         .set_column_statistics_enabled(data.clone(), EnabledStatistics::None)
@@ -71,19 +88,34 @@ fn payload_properties(compress_data: bool) -> Result<WriterProperties> {
     Ok(builder.build())
 }
 
-/// Writes `batch` to `target` through a hidden temporary file and renames it into place.
-pub fn write_part(target: &Path, table: Table, batch: &RecordBatch) -> Result<Committed> {
+/// Rows to write, and what else looks at them while they are encoded (the file's
+/// statistics): called once per row group, on another thread than the encoding.
+pub type RowObserver<'a> = &'a mut (dyn FnMut(&RecordBatch) -> Result<()> + Send);
+
+/// Writes the rows of `chunks` (each one row group or more) to `target` through a hidden
+/// temporary file and renames it into place; `observe` sees every row group. Chunks are
+/// taken one at a time, so the rows never need to be in memory all at once.
+pub fn write_part(
+    target: &Path,
+    table: Table,
+    chunks: impl Iterator<Item = Result<RecordBatch>>,
+    observe: RowObserver<'_>,
+) -> Result<Committed> {
     if table == Table::Payloads {
-        return write_payload_part(target, batch);
+        return write_payload_part(target, chunks, observe);
     }
-    let props = properties(table.dir_name())?;
-    write_parquet(target, table.schema(), props, batch)
+    let props = properties(table)?;
+    write_parquet(target, table.schema(), props, chunks, observe)
 }
 
 /// Writes a payloads part row group by row group: each group's data column is compressed
 /// or stored plain after sampling it, and groups are encoded in parallel (zstd is the
 /// slowest step of a commit), then appended in order.
-fn write_payload_part(target: &Path, batch: &RecordBatch) -> Result<Committed> {
+fn write_payload_part(
+    target: &Path,
+    chunks: impl Iterator<Item = Result<RecordBatch>>,
+    observe: RowObserver<'_>,
+) -> Result<Committed> {
     let schema = Table::Payloads.schema();
     let file = HashingFile::create(target)?;
     let temp = file.temp_path().to_path_buf();
@@ -103,11 +135,17 @@ fn write_payload_part(target: &Path, batch: &RecordBatch) -> Result<Committed> {
         .and_then(ArrowWriter::into_serialized_writer)
         .map_err(parquet_err)?;
 
-    let rows = batch.num_rows();
-    let groups: Vec<RecordBatch> = (0..rows)
-        .step_by(PAYLOAD_ROWS_PER_GROUP)
-        .map(|start| batch.slice(start, PAYLOAD_ROWS_PER_GROUP.min(rows - start)))
-        .collect();
+    let mut groups: Vec<RecordBatch> = Vec::new();
+    for batch in chunks {
+        let batch = batch?;
+        observe(&batch)?;
+        let rows = batch.num_rows();
+        groups.extend(
+            (0..rows)
+                .step_by(PAYLOAD_ROWS_PER_GROUP)
+                .map(|start| batch.slice(start, PAYLOAD_ROWS_PER_GROUP.min(rows - start))),
+        );
+    }
     // Encoded groups wait in memory until appended: a few per thread bounds that.
     let wave = 2 * rayon::current_num_threads().max(1);
     for (wave_no, wave_groups) in groups.chunks(wave).enumerate() {
@@ -137,21 +175,71 @@ fn write_payload_part(target: &Path, batch: &RecordBatch) -> Result<Committed> {
     file_writer.into_inner().map_err(parquet_err)?.commit()
 }
 
+/// Rows a column writer is handed at once. Parquet's writer works out each column's levels
+/// for all the rows it is handed (8 to 10 bytes a row for an optional column) before it
+/// encodes them: handed in slices, those buffers are small and the next slice reuses
+/// them, where a whole row group's would be fresh memory for every column (and fresh
+/// memory is most of what encoding costs on a machine whose page faults are slow).
+const ENCODE_SLICE_ROWS: usize = 4096;
+
+/// The column writers of a row group. The tables here have one Parquet leaf per column
+/// (no structs; a list is one leaf), so a column's writer is the one at its position.
+fn column_writers(
+    factory: &ArrowRowGroupWriterFactory,
+    schema: &SchemaRef,
+    index: usize,
+) -> parquet::errors::Result<Vec<ArrowColumnWriter>> {
+    let writers = factory.create_column_writers(index)?;
+    if writers.len() != schema.fields().len() {
+        return Err(parquet::errors::ParquetError::General(format!(
+            "{} Parquet leaves for {} columns",
+            writers.len(),
+            schema.fields().len()
+        )));
+    }
+    Ok(writers)
+}
+
+/// Adds `rows` to the row group of `writers`, its columns on the thread pool: columns are
+/// independent, and encoding them (statistics, dictionaries, compression) is most of the
+/// time a commit of many small rows takes.
+fn encode_rows(
+    writers: &mut [ArrowColumnWriter],
+    schema: &SchemaRef,
+    rows: &RecordBatch,
+) -> parquet::errors::Result<()> {
+    writers
+        .par_iter_mut()
+        .zip(schema.fields().par_iter())
+        .zip(rows.columns().par_iter())
+        .try_for_each(|((writer, field), column)| {
+            for start in (0..column.len()).step_by(ENCODE_SLICE_ROWS) {
+                let slice = column.slice(start, ENCODE_SLICE_ROWS.min(column.len() - start));
+                for leaf in compute_leaves(field, &slice)? {
+                    writer.write(&leaf)?;
+                }
+            }
+            Ok(())
+        })
+}
+
+/// Closes a row group's column writers (each flushes and compresses its last page).
+fn close_writers(
+    writers: Vec<ArrowColumnWriter>,
+) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
+    writers.into_par_iter().map(|w| w.close()).collect()
+}
+
+/// Encodes one row group.
 fn encode_row_group(
     factory: &ArrowRowGroupWriterFactory,
     schema: &SchemaRef,
     group: &RecordBatch,
     index: usize,
 ) -> parquet::errors::Result<Vec<ArrowColumnChunk>> {
-    let mut writers = factory.create_column_writers(index)?;
-    let mut leaves = Vec::with_capacity(writers.len());
-    for (field, column) in schema.fields().iter().zip(group.columns()) {
-        leaves.extend(compute_leaves(field, column)?);
-    }
-    for (writer, leaf) in writers.iter_mut().zip(&leaves) {
-        writer.write(leaf)?;
-    }
-    writers.into_iter().map(|w| w.close()).collect()
+    let mut writers = column_writers(factory, schema, index)?;
+    encode_rows(&mut writers, schema, group)?;
+    close_writers(writers)
 }
 
 /// Whether zstd shrinks samples of the group's payload bytes enough to be worth its
@@ -186,18 +274,119 @@ fn write_parquet(
     target: &Path,
     schema: SchemaRef,
     props: WriterProperties,
-    batch: &RecordBatch,
+    chunks: impl Iterator<Item = Result<RecordBatch>>,
+    observe: RowObserver<'_>,
 ) -> Result<Committed> {
-    let file = HashingFile::create(target)?;
-    let temp = file.temp_path().to_path_buf();
-    let parquet_err = |e: parquet::errors::ParquetError| StoreError::Io {
+    let mut part = PartWriter::new(target, schema, props)?;
+    for batch in chunks {
+        part.write(&batch?, observe)?;
+    }
+    part.finish()
+}
+
+/// A Parquet part being written a batch at a time, each batch's columns encoded on the
+/// thread pool. A row group takes rows from as many batches as it can hold (the table's
+/// row group size), so batches bound the memory rows take, not the size of row groups.
+/// Encoded pages wait in memory until their row group closes; `finish` writes the footer
+/// and renames the file into place.
+pub struct PartWriter {
+    file: SerializedFileWriter<HashingFile>,
+    factory: ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    group_rows: usize,
+    /// The open row group's writers and rows.
+    open: Option<(Vec<ArrowColumnWriter>, usize)>,
+    index: usize,
+    temp: PathBuf,
+}
+
+impl PartWriter {
+    /// A part of `table` (not `payloads`, whose rows are written by `write_part`) at
+    /// `target`.
+    pub fn create(target: &Path, table: Table) -> Result<PartWriter> {
+        PartWriter::new(target, table.schema(), properties(table)?)
+    }
+
+    fn new(target: &Path, schema: SchemaRef, props: WriterProperties) -> Result<PartWriter> {
+        let file = HashingFile::create(target)?;
+        let temp = file.temp_path().to_path_buf();
+        let group_rows = props.max_row_group_row_count().unwrap_or(usize::MAX).max(1);
+        let (file, factory) = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .and_then(ArrowWriter::into_serialized_writer)
+            .map_err(parquet_error(&temp))?;
+        Ok(PartWriter {
+            file,
+            factory,
+            schema,
+            group_rows,
+            open: None,
+            index: 0,
+            temp,
+        })
+    }
+
+    /// The hidden temporary file being written.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Adds `batch` (the table's columns, or dictionaries of them); `observe` sees its rows
+    /// while they are encoded.
+    pub fn write(&mut self, batch: &RecordBatch, observe: RowObserver<'_>) -> Result<()> {
+        let fail = parquet_error(&self.temp);
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let (writers, rows) = match &mut self.open {
+                Some(open) => open,
+                None => self.open.insert((
+                    column_writers(&self.factory, &self.schema, self.index).map_err(&fail)?,
+                    0,
+                )),
+            };
+            let len = (self.group_rows - *rows).min(batch.num_rows() - start);
+            let slice = batch.slice(start, len);
+            let schema = &self.schema;
+            let (encoded, observed) =
+                rayon::join(|| encode_rows(writers, schema, &slice), || observe(&slice));
+            observed?;
+            encoded.map_err(&fail)?;
+            *rows += len;
+            start += len;
+            if *rows == self.group_rows {
+                self.close_row_group()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close_row_group(&mut self) -> Result<()> {
+        let Some((writers, _)) = self.open.take() else {
+            return Ok(());
+        };
+        let fail = parquet_error(&self.temp);
+        let mut row_group = self.file.next_row_group().map_err(&fail)?;
+        for chunk in close_writers(writers).map_err(&fail)? {
+            chunk.append_to_row_group(&mut row_group).map_err(&fail)?;
+        }
+        row_group.close().map_err(&fail)?;
+        self.index += 1;
+        Ok(())
+    }
+
+    /// Writes the footer, fsyncs and renames the file into place.
+    pub fn finish(mut self) -> Result<Committed> {
+        self.close_row_group()?;
+        let fail = parquet_error(&self.temp);
+        self.file.into_inner().map_err(fail)?.commit()
+    }
+}
+
+fn parquet_error(temp: &Path) -> impl Fn(parquet::errors::ParquetError) -> StoreError {
+    let temp = temp.to_path_buf();
+    move |e| StoreError::Io {
         path: temp.clone(),
         source: std::io::Error::other(e.to_string()),
-    };
-    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(parquet_err)?;
-    writer.write(batch).map_err(parquet_err)?;
-    let file = writer.into_inner().map_err(parquet_err)?;
-    file.commit()
+    }
 }
 
 fn open_builder(path: &Path, table: Table) -> Result<ParquetRecordBatchReaderBuilder<File>> {
@@ -415,7 +604,15 @@ mod tests {
         let schema = Arc::new(Schema::new(fields));
         let batch = RecordBatch::try_new(schema.clone(), columns).unwrap();
         let path = dir.join("older.parquet");
-        write_parquet(&path, schema, properties(table.dir_name()).unwrap(), &batch).unwrap();
+        let props = properties(table).unwrap();
+        write_parquet(
+            &path,
+            schema,
+            props,
+            std::iter::once(Ok(batch)),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
         let digest = content_digest(&std::fs::read(&path).unwrap());
         (path, crate::layout::PartName::digest_prefix_of(&digest))
     }

@@ -9,11 +9,12 @@
 //! The first failed commit stops the queue: the points queued after it are dropped (their
 //! indices assumed it), and every later call returns that failure.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Result, StoreError};
 use crate::manifest::RunHeader;
@@ -42,7 +43,7 @@ type Failure = Arc<Mutex<Option<(String, String)>>>;
 pub struct CommitQueue {
     dir: PathBuf,
     header: RunHeader,
-    sender: Option<SyncSender<Message>>,
+    sender: Option<Sender>,
     worker: Option<JoinHandle<()>>,
     failure: Failure,
     /// Points handed over so far (committed or queued).
@@ -59,7 +60,7 @@ impl CommitQueue {
         let header = writer.manifest().header.clone();
         let submitted = writer.point_count();
         let labels = writer.labels().cloned().collect();
-        let (sender, receiver) = sync_channel(depth.max(1));
+        let (sender, receiver) = channel(depth.max(1));
         let failure: Failure = Arc::new(Mutex::new(None));
         let worker_failure = Arc::clone(&failure);
         let worker = std::thread::Builder::new()
@@ -224,7 +225,7 @@ impl Drop for CommitQueue {
     }
 }
 
-fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Failure) {
+fn run_worker(mut writer: RunWriter, receiver: &Receiver, failure: &Failure) {
     let failed = |failure: &Failure| failure.lock().map_or(true, |f| f.is_some());
     let note = |failure: &Failure, label: &str, reason: String| {
         let mut f = failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -246,8 +247,8 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
                 Err(RecvTimeoutError::Disconnected) => break,
             },
             None => match receiver.recv() {
-                Ok(message) => message,
-                Err(_) => break,
+                Some(message) => message,
+                None => break,
             },
         };
         match message {
@@ -296,4 +297,137 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver<Message>, failure: &Fai
     }
     // Every sender is gone without a close: leave the run incomplete.
     let _ = writer.close(false);
+}
+
+/// The queue between the recording thread and the writer thread: at most `depth` messages,
+/// in order. A sender that finds it full sleeps until it is half empty again, not until one
+/// message is taken: a producer that outpaces the writer (points handed over back to back)
+/// then wakes once per half queue instead of once per point, and each wake-up is a system
+/// call and a context switch on both threads. Either side waking the other only when it
+/// sleeps keeps the common case (nobody waiting) free of system calls.
+struct Channel {
+    state: Mutex<ChannelState>,
+    /// A message arrived, or the sender is gone.
+    arrived: Condvar,
+    /// The queue has room again, or the receiver is gone.
+    room: Condvar,
+    depth: usize,
+}
+
+#[derive(Default)]
+struct ChannelState {
+    messages: VecDeque<Message>,
+    sender_waits: bool,
+    receiver_waits: bool,
+    sender_gone: bool,
+    receiver_gone: bool,
+}
+
+struct Sender(Arc<Channel>);
+struct Receiver(Arc<Channel>);
+
+fn channel(depth: usize) -> (Sender, Receiver) {
+    let channel = Arc::new(Channel {
+        state: Mutex::new(ChannelState::default()),
+        arrived: Condvar::new(),
+        room: Condvar::new(),
+        depth,
+    });
+    (Sender(Arc::clone(&channel)), Receiver(channel))
+}
+
+impl Channel {
+    fn lock(&self) -> MutexGuard<'_, ChannelState> {
+        // No code panics while holding the lock; a poisoned one still holds a valid queue.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Sender {
+    /// Queues `message`, waiting for room; `Err` when the receiver is gone.
+    fn send(&self, message: Message) -> std::result::Result<(), Message> {
+        let channel = &self.0;
+        let mut state = channel.lock();
+        while state.messages.len() >= channel.depth && !state.receiver_gone {
+            state.sender_waits = true;
+            state = channel.room.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if state.receiver_gone {
+            return Err(message);
+        }
+        state.messages.push_back(message);
+        if state.receiver_waits {
+            state.receiver_waits = false;
+            channel.arrived.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.sender_gone = true;
+        self.0.arrived.notify_one();
+    }
+}
+
+impl Receiver {
+    /// The next message, waiting at most until `deadline` (forever when `None`): `Err`
+    /// when it passed first, or when the queue is empty and the sender gone.
+    fn take(&self, deadline: Option<Instant>) -> std::result::Result<Message, RecvTimeoutError> {
+        let channel = &self.0;
+        let mut state = channel.lock();
+        loop {
+            if let Some(message) = state.messages.pop_front() {
+                if state.sender_waits && state.messages.len() <= channel.depth / 2 {
+                    state.sender_waits = false;
+                    channel.room.notify_one();
+                }
+                return Ok(message);
+            }
+            if state.sender_gone {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            state.receiver_waits = true;
+            state = match deadline {
+                None => channel
+                    .arrived
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        state.receiver_waits = false;
+                        return Err(RecvTimeoutError::Timeout);
+                    }
+                    channel
+                        .arrived
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    fn recv(&self) -> Option<Message> {
+        self.take(None).ok()
+    }
+
+    fn recv_timeout(&self, wait: Duration) -> std::result::Result<Message, RecvTimeoutError> {
+        self.take(Some(Instant::now() + wait))
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.receiver_gone = true;
+        self.0.room.notify_one();
+        // What was queued goes with the queue (dropped outside the lock).
+        let dropped = std::mem::take(&mut state.messages);
+        drop(state);
+        drop(dropped);
+    }
 }

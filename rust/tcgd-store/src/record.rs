@@ -146,6 +146,20 @@ pub enum Value<'a> {
     Summary(TensorSummary),
 }
 
+/// Elements of the value `name` of this shape; an error for a negative size or an overflow.
+fn numel(name: &str, shape: &[i64]) -> Result<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| {
+        let d = u64::try_from(d).map_err(|_| {
+            StoreError::invalid(
+                "shape",
+                format!("observation '{name}' has negative size {d}"),
+            )
+        })?;
+        acc.checked_mul(d)
+            .ok_or_else(|| StoreError::invalid("shape", format!("observation '{name}' overflows")))
+    })
+}
+
 /// What an observation is and where it stands in its point: everything about a recorded
 /// value except its site and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,30 +182,80 @@ impl ObservationDescriptor {
 
     /// Elements; an error for a shape with a negative size or one that overflows.
     pub fn numel(&self) -> Result<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| {
-            let d = u64::try_from(d).map_err(|_| {
-                StoreError::invalid(
-                    "shape",
-                    format!("observation '{}' has negative size {d}", self.name),
-                )
-            })?;
-            acc.checked_mul(d).ok_or_else(|| {
-                StoreError::invalid("shape", format!("observation '{}' overflows", self.name))
-            })
-        })
+        numel(&self.name, &self.shape)
     }
 }
 
+/// What stays the same about an observed value from point to point: its name, dtype,
+/// layout, device and site. A producer that observes the same values at every point (the
+/// device recorder's registered sites) builds these once and hands the same `Arc` to every
+/// point: the writer keeps one copy per block of rows (65,536 rows) and the rows
+/// refer to it by index, instead of every row owning copies of its strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteFacts {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    pub stride: Vec<i64>,
+    pub source_device: String,
+    pub site: Site,
+}
+
+impl SiteFacts {
+    /// Elements; an error for a shape with a negative size or one that overflows.
+    pub fn numel(&self) -> Result<u64> {
+        numel(&self.name, &self.shape)
+    }
+}
+
+/// One observation of a point: its site's facts (shared), where it stands in the point, and
+/// its value.
 #[derive(Debug, Clone)]
 pub struct ObservationInput<'a> {
-    pub descriptor: ObservationDescriptor,
-    pub site: Site,
+    pub facts: std::sync::Arc<SiteFacts>,
+    pub order: i64,
+    pub invocation_index: i64,
+    pub payload: PayloadKind,
     pub value: Value<'a>,
 }
 
-impl ObservationInput<'_> {
+impl<'a> ObservationInput<'a> {
+    /// An observation whose facts are its own, not shared with other points (a value the
+    /// host recorded once).
+    pub fn new(descriptor: ObservationDescriptor, site: Site, value: Value<'a>) -> Self {
+        let ObservationDescriptor {
+            order,
+            name,
+            invocation_index,
+            dtype,
+            shape,
+            stride,
+            source_device,
+            payload,
+        } = descriptor;
+        ObservationInput {
+            facts: std::sync::Arc::new(SiteFacts {
+                name,
+                dtype,
+                shape,
+                stride,
+                source_device,
+                site,
+            }),
+            order,
+            invocation_index,
+            payload,
+            value,
+        }
+    }
+
+    /// `(name, invocation_index)`: what pairs an observation with another point's.
+    pub fn key(&self) -> (&str, i64) {
+        (&self.facts.name, self.invocation_index)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
-        let d = &self.descriptor;
+        let d = &*self.facts;
         if d.shape.len() != d.stride.len() {
             return Err(StoreError::invalid(
                 "stride",
@@ -220,7 +284,7 @@ impl ObservationInput<'_> {
                     ));
                 }
             }
-            Value::Summary(_) if d.payload == PayloadKind::Full => {
+            Value::Summary(_) if self.payload == PayloadKind::Full => {
                 return Err(StoreError::invalid(
                     "payload",
                     format!(

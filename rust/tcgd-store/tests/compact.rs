@@ -20,8 +20,8 @@ fn header(name: &str) -> RunHeader {
 }
 
 fn observation(bytes: &[u8]) -> ObservationInput<'_> {
-    ObservationInput {
-        descriptor: ObservationDescriptor {
+    ObservationInput::new(
+        ObservationDescriptor {
             order: 0,
             name: "x".into(),
             invocation_index: 0,
@@ -31,9 +31,9 @@ fn observation(bytes: &[u8]) -> ObservationInput<'_> {
             source_device: "cpu".into(),
             payload: PayloadKind::Full,
         },
-        site: Site::default(),
-        value: Value::Bytes(bytes),
-    }
+        Site::default(),
+        Value::Bytes(bytes),
+    )
 }
 
 /// A finished run of `points` points, one commit each, kept as committed.

@@ -15,8 +15,8 @@ fn point_job(label: &str, value: f32) -> CommitJob {
     let label = label.to_owned();
     Box::new(move |writer: &mut RunWriter| {
         let bytes = value.to_le_bytes();
-        let obs = ObservationInput {
-            descriptor: ObservationDescriptor {
+        let obs = ObservationInput::new(
+            ObservationDescriptor {
                 order: 0,
                 name: "x".into(),
                 invocation_index: 0,
@@ -26,9 +26,9 @@ fn point_job(label: &str, value: f32) -> CommitJob {
                 source_device: "cpu".into(),
                 payload: PayloadKind::Full,
             },
-            site: Site::default(),
-            value: Value::Bytes(&bytes),
-        };
+            Site::default(),
+            Value::Bytes(&bytes),
+        );
         let point = PointInput {
             label,
             metadata: "{}".into(),

@@ -3,15 +3,16 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
-    content_digest, ObservationDescriptor, ObservationInput, OnDamage, PayloadKind, PointInput,
-    RunHeader, RunKind, RunReader, RunSelector, RunWriter, Site, StoreError, Table, Value,
-    FORMAT_VERSION,
+    content_digest, CommitPolicy, ObservationDescriptor, ObservationInput, OnDamage, PayloadKind,
+    PointInput, RunHeader, RunKind, RunReader, RunSelector, RunWriter, Site, SiteFacts,
+    SiteLocation, StoreError, Table, Value, FORMAT_VERSION,
 };
-use tcgd_tensor::DType;
+use tcgd_tensor::{DType, TensorSummary};
 
 fn header() -> RunHeader {
     RunHeader {
@@ -34,8 +35,8 @@ fn point(label: &str) -> PointInput {
 
 fn f32_obs<'a>(name: &str, inv: i64, order: i64, bytes: &'a [u8]) -> ObservationInput<'a> {
     let n = (bytes.len() / 4) as i64;
-    ObservationInput {
-        descriptor: ObservationDescriptor {
+    ObservationInput::new(
+        ObservationDescriptor {
             order,
             name: name.into(),
             invocation_index: inv,
@@ -45,9 +46,9 @@ fn f32_obs<'a>(name: &str, inv: i64, order: i64, bytes: &'a [u8]) -> Observation
             source_device: "cpu".into(),
             payload: PayloadKind::Full,
         },
-        site: Site::default(),
-        value: Value::Bytes(bytes),
-    }
+        Site::default(),
+        Value::Bytes(bytes),
+    )
 }
 
 /// A run of the two points of `write_two_points` in a temporary directory, which lasts as
@@ -164,8 +165,8 @@ fn large_payload_spans_chunks_and_round_trips() {
         .collect();
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     let mut obs = f32_obs("big", 0, 0, &bytes);
-    obs.descriptor.dtype = DType::UInt8;
-    obs.descriptor.shape = vec![bytes.len() as i64];
+    Arc::make_mut(&mut obs.facts).dtype = DType::UInt8;
+    Arc::make_mut(&mut obs.facts).shape = vec![bytes.len() as i64];
     let c = w.commit_point(&point("p0"), &[obs]).unwrap();
     assert_eq!(c.payload_chunks_written, 3);
     w.close(true).unwrap();
@@ -183,10 +184,10 @@ fn summary_payload_stores_no_bytes_and_empty_tensors_work() {
     let a = f32_bytes(&[1.0, 2.0]);
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     let mut summary_only = f32_obs("s", 0, 0, &a);
-    summary_only.descriptor.payload = PayloadKind::Summary;
+    summary_only.payload = PayloadKind::Summary;
     let mut empty = f32_obs("e", 0, 1, &[]);
-    empty.descriptor.shape = vec![0, 3];
-    empty.descriptor.stride = vec![3, 1];
+    Arc::make_mut(&mut empty.facts).shape = vec![0, 3];
+    Arc::make_mut(&mut empty.facts).stride = vec![3, 1];
     w.commit_point(&point("p0"), &[summary_only, empty])
         .unwrap();
     w.close(false).unwrap();
@@ -217,7 +218,7 @@ fn bad_points_are_refused_and_leave_nothing_visible() {
     let dup = w.commit_point(&point("p0"), &[]).unwrap_err();
     assert!(dup.to_string().contains("'p0' is already used"), "{dup}");
     let mut ragged = f32_obs("a", 0, 0, &a);
-    ragged.descriptor.shape = vec![2];
+    Arc::make_mut(&mut ragged.facts).shape = vec![2];
     let err = w.commit_point(&point("p1"), &[ragged]).unwrap_err();
     assert!(err.to_string().contains("needs 8 bytes, got 4"), "{err}");
     let twice = w
@@ -476,8 +477,8 @@ fn payload_bytes_are_compressed_only_where_zstd_pays() {
     let mut w = RunWriter::create(&dir, header(), "test").unwrap();
     let obs = |name: &str, order: i64, bytes: &'static [u8]| {
         let mut obs = f32_obs(name, 0, order, bytes);
-        obs.descriptor.dtype = DType::UInt8;
-        obs.descriptor.shape = vec![bytes.len() as i64];
+        Arc::make_mut(&mut obs.facts).dtype = DType::UInt8;
+        Arc::make_mut(&mut obs.facts).shape = vec![bytes.len() as i64];
         obs
     };
     let (random, pattern, small): (&'static [u8], &'static [u8], &'static [u8]) =
@@ -708,4 +709,141 @@ fn a_log_past_its_checkpoint_version_keeps_committing_and_loading() {
     let r = RunReader::open(&dir).unwrap();
     assert_eq!(r.manifest().point_count, 130);
     assert_eq!(r.table(Table::Points).unwrap().num_rows(), 130);
+}
+
+/// The `add` actions' statistics of a table's log, as JSON.
+fn logged_stats(table_dir: &Path) -> Vec<serde_json::Value> {
+    let mut stats = Vec::new();
+    for entry in fs::read_dir(table_dir.join("_delta_log")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        for line in fs::read_to_string(&path).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(text) = action["add"]["stats"].as_str() {
+                stats.push(serde_json::from_str(text).unwrap());
+            }
+        }
+    }
+    stats
+}
+
+#[test]
+fn a_group_of_many_blocks_of_rows_round_trips_with_statistics_of_every_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut w = RunWriter::create(&dir, header(), "test").unwrap();
+    // One group (committed at the close), kept as written.
+    w.set_commit_policy(CommitPolicy {
+        interval: std::time::Duration::from_secs(3600),
+        ..CommitPolicy::default()
+    })
+    .unwrap();
+    w.set_compact_on_close(false);
+    // Sites shared by every point, as the device recorder hands them over; a third of them
+    // have no module path, and site 5 has no finite value (no min).
+    let sites: Vec<Arc<SiteFacts>> = (0..28)
+        .map(|i| {
+            Arc::new(SiteFacts {
+                name: format!("site{i:02}"),
+                dtype: DType::Float32,
+                shape: vec![2, i],
+                stride: vec![i, 1],
+                source_device: "cuda:0".into(),
+                site: Site {
+                    location: SiteLocation {
+                        module_path: (i % 3 != 0).then(|| format!("model.layers.{i}")),
+                        ..SiteLocation::default()
+                    },
+                    materialized_by_probe: Some(i % 2 == 0),
+                },
+            })
+        })
+        .collect();
+    // 36,400 rows: more than two blocks of the writer's.
+    let points = 1300;
+    for p in 0..points {
+        let inputs: Vec<ObservationInput<'_>> = sites
+            .iter()
+            .enumerate()
+            .map(|(i, facts)| ObservationInput {
+                facts: Arc::clone(facts),
+                order: i as i64,
+                invocation_index: 0,
+                payload: PayloadKind::Summary,
+                value: Value::Summary(TensorSummary {
+                    numel: 2 * i as u64,
+                    finite: 2 * i as u64,
+                    min: (i != 5).then_some(p as f64),
+                    max: Some(p as f64 + 1.0),
+                    mean: Some(0.5),
+                    std: Some(0.25),
+                    l2: i as f64,
+                    nan: 0,
+                    pos_inf: 0,
+                    neg_inf: 0,
+                    zero: 0,
+                }),
+            })
+            .collect();
+        w.commit_point(&point(&format!("p{p}")), &inputs).unwrap();
+    }
+    w.close(true).unwrap();
+
+    let r = RunReader::open(&dir).unwrap();
+    let obs = r.table(Table::Observations).unwrap();
+    assert_eq!(obs.num_rows(), 28 * points);
+    let labels = strings(&obs, "point_label");
+    let names = strings(&obs, "name");
+    let modules = strings(&obs, "module_path");
+    let ordinals = ints(&obs, "ordinal");
+    let indices = ints(&obs, "point_index");
+    let numel = ints(&obs, "numel");
+    let mins = column(&obs, "min").as_primitive::<Float64Type>();
+    let l2 = column(&obs, "l2").as_primitive::<Float64Type>();
+    let shapes = column(&obs, "shape").as_list::<i32>();
+    let materialized = column(&obs, "materialized_by_probe").as_boolean();
+    for row in 0..obs.num_rows() {
+        let (p, i) = (row / 28, row % 28);
+        assert_eq!(labels[row], format!("p{p}"));
+        assert_eq!(indices[row], p as i64);
+        assert_eq!(names[row], format!("site{i:02}"));
+        assert_eq!(ordinals[row], i as i64);
+        assert_eq!(numel[row], 2 * i as i64);
+        assert_eq!(l2.value(row), i as f64);
+        let module = if i % 3 == 0 {
+            "<null>".to_owned()
+        } else {
+            format!("model.layers.{i}")
+        };
+        assert_eq!(modules[row], module);
+        assert_eq!(mins.is_null(row), i == 5);
+        if i != 5 {
+            assert_eq!(mins.value(row), p as f64);
+        }
+        let shape = shapes.value(row);
+        assert_eq!(shape.as_primitive::<Int64Type>().values(), &[2, i as i64]);
+        assert_eq!(materialized.value(row), i % 2 == 0);
+    }
+    assert!(strings(&obs, "payload").iter().all(|p| p == "summary"));
+    assert_eq!(column(&obs, "digest").null_count(), obs.num_rows());
+
+    // The log's statistics of the file cover every row of it.
+    let stats = logged_stats(&dir.join("observations"));
+    assert_eq!(stats.len(), 1);
+    let stats = &stats[0];
+    assert_eq!(stats["numRecords"], 28 * points as u64);
+    assert_eq!(stats["nullCount"]["module_path"], 10 * points as u64);
+    assert_eq!(stats["nullCount"]["min"], points as u64);
+    assert_eq!(stats["nullCount"]["name"], 0);
+    assert_eq!(stats["minValues"]["name"], "site00");
+    assert_eq!(stats["maxValues"]["name"], "site27");
+    assert_eq!(stats["minValues"]["module_path"], "model.layers.1");
+    assert_eq!(stats["maxValues"]["module_path"], "model.layers.8");
+    assert_eq!(stats["minValues"]["point_label"], "p0");
+    assert_eq!(stats["maxValues"]["point_label"], "p999");
+    assert_eq!(stats["maxValues"]["point_index"], points as u64 - 1);
+    assert_eq!(stats["minValues"]["payload"], "summary");
+    assert_eq!(stats["maxValues"]["max"], points as f64);
 }

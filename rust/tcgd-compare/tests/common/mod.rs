@@ -149,19 +149,21 @@ pub fn write_run(
         let inputs: Vec<ObservationInput<'_>> = observations
             .iter()
             .enumerate()
-            .map(|(order, o)| ObservationInput {
-                descriptor: ObservationDescriptor {
-                    order: order as i64,
-                    name: o.name.into(),
-                    invocation_index: o.invocation,
-                    dtype: o.dtype,
-                    shape: o.shape.clone(),
-                    stride: row_major(&o.shape),
-                    source_device: "cpu".into(),
-                    payload: o.payload,
-                },
-                site: Site::default(),
-                value: Value::Bytes(&o.bytes),
+            .map(|(order, o)| {
+                ObservationInput::new(
+                    ObservationDescriptor {
+                        order: order as i64,
+                        name: o.name.into(),
+                        invocation_index: o.invocation,
+                        dtype: o.dtype,
+                        shape: o.shape.clone(),
+                        stride: row_major(&o.shape),
+                        source_device: "cpu".into(),
+                        payload: o.payload,
+                    },
+                    Site::default(),
+                    Value::Bytes(&o.bytes),
+                )
             })
             .collect();
         writer

@@ -11,14 +11,15 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::compute::concat_batches;
 use arrow::datatypes::Int64Type;
 
+use crate::clock::rfc3339;
 use crate::delta::DeltaTable;
 use crate::error::{Result, StoreError};
+use crate::layout::refuse_version_one;
 use crate::layout::{split_logged_path, PartName};
 use crate::manifest::{part_path, Manifest, PartEntry, RunHeader, RunKind};
 use crate::parts::read_part_checked;
 use crate::pool::BufferPool;
 use crate::schema::{Table, RUNS};
-use crate::writer::{refuse_version_one, rfc3339, run_batch};
 
 mod damage;
 mod payloads;
@@ -385,7 +386,7 @@ impl RunReader {
 
     /// The run's row of the `runs` table, as this reader sees the run.
     pub fn run_table(&self) -> Result<RecordBatch> {
-        run_batch(&self.manifest)
+        self.manifest.runs_row()
     }
 
     pub fn runs_schema() -> arrow::datatypes::SchemaRef {

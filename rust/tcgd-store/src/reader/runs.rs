@@ -130,7 +130,7 @@ pub fn runs_batch(rows: &[RunRow]) -> Result<RecordBatch> {
     let stamps = |f: fn(&RunRow) -> Option<&String>| -> ArrayRef {
         Arc::new(
             rows.iter()
-                .map(|r| f(r).and_then(|t| crate::writer::parse_rfc3339(t)))
+                .map(|r| f(r).and_then(|t| crate::clock::parse_rfc3339(t)))
                 .collect::<TimestampMicrosecondArray>()
                 .with_timezone("UTC"),
         )
@@ -237,11 +237,7 @@ pub(super) fn run_rows(path: &Path, batch: &RecordBatch, rank: i64) -> Result<Ve
     };
     (0..batch.num_rows())
         .map(|i| {
-            let kind = match kind.value(i) {
-                "tensor" => RunKind::Tensor,
-                "memory" => RunKind::Memory,
-                _ => return Err(bad("kind")),
-            };
+            let kind = RunKind::from_name(kind.value(i)).ok_or_else(|| bad("kind"))?;
             Ok(RunRow {
                 run_id: run_id.value(i).to_owned(),
                 name: name.value(i).to_owned(),

@@ -3,12 +3,14 @@
 
 use std::collections::HashSet;
 use std::fs;
+use std::iter::once;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
 
 use crate::delta::{Operation, StagedFile};
 use crate::error::{Result, StoreError};
+use crate::layout::PartName;
 use crate::schema::Table;
 
 use super::*;
@@ -53,7 +55,7 @@ impl RunWriter {
             return Ok(());
         }
         let group = std::mem::take(&mut self.group);
-        let result = self.write_group(&group);
+        let result = self.write_group(group);
         if result.is_err() {
             // Some tables may hold rows of this group's points, which readers leave out
             // (no `points` rows); later points would come after a hole.
@@ -62,7 +64,7 @@ impl RunWriter {
         result
     }
 
-    pub(super) fn write_group(&mut self, group: &Group) -> Result<()> {
+    pub(super) fn write_group(&mut self, mut group: Group) -> Result<()> {
         let first = group.first_point;
         let last = first + group.points - 1;
         let run_id = self.manifest.header.run_id.clone();
@@ -86,48 +88,93 @@ impl RunWriter {
         {
             concat(table)?;
         }
-        if !group.observation_rows.is_empty() {
-            files.push((
-                Table::Observations,
-                observations_batch(&run_id, &group.observation_rows)?,
-            ));
-        }
-        files.push((Table::Points, points_batch(&run_id, &group.point_rows)?));
+        let labels = StringArray::from_iter_values(&group.labels);
+        let points = group.point_rows.finish(&run_id, &labels)?;
         for (table, rows) in files {
-            self.commit_file(table, rows, first, last, Operation::Append, &[])?;
+            self.commit_file(table, once(Ok(rows)), first, last, Operation::Append, &[])?;
         }
+        if let Some(observations) = group.observations.take() {
+            let (staged, written, stats) = observations.finish()?;
+            let (file, name) = place_file(
+                &self.root,
+                Table::Observations,
+                self.rank(),
+                &run_id,
+                &staged,
+                written,
+                stats,
+                (first, last),
+            )?;
+            self.commit_staged(Table::Observations, file, name, Operation::Append, &[])?;
+        }
+        self.commit_file(
+            Table::Points,
+            once(Ok(points)),
+            first,
+            last,
+            Operation::Append,
+            &[],
+        )?;
         self.committed_points = last + 1;
         Ok(())
     }
 
-    /// Writes `rows` as one data file of this run, moves it into the table and commits
-    /// it (with `retire` removed in the same commit).
+    /// Where the next data file of this run is written before it moves into its table.
+    pub(super) fn staging_path(&mut self, table: Table) -> Result<std::path::PathBuf> {
+        self.staged_files += 1;
+        let tag = self.staged_files.to_string();
+        staging_path(&self.root, &self.manifest.header.run_id, table, &tag)
+    }
+
+    /// Writes the rows of `chunks` as one data file of this run, moves it into the table
+    /// and commits it (with `retire` removed in the same commit).
     pub(super) fn commit_file(
         &mut self,
         table: Table,
-        rows: RecordBatch,
+        chunks: impl Iterator<Item = Result<RecordBatch>>,
         first: u64,
         last: u64,
         operation: Operation,
         retire: &[OwnFile],
     ) -> Result<OwnFile> {
-        let staged = self.stage(table, &rows, first, last)?;
-        let removes: Vec<String> = retire.iter().map(|f| f.logged.clone()).collect();
         let rank = self.rank();
+        let stats = self.table(table)?.stats_collector(rank)?;
+        let path = self.staging_path(table)?;
+        let (staged, name) = stage_file(
+            &self.root,
+            table,
+            rank,
+            &self.manifest.header.run_id,
+            &path,
+            chunks,
+            (first, last),
+            stats,
+        )?;
+        self.commit_staged(table, staged, name, operation, retire)
+    }
+
+    /// Commits a data file of this run that is in its table already (with `retire`
+    /// removed in the same commit); a file the commit fails for is taken out again.
+    fn commit_staged(
+        &mut self,
+        table: Table,
+        staged: StagedFile,
+        name: PartName,
+        operation: Operation,
+        retire: &[OwnFile],
+    ) -> Result<OwnFile> {
+        let own = OwnFile {
+            table,
+            logged: staged.path.clone(),
+            name,
+            size: staged.size,
+        };
+        let removes: Vec<String> = retire.iter().map(|f| f.logged.clone()).collect();
         let delta = self.table(table)?;
-        let committed = delta.commit(
-            &[StagedFile {
-                path: staged.logged.clone(),
-                rank,
-                size: staged.size,
-                rows,
-            }],
-            &removes,
-            operation,
-        );
+        let committed = delta.commit(std::slice::from_ref(&staged), &removes, operation);
         if let Err(e) = committed {
             // Not in the log: take it out of the table again so no glob sees it.
-            let _ = fs::remove_file(delta.dir().join(&staged.logged));
+            let _ = fs::remove_file(delta.dir().join(&own.logged));
             return Err(e);
         }
         let dir = delta.dir().to_path_buf();
@@ -136,33 +183,8 @@ impl RunWriter {
         self.files
             .retain(|f| !(f.table == table && retired.contains(f.logged.as_str())));
         if table != Table::Runs {
-            self.files.push(staged.clone());
+            self.files.push(own.clone());
         }
-        Ok(staged)
-    }
-
-    pub(super) fn stage(
-        &mut self,
-        table: Table,
-        rows: &RecordBatch,
-        first: u64,
-        last: u64,
-    ) -> Result<OwnFile> {
-        self.staged_files += 1;
-        let (logged, name, size) = stage_file(
-            &self.root,
-            table,
-            self.rank(),
-            &self.manifest.header.run_id,
-            &self.staged_files.to_string(),
-            rows,
-            (first, last),
-        )?;
-        Ok(OwnFile {
-            table,
-            logged,
-            name,
-            size,
-        })
+        Ok(own)
     }
 }

@@ -2,42 +2,60 @@
 //! bins, timestamps.
 
 use super::*;
+use crate::delta::{FileStats, StagedFile, StatsCollector};
+use crate::durable::Committed;
 
-pub use crate::clock::{now_micros, rfc3339};
+pub(crate) use crate::clock::{now_micros, rfc3339};
+pub(crate) use crate::layout::refuse_version_one;
 
-pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.timestamp_micros())
+/// Where a data file of a run is written (under `_staging/`, created when missing) before
+/// it moves into its table; `tag` tells the files of one writer apart.
+pub(crate) fn staging_path(root: &Path, run_id: &str, table: Table, tag: &str) -> Result<PathBuf> {
+    let staging = layout::staging_dir(root);
+    fs::create_dir_all(&staging).map_err(StoreError::io(&staging))?;
+    Ok(staging.join(format!("{run_id}-{}-{tag}.parquet", table.dir_name())))
 }
 
-/// Refuses a version 1 run directory (its `run.json` manifest) with an error saying what
-/// it is, before anything is written next to it.
-pub(crate) fn refuse_version_one(root: &Path) -> Result<()> {
-    if root.join(layout::VERSION_ONE_MANIFEST).is_file() {
-        return Err(StoreError::VersionOneRun {
-            path: root.to_path_buf(),
-        });
-    }
-    Ok(())
-}
-
-/// Writes `rows` under `_staging/` (fsynced) and moves the file into its table's rank
-/// directory under its final name; returns its logged path, name and size. Not in the
-/// log yet: the caller commits it.
+/// Writes the rows of `chunks` to `staged` (a path `staging_path` gave, fsynced) and moves
+/// the file into its table's rank directory under its final name; returns it as the
+/// table's commit takes it (with the statistics `stats` collected on the way) and its name.
+/// Not in the log yet: the caller commits it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn stage_file(
     root: &Path,
     table: Table,
     rank: i64,
     run_id: &str,
-    tag: &str,
-    rows: &RecordBatch,
+    staged: &Path,
+    chunks: impl Iterator<Item = Result<RecordBatch>>,
+    points: (u64, u64),
+    mut stats: StatsCollector,
+) -> Result<(StagedFile, PartName)> {
+    let written = write_part(staged, table, chunks, &mut |rows| stats.merge(rows))?;
+    let stats = match stats.finish() {
+        Ok(stats) => stats,
+        Err(e) => {
+            let _ = fs::remove_file(staged);
+            return Err(e);
+        }
+    };
+    place_file(root, table, rank, run_id, staged, written, stats, points)
+}
+
+/// Moves the file written at `staged` (its bytes `written`, its rows' statistics `stats`)
+/// into its table's rank directory under its final name: a file of the run's points
+/// `first..=last`. Not in the log yet: the caller commits it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn place_file(
+    root: &Path,
+    table: Table,
+    rank: i64,
+    run_id: &str,
+    staged: &Path,
+    written: Committed,
+    stats: FileStats,
     (first, last): (u64, u64),
-) -> Result<(String, PartName, u64)> {
-    let staging = layout::staging_dir(root);
-    fs::create_dir_all(&staging).map_err(StoreError::io(&staging))?;
-    let staged = staging.join(format!("{run_id}-{}-{tag}.parquet", table.dir_name()));
-    let written = write_part(&staged, table, rows)?;
+) -> Result<(StagedFile, PartName)> {
     let name = PartName {
         run_id: run_id.to_owned(),
         first_point: first,
@@ -48,13 +66,15 @@ pub(crate) fn stage_file(
     let dir = root.join(table.dir_name()).join(&rank_dir);
     fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
     let target = dir.join(name.file_name());
-    fs::rename(&staged, &target).map_err(StoreError::io(&target))?;
+    fs::rename(staged, &target).map_err(StoreError::io(&target))?;
     sync_dir(&dir)?;
-    Ok((
-        format!("{rank_dir}/{}", name.file_name()),
-        name,
-        written.bytes,
-    ))
+    let file = StagedFile {
+        path: format!("{rank_dir}/{}", name.file_name()),
+        rank,
+        size: written.bytes,
+        stats,
+    };
+    Ok((file, name))
 }
 
 /// How messages and errors name a run of a root.

@@ -1,7 +1,9 @@
 //! The run writer: one process, one run of a job root, points committed in groups.
 //!
 //! A point is checked, digested and summarised when it is handed over, then its rows wait
-//! in memory with the other points of its group. A group is committed when it is
+//! with the other points of its group: its observations already encoded into the group's
+//! `observations` file (on the thread pool, a block of rows at a time, see
+//! `observations.rs`), the rest in memory. A group is committed when it is
 //! `commit_interval` old, when it holds `commit_bytes`, at `flush()` and at `close()`:
 //! per table one Parquet file, written under `_staging/`, fsynced, moved into the table
 //! and added to the table's Delta log. Tables are committed payloads first and `points`
@@ -19,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, Int64Builder, LargeBinaryArray, ListBuilder,
-    RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, Int64Array, Int64Builder, LargeBinaryArray, ListBuilder, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field};
 use rayon::prelude::*;
@@ -36,14 +38,16 @@ use crate::manifest::{Manifest, RunHeader};
 use crate::parts::write_part;
 use crate::reader::{list_runs, RunRow};
 use crate::record::{CommittedPoint, ObservationInput, PayloadKind, PointInput, Value};
-use crate::schema::{Table, FORMAT_VERSION, PAYLOAD_CHUNK_BYTES, RUNS};
+use crate::schema::{Table, PAYLOAD_CHUNK_BYTES};
 
 mod commit;
 mod files;
+mod observations;
 mod rows;
 pub use files::*;
+use observations::ObservationStream;
+pub use rows::check_point;
 use rows::*;
-pub use rows::{check_point, run_batch};
 
 /// Bytes of values in one point from which they are digested on the thread pool.
 const PARALLEL_DIGEST_BYTES: usize = 1 << 20;
@@ -78,9 +82,10 @@ struct Group {
     first_point: u64,
     points: u64,
     labels: Vec<String>,
-    /// Rows of `points` and `observations`, built into one batch each at the commit.
-    point_rows: Vec<PointRow>,
-    observation_rows: Vec<ObservationRow>,
+    /// Rows of `points`, column by column, built into one batch at the commit.
+    point_rows: PointColumns,
+    /// The `observations` file, written while its points arrive (opened by the first).
+    observations: Option<ObservationStream>,
     /// Rows of the other tables, as the producer's batches.
     tables: BTreeMap<Table, Vec<RecordBatch>>,
     bytes: usize,
@@ -364,7 +369,7 @@ impl RunWriter {
             };
             for d in &digested {
                 let (PayloadKind::Full, Value::Bytes(bytes), Some(digest)) =
-                    (d.input.descriptor.payload, d.input.value, &d.digest)
+                    (d.input.payload, d.input.value, &d.digest)
                 else {
                     continue;
                 };
@@ -378,24 +383,11 @@ impl RunWriter {
         };
         let payload_chunks = payload_batch.as_ref().map_or(0, |b| b.num_rows() as u64);
         let observations = digested.len() as u64;
-        let label: Arc<str> = Arc::from(point.label.as_str());
-        let point_row = PointRow {
-            point_index: point_index as i64,
-            label: Arc::clone(&label),
-            timestamp,
-            replay_index: point.replay_index,
-            observation_count: digested.len() as i64,
-            metadata: point.metadata.clone(),
-        };
-        let observation_rows = digested
-            .into_iter()
-            .map(|d| ObservationRow::new(point_index, &label, d))
-            .collect();
         let tables = payload_batch
             .map(|payloads| (Table::Payloads, payloads))
             .into_iter()
             .collect();
-        self.take_point(&point.label, point_row, observation_rows, tables);
+        self.take_point(point, timestamp, digested.len(), &digested, tables)?;
         self.stored_payloads.extend(new_payloads);
         self.commit_if_due()?;
         Ok(CommittedPoint {
@@ -406,30 +398,60 @@ impl RunWriter {
         })
     }
 
+    /// Adds a point's rows to the group: its `points` row (`observation_count` says how
+    /// many rows it has elsewhere), its observations (`digested`, none for a memory point)
+    /// and the other tables' batches. A failure to write the group's observations (a full
+    /// disk) fails the group, as its commit would have.
     fn take_point(
         &mut self,
-        label: &str,
-        point: PointRow,
-        observations: Vec<ObservationRow>,
+        point: &PointInput,
+        timestamp: i64,
+        observation_count: usize,
+        observations: &[Digested<'_>],
         tables: Vec<(Table, RecordBatch)>,
-    ) {
+    ) -> Result<()> {
+        let point_index = self.manifest.point_count;
+        if !observations.is_empty() {
+            let pushed = self
+                .observation_stream()
+                .and_then(|stream| stream.push_point(point_index, &point.label, observations));
+            if let Err(e) = pushed {
+                self.failed = true;
+                self.group = Group::default();
+                return Err(e);
+            }
+        }
         let group = &mut self.group;
         if group.points == 0 {
-            group.first_point = self.manifest.point_count;
+            group.first_point = point_index;
             group.started = Some(Instant::now());
         }
         // What the waiting rows hold, roughly: enough to bound the group's memory.
         group.bytes += 256 * (observations.len() + 1) + point.metadata.len();
-        group.point_rows.push(point);
-        group.observation_rows.extend(observations);
+        group
+            .point_rows
+            .push(point_index, point, timestamp, observation_count);
         for (table, batch) in tables {
             group.bytes += batch.get_array_memory_size();
             group.tables.entry(table).or_default().push(batch);
         }
         group.points += 1;
-        group.labels.push(label.to_owned());
+        group.labels.push(point.label.clone());
         self.manifest.point_count += 1;
-        self.labels.insert(label.to_owned());
+        self.labels.insert(point.label.clone());
+        Ok(())
+    }
+
+    /// The group's `observations` stream, opened when its first observation arrives.
+    fn observation_stream(&mut self) -> Result<&mut ObservationStream> {
+        if self.group.observations.is_none() {
+            let rank = self.rank();
+            let stats = self.table(Table::Observations)?.stats_collector(rank)?;
+            let target = self.staging_path(Table::Observations)?;
+            let run_id = &self.manifest.header.run_id;
+            self.group.observations = Some(ObservationStream::open(&target, run_id, stats)?);
+        }
+        Ok(self.group.observations.as_mut().expect("opened above"))
     }
 
     /// The index the next point will get; producers of memory tables write it into their
@@ -477,19 +499,12 @@ impl RunWriter {
             }
         }
         let point_index = self.manifest.point_count;
-        let point_row = PointRow {
-            point_index: point_index as i64,
-            label: Arc::from(point.label.as_str()),
-            timestamp: point.timestamp_us.unwrap_or_else(now_micros),
-            replay_index: point.replay_index,
-            observation_count: observation_count as i64,
-            metadata: point.metadata.clone(),
-        };
+        let timestamp = point.timestamp_us.unwrap_or_else(now_micros);
         let rows: Vec<(Table, RecordBatch)> = tables
             .into_iter()
             .filter(|(_, batch)| batch.num_rows() > 0)
             .collect();
-        self.take_point(&point.label, point_row, Vec::new(), rows);
+        self.take_point(point, timestamp, observation_count, &[], rows)?;
         self.commit_if_due()?;
         Ok(point_index)
     }
@@ -510,7 +525,7 @@ impl RunWriter {
     /// Commits the run's row: the first when the run starts, the final one when it ends
     /// (replacing the first in one commit, so readers always see one row per run).
     fn publish_run_row(&mut self) -> Result<()> {
-        let row = run_batch(&self.manifest)?;
+        let row = self.manifest.runs_row()?;
         let last = self.manifest.point_count.saturating_sub(1);
         let retire: Vec<OwnFile> = self.run_row.iter().cloned().collect();
         let operation = if retire.is_empty() {
@@ -518,7 +533,14 @@ impl RunWriter {
         } else {
             Operation::Replace
         };
-        let file = self.commit_file(Table::Runs, row, 0, last, operation, &retire)?;
+        let file = self.commit_file(
+            Table::Runs,
+            std::iter::once(Ok(row)),
+            0,
+            last,
+            operation,
+            &retire,
+        )?;
         self.run_row = Some(file);
         Ok(())
     }
@@ -554,6 +576,7 @@ impl RunWriter {
                     .map_err(|e| StoreError::invalid(table.dir_name(), e.to_string()))?;
                 let first = bin.first().map_or(0, |f| f.name.first_point);
                 let last = bin.iter().map(|f| f.name.last_point).max().unwrap_or(first);
+                let rows = std::iter::once(Ok(rows));
                 self.commit_file(table, rows, first, last, Operation::Compact, &bin)?;
             }
         }

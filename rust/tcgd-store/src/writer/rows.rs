@@ -1,8 +1,10 @@
 //! What a committed group becomes: observation, point and payload rows, checked and
 //! built into Arrow record batches.
 
+use arrow::array::{Array, StringBuilder};
+use arrow::buffer::{Buffer, OffsetBuffer};
+
 use super::*;
-use crate::record::SiteLocation;
 
 /// An observation after the writer has looked at its value.
 pub(super) struct Digested<'a> {
@@ -17,20 +19,25 @@ pub(super) struct Digested<'a> {
 /// handed to a background writer is checked with this first, so a bad point is refused
 /// on the caller's thread.
 pub fn check_point(point: &PointInput, observations: &[ObservationInput<'_>]) -> Result<()> {
-    serde_json::from_str::<serde_json::Value>(&point.metadata)
+    // Checked, not kept: nothing is built from the text.
+    serde_json::from_str::<serde::de::IgnoredAny>(&point.metadata)
         .map_err(|e| StoreError::invalid("metadata", format!("not JSON: {e}")))?;
-    let mut keys = HashSet::new();
     for obs in observations {
         obs.validate()?;
-        if !keys.insert(obs.descriptor.key()) {
-            return Err(StoreError::invalid(
-                "observation",
-                format!(
-                    "('{}', invocation {}) appears twice in point '{}'",
-                    obs.descriptor.name, obs.descriptor.invocation_index, point.label
-                ),
-            ));
-        }
+    }
+    // Sorted, a key that appears twice is next to itself: cheaper than hashing every name
+    // for the few dozen observations of a point.
+    let mut keys: Vec<(&str, i64)> = observations.iter().map(|o| o.key()).collect();
+    keys.sort_unstable();
+    if let Some(twice) = keys.windows(2).find(|w| w[0] == w[1]) {
+        let (name, invocation) = twice[0];
+        return Err(StoreError::invalid(
+            "observation",
+            format!(
+                "('{name}', invocation {invocation}) appears twice in point '{}'",
+                point.label
+            ),
+        ));
     }
     Ok(())
 }
@@ -39,7 +46,7 @@ pub(super) fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<
     match input.value {
         Value::Bytes(bytes) => Ok(Digested {
             input,
-            summary: summarize(input.descriptor.dtype, bytes)?,
+            summary: summarize(input.facts.dtype, bytes)?,
             digest: Some(content_digest(bytes)),
             nbytes: bytes.len() as i64,
         }),
@@ -47,7 +54,7 @@ pub(super) fn digest_observation<'a>(input: &'a ObservationInput<'a>) -> Result<
             input,
             summary,
             digest: None,
-            nbytes: i64::try_from(summary.numel * input.descriptor.dtype.itemsize() as u64)
+            nbytes: i64::try_from(summary.numel * input.facts.dtype.itemsize() as u64)
                 .unwrap_or(i64::MAX),
         }),
     }
@@ -119,195 +126,49 @@ pub(super) fn int64_lists<'a>(lists: impl Iterator<Item = &'a [i64]>) -> ArrayRe
     Arc::new(builder.finish())
 }
 
+/// `value` `n` times: one copy of its bytes per row, written at once.
 pub(super) fn repeated_str(value: &str, n: usize) -> ArrayRef {
-    Arc::new(StringArray::from(vec![value; n]))
+    let offsets = OffsetBuffer::from_lengths(std::iter::repeat_n(value.len(), n));
+    let bytes = Buffer::from(value.repeat(n).into_bytes());
+    Arc::new(StringArray::new(offsets, bytes, None))
 }
 
-pub(super) fn repeated_opt_i64(value: Option<i64>, n: usize) -> ArrayRef {
-    Arc::new(Int64Array::from(vec![value; n]))
+/// The `points` rows of a group, column by column: built into one batch at the commit.
+#[derive(Default)]
+pub(super) struct PointColumns {
+    point_index: Vec<i64>,
+    timestamp: Vec<i64>,
+    replay_index: Vec<Option<i64>>,
+    observation_count: Vec<i64>,
+    metadata: StringBuilder,
 }
 
-/// One observation as its `observations` row will hold it: owned, so rows wait for their
-/// group commit after the producer's bytes are gone, and a group's rows become one batch
-/// (building Arrow arrays once per group, not once per point, is most of what makes
-/// back-to-back points cheap).
-#[derive(Debug, Clone)]
-pub(super) struct ObservationRow {
-    pub(super) point_index: i64,
-    pub(super) point_label: Arc<str>,
-    pub(super) ordinal: i64,
-    pub(super) name: String,
-    pub(super) invocation_index: i64,
-    pub(super) site: crate::record::Site,
-    pub(super) dtype: &'static str,
-    pub(super) shape: Vec<i64>,
-    pub(super) stride: Vec<i64>,
-    pub(super) source_device: String,
-    pub(super) nbytes: i64,
-    pub(super) payload: &'static str,
-    pub(super) digest: Option<String>,
-    pub(super) summary: TensorSummary,
-}
-
-impl ObservationRow {
-    pub(super) fn new(point_index: u64, label: &Arc<str>, d: Digested<'_>) -> ObservationRow {
-        let o = &d.input.descriptor;
-        ObservationRow {
-            point_index: point_index as i64,
-            point_label: Arc::clone(label),
-            ordinal: o.order,
-            name: o.name.clone(),
-            invocation_index: o.invocation_index,
-            site: d.input.site.clone(),
-            dtype: o.dtype.torch_name(),
-            shape: o.shape.clone(),
-            stride: o.stride.clone(),
-            source_device: o.source_device.clone(),
-            nbytes: d.nbytes,
-            payload: o.payload.as_str(),
-            digest: d.digest,
-            summary: d.summary,
-        }
+impl PointColumns {
+    pub(super) fn push(
+        &mut self,
+        point_index: u64,
+        point: &PointInput,
+        timestamp: i64,
+        observation_count: usize,
+    ) {
+        self.point_index.push(point_index as i64);
+        self.timestamp.push(timestamp);
+        self.replay_index.push(point.replay_index);
+        self.observation_count.push(observation_count as i64);
+        self.metadata.append_value(&point.metadata);
     }
-}
 
-/// One point as its `points` row will hold it.
-#[derive(Debug, Clone)]
-pub(super) struct PointRow {
-    pub(super) point_index: i64,
-    pub(super) label: Arc<str>,
-    pub(super) timestamp: i64,
-    pub(super) replay_index: Option<i64>,
-    pub(super) observation_count: i64,
-    pub(super) metadata: String,
-}
-
-pub(super) fn observations_batch(run_id: &str, rows: &[ObservationRow]) -> Result<RecordBatch> {
-    let n = rows.len();
-    let site = |k: usize| -> ArrayRef {
-        Arc::new(
-            rows.iter()
-                .map(|r| r.site.location.column_values()[k].as_deref())
-                .collect::<StringArray>(),
-        )
-    };
-    let ints = |f: fn(&ObservationRow) -> i64| -> ArrayRef {
-        Arc::new(rows.iter().map(f).collect::<Int64Array>())
-    };
-    let strs = |f: fn(&ObservationRow) -> &str| -> ArrayRef {
-        Arc::new(rows.iter().map(|r| Some(f(r))).collect::<StringArray>())
-    };
-    let count = |f: fn(&TensorSummary) -> u64| -> ArrayRef {
-        Arc::new(
-            rows.iter()
-                .map(|r| i64::try_from(f(&r.summary)).unwrap_or(i64::MAX))
-                .collect::<Int64Array>(),
-        )
-    };
-    let floats = |f: fn(&TensorSummary) -> Option<f64>| -> ArrayRef {
-        Arc::new(rows.iter().map(|r| f(&r.summary)).collect::<Float64Array>())
-    };
-    let identity = [
-        repeated_str(run_id, n),
-        ints(|r| r.point_index),
-        strs(|r| &r.point_label),
-        ints(|r| r.ordinal),
-        strs(|r| &r.name),
-        ints(|r| r.invocation_index),
-    ];
-    let site = (0..SiteLocation::COLUMNS.len()).map(site);
-    let values: Vec<ArrayRef> = vec![
-        Arc::new(
-            rows.iter()
-                .map(|r| r.site.materialized_by_probe)
-                .collect::<BooleanArray>(),
-        ),
-        strs(|r| r.dtype),
-        int64_lists(rows.iter().map(|r| r.shape.as_slice())),
-        int64_lists(rows.iter().map(|r| r.stride.as_slice())),
-        strs(|r| &r.source_device),
-        ints(|r| r.nbytes),
-        strs(|r| r.payload),
-        Arc::new(
-            rows.iter()
-                .map(|r| r.digest.as_deref())
-                .collect::<StringArray>(),
-        ),
-        count(|s| s.numel),
-        count(|s| s.finite),
-        count(|s| s.nan),
-        count(|s| s.pos_inf),
-        count(|s| s.neg_inf),
-        count(|s| s.zero),
-        floats(|s| s.min),
-        floats(|s| s.max),
-        floats(|s| s.mean),
-        floats(|s| s.std),
-        floats(|s| Some(s.l2)),
-    ];
-    let columns = identity.into_iter().chain(site).chain(values).collect();
-    batch(Table::Observations.schema(), columns)
-}
-
-pub(super) fn points_batch(run_id: &str, rows: &[PointRow]) -> Result<RecordBatch> {
-    let columns: Vec<ArrayRef> = vec![
-        repeated_str(run_id, rows.len()),
-        Arc::new(rows.iter().map(|r| r.point_index).collect::<Int64Array>()),
-        Arc::new(
-            rows.iter()
-                .map(|r| Some(&*r.label))
-                .collect::<StringArray>(),
-        ),
-        Arc::new(
-            TimestampMicrosecondArray::from(rows.iter().map(|r| r.timestamp).collect::<Vec<_>>())
-                .with_timezone("UTC"),
-        ),
-        Arc::new(rows.iter().map(|r| r.replay_index).collect::<Int64Array>()),
-        Arc::new(
-            rows.iter()
-                .map(|r| r.observation_count)
-                .collect::<Int64Array>(),
-        ),
-        Arc::new(
-            rows.iter()
-                .map(|r| Some(r.metadata.as_str()))
-                .collect::<StringArray>(),
-        ),
-    ];
-    batch(Table::Points.schema(), columns)
-}
-
-/// The run's row of the `runs` table.
-pub fn run_batch(manifest: &Manifest) -> Result<RecordBatch> {
-    let h = &manifest.header;
-    let created = parse_rfc3339(&manifest.created_at).unwrap_or_default();
-    let finished = manifest.finished_at.as_deref().and_then(parse_rfc3339);
-    let json = |v: &serde_json::Value| {
-        if v.is_null() {
-            "{}".to_owned()
-        } else {
-            v.to_string()
-        }
-    };
-    let kind = match h.kind {
-        crate::manifest::RunKind::Tensor => "tensor",
-        crate::manifest::RunKind::Memory => "memory",
-    };
-    let columns: Vec<ArrayRef> = vec![
-        repeated_str(&h.run_id, 1),
-        repeated_str(&h.name, 1),
-        repeated_str(kind, 1),
-        repeated_str(&h.execution, 1),
-        Arc::new(StringArray::from(vec![h.group_id.as_deref()])),
-        repeated_opt_i64(h.world_size, 1),
-        Arc::new(TimestampMicrosecondArray::from(vec![created]).with_timezone("UTC")),
-        Arc::new(TimestampMicrosecondArray::from(vec![finished]).with_timezone("UTC")),
-        Arc::new(BooleanArray::from(vec![manifest.complete])),
-        Arc::new(Int64Array::from(vec![manifest.point_count as i64])),
-        Arc::new(Int64Array::from(vec![i64::from(FORMAT_VERSION)])),
-        repeated_str(&manifest.producer, 1),
-        repeated_str(&json(&h.provenance), 1),
-        repeated_str(&json(&h.run_metadata), 1),
-    ];
-    batch(RUNS.clone(), columns)
+    /// The `points` batch of the group; `labels` are its points' labels, in order.
+    pub(super) fn finish(mut self, run_id: &str, labels: &StringArray) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            repeated_str(run_id, labels.len()),
+            Arc::new(Int64Array::from(self.point_index)),
+            Arc::new(labels.clone()),
+            Arc::new(TimestampMicrosecondArray::from(self.timestamp).with_timezone("UTC")),
+            Arc::new(Int64Array::from(self.replay_index)),
+            Arc::new(Int64Array::from(self.observation_count)),
+            Arc::new(self.metadata.finish()),
+        ];
+        batch(Table::Points.schema(), columns)
+    }
 }
