@@ -91,8 +91,11 @@ def p2(count: int, size: int, rounds: int, replays: int) -> dict[str, float]:
     return figures
 
 
-def p3(count: int, size: int, rounds: int, replays: int, tmp: str) -> dict[str, float]:
-    inputs = [torch.randn(size // 4, device="cuda") for _ in range(count)]
+def p3(
+    count: int, size: int, rounds: int, replays: int, tmp: str, dtype: torch.dtype
+) -> dict[str, float]:
+    numel = size // torch.empty((), dtype=dtype).element_size()
+    inputs = [torch.randn(numel, device="cuda", dtype=dtype) for _ in range(count)]
     figures = {}
     graph, _ = capture(inputs, lambda outs: None)
     figures["none"] = replay_times(graph, rounds, replays)[0]
@@ -127,6 +130,12 @@ def main() -> None:
         "--p3", default=None, help="P3 workloads as KxBYTES,... (default 64x4MiB,16x64MiB)"
     )
     parser.add_argument("--only-p3", action="store_true")
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="P3 values' dtype (bfloat16: the compiled Llama's activations)",
+    )
     args = parser.parse_args()
     rounds, replays = (3, 50) if args.quick else (5, 200)
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
@@ -145,14 +154,14 @@ def main() -> None:
             f"| {count} x {size >> 10} KiB | {added['memcpy']:.1f} | {added['probe']:.1f} | "
             f"{added['probe batched']:.1f} | {added['probe batched'] / count:.3f} | <= 0.3 |"
         )
-    print("\nP3: summary mode, large values (added replay time, us)")
+    print(f"\nP3: summary mode, large {args.dtype} values (added replay time, us)")
     print(
         "| K x size | read once (amax) | floor | summary | x read | x floor | bytes to host/site |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (count, size) in enumerate(p3_workloads):
-            f = p3(count, size, rounds, replays, f"{tmp}/{i}")
+            f = p3(count, size, rounds, replays, f"{tmp}/{i}", getattr(torch, args.dtype))
             read = f["read"] - f["none"]
             summary = f["summary"] - f["none"]
             floor = count * size / args.bandwidth * 1e6

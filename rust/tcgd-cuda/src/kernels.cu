@@ -15,6 +15,9 @@ typedef unsigned short u16;
 typedef unsigned char u8;
 
 #define THREADS 256
+#ifndef UNROLL
+#define UNROLL 4  // 16-byte loads a thread has in flight
+#endif
 
 // dtype codes (DeviceDtype in summary.rs)
 #define DT_F64 0
@@ -77,6 +80,9 @@ struct SummarySite {
     u32 dtype;
     u32 first_block;
     u32 blocks;
+    u8* ring;          // history ring slot 0, copied into while summarising (null: none);
+                       // slot k at ring + k * bytes, each slot as aligned as src
+    u64* tags;         // (replay, point) each ring slot holds
 };
 
 struct SummaryBatch {
@@ -91,6 +97,7 @@ struct SummaryBatch {
     double abs_max;
     u32 trigger;
     u32 nsites;
+    u64 depth;             // slots of the history rings
     SummarySite sites[MAX_SITES];
 };
 
@@ -168,6 +175,13 @@ template <u32 DT> __device__ __forceinline__ typename Kind<DT>::V element(const 
     return decode<DT>(w, 0);
 }
 
+// Element `i` of `src` copied to `dst` byte by byte (the unaligned head and the tail).
+template <u32 DT> __device__ __forceinline__ void copy_element(const u8* src, u8* dst, u64 i) {
+    constexpr int size = Kind<DT>::size;
+#pragma unroll
+    for (int j = 0; j < size; j++) dst[i * size + j] = src[i * size + j];
+}
+
 template <typename V> __device__ __forceinline__ void acc_init(Acc<V>& a) {
     a.nan = a.pinf = a.ninf = a.zero = a.n = 0;
     a.min = (V)__longlong_as_double(0x7ff0000000000000LL);   // +inf
@@ -187,6 +201,41 @@ template <typename V> __device__ __forceinline__ void acc_add(Acc<V>& a, V x, do
     a.s1 += d;
     a.s2 = fma(d, d, a.s2);
     a.ssq = fma(xd, xd, a.ssq);
+}
+
+// The 16 bytes of `w`, element by element. When every element is finite (the usual case,
+// and uniform across a warp in practice) the counts of NaN and infinities stay as they
+// are and no element branches: the per-element work is then what the moments need (a
+// conversion to double, two adds and two fused multiply-adds) and the counts, min and max,
+// which keeps the kernel at the memory's pace instead of the instruction issue's.
+template <u32 DT>
+__device__ __forceinline__ void acc_vector(Acc<typename Kind<DT>::V>& a, const uint4& w, double c) {
+    typedef typename Kind<DT>::V V;
+    constexpr int per = 16 / Kind<DT>::size;
+    V x[per];
+    bool finite = true;
+#pragma unroll
+    for (int k = 0; k < per; k++) {
+        x[k] = decode<DT>(w, k);
+        finite = finite && isfinite(x[k]);
+    }
+    if (!finite) {
+#pragma unroll
+        for (int k = 0; k < per; k++) acc_add(a, x[k], c);
+        return;
+    }
+    a.n += per;
+#pragma unroll
+    for (int k = 0; k < per; k++) {
+        a.zero += x[k] == (V)0 ? 1u : 0u;
+        a.min = fmin(x[k], a.min);  // no NaN here: one min/max instruction each
+        a.max = fmax(x[k], a.max);
+        const double xd = (double)x[k];
+        const double d = xd - c;
+        a.s1 += d;
+        a.s2 = fma(d, d, a.s2);
+        a.ssq = fma(xd, xd, a.ssq);
+    }
 }
 
 template <typename V> __device__ __forceinline__ Partial acc_finish(const Acc<V>& a) {
@@ -227,7 +276,8 @@ template <u32 DT> __device__ __forceinline__ double site_shift(const u8* src, u6
 // This thread's share of a site: 16-byte loads (two in flight) over the aligned body,
 // element loads over the unaligned head and the tail.
 template <u32 DT>
-__device__ __forceinline__ Partial accumulate(const u8* src, u64 numel, u64 thread, u64 threads) {
+__device__ __forceinline__ Partial accumulate(const u8* src, u64 numel, u64 thread, u64 threads,
+                                              u8* dst) {
     typedef typename Kind<DT>::V V;
     constexpr int size = Kind<DT>::size;
     constexpr int per = 16 / size;
@@ -237,40 +287,61 @@ __device__ __forceinline__ Partial accumulate(const u8* src, u64 numel, u64 thre
     const u64 misalign = ((u64)src & 15) / size;
     const u64 head = ((u64)src & (size - 1)) != 0 ? numel
                    : (misalign == 0 ? 0 : (per - misalign < numel ? per - misalign : numel));
-    for (u64 i = thread; i < head; i += threads) acc_add(a, element<DT>(src, i), c);
-    const uint4* body = (const uint4*)(src + head * size);
-    const u64 vectors = (numel - head) / per;
-#pragma unroll 2
-    for (u64 j = thread; j < vectors; j += threads) {
-        const uint4 w = body[j];
-#pragma unroll
-        for (int k = 0; k < per; k++) acc_add(a, decode<DT>(w, k), c);
+    for (u64 i = thread; i < head; i += threads) {
+        acc_add(a, element<DT>(src, i), c);
+        if (dst) copy_element<DT>(src, dst, i);
     }
-    for (u64 i = head + vectors * per + thread; i < numel; i += threads) acc_add(a, element<DT>(src, i), c);
+    const uint4* body = (const uint4*)(src + head * size);
+    uint4* copy = dst ? (uint4*)(dst + head * size) : nullptr;  // aligned as body is
+    const u64 vectors = (numel - head) / per;
+    // UNROLL loads issued before any of their elements is used: the loads of a thread
+    // are in flight together, which is what keeps the memory system busy.
+    u64 j = thread;
+    for (; j + (UNROLL - 1) * threads < vectors; j += UNROLL * threads) {
+        uint4 w[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) w[u] = body[j + u * threads];
+        if (copy) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) copy[j + u * threads] = w[u];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) acc_vector<DT>(a, w[u], c);
+    }
+    for (; j < vectors; j += threads) {
+        const uint4 w = body[j];
+        if (copy) copy[j] = w;
+        acc_vector<DT>(a, w, c);
+    }
+    for (u64 i = head + vectors * per + thread; i < numel; i += threads) {
+        acc_add(a, element<DT>(src, i), c);
+        if (dst) copy_element<DT>(src, dst, i);
+    }
     return acc_finish(a);
 }
 
 // One switch per thread, not per element: the dtype is the same for the whole site.
-__device__ Partial accumulate_any(u32 dtype, const u8* src, u64 numel, u64 thread, u64 threads) {
+__device__ Partial accumulate_any(u32 dtype, const u8* src, u64 numel, u64 thread, u64 threads,
+                                  u8* dst) {
     switch (dtype) {
-    case DT_F64: return accumulate<DT_F64>(src, numel, thread, threads);
-    case DT_F32: return accumulate<DT_F32>(src, numel, thread, threads);
-    case DT_F16: return accumulate<DT_F16>(src, numel, thread, threads);
-    case DT_BF16: return accumulate<DT_BF16>(src, numel, thread, threads);
-    case DT_F8_E4M3FN: return accumulate<DT_F8_E4M3FN>(src, numel, thread, threads);
-    case DT_F8_E4M3FNUZ: return accumulate<DT_F8_E4M3FNUZ>(src, numel, thread, threads);
-    case DT_F8_E5M2: return accumulate<DT_F8_E5M2>(src, numel, thread, threads);
-    case DT_F8_E5M2FNUZ: return accumulate<DT_F8_E5M2FNUZ>(src, numel, thread, threads);
-    case DT_F8_E8M0FNU: return accumulate<DT_F8_E8M0FNU>(src, numel, thread, threads);
-    case DT_I8: return accumulate<DT_I8>(src, numel, thread, threads);
-    case DT_I16: return accumulate<DT_I16>(src, numel, thread, threads);
-    case DT_I32: return accumulate<DT_I32>(src, numel, thread, threads);
-    case DT_I64: return accumulate<DT_I64>(src, numel, thread, threads);
-    case DT_U8: return accumulate<DT_U8>(src, numel, thread, threads);
-    case DT_U16: return accumulate<DT_U16>(src, numel, thread, threads);
-    case DT_U32: return accumulate<DT_U32>(src, numel, thread, threads);
-    case DT_U64: return accumulate<DT_U64>(src, numel, thread, threads);
-    default: return accumulate<DT_BOOL>(src, numel, thread, threads);
+    case DT_F64: return accumulate<DT_F64>(src, numel, thread, threads, dst);
+    case DT_F32: return accumulate<DT_F32>(src, numel, thread, threads, dst);
+    case DT_F16: return accumulate<DT_F16>(src, numel, thread, threads, dst);
+    case DT_BF16: return accumulate<DT_BF16>(src, numel, thread, threads, dst);
+    case DT_F8_E4M3FN: return accumulate<DT_F8_E4M3FN>(src, numel, thread, threads, dst);
+    case DT_F8_E4M3FNUZ: return accumulate<DT_F8_E4M3FNUZ>(src, numel, thread, threads, dst);
+    case DT_F8_E5M2: return accumulate<DT_F8_E5M2>(src, numel, thread, threads, dst);
+    case DT_F8_E5M2FNUZ: return accumulate<DT_F8_E5M2FNUZ>(src, numel, thread, threads, dst);
+    case DT_F8_E8M0FNU: return accumulate<DT_F8_E8M0FNU>(src, numel, thread, threads, dst);
+    case DT_I8: return accumulate<DT_I8>(src, numel, thread, threads, dst);
+    case DT_I16: return accumulate<DT_I16>(src, numel, thread, threads, dst);
+    case DT_I32: return accumulate<DT_I32>(src, numel, thread, threads, dst);
+    case DT_I64: return accumulate<DT_I64>(src, numel, thread, threads, dst);
+    case DT_U8: return accumulate<DT_U8>(src, numel, thread, threads, dst);
+    case DT_U16: return accumulate<DT_U16>(src, numel, thread, threads, dst);
+    case DT_U32: return accumulate<DT_U32>(src, numel, thread, threads, dst);
+    case DT_U64: return accumulate<DT_U64>(src, numel, thread, threads, dst);
+    default: return accumulate<DT_BOOL>(src, numel, thread, threads, dst);
     }
 }
 
@@ -314,9 +385,36 @@ __device__ Partial block_reduce(Partial mine) {
 // of its elements; the last block to finish (counted in `done`) merges the block partials
 // in block order and writes the site's record into its ring at replay % capacity.
 template <u32 DT> __device__ __forceinline__ Partial site_share(u32 dtype, const u8* src, u64 numel,
-                                                           u64 thread, u64 threads) {
-    if constexpr (DT == DT_ANY) return accumulate_any(dtype, src, numel, thread, threads);
-    else return accumulate<DT>(src, numel, thread, threads);
+                                                           u64 thread, u64 threads, u8* dst) {
+    if constexpr (DT == DT_ANY) return accumulate_any(dtype, src, numel, thread, threads, dst);
+    else return accumulate<DT>(src, numel, thread, threads, dst);
+}
+
+__device__ __forceinline__ u64 dtype_size(u32 dtype) {
+    switch (dtype) {
+    case DT_F64: case DT_I64: case DT_U64: return 8;
+    case DT_F32: case DT_I32: case DT_U32: return 4;
+    case DT_F16: case DT_BF16: case DT_I16: case DT_U16: return 2;
+    default: return 1;
+    }
+}
+
+// Where this replay's copy of a site goes: slot (replay % depth) of its history ring, or
+// nowhere (no ring; or the rings froze at an earlier point, after a trigger, so that the
+// history holds the points up to and including the trigger's). Block 0 of the site tags
+// the slot.
+__device__ __forceinline__ u8* ring_slot(const SummaryBatch& batch, const SummarySite& site,
+                                         u32 local) {
+    if (site.ring == 0) return nullptr;
+    const u64 point = *batch.point;
+    if (batch.frozen_at != 0 && point > *batch.frozen_at) return nullptr;
+    const u64 replay = *batch.replay;
+    const u64 slot = batch.depth > 1 ? replay % batch.depth : 0;
+    if (local == 0 && threadIdx.x == 0) {
+        site.tags[2 * slot] = replay;
+        site.tags[2 * slot + 1] = point;
+    }
+    return site.ring + slot * site.numel * dtype_size(site.dtype);
 }
 
 template <u32 DT>
@@ -354,8 +452,9 @@ template <u32 DT> __device__ __forceinline__ void summarize(const SummaryBatch& 
     const u32 local = blockIdx.x - site.first_block;
 
     const u64 threads = (u64)site.blocks * THREADS;
-    Partial block = block_reduce(
-        site_share<DT>(site.dtype, site.src, site.numel, (u64)local * THREADS + threadIdx.x, threads));
+    u8* dst = ring_slot(batch, site, local);
+    Partial block = block_reduce(site_share<DT>(site.dtype, site.src, site.numel,
+                                                (u64)local * THREADS + threadIdx.x, threads, dst));
 
     __shared__ bool last;
     if (threadIdx.x == 0) {

@@ -24,9 +24,9 @@ use crate::error::{CudaError, Result};
 use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 use crate::runtime::ProbeRuntime;
 use crate::summary::{
-    enqueue_history_copies, enqueue_slot_copies, enqueue_summaries, prepare,
-    summarizable_on_device, CopyInput, HistoryRing, RecordTable, SessionWords, SummaryInput,
-    Trigger, MAX_SITES_PER_LAUNCH,
+    copies_while_summarising, enqueue_history_copies, enqueue_slot_copies, enqueue_summaries,
+    prepare, summarizable_on_device, CopyInput, HistoryRing, RecordTable, SessionWords,
+    SummaryInput, Trigger, MAX_SITES_PER_LAUNCH,
 };
 
 mod output;
@@ -256,6 +256,16 @@ impl DeviceRecorder {
                     enqueue_slot_copies(self.ctx, self.device, &copies, counter, s)?;
                 }
             }
+            let summarise = !matches!(sampling, Sampling::Every { points: 1, .. });
+            let summarised: Vec<usize> = (0..chunk.len())
+                .filter(|&i| summarise && summarizable_on_device(chunk[i].dtype))
+                .map(|i| base + i)
+                .collect();
+            // History rings. A summarised value is copied into its ring by the summary
+            // launch as it is read (one read per replay); the others, and values the
+            // summary launch cannot copy (see `copies_while_summarising`), by a copy launch
+            // of their own, enqueued first as every history copy used to be.
+            let mut fused = vec![false; chunk.len()];
             if self.settings.history > 0 {
                 let made: Vec<Arc<HistoryRing>> = chunk
                     .iter()
@@ -268,22 +278,25 @@ impl DeviceRecorder {
                             .map(Arc::new)
                     })
                     .collect::<Result<_>>()?;
+                for &i in &summarised {
+                    let k = i - base;
+                    fused[k] = copies_while_summarising(chunk[k].src, &made[k]);
+                }
                 let inputs: Vec<CopyInput<'_>> = chunk
                     .iter()
                     .zip(&made)
-                    .map(|(v, ring)| CopyInput { src: v.src, ring })
+                    .zip(&fused)
+                    .filter(|(_, &f)| !f)
+                    .map(|((v, ring), _)| CopyInput { src: v.src, ring })
                     .collect();
-                enqueue_history_copies(self.ctx, self.device, &inputs, counter, words, s)?;
+                if !inputs.is_empty() {
+                    enqueue_history_copies(self.ctx, self.device, &inputs, counter, words, s)?;
+                }
                 for (i, ring) in made.into_iter().enumerate() {
                     runtime.keep(Box::new(Arc::clone(&ring)))?;
                     histories[base + i] = Some(ring);
                 }
             }
-            let summarise = !matches!(sampling, Sampling::Every { points: 1, .. });
-            let summarised: Vec<usize> = (0..chunk.len())
-                .filter(|&i| summarise && summarizable_on_device(chunk[i].dtype))
-                .map(|i| base + i)
-                .collect();
             if !summarised.is_empty() {
                 let first = {
                     let mut state = lock(&self.shared)?;
@@ -297,7 +310,7 @@ impl DeviceRecorder {
                     state.next_column += summarised.len() as u32;
                     first
                 };
-                let inputs: Vec<SummaryInput> = summarised
+                let inputs: Vec<SummaryInput<'_>> = summarised
                     .iter()
                     .enumerate()
                     .map(|(k, &i)| SummaryInput {
@@ -305,6 +318,7 @@ impl DeviceRecorder {
                         numel: values[i].numel,
                         dtype: values[i].dtype,
                         column: first + k as u32,
+                        ring: histories[i].as_deref().filter(|_| fused[i - base]),
                     })
                     .collect();
                 let launch = runtime.with_private_stream(|p| {

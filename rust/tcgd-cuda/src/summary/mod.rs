@@ -26,8 +26,13 @@ pub use tables::*;
 /// Sites one kernel launch takes at most (the batch travels as a kernel parameter).
 pub const MAX_SITES_PER_LAUNCH: usize = 16;
 const THREADS: u32 = 256;
-/// Bytes a summary block reads at least: below this, more blocks cost more than they save.
-const BYTES_PER_BLOCK: u64 = 8 << 10;
+/// Bytes a block reads at least: below this, more blocks cost more than they save.
+const MIN_BYTES_PER_BLOCK: u64 = 8 << 10;
+/// Bytes a block reads at most (with `UNROLL` 4, 32 rounds of loads per thread).
+const MAX_BYTES_PER_BLOCK: u64 = 128 << 10;
+/// Blocks of `THREADS` an SM holds at once (the summary kernel's 56 registers a thread
+/// allow four).
+const RESIDENT_BLOCKS_PER_SM: u64 = 4;
 
 /// Dtype codes of `kernels.cu`.
 fn device_dtype(dtype: DType) -> Option<u32> {
@@ -69,6 +74,8 @@ struct SummarySiteArg {
     dtype: u32,
     first_block: u32,
     blocks: u32,
+    ring: u64,
+    tags: u64,
 }
 
 #[repr(C)]
@@ -85,6 +92,7 @@ struct SummaryBatchArg {
     abs_max: f64,
     trigger: u32,
     nsites: u32,
+    depth: u64,
     sites: [SummarySiteArg; MAX_SITES_PER_LAUNCH],
 }
 
@@ -114,13 +122,23 @@ struct CopyBatchArg {
 /// Bytes of one block partial (`Partial` in kernels.cu).
 const PARTIAL_BYTES: usize = 80;
 
-/// One summary site of a launch: the tensor (device address, element count, dtype) and
-/// its column in the record table.
-pub struct SummaryInput {
+/// One summary site of a launch: the tensor (device address, element count, dtype), its
+/// column in the record table, and the history ring the launch copies it into while it
+/// reads it (see [`copies_while_summarising`]), if any.
+pub struct SummaryInput<'a> {
     pub src: u64,
     pub numel: u64,
     pub dtype: DType,
     pub column: u32,
+    pub ring: Option<&'a HistoryRing>,
+}
+
+/// Whether the summary launch can copy a value at `src` into `ring` as it reads it: the
+/// kernel stores each 16-byte load where it came from, so every slot of the ring must be
+/// as aligned as the value (16 bytes: cuMemAlloc's rings start on 256). Other values get a
+/// copy launch of their own, a second read.
+pub fn copies_while_summarising(src: u64, ring: &HistoryRing) -> bool {
+    src % 16 == 0 && (ring.depth <= 1 || ring.nbytes % 16 == 0)
 }
 
 /// The device memory a captured summary launch uses on every replay; lives as long as
@@ -255,9 +273,17 @@ pub fn prepare(ctx: CUcontext, device: i32) -> Result<()> {
     functions(ctx, device).map(|_| ())
 }
 
-fn blocks_for(nbytes: u64, sm_count: u32) -> u32 {
-    let wanted = nbytes.div_ceil(BYTES_PER_BLOCK).max(1);
-    wanted.min(2 * sm_count as u64) as u32
+/// Blocks a site of `nbytes` gets in a launch of `launch_bytes` in all. A block's fixed
+/// costs (its reduction, publishing its partial) are paid once per block, so blocks take
+/// as large a share as keeps every SM busy: the launch's bytes over one wave of blocks
+/// ([`RESIDENT_BLOCKS_PER_SM`] per SM), between [`MIN_BYTES_PER_BLOCK`] (small values
+/// spread over many SMs) and [`MAX_BYTES_PER_BLOCK`] (large launches run in several
+/// waves, which evens out blocks that finish late). On an H100, 16 float32 values of
+/// 4 MiB went from 8 KiB blocks' 193 us to 126 us, 16 of 64 MiB from 366 us to 360 us.
+fn blocks_for(nbytes: u64, launch_bytes: u64, sm_count: u32) -> u32 {
+    let wave = u64::from(sm_count) * RESIDENT_BLOCKS_PER_SM;
+    let share = (launch_bytes / wave.max(1)).clamp(MIN_BYTES_PER_BLOCK, MAX_BYTES_PER_BLOCK);
+    nbytes.div_ceil(share).clamp(1, u64::from(u32::MAX)) as u32
 }
 
 fn launch<T>(function: CUfunction, blocks: u32, arg: &mut T, stream: CUstream) -> Result<()> {
@@ -286,7 +312,7 @@ fn launch<T>(function: CUfunction, blocks: u32, arg: &mut T, stream: CUstream) -
 pub fn enqueue_summaries(
     ctx: CUcontext,
     device: i32,
-    sites: &[SummaryInput],
+    sites: &[SummaryInput<'_>],
     table: &RecordTable,
     replay_counter: u64,
     words: SessionWords,
@@ -306,6 +332,24 @@ pub fn enqueue_summaries(
             site.column, table.columns
         )));
     }
+    let rings: Vec<&HistoryRing> = sites.iter().filter_map(|s| s.ring).collect();
+    let depth = rings.first().map_or(1, |r| r.depth);
+    if rings.iter().any(|r| r.depth != depth) {
+        return Err(CudaError::Invalid(
+            "history rings of one launch differ in depth".into(),
+        ));
+    }
+    if let Some(site) = sites.iter().find(|s| {
+        s.ring.is_some_and(|r| {
+            !copies_while_summarising(s.src, r)
+                || r.nbytes as u64 != s.numel * s.dtype.itemsize() as u64
+        })
+    }) {
+        return Err(CudaError::Invalid(format!(
+            "the value at {:#x} cannot be copied into its history ring while summarised",
+            site.src
+        )));
+    }
     let f = functions(ctx, device)?;
     let sm_count = f.sm_count;
     let mut arg = SummaryBatchArg {
@@ -320,8 +364,13 @@ pub fn enqueue_summaries(
         abs_max: trigger.abs_max.unwrap_or(f64::INFINITY),
         trigger: trigger.flags(),
         nsites: sites.len() as u32,
+        depth,
         sites: [SummarySiteArg::default(); MAX_SITES_PER_LAUNCH],
     };
+    let launch_bytes: u64 = sites
+        .iter()
+        .map(|s| s.numel * s.dtype.itemsize() as u64)
+        .sum();
     let mut total = 0u32;
     for (arg_site, site) in arg.sites.iter_mut().zip(sites) {
         let Some(dtype) = device_dtype(site.dtype) else {
@@ -330,7 +379,11 @@ pub fn enqueue_summaries(
                 site.dtype
             )));
         };
-        let blocks = blocks_for(site.numel * site.dtype.itemsize() as u64, sm_count);
+        let blocks = blocks_for(
+            site.numel * site.dtype.itemsize() as u64,
+            launch_bytes,
+            sm_count,
+        );
         *arg_site = SummarySiteArg {
             src: site.src,
             numel: site.numel,
@@ -338,6 +391,8 @@ pub fn enqueue_summaries(
             dtype,
             first_block: total,
             blocks,
+            ring: site.ring.map_or(0, |r| r.values.ptr),
+            tags: site.ring.map_or(0, |r| r.tags.ptr),
         };
         total += blocks;
     }
@@ -452,9 +507,10 @@ fn enqueue_copies(
         pad: 0,
         sites: [CopySiteArg::default(); MAX_SITES_PER_LAUNCH],
     };
+    let launch_bytes: u64 = copies.iter().map(|c| c.nbytes).sum();
     let mut total = 0u32;
     for (arg_site, copy) in arg.sites.iter_mut().zip(copies) {
-        let blocks = blocks_for(copy.nbytes, sm_count);
+        let blocks = blocks_for(copy.nbytes, launch_bytes, sm_count);
         *arg_site = CopySiteArg {
             src: copy.src,
             dst: copy.dst,

@@ -3,10 +3,10 @@ use super::*;
 #[test]
 fn structs_match_the_kernel_layout() {
     assert_eq!(std::mem::size_of::<DeviceRecord>(), 112);
-    assert_eq!(std::mem::size_of::<SummarySiteArg>(), 32);
+    assert_eq!(std::mem::size_of::<SummarySiteArg>(), 48);
     assert_eq!(
         std::mem::size_of::<SummaryBatchArg>(),
-        72 + 32 * MAX_SITES_PER_LAUNCH
+        80 + 48 * MAX_SITES_PER_LAUNCH
     );
     assert_eq!(std::mem::size_of::<CopySiteArg>(), 40);
     assert_eq!(
@@ -30,6 +30,9 @@ fn the_kernels_compile_for_hopper_when_nvrtc_is_here() {
     match compile_ptx(&kernel_source(), "tcgd_kernels.cu", 90, &defines) {
         Ok(ptx) => {
             let text = String::from_utf8_lossy(&ptx);
+            if let Ok(p) = std::env::var("TCGD_DUMP_PTX") {
+                std::fs::write(p, &ptx).unwrap();
+            }
             assert!(text.contains(".entry tcgd_summarize"));
             assert!(text.contains(".entry tcgd_copy_ring"));
         }
@@ -59,4 +62,20 @@ fn a_record_becomes_the_stores_summary() {
     assert!((s.std.unwrap() - (2.0f64 / 3.0).sqrt()).abs() < 1e-15);
     assert!((s.l2 - 14f64.sqrt()).abs() < 1e-15);
     assert_eq!(s.nan, 1);
+}
+
+#[test]
+fn blocks_grow_with_the_launch_up_to_a_bound() {
+    let sms = 132;
+    // A small value alone: 8 KiB blocks, spread over SMs.
+    assert_eq!(blocks_for(512 << 10, 512 << 10, sms), 64);
+    // 16 values of 4 MiB together: one wave of 4 blocks per SM holds the launch.
+    let launch = 16 * (4u64 << 20);
+    let per_site = blocks_for(4 << 20, launch, sms);
+    assert_eq!(per_site, 34);
+    assert!(16 * per_site as u64 <= 4 * sms as u64 + 16);
+    // Huge launches: 128 KiB blocks, several waves.
+    assert_eq!(blocks_for(64 << 20, 16 * (64u64 << 20), sms), 512);
+    // An empty value still gets its block (it writes the record).
+    assert_eq!(blocks_for(0, 0, sms), 1);
 }
