@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tcgd_tensor::decode::{decode_complex, decode_real, integer_at};
-use tcgd_tensor::{summarize, DType};
+use tcgd_tensor::{summarize, CloseRule, DType};
 
 use crate::memory::PinnedBuffer;
 
@@ -165,28 +165,13 @@ fn print_value(spec: &PrintSpec, replay: u64, value: &[u8]) {
     let _ = out.flush();
 }
 
-/// `|a - e| <= atol + rtol * |e|` for finite values; infinities must match exactly; NaN
-/// passes only against NaN with `equal_nan`.
-fn close_enough(a: f64, e: f64, spec: &CheckSpec) -> bool {
-    if a.is_nan() || e.is_nan() {
-        return spec.equal_nan && a.is_nan() && e.is_nan();
+/// The check's tolerance as the one closeness rule of tensor comparisons states it.
+fn close_rule(spec: &CheckSpec) -> CloseRule {
+    CloseRule {
+        atol: spec.atol,
+        rtol: spec.rtol,
+        equal_nan: spec.equal_nan,
     }
-    if a.is_infinite() || e.is_infinite() {
-        return a == e;
-    }
-    (a - e).abs() <= spec.atol + spec.rtol * e.abs()
-}
-
-fn complex_close(a: (f64, f64), e: (f64, f64), spec: &CheckSpec) -> bool {
-    let nan = |z: (f64, f64)| z.0.is_nan() || z.1.is_nan();
-    if nan(a) || nan(e) {
-        return spec.equal_nan && nan(a) && nan(e);
-    }
-    let inf = |z: (f64, f64)| z.0.is_infinite() || z.1.is_infinite();
-    if inf(a) || inf(e) {
-        return a == e;
-    }
-    (a.0 - e.0).hypot(a.1 - e.1) <= spec.atol + spec.rtol * e.0.hypot(e.1)
 }
 
 /// The index of the first element that fails, if any.
@@ -214,8 +199,9 @@ pub(crate) fn first_mismatch(spec: &CheckSpec, value: &[u8]) -> Option<usize> {
                 (out[0], 0.0)
             }
         };
-        return (0..numel)
-            .find(|&i| !complex_close(decode(vd, value, i), decode(ed, &spec.expected, i), spec));
+        return (0..numel).find(|&i| {
+            !close_rule(spec).complex_close(decode(vd, value, i), decode(ed, &spec.expected, i))
+        });
     }
     let mut a = [0.0f64; 256];
     let mut e = [0.0f64; 256];
@@ -227,7 +213,7 @@ pub(crate) fn first_mismatch(spec: &CheckSpec, value: &[u8]) -> Option<usize> {
         if decode_real(vd, va, &mut a[..n]).is_err() || decode_real(ed, ve, &mut e[..n]).is_err() {
             return Some(start);
         }
-        if let Some(k) = (0..n).find(|&k| !close_enough(a[k], e[k], spec)) {
+        if let Some(k) = (0..n).find(|&k| !close_rule(spec).real_close(a[k], e[k])) {
             return Some(start + k);
         }
         start += n;

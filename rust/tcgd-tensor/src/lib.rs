@@ -5,6 +5,7 @@
 //! crates to build on; [`summarize`] computes counts, extremes and numerically
 //! stable moments of a whole tensor.
 
+mod close;
 pub mod decode;
 mod dtype;
 mod float8;
@@ -12,6 +13,7 @@ pub mod json;
 mod moments;
 mod summary;
 
+pub use close::CloseRule;
 pub use decode::{DecodeError, SummaryError};
 pub use dtype::{DType, UnsupportedDtype};
 pub use float8::float8_table;

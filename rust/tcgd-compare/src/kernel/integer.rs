@@ -11,11 +11,7 @@ pub(super) fn integer_task(
     if !wide(reference.dtype) && !wide(candidate.dtype) {
         // Up to 32 bits every value is exact in f64, so the float loop (exact rule) is
         // exact too, and much faster than going through i128.
-        let rule = Rule {
-            atol: -1.0,
-            rtol: 0.0,
-            equal_nan: false,
-        };
+        let rule = Rule::exact(false);
         return real_task(reference, candidate, range, rule, None);
     }
     let mut acc = Acc::default();

@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 use tcgd_tensor::decode::{decode_complex, decode_real, integer_at, DECODE_CHUNK};
-use tcgd_tensor::DType;
+use tcgd_tensor::{CloseRule as Rule, DType};
 
 use crate::error::CompareError;
 use crate::model::{FirstMismatch, Metrics, Scalar};
@@ -81,53 +81,16 @@ impl Domain {
     }
 }
 
-/// The per-element test, with exact mode folded in: a negative `atol` and zero `rtol`
-/// make the tolerance branch unreachable, leaving `==` and the NaN rule.
-#[derive(Debug, Clone, Copy)]
-struct Rule {
-    atol: f64,
-    rtol: f64,
-    equal_nan: bool,
-}
-
-impl Rule {
-    fn new(options: &CompareOptions, domain: Domain) -> Rule {
-        let exact = options.mode == Mode::Exact || domain == Domain::Integer;
+/// The per-element test ([`CloseRule`]), with exact mode (and integer values) folded in.
+fn rule(options: &CompareOptions, domain: Domain) -> Rule {
+    if options.mode == Mode::Exact || domain == Domain::Integer {
+        Rule::exact(options.equal_nan)
+    } else {
         Rule {
-            atol: if exact { -1.0 } else { options.atol },
-            rtol: if exact { 0.0 } else { options.rtol },
+            atol: options.atol,
+            rtol: options.rtol,
             equal_nan: options.equal_nan,
         }
-    }
-
-    /// `|r|` where both values are finite, else 0: the tolerance base. Zeroing it for a
-    /// non-finite pair keeps the tolerance finite, so an infinite or NaN difference can
-    /// never pass (torch.isclose requires a finite difference for the same reason).
-    #[inline(always)]
-    fn real_close(self, c: f64, r: f64) -> bool {
-        let finite = (c.abs() < f64::INFINITY) & (r.abs() < f64::INFINITY);
-        let base = if finite { r.abs() } else { 0.0 };
-        self.real_close_with::<true>(c, r, base)
-    }
-
-    /// The test itself; `NAN = false` drops the NaN rule (callers pass it only when
-    /// `equal_nan` is off).
-    #[inline(always)]
-    fn real_close_with<const NAN: bool>(self, c: f64, r: f64, base: f64) -> bool {
-        let d = (c - r).abs();
-        (c == r)
-            | (d <= self.atol + self.rtol * base)
-            | (NAN & self.equal_nan & c.is_nan() & r.is_nan())
-    }
-
-    #[inline(always)]
-    fn complex_close(self, c: (f64, f64), r: (f64, f64)) -> bool {
-        let d = (c.0 - r.0).hypot(c.1 - r.1);
-        let c_nan = c.0.is_nan() || c.1.is_nan();
-        let r_nan = r.0.is_nan() || r.1.is_nan();
-        (c.0 == r.0 && c.1 == r.1)
-            || (d <= self.atol + self.rtol * r.0.hypot(r.1) && d < f64::INFINITY)
-            || (self.equal_nan && c_nan && r_nan)
     }
 }
 
@@ -237,7 +200,7 @@ pub(crate) fn compare(
         )));
     }
     let domain = Domain::of(reference.dtype, candidate.dtype);
-    let rule = Rule::new(options, domain);
+    let rule = rule(options, domain);
     let ulp = (reference.dtype == candidate.dtype)
         .then(|| UlpFormat::of(reference.dtype))
         .flatten();
