@@ -5,7 +5,7 @@
 //! The sites' facts are built once and shared by every point, as the device recorder
 //! registers its sites once and hands the same facts to each harvested point.
 //!
-//! `cargo run --release -p tcgd-store --example summary_point_throughput [points] [sites]`
+//! `cargo run --release -p tcgd-store --example summary_point_throughput [points] [sites] [groups]`
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -79,6 +79,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let points: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3000);
     let sites: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(28);
+    // Groups the points are committed in (a flush after each share): a long recording
+    // commits a group per `commit_interval`, and finishing compacts their files.
+    let groups: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1).max(1);
     let facts: Arc<Vec<Arc<SiteFacts>>> = Arc::new((0..sites).map(site).collect());
     let tmp = std::env::temp_dir().join(format!("tcgd-throughput-{}", std::process::id()));
     let header = RunHeader::new("throughput", "throughput", RunKind::Tensor, "compiled");
@@ -90,17 +93,24 @@ fn main() {
         queue
             .submit(&label, job(label.clone(), Arc::clone(&facts)))
             .expect("submit");
+        if groups > 1 && (p + 1) % points.div_ceil(groups) == 0 {
+            queue.flush().expect("flush");
+        }
     }
     let submitted = started.elapsed();
     queue.flush().expect("flush");
     let total = started.elapsed();
+    // Finishing compacts the run's files (one per group) into large ones.
+    let closing = Instant::now();
     queue.close(true).expect("close");
+    let closed = closing.elapsed();
     println!(
         "{points} points x {sites} summary sites: {:.1} us per point ({:.1} us submitted), \
-         {:.0} points/s",
+         {:.0} points/s; finishing the run (compaction): {:.0} ms",
         total.as_secs_f64() * 1e6 / points as f64,
         submitted.as_secs_f64() * 1e6 / points as f64,
-        points as f64 / total.as_secs_f64()
+        points as f64 / total.as_secs_f64(),
+        closed.as_secs_f64() * 1e3
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }

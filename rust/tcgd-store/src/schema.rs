@@ -3,9 +3,11 @@
 
 use std::sync::{Arc, LazyLock};
 
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use arrow_schema::extension::Json;
 
+use crate::error::{Result, StoreError};
 use crate::record::SiteLocation;
 
 /// Version of the on-disk layout. Readers refuse a newer one; version 1 (run directories
@@ -411,3 +413,16 @@ pub static MEMORY_POOL_OWNERS: LazyLock<SchemaRef> = LazyLock::new(|| {
         utf8("description"),
     ])
 });
+
+/// A batch of `columns` under `schema`'s names and nullability but the columns' own types:
+/// what the writer hands Parquet when some columns are dictionaries of the table's type.
+pub(crate) fn batch_as_given(schema: &Schema, columns: Vec<ArrayRef>) -> Result<RecordBatch> {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable()))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| StoreError::invalid("record batch", e.to_string()))
+}

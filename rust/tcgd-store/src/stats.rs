@@ -380,13 +380,7 @@ pub(crate) mod tests {
                 }
             })
             .collect();
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .zip(&columns)
-            .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable()))
-            .collect();
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+        crate::schema::batch_as_given(&schema, columns).unwrap()
     }
 
     /// A collector of the statistics Delta's defaults ask for, for a file of `table`.

@@ -18,11 +18,11 @@ use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, DictionaryArray, Float64Array,
+    ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, DictionaryArray, Float64Array,
     Int64Array, PrimitiveArray, RecordBatch, StringArray, StringBuilder, UInt32Array,
 };
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{ArrowPrimitiveType, Field, Float64Type, Int64Type, Schema, UInt32Type};
+use arrow::datatypes::{ArrowPrimitiveType, Float64Type, Int64Type, UInt32Type};
 
 use super::rows::{int64_lists, Digested};
 use crate::delta::{FileStats, StatsCollector};
@@ -30,7 +30,7 @@ use crate::durable::Committed;
 use crate::error::{Result, StoreError};
 use crate::parts::PartWriter;
 use crate::record::{PayloadKind, SiteFacts, SiteLocation};
-use crate::schema::Table;
+use crate::schema::{batch_as_given, Table};
 
 /// Rows of a block. A block is what the thread pool encodes at once while the writer thread
 /// fills the next one: small enough that the work of a group is spread over its interval,
@@ -287,14 +287,7 @@ impl Block {
             columns.push(column);
         }
         // The table's columns, those of strings as dictionaries of them.
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .zip(&columns)
-            .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), f.is_nullable()))
-            .collect();
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-            .map_err(|e| StoreError::invalid("observations", e.to_string()))
+        batch_as_given(&schema, columns)
     }
 
     /// A block to fill again from the columns of an encoded one: the vectors `batch`'s
