@@ -36,7 +36,7 @@ import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
-from torch_cudagraph_debug._torch_bridge import register_nvrtc
+from torch_cudagraph_debug._torch_bridge import current_stream_handle, register_nvrtc
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
 from torch_cudagraph_debug.tensor_debug.recorder import (
@@ -187,9 +187,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             for site in sites:
                 self.body_calls[site["site_id"]] += 1
             device = values[0].device
-            stream = (
-                torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
-            )
+            stream = current_stream_handle(device.index or 0) if device.type == "cuda" else None
             capture = _native.capture_id(stream) if stream is not None else None
             if capture is None or stream is None:
                 for value, site in zip(values, sites, strict=True):
@@ -358,7 +356,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         if self._device is not None and not self._eager:
             # The per-call path once graphs replay: an event and a memset on the stream,
             # nothing read, nothing waited for.
-            stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            stream = current_stream_handle(self._device_index)
             meta = json.dumps(metadata) if metadata else "{}"
             self._device.close_point(label, meta, stream, dump)
             self._callables_in_point.clear()
@@ -379,7 +377,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         if self._device is not None:
             # Once a graph was captured every point takes this one path, so points stay in
             # order: the core commits it when the device has run what the stream holds.
-            stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            stream = current_stream_handle(self._device_index)
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
             self._writer.commit_point(label, json.dumps(metadata), None, None, observations)
