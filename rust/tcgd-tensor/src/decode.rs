@@ -187,6 +187,7 @@ pub(crate) fn check_whole(dtype: DType, bytes: &[u8]) -> Result<(), SummaryError
 
 /// Decodes `out.len()` real elements; callers guarantee a real dtype and
 /// `bytes.len() == out.len() * itemsize`.
+#[inline(always)]
 pub(crate) fn decode_real_exact(dtype: DType, bytes: &[u8], out: &mut [f64]) {
     debug_assert!(!dtype.is_complex());
     debug_assert_eq!(bytes.len(), out.len() * dtype.itemsize());

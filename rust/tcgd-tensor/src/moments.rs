@@ -35,6 +35,7 @@ impl Moments {
     ///
     /// `extra_k` says the values were pre-divided by `2^extra_k` (complex magnitudes
     /// that would otherwise overflow).
+    #[inline(always)]
     pub fn of_finite(values: &[f64], n_finite: u64, max_abs: f64, extra_k: i32) -> Moments {
         if n_finite == 0 {
             return Moments::EMPTY;
