@@ -118,6 +118,17 @@ MemoryPhaseRange = MemoryRange
 """Deprecated name of :class:`MemoryRange`."""
 
 
+def _point(
+    state: _native.MemoryState,
+    reader: _native.MemoryRunReader,
+    row: _native.RecordedPoint | None,
+) -> MemoryPoint:
+    """The point of ``state``, with the timestamp and user metadata of its ``points`` row."""
+    if row is None:
+        return MemoryPoint(state, reader, None, {})
+    return MemoryPoint(state, reader, row.timestamp, json.loads(row.metadata or "{}"))
+
+
 class MemoryRun(Run[MemoryPoint]):
     """A recorded memory run, loaded from its directory. ``run["label"]`` or ``run[i]``
     gives a point."""
@@ -126,16 +137,9 @@ class MemoryRun(Run[MemoryPoint]):
         self._reader = reader
         manifest = reader.manifest()
         self._read_manifest(manifest, path, reader.damage())
-        points_table = reader.table("points").to_pylist()
-        extra = {row["point_index"]: row for row in points_table}
+        rows = {point.index: point for point in reader.points()}
         self.points: tuple[MemoryPoint, ...] = tuple(
-            MemoryPoint(
-                state,
-                reader,
-                extra.get(state.identity()["index"], {}).get("timestamp"),
-                json.loads(extra.get(state.identity()["index"], {}).get("metadata") or "{}"),
-            )
-            for state in reader.states()
+            _point(state, reader, rows.get(state.identity()["index"])) for state in reader.states()
         )
         self._index_points()
 

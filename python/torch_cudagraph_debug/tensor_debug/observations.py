@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import torch
 
 from torch_cudagraph_debug import _native
-from torch_cudagraph_debug._torch_bridge import dtype_name
+from torch_cudagraph_debug._torch_bridge import dtype_from_name, dtype_name
 from torch_cudagraph_debug.errors import (
     PayloadUnavailableError,
 )
@@ -79,6 +79,31 @@ class TensorObservation:
     site: TensorSite | None
     # How to produce the value: from a run's payloads, or a snapshot's host copy.
     _load: Callable[[], torch.Tensor] | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def recorded(
+        cls,
+        record: _native.RecordedObservation,
+        load: Callable[[], torch.Tensor] | None,
+    ) -> TensorObservation:
+        """The observation a run's store read (``RunReader.tensor_points``): its fields
+        under the same names, the dtype as a ``torch.dtype``, and ``load`` to read its
+        values."""
+        return cls(
+            order=record.order,
+            name=record.name,
+            invocation_index=record.invocation_index,
+            shape=tuple(record.shape),
+            stride=tuple(record.stride),
+            dtype=dtype_from_name(record.dtype),
+            source_device=record.source_device,
+            nbytes=record.nbytes,
+            payload=record.payload,
+            digest=record.digest,
+            summary=record.summary,
+            site=record.site,
+            _load=load,
+        )
 
     @property
     def key(self) -> TensorObservationKey:

@@ -27,7 +27,6 @@ from torch_cudagraph_debug.errors import (
 )
 from torch_cudagraph_debug.tensor_debug.compare import TensorComparison, compare_points
 from torch_cudagraph_debug.tensor_debug.observations import (
-    SITE_COLUMNS,
     ObservationSet,
     TensorObservation,
     TensorObservationKey,
@@ -98,58 +97,31 @@ class TensorRun(Run[TensorPoint]):
         return cls(reader, cache_tensors=cache_tensors)
 
     def _build_points(self) -> tuple[TensorPoint, ...]:
-        by_point: dict[int, list[TensorObservation]] = {}
-        for row in self._reader.table("observations").to_pylist():
-            site_values = {c: row[c] for c in SITE_COLUMNS}
-            observation = TensorObservation(
-                order=row["ordinal"],
-                name=row["name"],
-                invocation_index=row["invocation_index"],
-                shape=tuple(row["shape"]),
-                stride=tuple(row["stride"]),
-                dtype=dtype_from_name(row["dtype"]),
-                source_device=row["source_device"],
-                nbytes=row["nbytes"],
-                payload=row["payload"],
-                digest=row["digest"],
-                summary=_native.TensorValueSummary(
-                    numel=row["numel"],
-                    finite_count=row["finite_count"],
-                    nan_count=row["nan_count"],
-                    pos_inf_count=row["posinf_count"],
-                    neg_inf_count=row["neginf_count"],
-                    zero_count=row["zero_count"],
-                    min=row["min"],
-                    max=row["max"],
-                    mean=row["mean"],
-                    std=row["std"],
-                    l2_norm=row["l2"],
+        # The store reads the rows into typed points (one mapping of columns to fields,
+        # shared with the comparison engine); these are their Python views.
+        return tuple(
+            TensorPoint(
+                index=point.index,
+                label=point.label,
+                timestamp=point.timestamp,
+                metadata=json.loads(point.metadata),
+                replay_index=point.replay_index,
+                observations=tuple(
+                    TensorObservation.recorded(o, self._payload_loader(o))
+                    for o in point.observations
                 ),
-                site=TensorSite(**site_values) if any(site_values.values()) else None,
-                _load=self._payload_loader(row),
+                run_id=self.run_id,
             )
-            by_point.setdefault(row["point_index"], []).append(observation)
-        points = []
-        for row in self._reader.table("points").to_pylist():
-            observations = sorted(by_point.get(row["point_index"], []), key=lambda o: o.order)
-            points.append(
-                TensorPoint(
-                    index=row["point_index"],
-                    label=row["label"],
-                    timestamp=row["timestamp"],
-                    metadata=json.loads(row["metadata"]),
-                    replay_index=row["replay_index"],
-                    observations=tuple(observations),
-                    run_id=self.run_id,
-                )
-            )
-        return tuple(points)
+            for point in self._reader.tensor_points()
+        )
 
-    def _payload_loader(self, row: dict[str, Any]) -> Callable[[], torch.Tensor] | None:
-        if row["payload"] != "full" or row["digest"] is None:
+    def _payload_loader(
+        self, observation: _native.RecordedObservation
+    ) -> Callable[[], torch.Tensor] | None:
+        if observation.payload != "full" or observation.digest is None:
             return None
-        reader, digest = self._reader, row["digest"]
-        dtype, shape = dtype_from_name(row["dtype"]), tuple(row["shape"])
+        reader, digest = self._reader, observation.digest
+        dtype, shape = dtype_from_name(observation.dtype), tuple(observation.shape)
 
         def load() -> torch.Tensor:
             return tensor_from_bytes(reader.payload(digest), dtype, shape)

@@ -144,7 +144,7 @@ fn build_set(
 ) -> BindResult<(ObservationSet, Subject)> {
     let mut observations = Vec::with_capacity(args.observations.len());
     for Joined(descriptor, Joined(value, site)) in args.observations {
-        let site = tcgd_store::Site::from(site).location;
+        let site = tcgd_store::Site::from(site);
         observations.push(ObservationMeta {
             descriptor: descriptor.check()?,
             digest: value.digest,

@@ -21,6 +21,7 @@ mod diagnosis;
 mod errors;
 mod memory;
 mod probe;
+mod recorded;
 mod recording;
 mod results;
 mod store;
@@ -156,6 +157,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     results::register(m)?;
     anomaly::register(m)?;
     memory::register(m)?;
+    recorded::register(m)?;
     // The allocator's trace actions, named once by the replay that parses them.
     let known: Vec<&str> = tcgd_memory::lifetimes::Action::known_names().collect();
     m.add(

@@ -480,6 +480,16 @@ impl RunReader {
         })
     }
 
+    /// The run's points in index order, each with its observations in order
+    /// (`RecordedPoint`, `RecordedObservation`): the store's one reading of the `points`
+    /// and `observations` rows.
+    fn tensor_points(&self, py: Python<'_>) -> PyResult<Vec<crate::recorded::PyRecordedPoint>> {
+        guard(py, || {
+            let points = py.detach(|| self.inner.tensor_points())?;
+            Ok(crate::recorded::recorded_points(py, points)?)
+        })
+    }
+
     /// A payload's bytes, checked against its digest.
     fn payload<'py>(&self, py: Python<'py>, digest: &str) -> PyResult<Bound<'py, PyBytes>> {
         guard(py, || {

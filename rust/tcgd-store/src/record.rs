@@ -109,6 +109,13 @@ pub struct Site {
     pub materialized_by_probe: Option<bool>,
 }
 
+impl Site {
+    /// No location and not known to be materialised by its probe: a hand-placed probe's.
+    pub fn is_empty(&self) -> bool {
+        self.location.is_empty() && self.materialized_by_probe != Some(true)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadKind {
     /// Bytes are stored; the value can be rebuilt.

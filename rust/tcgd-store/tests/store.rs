@@ -156,6 +156,39 @@ fn round_trip_points_observations_payloads() {
 }
 
 #[test]
+fn tensor_points_are_the_rows_as_typed_points() {
+    let (_tmp, dir) = two_point_run();
+    let r = RunReader::open(&dir).unwrap();
+    let points = r.tensor_points().unwrap();
+    let labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
+    assert_eq!(labels, ["p0", "p1"]);
+    let p0 = &points[0];
+    assert_eq!((p0.index, p0.replay_index), (0, None));
+    assert_eq!(p0.timestamp_micros, 1_700_000_000_000_000);
+    assert_eq!(p0.metadata, r#"{"step": 1}"#);
+    let keys: Vec<(&str, i64)> = p0.observations.iter().map(|o| o.key()).collect();
+    assert_eq!(keys, [("a", 0), ("a", 1)]);
+    let a = &p0.observations[0];
+    assert_eq!(a.descriptor.shape, [4]);
+    assert_eq!(a.nbytes(), Some(16));
+    assert!(a.has_payload());
+    assert_eq!(a.site, None);
+    let summary = a.summary.unwrap();
+    assert_eq!(
+        (summary.numel, summary.finite, summary.nan, summary.pos_inf),
+        (4, 2, 1, 1)
+    );
+    assert_eq!(summary.mean, Some(1.5));
+    assert_eq!(points[1].observations.len(), 1);
+    // Every run kind has its point rows; these carry no observations.
+    assert!(r
+        .points()
+        .unwrap()
+        .iter()
+        .all(|p| p.observations.is_empty()));
+}
+
+#[test]
 fn large_payload_spans_chunks_and_round_trips() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");

@@ -6,7 +6,9 @@ use tcgd_tensor::DType;
 
 use crate::error::{CompareError, Result};
 use crate::format;
-use crate::model::{Kind, Metrics, ObservationComparison, ObservationMeta, Status};
+use crate::model::{
+    Kind, Metrics, ObservationComparison, ObservationMeta, ObservationSide, Status,
+};
 use crate::options::{CompareOptions, DtypePolicy, LayoutPolicy, Mode};
 
 /// One aligned key: an index into each side's observations.
@@ -132,8 +134,8 @@ pub(crate) fn decide(
         status: Status::Match,
         kind: Kind::Values,
         reason: String::new(),
-        reference: reference.map(ObservationMeta::side),
-        candidate: candidate.map(ObservationMeta::side),
+        reference: reference.map(ObservationSide::of),
+        candidate: candidate.map(ObservationSide::of),
         metrics: None,
     };
     let (r, c) = match (reference, candidate) {

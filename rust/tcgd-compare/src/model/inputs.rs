@@ -1,7 +1,6 @@
 //! What a comparison reads: value summaries, observation sites and metadata, points and subjects.
 
 use serde::Serialize;
-use tcgd_store::{ObservationDescriptor, PayloadKind};
 
 use super::*;
 
@@ -14,41 +13,26 @@ pub use tcgd_tensor::TensorSummary;
 /// materialised the value is a recording fact, not compared).
 pub use tcgd_store::SiteLocation;
 
-/// Everything about one recorded value except its bytes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObservationMeta {
-    pub descriptor: ObservationDescriptor,
-    pub digest: Option<String>,
-    pub summary: Option<TensorSummary>,
-    pub site: Option<SiteLocation>,
-}
+/// Everything about one recorded value except its bytes: the store's model of an
+/// observation row, which the engine reads as is.
+pub use tcgd_store::ObservationMeta;
 
-impl ObservationMeta {
-    pub fn key(&self) -> (&str, i64) {
-        self.descriptor.key()
-    }
-
-    /// Elements, or `None` for a shape with a negative size or one that overflows.
-    pub fn numel(&self) -> Option<u64> {
-        self.descriptor.numel().ok()
-    }
-
-    /// Whether the bytes can be read: a full payload with a digest to fetch them by.
-    pub fn has_payload(&self) -> bool {
-        self.descriptor.payload == PayloadKind::Full && self.digest.is_some()
-    }
-
-    pub(crate) fn side(&self) -> ObservationSide {
+impl ObservationSide {
+    /// One side of a compared pair, as reports show it.
+    pub(crate) fn of(meta: &ObservationMeta) -> ObservationSide {
+        let d = &meta.descriptor;
         ObservationSide {
-            order: self.descriptor.order,
-            dtype: self.descriptor.dtype.torch_name().to_owned(),
-            shape: self.descriptor.shape.clone(),
-            stride: self.descriptor.stride.clone(),
-            source_device: self.descriptor.source_device.clone(),
-            payload: self.descriptor.payload.as_str().to_owned(),
-            digest: self.digest.clone(),
-            summary: self.summary,
-            site: self.site.clone().filter(|s| !s.is_empty()),
+            order: d.order,
+            dtype: d.dtype.torch_name().to_owned(),
+            shape: d.shape.clone(),
+            stride: d.stride.clone(),
+            source_device: d.source_device.clone(),
+            payload: d.payload.as_str().to_owned(),
+            digest: meta.digest.clone(),
+            summary: meta.summary,
+            site: (meta.site.as_ref())
+                .map(|s| s.location.clone())
+                .filter(|s| !s.is_empty()),
         }
     }
 }

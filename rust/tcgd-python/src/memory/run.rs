@@ -161,6 +161,15 @@ impl MemoryRunReader {
             .collect()
     }
 
+    /// The run's rows of `points` in index order (`RecordedPoint`s without observations):
+    /// each point's timestamp and user metadata beside its state.
+    fn points(&self, py: Python<'_>) -> PyResult<Vec<crate::recorded::PyRecordedPoint>> {
+        guard(py, || {
+            let points = py.detach(|| self.inner.store().points())?;
+            Ok(crate::recorded::recorded_points(py, points)?)
+        })
+    }
+
     /// Every committed row of one of the run's tables as a `pyarrow.RecordBatch`.
     fn table<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
         guard(py, || {

@@ -24,9 +24,11 @@ use crate::schema::{Table, RUNS};
 mod damage;
 mod payloads;
 mod runs;
+mod tensor_points;
 pub use damage::*;
 use payloads::*;
 pub use runs::*;
+pub use tensor_points::{ObservationMeta, RecordedPoint};
 
 pub struct RunReader {
     dir: PathBuf,
