@@ -13,7 +13,7 @@ from torch_cudagraph_debug import errors
 from torch_cudagraph_debug._json_types import FrozenJSONValue, JSONScalar, JSONValue
 
 try:
-    from torch_cudagraph_debug._native import FORMAT_VERSION, __version__
+    from torch_cudagraph_debug._native import FORMAT_VERSION, __version__, check_error_classes
 except ImportError as _error:
     # Every part of the package runs on the compiled core; say so in the package's own
     # terms instead of a bare loader error.
@@ -23,12 +23,14 @@ except ImportError as _error:
         "package from source (maturin develop)"
     ) from _error
 
-# After the core: its import checks the errors module's classes first, and names them
-# when one is missing.
 from torch_cudagraph_debug.errors import (
     CudaGraphDebugError,
     NativeExtensionUnavailableError,
 )
+
+# The core raises the errors module's classes: a broken install fails here, naming a
+# missing one, instead of when the first error is raised.
+check_error_classes()
 
 
 def set_log_retention(root: str | os.PathLike[str], retention: str) -> int:

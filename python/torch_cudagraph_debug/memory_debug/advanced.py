@@ -171,12 +171,12 @@ def _state(snapshot: Any, what: str) -> Any:
 #: them. ``segment_map`` and ``segment_unmap`` grow and shrink expandable segments;
 #: ``snapshot`` is written when a snapshot is taken; ``oom`` carries the device's free
 #: bytes instead of an address.
-KNOWN_TRACE_ACTIONS: frozenset[str] = frozenset(_native.KNOWN_TRACE_ACTIONS)
+KNOWN_TRACE_ACTIONS: frozenset[str] = frozenset(_native.trace_action_names())
 
 #: The actions of one allocation's tenancy of a block address, in order: ``alloc``,
 #: ``free_requested`` (its owner released it), ``free_completed`` (the block is reusable:
 #: the streams that used it are done). Lifetime analysis replays these.
-ALLOCATION_LIFETIME_ACTIONS: frozenset[str] = frozenset(_native.ALLOCATION_LIFETIME_ACTIONS)
+ALLOCATION_LIFETIME_ACTIONS: frozenset[str] = frozenset(_native.lifetime_action_names())
 
 Frame = Mapping[str, Any]
 """One stack frame, read-only: ``filename``, ``line``, ``name``, and the FX node fields

@@ -101,7 +101,7 @@ anomaly_class! {
 /// exact name over observation names, module paths, node names and site ids.
 #[pyfunction]
 #[pyo3(signature = (reader, kind = "nonfinite", threshold = None, site = None))]
-fn first_anomaly(
+pub(crate) fn first_anomaly(
     py: Python<'_>,
     reader: &Bound<'_, RunReader>,
     kind: &str,
@@ -125,8 +125,4 @@ fn first_anomaly(
         .map(|h| Py::new(py, PyAnomalySite::from(h.clone())))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(Some(PyFirstAnomaly::from(AnomalyAt { anomaly, sites })))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(m, [PyAnomalySite, PyFirstAnomaly], [first_anomaly])
 }

@@ -76,7 +76,7 @@ impl From<SubjectArgs> for Subject {
 /// tensor that `owner` keeps alive.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-struct SetArgs {
+pub(crate) struct SetArgs {
     subject: SubjectArgs,
     point: PointArgs,
     observations: Vec<ObservationArgs<StoredValueArgs>>,
@@ -328,7 +328,7 @@ fn group_of(py: Python<'_>, side: &Bound<'_, PyAny>) -> BindResult<Arc<RunGroup>
 /// Compares two observation sets (`kind` is "snapshots" or "points").
 #[pyfunction]
 #[pyo3(signature = (kind, reference, candidate, options=None, progress_callback=None))]
-fn compare_sets(
+pub(crate) fn compare_sets(
     py: Python<'_>,
     kind: &str,
     reference: SetArgs,
@@ -365,7 +365,7 @@ fn compare_sets(
 /// only observations of those names are compared (on both sides).
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None, names=None))]
-fn compare_runs(
+pub(crate) fn compare_runs(
     py: Python<'_>,
     reference: RunAddress,
     candidate: RunAddress,
@@ -393,7 +393,7 @@ fn compare_runs(
 /// `candidate_run` (the run object compared, where there is one).
 #[pyfunction]
 #[pyo3(signature = (reference, run, options=None, progress_callback=None, candidate_run=None))]
-fn compare_point_series(
+pub(crate) fn compare_point_series(
     py: Python<'_>,
     reference: SetArgs,
     run: RunAddress,
@@ -420,7 +420,7 @@ fn compare_point_series(
 /// compared, where given.
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, options=None, point_mapping=None, progress_callback=None, groups=(None, None)))]
-fn compare_run_groups(
+pub(crate) fn compare_run_groups(
     py: Python<'_>,
     reference: &Bound<'_, PyAny>,
     candidate: &Bound<'_, PyAny>,
@@ -444,25 +444,11 @@ fn compare_run_groups(
 /// `runs`.
 #[pyfunction]
 #[pyo3(signature = (root=None, name=None, runs=Vec::new()))]
-fn run_group(
+pub(crate) fn run_group(
     py: Python<'_>,
     root: Option<PathBuf>,
     name: Option<String>,
     runs: Vec<RunAddress>,
 ) -> PyResult<results::PyGroupInfo> {
     guard(py, || Ok(Arc::new(group(py, (root, name, runs))?).into()))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [],
-        [
-            compare_sets,
-            compare_runs,
-            compare_point_series,
-            compare_run_groups,
-            run_group
-        ]
-    )
 }

@@ -242,16 +242,3 @@ pub fn check_run_name(name: &str) -> Result<(), BindingError> {
     tcgd_config::check_run_name(name)
         .map_err(|why| BindingError::InvalidInput(format!("run name {why}")))
 }
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [
-            ProbeConfig,
-            PyRunSettings,
-            PyMemorySettings,
-            PyProbeDecision
-        ],
-        [check_run_name]
-    )
-}

@@ -97,7 +97,7 @@ fn open(run: &RunAddress, names: &Option<HashSet<String>>) -> tcgd_compare::Resu
 /// error as the yardstick; `names` limits it to those observations.
 #[pyfunction]
 #[pyo3(signature = (float64, eager, compiled, names=None, tol=None))]
-fn judge_against_float64(
+pub(crate) fn judge_against_float64(
     py: Python<'_>,
     float64: RunAddress,
     eager: RunAddress,
@@ -232,12 +232,4 @@ impl PyReportDocument {
     fn to_html(&self) -> String {
         self.document.to_html()
     }
-}
-
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [PySiteAccuracy, PyReportDocument],
-        [judge_against_float64]
-    )
 }

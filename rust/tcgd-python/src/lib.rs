@@ -3,28 +3,19 @@
 //! Thin on purpose: argument conversion, GIL release around heavy work, and error
 //! mapping. Logic lives in the crates below.
 
-/// Adds classes and functions to the module `m`: the body of a `register(m)`.
-macro_rules! add_to_module {
-    ($m:expr, [$($class:ty),* $(,)?], [$($function:path),* $(,)?] $(,)?) => {{
-        $($m.add_class::<$class>()?;)*
-        $($m.add_function(pyo3::wrap_pyfunction!($function, $m)?)?;)*
-        Ok(())
-    }};
-}
-
-mod anomaly;
+pub(crate) mod anomaly;
 mod args;
 mod classes;
-mod compare;
-mod config;
-mod diagnosis;
+pub(crate) mod compare;
+pub(crate) mod config;
+pub(crate) mod diagnosis;
 mod errors;
-mod memory;
-mod probe;
-mod recorded;
-mod recording;
-mod results;
-mod store;
+pub(crate) mod memory;
+pub(crate) mod probe;
+pub(crate) mod recorded;
+pub(crate) mod recording;
+pub(crate) mod results;
+pub(crate) mod store;
 
 use pyo3::prelude::*;
 use tcgd_tensor::{summarize as summarize_bytes, DType, TensorSummary};
@@ -91,7 +82,11 @@ pub(crate) fn parse_dtype(name: &str) -> BindResult<DType> {
 /// Summary of a tensor's host bytes (contiguous, little-endian), `data` being
 /// `(address, length)`: the same `TensorValueSummary` the comparisons report.
 #[pyfunction]
-fn summarize(py: Python<'_>, dtype: &str, data: HostBytes) -> PyResult<results::PyValueSummary> {
+pub(crate) fn summarize(
+    py: Python<'_>,
+    dtype: &str,
+    data: HostBytes,
+) -> PyResult<results::PyValueSummary> {
     guard(py, || {
         let dtype = parse_dtype(dtype)?;
         // SAFETY: `data` comes from `_torch_bridge.host_bytes`, which keeps the tensor
@@ -106,7 +101,7 @@ fn summarize(py: Python<'_>, dtype: &str, data: HostBytes) -> PyResult<results::
 
 /// Content digest of bytes, as stored in runs (`blake3:<hex>`).
 #[pyfunction]
-fn content_digest(py: Python<'_>, data: HostBytes) -> PyResult<String> {
+pub(crate) fn content_digest(py: Python<'_>, data: HostBytes) -> PyResult<String> {
     guard(py, || {
         // SAFETY: as in `summarize`.
         let bytes = unsafe { data.as_slice() };
@@ -116,84 +111,152 @@ fn content_digest(py: Python<'_>, data: HostBytes) -> PyResult<String> {
 
 /// Canonical names of the dtypes that can be recorded.
 #[pyfunction]
-fn supported_dtypes() -> Vec<&'static str> {
+pub(crate) fn supported_dtypes() -> Vec<&'static str> {
     DType::ALL.iter().map(|d| d.torch_name()).collect()
 }
 
 /// Checks a dtype name; raises `UnsupportedDtypeError` for one that cannot be recorded.
 #[pyfunction]
-fn check_dtype(name: &str) -> BindResult<()> {
+pub(crate) fn check_dtype(name: &str) -> BindResult<()> {
     parse_dtype(name).map(|_| ())
 }
 
 /// A byte count in binary units ("1.50 MiB", "512 B"): the one formatting every report
 /// and CLI line uses, so sizes read the same everywhere.
 #[pyfunction]
-fn format_bytes(n: i64) -> String {
+pub(crate) fn format_bytes(n: i64) -> String {
     tcgd_memory::report::format_bytes(n)
 }
 
 /// A signed byte change ("+1.00 MiB", "-512 B", "+0 B"), as reports print it.
 #[pyfunction]
-fn format_change(n: i64) -> String {
+pub(crate) fn format_change(n: i64) -> String {
     tcgd_memory::report::format_change(n)
 }
 
 /// A byte value at two states and its change ("2.00 MiB -> 18.00 MiB (+16.00 MiB)"),
 /// `None` as "n/a", as comparison reports print it.
 #[pyfunction]
-fn format_comparison(reference: Option<i64>, candidate: Option<i64>, delta: Option<i64>) -> String {
+pub(crate) fn format_comparison(
+    reference: Option<i64>,
+    candidate: Option<i64>,
+    delta: Option<i64>,
+) -> String {
     tcgd_memory::report::format_comparison(reference, candidate, delta)
 }
 
+/// The allocator's trace action names, as the replay that parses them knows them.
+#[pyfunction]
+fn trace_action_names() -> Vec<&'static str> {
+    tcgd_memory::lifetimes::Action::known_names().collect()
+}
+
+/// The trace actions of one allocation's tenancy of a block address, in order: what the
+/// lifetime replay follows.
+#[pyfunction]
+fn lifetime_action_names() -> Vec<&'static str> {
+    tcgd_memory::lifetimes::Action::lifetime_names().collect()
+}
+
+/// Checks that every error class the core raises is importable from
+/// `torch_cudagraph_debug.errors`. The package calls it right after importing this module:
+/// an error's Python type is resolved lazily, when the error reaches Python, and a failure
+/// there would be a panic outside any guard; checked up front, a broken install fails the
+/// import instead, naming the missing class.
+#[pyfunction]
+fn check_error_classes(py: Python<'_>) -> PyResult<()> {
+    errors::check_classes(py)
+}
+
+// Declared with everything it exports, so that its stubs are generated from these
+// declarations (pyo3's introspection; `scripts/generate-stubs`).
+/// The compiled core of torch-cudagraph-debug. Private: the package's Python modules are
+/// its interface.
 #[pymodule]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    errors::check_classes(m.py())?;
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("FORMAT_VERSION", tcgd_store::FORMAT_VERSION)?;
-    config::register(m)?;
-    compare::register(m)?;
-    diagnosis::register(m)?;
-    results::register(m)?;
-    anomaly::register(m)?;
-    memory::register(m)?;
-    recorded::register(m)?;
-    // The allocator's trace actions, named once by the replay that parses them.
-    let known: Vec<&str> = tcgd_memory::lifetimes::Action::known_names().collect();
-    m.add(
-        "KNOWN_TRACE_ACTIONS",
-        pyo3::types::PyTuple::new(m.py(), known)?,
-    )?;
-    let lifetime: Vec<&str> = tcgd_memory::lifetimes::Action::lifetime_names().collect();
-    m.add(
-        "ALLOCATION_LIFETIME_ACTIONS",
-        pyo3::types::PyTuple::new(m.py(), lifetime)?,
-    )?;
-    add_to_module!(
-        m,
-        [
-            store::RunWriter,
-            store::RunReader,
-            store::PyRunManifest,
-            probe::ProbeRuntime,
-            recording::DeviceRecorder,
-        ],
-        [
-            summarize,
-            content_digest,
-            supported_dtypes,
-            check_dtype,
-            format_bytes,
-            format_change,
-            format_comparison,
-            store::list_runs,
-            store::compact_root,
-            store::set_log_retention,
-            recording::add_nvrtc_search_dir,
-            probe::cuda_available,
-            probe::release_deferred,
-            probe::probe_memory,
-            probe::capture_id,
-        ],
-    )
+mod _native {
+    #[pymodule_export]
+    use super::anomaly::{first_anomaly, PyAnomalySite, PyFirstAnomaly};
+    #[pymodule_export]
+    use super::compare::{
+        compare_point_series, compare_run_groups, compare_runs, compare_sets, run_group,
+    };
+    #[pymodule_export]
+    use super::config::{
+        check_run_name, ProbeConfig, PyMemorySettings, PyProbeDecision, PyRunSettings,
+    };
+    #[pymodule_export]
+    use super::diagnosis::{judge_against_float64, PyReportDocument, PySiteAccuracy};
+    #[pymodule_export]
+    use super::memory::attribution::{
+        allocation_stack_coverage, attribution_csv, compare_allocation_stacks, event_window,
+        memory_attribution, summarize_allocation_stacks, summarize_state_events,
+        with_attribution_sections, AllocationStackCoverage, AllocationStackDelta,
+        AllocationStackSummary, AllocatorEventSummary, MemoryAttribution, MemoryAttributionStatus,
+        MemoryEvidenceStatus,
+    };
+    #[pymodule_export]
+    use super::memory::group::{
+        compare_run_group_phases, MemoryMetricExtrema, MemoryRankDevicePhaseDecomposition,
+        MemoryRankDevicePointState, MemoryRankPhaseDecomposition, MemoryRankPhaseRow,
+        MemoryRankPointAggregate, MemoryRankPointState, MemoryRankPoolPhaseDecomposition,
+        MemoryRunGroup, MemoryRunGroupPhaseAggregate, MemoryRunGroupPhaseComparison,
+        MemoryRunGroupSummary,
+    };
+    #[pymodule_export]
+    use super::memory::lifetimes::{
+        memory_lifetimes, AllocationCohort, CohortBirth, CohortFreeCompletion, CohortFreeRequest,
+        CohortPointState, CohortSizeBucket, CohortSizeOutcome, CohortTransition,
+        MemoryAllocationLifetimeAnalysis,
+    };
+    #[pymodule_export]
+    use super::memory::{
+        check_snapshot_import, check_snapshot_pickle, compare_phases, compare_states,
+        memory_state_from_pickle, memory_timeline, render_memory_summaries, write_report_files,
+        MemoryAllocatorScopeComparison, MemoryAllocatorScopePhaseDecomposition,
+        MemoryAllocatorScopeTimelineEntry, MemoryComparison, MemoryDeviceComparison,
+        MemoryDevicePeaks, MemoryDevicePhaseDecomposition, MemoryDeviceTimelineEntry,
+        MemoryIngestor, MemoryLifecycleDelta, MemoryObservationComparison,
+        MemoryObservationTimelineEntry, MemoryPhaseComparison, MemoryPhaseComponents,
+        MemoryPoolComparison, MemoryPoolOwner, MemoryPoolPhaseDecomposition,
+        MemoryPoolTimelineEntry, MemoryRunReader, MemoryRunWriter, MemoryState, MemoryTimeline,
+        PyDeviceMemorySample, PyMemoryStats, PyMemoryStatsDelta,
+    };
+    #[pymodule_export]
+    use super::recorded::{PyRecordedObservation, PyRecordedPoint};
+    #[pymodule_export]
+    use super::results::{
+        comparison_literals, PyCounts, PyDivergence, PyFirstMismatch, PyGroupComparison,
+        PyGroupInfo, PyGroupMember, PyGroupSummary, PyIssue, PyMetrics, PyObservationComparison,
+        PyOptions, PyPointComparison, PyPointInfo, PyRankComparison, PyRankPoint, PyRunComparison,
+        PySeriesComparison, PySeriesPoint, PySide, PySite, PySnapshotComparison, PySubject,
+        PyTensorSite, PyValueSummary,
+    };
+    #[pymodule_export]
+    use super::{
+        check_dtype, content_digest, format_bytes, format_change, format_comparison,
+        probe::capture_id, probe::cuda_available, probe::probe_memory, probe::release_deferred,
+        probe::ProbeRuntime, recording::add_nvrtc_search_dir, recording::DeviceRecorder,
+        store::compact_root, store::list_runs, store::set_log_retention, store::PyRunManifest,
+        store::RunReader, store::RunWriter, summarize, supported_dtypes,
+    };
+
+    #[pymodule_export]
+    use super::{check_error_classes, lifetime_action_names, trace_action_names};
+
+    #[pymodule_export]
+    const FORMAT_VERSION: u32 = tcgd_store::FORMAT_VERSION;
+
+    #[pymodule_export]
+    #[allow(non_upper_case_globals)]
+    const __version__: &str = env!("CARGO_PKG_VERSION");
+
+    /// The site columns of a run's `observations` table, in order: the attributes of a
+    /// `TensorSite`.
+    #[pymodule_export]
+    const SITE_COLUMNS: [&str; super::results::SITE_COLUMNS.len()] = super::results::SITE_COLUMNS;
+
+    /// The CSV files a memory comparison's `write()` writes its rows to.
+    #[pymodule_export]
+    const MEMORY_ROW_CSV_FILES: [&str; tcgd_memory::rows::ROW_CSV_FILES.len()] =
+        tcgd_memory::rows::ROW_CSV_FILES;
 }

@@ -155,9 +155,3 @@ pub(crate) fn recorded_points(
         .map(|p| PyRecordedPoint::of(py, p))
         .collect()
 }
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyRecordedObservation>()?;
-    m.add_class::<PyRecordedPoint>()?;
-    Ok(())
-}

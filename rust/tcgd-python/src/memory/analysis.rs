@@ -114,7 +114,7 @@ fn origin_kind(origin: &str) -> BindResult<tcgd_memory::rows::OriginKind> {
 
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, *, pool_mapping, device_mapping, origin="run"))]
-pub(super) fn compare_states(
+pub(crate) fn compare_states(
     py: Python<'_>,
     reference: &MemoryState,
     candidate: &MemoryState,
@@ -204,7 +204,7 @@ impl MemoryPhaseComparison {
 
 #[pyfunction]
 #[pyo3(signature = (baseline_start, baseline_end, candidate_start, candidate_end, *, pool_mapping, device_mapping))]
-pub(super) fn compare_phases(
+pub(crate) fn compare_phases(
     py: Python<'_>,
     baseline_start: &MemoryState,
     baseline_end: &MemoryState,
@@ -261,7 +261,7 @@ impl MemoryTimeline {
 }
 
 #[pyfunction]
-pub(super) fn memory_timeline(
+pub(crate) fn memory_timeline(
     py: Python<'_>,
     states: Vec<PyRef<'_, MemoryState>>,
 ) -> PyResult<MemoryTimeline> {
@@ -299,7 +299,7 @@ pub(super) fn memory_timeline(
 /// Several states, each reported on its own, as one document (`tcgd memory summary`).
 #[pyfunction]
 #[pyo3(signature = (states, format="text", include_unchanged=true, depth="stream"))]
-pub(super) fn render_memory_summaries(
+pub(crate) fn render_memory_summaries(
     py: Python<'_>,
     states: Vec<PyRef<'_, MemoryState>>,
     format: &str,
@@ -317,7 +317,7 @@ pub(super) fn render_memory_summaries(
 /// follows: a directory holding anything needs `overwrite`, which removes only `own`.
 /// Returns the paths keyed as every `write()` keys them ([`crate::classes::paths_by_format`]).
 #[pyfunction]
-pub(super) fn write_report_files(
+pub(crate) fn write_report_files(
     py: Python<'_>,
     directory: PathBuf,
     files: Vec<(String, String)>,

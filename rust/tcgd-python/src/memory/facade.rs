@@ -275,6 +275,15 @@ impl PyMemoryStats {
         )?))
     }
 
+    /// `other - self`. Python's subtraction slot answers both orders, so the reflected
+    /// one is declared too (and is in the generated stub).
+    fn __rsub__(&self, other: PyRef<'_, PyMemoryStats>) -> PyResult<PyMemoryStatsDelta> {
+        Ok(PyMemoryStatsDelta::of(stats_delta(
+            &self.inner,
+            &other.inner,
+        )?))
+    }
+
     /// One metric by its public name (`MemoryStatMetric`).
     fn metric(&self, name: &str) -> PyResult<i64> {
         metric_named(&self.inner, name)

@@ -961,7 +961,7 @@ impl MemoryAllocationLifetimeAnalysis {
 /// (`points = [start, end]`); points and `through` are point indexes.
 #[pyfunction]
 #[pyo3(signature = (reader, kind, points, through=None))]
-pub(super) fn memory_lifetimes(
+pub(crate) fn memory_lifetimes(
     py: Python<'_>,
     reader: &MemoryRunReader,
     kind: &str,
@@ -984,22 +984,4 @@ pub(super) fn memory_lifetimes(
         let inner = py.detach(|| lt::run_lifetimes(&reader.inner, selection, through))?;
         Ok(MemoryAllocationLifetimeAnalysis::new(inner))
     })
-}
-
-pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [
-            MemoryAllocationLifetimeAnalysis,
-            AllocationCohort,
-            CohortTransition,
-            CohortBirth,
-            CohortFreeRequest,
-            CohortFreeCompletion,
-            CohortPointState,
-            CohortSizeBucket,
-            CohortSizeOutcome
-        ],
-        [memory_lifetimes]
-    )
 }

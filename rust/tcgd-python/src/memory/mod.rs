@@ -26,21 +26,20 @@ use tcgd_store::Table;
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 
 mod analysis;
-mod attribution;
+pub(crate) mod attribution;
 mod facade;
-mod lifetimes;
+pub(crate) mod lifetimes;
 mod rows;
 mod run;
 mod state;
-use analysis::*;
-use facade::*;
+pub(crate) use analysis::*;
+pub(crate) use facade::*;
 mod beyond;
-use beyond::*;
-mod group;
-use group::*;
-use rows::*;
-use run::*;
-use state::*;
+pub(crate) use beyond::*;
+pub(crate) mod group;
+pub(crate) use rows::*;
+pub(crate) use run::*;
+pub(crate) use state::*;
 
 // ---------------------------------------------------------------------- errors
 
@@ -201,47 +200,3 @@ fn format_of(format: &str) -> BindResult<Format> {
 type ObservationRow = (usize, i64, (i64, i64), i64, PyMemoryStats);
 /// `(device, pool_id, stats)` of one pool.
 type PoolRow = (i64, (i64, i64), PyMemoryStats);
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<MemoryState>()?;
-    m.add_class::<PyMemoryStats>()?;
-    m.add_class::<PyMemoryStatsDelta>()?;
-    m.add_class::<PyDeviceMemorySample>()?;
-    m.add_class::<MemoryIngestor>()?;
-    m.add_class::<MemoryRunWriter>()?;
-    m.add_class::<MemoryRunReader>()?;
-    m.add_class::<MemoryComparison>()?;
-    m.add_class::<MemoryPhaseComparison>()?;
-    m.add_class::<MemoryTimeline>()?;
-    m.add_class::<MemoryLifecycleDelta>()?;
-    m.add_class::<MemoryAllocatorScopeComparison>()?;
-    m.add_class::<MemoryPoolComparison>()?;
-    m.add_class::<MemoryObservationComparison>()?;
-    m.add_class::<MemoryDeviceComparison>()?;
-    m.add_class::<MemoryAllocatorScopeTimelineEntry>()?;
-    m.add_class::<MemoryPoolTimelineEntry>()?;
-    m.add_class::<MemoryObservationTimelineEntry>()?;
-    m.add_class::<MemoryDeviceTimelineEntry>()?;
-    m.add_class::<MemoryPhaseComponents>()?;
-    m.add_class::<MemoryAllocatorScopePhaseDecomposition>()?;
-    m.add_class::<MemoryPoolPhaseDecomposition>()?;
-    m.add_class::<MemoryDevicePhaseDecomposition>()?;
-    m.add(
-        "MEMORY_ROW_CSV_FILES",
-        tcgd_memory::rows::ROW_CSV_FILES.to_vec(),
-    )?;
-    m.add_class::<MemoryPoolOwner>()?;
-    m.add_class::<MemoryDevicePeaks>()?;
-    m.add_function(wrap_pyfunction!(memory_state_from_pickle, m)?)?;
-    m.add_function(wrap_pyfunction!(check_snapshot_pickle, m)?)?;
-    m.add_function(wrap_pyfunction!(check_snapshot_import, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_states, m)?)?;
-    m.add_function(wrap_pyfunction!(compare_phases, m)?)?;
-    m.add_function(wrap_pyfunction!(memory_timeline, m)?)?;
-    m.add_function(wrap_pyfunction!(render_memory_summaries, m)?)?;
-    m.add_function(wrap_pyfunction!(write_report_files, m)?)?;
-    lifetimes::register(m)?;
-    register_group(m)?;
-    attribution::register_attribution(m)?;
-    Ok(())
-}

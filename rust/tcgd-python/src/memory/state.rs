@@ -320,7 +320,7 @@ fn ingest_alone(snap: &PickleSnapshot) -> Result<(tcgd_memory::Ingested, StackTa
 /// A standalone state from a `_dump_snapshot` pickle file (no run, fresh history).
 #[pyfunction]
 #[pyo3(signature = (path, *, origin, name, label, device_memory))]
-pub(super) fn memory_state_from_pickle(
+pub(crate) fn memory_state_from_pickle(
     py: Python<'_>,
     path: PathBuf,
     origin: String,
@@ -356,7 +356,7 @@ pub(super) fn memory_state_from_pickle(
 /// raises what the import of the first file that cannot be imported would raise
 /// (`tcgd_memory::run::check_pickle_import`).
 #[pyfunction]
-pub(super) fn check_snapshot_import(
+pub(crate) fn check_snapshot_import(
     py: Python<'_>,
     paths: Vec<PathBuf>,
     device_memory: Vec<DeviceArgs>,
@@ -381,7 +381,7 @@ pub(super) fn check_snapshot_import(
 /// Parses pickle bytes with the data-only reader; returns nothing, raises what a file
 /// with these bytes would raise (used by tests and `tcgd memory import` checks).
 #[pyfunction]
-pub(super) fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()> {
+pub(crate) fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()> {
     guard(py, || {
         let owned = data.to_vec();
         py.detach(|| -> Result<(), MemoryError> {

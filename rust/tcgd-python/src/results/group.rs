@@ -179,7 +179,7 @@ frozen_class!(impl PyGroupSummary |g, py| {
     }
     /// The reference's name for `group`.
     #[getter]
-    fn run_group(&self, py: Python<'_>) -> Py<PyAny> {
+    pub(crate) fn run_group(&self, py: Python<'_>) -> Py<PyAny> {
         self.group.clone_ref(py)
     }
     /// `limit` (default 20) caps the rows per table.

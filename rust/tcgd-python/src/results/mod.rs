@@ -102,44 +102,10 @@ fn literal_names() -> Vec<(&'static str, Vec<&'static str>)> {
 /// `{alias: (names...)}` of the comparison enumerations (`ComparisonMode`,
 /// `ComparisonStatus`, `DTypePolicy`, `LayoutPolicy`, `ObservationComparisonKind`).
 #[pyfunction]
-fn comparison_literals(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn comparison_literals(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     for (alias, names) in literal_names() {
         d.set_item(alias, tuple(py, names)?)?;
     }
     Ok(d)
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("SITE_COLUMNS", tuple(m.py(), SITE_COLUMNS)?)?;
-    add_to_module!(
-        m,
-        [
-            PyOptions,
-            PyValueSummary,
-            PySite,
-            PyTensorSite,
-            PySide,
-            PyFirstMismatch,
-            PyMetrics,
-            PyObservationComparison,
-            PyPointInfo,
-            PySubject,
-            PyCounts,
-            PyIssue,
-            PySeriesPoint,
-            PyDivergence,
-            PyRankComparison,
-            PySnapshotComparison,
-            PyPointComparison,
-            PyRunComparison,
-            PySeriesComparison,
-            PyGroupComparison,
-            PyRankPoint,
-            PyGroupSummary,
-            PyGroupMember,
-            PyGroupInfo
-        ],
-        [comparison_literals]
-    )
 }

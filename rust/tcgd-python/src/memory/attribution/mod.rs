@@ -17,7 +17,7 @@ pub use results::*;
 /// (one per comparison, in order) added, as [`rep::with_sections`] composes them.
 #[pyfunction]
 #[pyo3(signature = (rendered, format, items, include_unchanged=true, limit=20, stack_depth=2))]
-pub(super) fn with_attribution_sections(
+pub(crate) fn with_attribution_sections(
     py: Python<'_>,
     rendered: String,
     format: &str,
@@ -40,7 +40,7 @@ pub(super) fn with_attribution_sections(
 /// `events.csv`) over `items`, one per comparison, in order.
 #[pyfunction]
 #[pyo3(signature = (items, file_name, include_unchanged=true))]
-pub(super) fn attribution_csv(
+pub(crate) fn attribution_csv(
     py: Python<'_>,
     items: Vec<PyRef<'_, MemoryAttribution>>,
     file_name: &str,
@@ -67,7 +67,7 @@ pub(super) fn attribution_csv(
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, comparison, *, stacks, events, lifetimes, reader=None, interval=None))]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn memory_attribution(
+pub(crate) fn memory_attribution(
     py: Python<'_>,
     reference: &MemoryState,
     candidate: &MemoryState,
@@ -183,7 +183,7 @@ fn filter(device: Option<i64>, pool: Option<(i64, i64)>, stream: Option<i64>) ->
 
 #[pyfunction]
 #[pyo3(signature = (state, *, device=None, pool=None))]
-pub(super) fn allocation_stack_coverage(
+pub(crate) fn allocation_stack_coverage(
     py: Python<'_>,
     state: &MemoryState,
     device: Option<i64>,
@@ -197,7 +197,7 @@ pub(super) fn allocation_stack_coverage(
 
 #[pyfunction]
 #[pyo3(signature = (state, *, device=None, pool=None, stream=None, by_stream=false))]
-pub(super) fn summarize_allocation_stacks(
+pub(crate) fn summarize_allocation_stacks(
     py: Python<'_>,
     state: &MemoryState,
     device: Option<i64>,
@@ -222,7 +222,7 @@ pub(super) fn summarize_allocation_stacks(
 #[pyfunction]
 #[pyo3(signature = (reference, candidate, *, device=None, pool=None, stream=None, by_stream=false, include_unchanged=false))]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn compare_allocation_stacks(
+pub(crate) fn compare_allocation_stacks(
     py: Python<'_>,
     reference: &MemoryState,
     candidate: &MemoryState,
@@ -257,7 +257,7 @@ pub(super) fn compare_allocation_stacks(
 /// Event rows of the entries `events_of` stored, pools looked up in the segments of
 /// `reference` and `candidate`.
 #[pyfunction]
-pub(super) fn summarize_state_events(
+pub(crate) fn summarize_state_events(
     py: Python<'_>,
     events_of: &MemoryState,
     reference: &MemoryState,
@@ -274,7 +274,7 @@ pub(super) fn summarize_state_events(
 /// `end_marker` (the end of the list when `None`).
 #[pyfunction]
 #[pyo3(signature = (metadata, start_marker, end_marker=None))]
-pub(super) fn event_window(
+pub(crate) fn event_window(
     metadata: Vec<Option<String>>,
     start_marker: &str,
     end_marker: Option<&str>,
@@ -282,29 +282,4 @@ pub(super) fn event_window(
     let refs: Vec<Option<&str>> = metadata.iter().map(|m| m.as_deref()).collect();
     let (start, end, status) = ev::event_window(&refs, start_marker, end_marker);
     (start, end, status.as_str())
-}
-
-pub(super) fn register_attribution(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [
-            MemoryEvidenceStatus,
-            MemoryAttributionStatus,
-            AllocationStackCoverage,
-            AllocationStackSummary,
-            AllocationStackDelta,
-            AllocatorEventSummary,
-            MemoryAttribution
-        ],
-        [
-            memory_attribution,
-            with_attribution_sections,
-            attribution_csv,
-            allocation_stack_coverage,
-            summarize_allocation_stacks,
-            compare_allocation_stacks,
-            summarize_state_events,
-            event_window
-        ]
-    )
 }

@@ -22,7 +22,7 @@ pub use rows::*;
 
 /// A point as Python names it: a label or a position.
 #[derive(FromPyObject)]
-pub(super) enum PointArg {
+pub(crate) enum PointArg {
     Index(i64),
     Label(String),
 }
@@ -453,7 +453,7 @@ type RankPoolMappings = BTreeMap<i64, PoolMappingArgs>;
 #[pyfunction]
 #[pyo3(signature = (baseline, candidate, *, baseline_start, baseline_end, candidate_start, candidate_end, pool_mappings, device_mappings, baseline_group = None, candidate_group = None, display_stack_depth = 2, display_limit = 20))]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn compare_run_group_phases(
+pub(crate) fn compare_run_group_phases(
     py: Python<'_>,
     baseline: &Bound<'_, MemoryRunGroup>,
     candidate: &Bound<'_, MemoryRunGroup>,
@@ -489,25 +489,4 @@ pub(super) fn compare_run_group_phases(
         candidate_group.unwrap_or_else(|| candidate.clone().into_any().unbind()),
     );
     MemoryRunGroupPhaseComparison::of(py, inner, groups, (display_stack_depth, display_limit))
-}
-
-pub(super) fn register_group(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    add_to_module!(
-        m,
-        [
-            MemoryRunGroup,
-            MemoryRunGroupSummary,
-            MemoryRunGroupPhaseComparison,
-            MemoryRankPointState,
-            MemoryRankDevicePointState,
-            MemoryRankPointAggregate,
-            MemoryRankPhaseRow,
-            MemoryRankPhaseDecomposition,
-            MemoryRankPoolPhaseDecomposition,
-            MemoryRankDevicePhaseDecomposition,
-            MemoryMetricExtrema,
-            MemoryRunGroupPhaseAggregate
-        ],
-        [compare_run_group_phases]
-    )
 }
