@@ -325,3 +325,52 @@ def test_points_queued_at_a_normal_exit_are_flushed(tmp_path) -> None:
     run = TensorRun.load(run_dir)
     assert run.labels == ("p0", "p1", "p2") and not run.complete
     assert float(run["p2"].observation("x3").tensor()[0]) == 2.0
+
+
+def test_points_of_registered_sites_store_each_site_once_and_read_back_whole(tmp_path):
+    # The compiled path on the CPU hands each site's facts to the writer once and then
+    # only values: the rows read back as if every point had carried them.
+    from torch_cudagraph_debug._torch_bridge import host_bytes
+    from torch_cudagraph_debug.tensor_debug.observations import TensorSite
+    from torch_cudagraph_debug.tensor_debug.recorder import open_run_writer
+
+    writer = open_run_writer(name="sites", root=tmp_path / "run", execution="compiled")
+    site = TensorSite(
+        site_id="fc1",
+        graph_kind="forward",
+        node_name="addmm",
+        aten_op="aten.addmm",
+        module_path="fc1",
+        source_location="model.py:3",
+        compile_id="0/0",
+        materialized_by_probe=False,
+    )
+    small = writer.register_site("fc1", "float32", [2], [1], "cpu", site)
+    large = writer.register_site("fc1", "float32", [3], [1], "cpu", site)
+    bare = writer.register_site("loss", "float32", [], [], "cpu")
+    values = [torch.tensor([1.0, -2.0]), torch.tensor([0.0, float("nan"), 4.0])]
+    loss = torch.tensor(0.5)
+    writer.commit_site_values("p0", "{}", "full", [(small, 0, 0, host_bytes(values[0]), values[0])])
+    writer.commit_site_values(
+        "p1",
+        json.dumps({"step": 1}),
+        "summary",
+        [
+            (large, 0, 0, host_bytes(values[1]), values[1]),
+            (bare, 1, 0, host_bytes(loss), loss),
+        ],
+    )
+    with pytest.raises(InvalidInputError, match="no site 7"):
+        writer.commit_site_values("p2", "{}", "full", [(7, 0, 0, host_bytes(loss), loss)])
+    writer.close(True)
+
+    run = TensorRun.load(tmp_path / "run")
+    assert list(run.labels) == ["p0", "p1"]
+    first = run["p0"].observation("fc1")
+    assert torch.equal(first.tensor(), values[0])
+    assert first.site == site and first.payload == "full"
+    second, bare_obs = run["p1"].observations
+    assert second.shape == (3,) and second.payload == "summary"
+    assert second.summary.nan_count == 1 and second.summary.max == 4.0
+    assert bare_obs.name == "loss" and bare_obs.site is None and bare_obs.summary.mean == 0.5
+    assert run["p1"].metadata == {"step": 1}

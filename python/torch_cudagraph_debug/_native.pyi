@@ -3030,6 +3030,14 @@ class RunWriter:
         point is durable once `flush` (or `close`) returns; a failed background commit is
         raised by the next call.
         """
+    def commit_site_values(self, /, label: str, metadata_json: str, payload: str, values: Sequence[tuple[int, int, int, tuple[int, int], Any]]) -> int:
+        """
+        Checks one point of registered sites' host values and hands it to the writer
+        thread, as `commit_point` does; returns its point index. Each value is `(site index,
+        order, invocation index, (address, length), owner)`, its bytes laid out as the site
+        declared (contiguous), `owner` the private host tensor that holds them until the
+        point is on disk. `payload` (`"full"` or `"summary"`) applies to every value.
+        """
     def discard(self, /) -> None:
         """
         Removes the run instead of ending it: for a creation (or an import) that
@@ -3044,6 +3052,13 @@ class RunWriter:
     def path(self, /) -> Path: ...
     @property
     def point_count(self, /) -> int: ...
+    def register_site(self, /, name: str, dtype: str, shape: Sequence[int], stride: Sequence[int], source_device: str, site: TensorSite | None = None) -> int:
+        """
+        Declares what stays the same about a value from point to point (its name, dtype,
+        layout, device and site) and returns the index `commit_site_values` refers to it
+        by: a producer that observes the same values at every point hands their facts over
+        once, and the writer keeps one copy of them for all the points' rows.
+        """
 
 @final
 class SeriesDivergence:

@@ -36,9 +36,15 @@ import torch_cudagraph_debug.compile._progress as _progress
 from torch_cudagraph_debug import _native, _probe_op
 from torch_cudagraph_debug._environment import detect_rank
 from torch_cudagraph_debug._recorder import RunRecorder
-from torch_cudagraph_debug._torch_bridge import current_stream_handle, register_nvrtc
+from torch_cudagraph_debug._torch_bridge import (
+    current_stream_handle,
+    dtype_name,
+    host_bytes,
+    register_nvrtc,
+)
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
+from torch_cudagraph_debug.tensor_debug.observations import TensorSite, site_columns
 from torch_cudagraph_debug.tensor_debug.recorder import (
     _PendingObservation,
     device_site,
@@ -114,6 +120,8 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._sites: dict[str, dict[str, Any]] = {}
         self._groups: dict[str, list[dict[str, Any]]] = {}
         self._site_order: dict[str, int] = {}
+        # The writer's index of each (site, dtype, shape, device) it was handed.
+        self._writer_sites: dict[tuple[str, torch.dtype, torch.Size, str], int] = {}
         # Values taken eagerly in the current point: site id -> [(host copy, source
         # device)], one entry per invocation of the site within the point.
         self._eager: dict[str, list[tuple[torch.Tensor, str]]] = {}
@@ -361,28 +369,52 @@ class ProbeSession(RunRecorder[TensorRun]):
             self._device.close_point(label, meta, stream, dump)
             self._callables_in_point.clear()
             return
-        sites = {s["site_id"]: s for s in self._sites.values()}
-        pending: list[tuple[tuple[int, int], _PendingObservation]] = []
-        for site_id, taken in self._eager.items():
-            for invocation, (host, device) in enumerate(taken):
-                observation = self._pending(sites[site_id], host, device=device)
-                observation.invocation_index = invocation
-                pending.append(((self._site_order[site_id], invocation), observation))
-        pending.sort(key=lambda p: p[0])
-        observations = []
-        for order, ((site_order, _), observation) in enumerate(pending):
-            # The device recorder merges these with its own values by site order.
-            observation.order = site_order if self._device is not None else order
-            observations.append(observation.as_native())
+        taken = sorted(
+            (self._site_order[site_id], invocation, site_id, host, device)
+            for site_id, values in self._eager.items()
+            for invocation, (host, device) in enumerate(values)
+        )
         if self._device is not None:
             # Once a graph was captured every point takes this one path, so points stay in
             # order: the core commits it when the device has run what the stream holds.
+            # It merges these values with its own by site order.
+            sites = {s["site_id"]: s for s in self._sites.values()}
+            observations = []
+            for site_order, invocation, site_id, host, device in taken:
+                observation = self._pending(sites[site_id], host, device=device)
+                observation.order = site_order
+                observation.invocation_index = invocation
+                observations.append(observation.as_native())
             stream = current_stream_handle(self._device_index)
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
-            self._writer.commit_point(label, json.dumps(metadata), None, None, observations)
+            # Each site's facts were handed to the writer once; a point is its values.
+            values = [
+                (self._writer_site(site_id, host, device), order, n, host_bytes(host), host)
+                for order, (_, n, site_id, host, device) in enumerate(taken)
+            ]
+            self._writer.commit_site_values(label, json.dumps(metadata), self.payload, values)
         self._eager.clear()
         self._callables_in_point.clear()
+
+    def _writer_site(self, site_id: str, host: torch.Tensor, device: str) -> int:
+        """The writer's index of the site ``site_id`` holding a value like ``host`` (a
+        contiguous host copy): registered the first time, again when a dynamic shape gives
+        the site another layout."""
+        key = (site_id, host.dtype, host.shape, device)
+        index = self._writer_sites.get(key)
+        if index is None:
+            site = next(s for s in self._sites.values() if s["site_id"] == site_id)
+            index = self._writer.register_site(
+                site_id,
+                dtype_name(host.dtype),
+                list(host.shape),
+                list(host.stride()),
+                device,
+                TensorSite(**site_columns(site)),
+            )
+            self._writer_sites[key] = index
+        return index
 
     def _pending(
         self,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tcgd_store::{
     check_point, now_micros, CommitJob, CommitPolicy, CommitQueue, ObservationInput, OnDamage,
-    PointInput, RunHeader, RunKind, RunSelector, Table, Value,
+    PointInput, RunHeader, RunKind, RunSelector, SiteFacts, Table, Value,
 };
 
 use crate::args::{Joined, ObservationArgs};
@@ -171,6 +171,9 @@ pub(crate) use run_writer;
 #[pyclass(module = "torch_cudagraph_debug._native")]
 pub struct RunWriter {
     pub(crate) inner: std::sync::Arc<Mutex<CommitQueue>>,
+    /// The sites `register_site` declared, by index: shared by every point that
+    /// `commit_site_values` commits.
+    sites: Mutex<Vec<std::sync::Arc<SiteFacts>>>,
 }
 
 /// Tensor points waiting for the writer thread at most (each holds its host tensors).
@@ -191,6 +194,7 @@ impl RunWriter {
         writer.set_compact_on_close(compact);
         Ok(RunWriter {
             inner: std::sync::Arc::new(Mutex::new(CommitQueue::start(writer, QUEUE_DEPTH)?)),
+            sites: Mutex::new(Vec::new()),
         })
     }
 }
@@ -223,6 +227,92 @@ run_writer!(RunWriter, "run writer", {
             let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
                 let committed = writer.commit_point(&point, &inputs).map(|_| ());
                 // The borrowed slices go before their owners.
+                drop(inputs);
+                drop(owners);
+                committed
+            });
+            with_locked(py, &self.inner, "run writer", |queue| {
+                queue.submit(&label, job)
+            })
+        })
+    }
+
+    /// Declares what stays the same about a value from point to point (its name, dtype,
+    /// layout, device and site) and returns the index `commit_site_values` refers to it
+    /// by: a producer that observes the same values at every point hands their facts over
+    /// once, and the writer keeps one copy of them for all the points' rows.
+    #[pyo3(signature = (name, dtype, shape, stride, source_device, site = None))]
+    fn register_site(
+        &self,
+        name: String,
+        dtype: &str,
+        shape: Vec<i64>,
+        stride: Vec<i64>,
+        source_device: String,
+        site: Option<PyRef<'_, crate::results::PyTensorSite>>,
+    ) -> PyResult<usize> {
+        let facts = SiteFacts {
+            name,
+            dtype: crate::parse_dtype(dtype)?,
+            shape,
+            stride,
+            source_device,
+            site: site.map(|s| s.inner.clone()).unwrap_or_default(),
+        };
+        let mut sites = try_lock(&self.sites, "run writer")?;
+        sites.push(std::sync::Arc::new(facts));
+        Ok(sites.len() - 1)
+    }
+
+    /// Checks one point of registered sites' host values and hands it to the writer
+    /// thread, as `commit_point` does; returns its point index. Each value is `(site index,
+    /// order, invocation index, (address, length), owner)`, its bytes laid out as the site
+    /// declared (contiguous), `owner` the private host tensor that holds them until the
+    /// point is on disk. `payload` (`"full"` or `"summary"`) applies to every value.
+    #[pyo3(signature = (label, metadata_json, payload, values))]
+    fn commit_site_values(
+        &self,
+        py: Python<'_>,
+        label: String,
+        metadata_json: String,
+        payload: &str,
+        values: Vec<(usize, i64, i64, HostBytes, Py<PyAny>)>,
+    ) -> PyResult<u64> {
+        guard(py, || {
+            let payload = tcgd_store::PayloadKind::parse(payload)?;
+            let sites = try_lock(&self.sites, "run writer")?;
+            let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(values.len());
+            let mut owners: Vec<Py<PyAny>> = Vec::with_capacity(values.len());
+            for (site, order, invocation_index, data, owner) in values {
+                let facts = sites.get(site).cloned().ok_or_else(|| {
+                    BindingError::InvalidInput(format!(
+                        "no site {site}: register_site declared {}",
+                        sites.len()
+                    ))
+                })?;
+                owners.push(owner);
+                inputs.push(ObservationInput {
+                    facts,
+                    order,
+                    invocation_index,
+                    payload,
+                    // SAFETY: `owner` owns these bytes and is kept with the inputs, which
+                    // are dropped first; the recorder never writes a host tensor it handed
+                    // over (see `HostBytes::as_slice`).
+                    value: Value::Bytes(unsafe { data.as_slice() }),
+                });
+            }
+            drop(sites);
+            let point = PointInput {
+                label,
+                metadata: metadata_json,
+                replay_index: None,
+                timestamp_us: Some(now_micros()),
+            };
+            check_point(&point, &inputs)?;
+            let label = point.label.clone();
+            let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
+                let committed = writer.commit_point(&point, &inputs).map(|_| ());
                 drop(inputs);
                 drop(owners);
                 committed
