@@ -23,14 +23,11 @@ except ImportError as _error:
         "package from source (maturin develop)"
     ) from _error
 
-from torch_cudagraph_debug.errors import (
-    CudaGraphDebugError,
-    NativeExtensionUnavailableError,
-)
-
 # The core raises the errors module's classes: a broken install fails here, naming a
 # missing one, instead of when the first error is raised.
 check_error_classes()
+CudaGraphDebugError = errors.CudaGraphDebugError
+NativeExtensionUnavailableError = errors.NativeExtensionUnavailableError
 
 
 def set_log_retention(root: str | os.PathLike[str], retention: str) -> int:

@@ -46,7 +46,7 @@ TensorSummary = _native.TensorValueSummary
 TensorSite = _native.TensorSite
 
 # The site columns of a run's observations table: every ``TensorSite`` attribute, in order.
-SITE_COLUMNS = _native.SITE_COLUMNS
+SITE_COLUMNS: tuple[str, ...] = tuple(_native.SITE_COLUMNS)
 
 
 def site_columns(site: dict[str, Any] | None) -> dict[str, Any]:

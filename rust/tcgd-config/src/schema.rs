@@ -171,29 +171,10 @@ pub struct ProbeConfig {
 }
 
 pub(crate) const GRAPH_KINDS: [&str; 3] = ["forward", "backward", "inference"];
-pub(crate) const DTYPES: [&str; 21] = [
-    "float64",
-    "float32",
-    "float16",
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "complex32",
-    "complex64",
-    "complex128",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-];
+/// The dtype names a rule may name: those the recorder can record, by torch's names.
+fn recordable_dtypes() -> impl Iterator<Item = &'static str> {
+    tcgd_tensor::DType::ALL.iter().map(|d| d.torch_name())
+}
 
 /// Turns byte offsets into 1-based line numbers for error messages.
 pub(crate) struct Locator<'a> {
@@ -578,12 +559,13 @@ fn matcher(at: &Locator, key: &str, raw: RawMatch) -> Result<Matcher, ConfigErro
         }
     }
     for d in &raw.dtypes {
-        if !DTYPES.contains(&d.get_ref().as_str()) {
+        if !recordable_dtypes().any(|name| name == d.get_ref()) {
+            let known: Vec<&str> = recordable_dtypes().collect();
             return Err(at.error(
                 d.span().start,
                 &format!("{key}.dtypes"),
                 format!(
-                    "'{}' is not a recordable dtype; one of {DTYPES:?}",
+                    "'{}' is not a recordable dtype; one of {known:?}",
                     d.get_ref()
                 ),
             ));
