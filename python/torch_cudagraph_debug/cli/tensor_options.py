@@ -10,23 +10,34 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from torch_cudagraph_debug import _native
 from torch_cudagraph_debug.cli._exit import (
     EXIT_FOR_STATUS,
 )
 
 
 def _comparison_options(parser: argparse.ArgumentParser) -> None:
+    # Defaults and choices are the engine's (TensorComparisonOptions and its enumerations),
+    # written once in Rust.
+    default = _native.TensorComparisonOptions()
+    choices = _native.comparison_literals()
     group = parser.add_argument_group("comparison")
-    group.add_argument("--mode", choices=("allclose", "exact"), default="allclose")
-    group.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (1e-5)")
-    group.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (1e-8)")
+    group.add_argument("--mode", choices=choices["ComparisonMode"], default=default.mode)
+    group.add_argument(
+        "--rtol", type=float, default=default.rtol, help=f"relative tolerance ({default.rtol})"
+    )
+    group.add_argument(
+        "--atol", type=float, default=default.atol, help=f"absolute tolerance ({default.atol})"
+    )
     group.add_argument("--equal-nan", action="store_true", help="NaN matches NaN")
-    # Each policy: its flag, and a shorthand for its one other value.
-    for policy, other, shorthand, meaning in (
-        ("dtype", "promote", "--promote-dtypes", "compare the values of different dtypes"),
-        ("layout", "ignore", "--ignore-layout", "do not compare strides"),
+    # Each policy: its flag, and a shorthand for its one value other than the default.
+    for policy, alias, shorthand, meaning in (
+        ("dtype", "DTypePolicy", "--promote-dtypes", "compare the values of different dtypes"),
+        ("layout", "LayoutPolicy", "--ignore-layout", "do not compare strides"),
     ):
-        group.add_argument(f"--{policy}-policy", choices=("strict", other), default="strict")
+        fallback = getattr(default, f"{policy}_policy")
+        (other,) = (c for c in choices[alias] if c != fallback)
+        group.add_argument(f"--{policy}-policy", choices=choices[alias], default=fallback)
         group.add_argument(
             shorthand,
             dest=f"{policy}_policy",
@@ -36,7 +47,10 @@ def _comparison_options(parser: argparse.ArgumentParser) -> None:
         )
     output = parser.add_argument_group("output")
     output.add_argument(
-        "--limit", type=int, default=20, help="rows per table in the text report (20)"
+        "--limit",
+        type=int,
+        default=default.limit,
+        help=f"rows per table in the text report ({default.limit})",
     )
     output.add_argument(
         "--only-changed",
