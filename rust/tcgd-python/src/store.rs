@@ -222,18 +222,7 @@ run_writer!(RunWriter, "run writer", {
                 // The point's time is when it was handed over, not when it reached disk.
                 timestamp_us: Some(timestamp_us.unwrap_or_else(now_micros)),
             };
-            check_point(&point, &inputs)?;
-            let label = point.label.clone();
-            let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
-                let committed = writer.commit_point(&point, &inputs).map(|_| ());
-                // The borrowed slices go before their owners.
-                drop(inputs);
-                drop(owners);
-                committed
-            });
-            with_locked(py, &self.inner, "run writer", |queue| {
-                queue.submit(&label, job)
-            })
+            submit_point(py, &self.inner, point, inputs, owners)
         })
     }
 
@@ -309,20 +298,31 @@ run_writer!(RunWriter, "run writer", {
                 replay_index: None,
                 timestamp_us: Some(now_micros()),
             };
-            check_point(&point, &inputs)?;
-            let label = point.label.clone();
-            let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
-                let committed = writer.commit_point(&point, &inputs).map(|_| ());
-                drop(inputs);
-                drop(owners);
-                committed
-            });
-            with_locked(py, &self.inner, "run writer", |queue| {
-                queue.submit(&label, job)
-            })
+            submit_point(py, &self.inner, point, inputs, owners)
         })
     }
 });
+
+/// Checks a point and hands it to the writer thread behind `queue`; returns its index.
+/// `owners` hold the bytes `inputs` borrow, until the point is committed.
+fn submit_point(
+    py: Python<'_>,
+    queue: &Mutex<CommitQueue>,
+    point: PointInput,
+    inputs: Vec<ObservationInput<'static>>,
+    owners: Vec<Py<PyAny>>,
+) -> BindResult<u64> {
+    check_point(&point, &inputs)?;
+    let label = point.label.clone();
+    let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
+        let committed = writer.commit_point(&point, &inputs).map(|_| ());
+        // The borrowed slices go before their owners.
+        drop(inputs);
+        drop(owners);
+        committed
+    });
+    with_locked(py, queue, "run writer", |queue| queue.submit(&label, job))
+}
 
 /// When a writer commits its groups: `commit_interval` seconds (default 1.0).
 pub fn commit_policy(commit_interval: Option<f64>) -> BindResult<CommitPolicy> {
