@@ -10,11 +10,10 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{Float64Type, Int64Type};
+use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
-use tcgd_store::{RunKind, RunReader, SiteLocation, SiteLocationRef, StoreError, Table};
+use tcgd_store::{Columns, RunKind, RunReader, SiteLocation, SiteLocationRef, Table};
 
 use crate::error::{CompareError, Result};
 
@@ -360,7 +359,7 @@ pub fn first_anomaly_in_tables(
     observations: &RecordBatch,
     query: &AnomalyQuery,
 ) -> Result<Option<FirstAnomaly>> {
-    let cols = Columns { dir, batch: points };
+    let cols = Columns::new(dir, points);
     let index = cols.ints("point_index")?;
     let label = cols.strings("label")?;
     let replay = cols.ints("replay_index")?;
@@ -372,10 +371,7 @@ pub fn first_anomaly_in_tables(
         })
         .collect();
 
-    let cols = Columns {
-        dir,
-        batch: observations,
-    };
+    let cols = Columns::new(dir, observations);
     let point = cols.ints("point_index")?;
     let order = cols.ints("ordinal")?;
     let name = cols.strings("name")?;
@@ -416,46 +412,6 @@ pub fn first_anomaly_in_tables(
         })
         .collect();
     Ok(first_anomaly(&points, &rows, query))
-}
-
-/// Typed access to a table's columns; a missing or mistyped column is a damaged run.
-struct Columns<'a> {
-    dir: &'a std::path::Path,
-    batch: &'a RecordBatch,
-}
-
-impl<'a> Columns<'a> {
-    fn bad(&self, name: &str) -> CompareError {
-        CompareError::Store(StoreError::CorruptPart {
-            path: self.dir.to_path_buf(),
-            reason: format!("column '{name}' is missing or has the wrong type"),
-        })
-    }
-
-    fn column(&self, name: &str) -> Result<&'a dyn Array> {
-        self.batch
-            .column_by_name(name)
-            .map(|c| c.as_ref())
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn ints(&self, name: &str) -> Result<&'a Int64Array> {
-        self.column(name)?
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn floats(&self, name: &str) -> Result<&'a Float64Array> {
-        self.column(name)?
-            .as_primitive_opt::<Float64Type>()
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn strings(&self, name: &str) -> Result<&'a StringArray> {
-        self.column(name)?
-            .as_string_opt::<i32>()
-            .ok_or_else(|| self.bad(name))
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,9 @@ impl ObservationSide {
             payload: d.payload.as_str().to_owned(),
             digest: meta.digest.clone(),
             summary: meta.summary,
-            site: (meta.site.as_ref())
+            site: meta
+                .site
+                .as_ref()
                 .map(|s| s.location.clone())
                 .filter(|s| !s.is_empty()),
         }

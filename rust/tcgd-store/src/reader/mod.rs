@@ -21,10 +21,12 @@ use crate::parts::read_part_checked;
 use crate::pool::BufferPool;
 use crate::schema::{Table, RUNS};
 
+mod columns;
 mod damage;
 mod payloads;
 mod runs;
 mod tensor_points;
+pub use columns::Columns;
 pub use damage::*;
 use payloads::*;
 pub use runs::*;

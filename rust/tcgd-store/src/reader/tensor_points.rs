@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{Float64Type, Int64Type, TimestampMicrosecondType};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::TimestampMicrosecondType;
 use tcgd_tensor::{DType, TensorSummary};
 
-use super::RunReader;
-use crate::error::{Result, StoreError};
+use super::{Columns, RunReader};
+use crate::error::Result;
 use crate::record::{ObservationDescriptor, PayloadKind, Site, SiteLocation};
 use crate::schema::Table;
 
@@ -67,11 +67,8 @@ impl RunReader {
     /// The run's points in index order, each with its observations in order. Rows of
     /// points a damaged run left out are not there (see [`RunReader::damage`]).
     pub fn tensor_points(&self) -> Result<Vec<RecordedPoint>> {
-        let columns = Columns {
-            reader: self,
-            batch: &self.table(Table::Observations)?,
-        };
-        let mut by_point = columns.observations()?;
+        let observations = self.table(Table::Observations)?;
+        let mut by_point = observations_by_point(&Columns::new(self.dir(), &observations))?;
         let mut points = self.points()?;
         for point in &mut points {
             if let Some(mut observations) = by_point.remove(&point.index) {
@@ -85,10 +82,8 @@ impl RunReader {
     /// The rows of `points` in index order, without observations: what every run kind
     /// stores about its points.
     pub fn points(&self) -> Result<Vec<RecordedPoint>> {
-        let points = Columns {
-            reader: self,
-            batch: &self.table(Table::Points)?,
-        };
+        let batch = self.table(Table::Points)?;
+        let points = Columns::new(self.dir(), &batch);
         let index = points.ints("point_index")?;
         let label = points.strings("label")?;
         let metadata = points.strings("metadata")?;
@@ -113,147 +108,81 @@ impl RunReader {
     }
 }
 
-/// The columns of one table of a run, read by name; a missing column or one of another
-/// type is a damaged part.
-struct Columns<'a> {
-    reader: &'a RunReader,
-    batch: &'a RecordBatch,
-}
-
-impl<'a> Columns<'a> {
-    fn bad(&self, name: &str) -> StoreError {
-        StoreError::CorruptPart {
-            path: self.reader.dir().to_path_buf(),
-            reason: format!("column '{name}' is missing or has the wrong type"),
-        }
+/// The rows of `observations`, by point index.
+fn observations_by_point(columns: &Columns<'_>) -> Result<HashMap<i64, Vec<ObservationMeta>>> {
+    let point = columns.ints("point_index")?;
+    let order = columns.ints("ordinal")?;
+    let name = columns.strings("name")?;
+    let invocation = columns.ints("invocation_index")?;
+    let dtype = columns.strings("dtype")?;
+    let mut shape = columns.int_lists("shape")?;
+    let mut stride = columns.int_lists("stride")?;
+    let device = columns.strings("source_device")?;
+    let payload = columns.strings("payload")?;
+    let digest = columns.strings("digest")?;
+    let numel = columns.counts("numel")?;
+    let finite = columns.counts("finite_count")?;
+    let nan = columns.counts("nan_count")?;
+    let pos_inf = columns.counts("posinf_count")?;
+    let neg_inf = columns.counts("neginf_count")?;
+    let zero = columns.counts("zero_count")?;
+    let min = columns.floats("min")?;
+    let max = columns.floats("max")?;
+    let mean = columns.floats("mean")?;
+    let std_dev = columns.floats("std")?;
+    let l2 = columns.floats("l2")?;
+    let opt_float = |a: &arrow::array::Float64Array, i| (!a.is_null(i)).then(|| a.value(i));
+    let materialized = columns.booleans("materialized_by_probe")?;
+    let sites = SiteLocation::COLUMNS
+        .iter()
+        .map(|c| columns.strings(c))
+        .collect::<Result<Vec<_>>>()?;
+    let mut by_point: HashMap<i64, Vec<ObservationMeta>> = HashMap::new();
+    let mut dtypes: HashMap<&str, DType> = HashMap::new();
+    for i in 0..columns.num_rows() {
+        let dtype = match dtypes.get(dtype.value(i)) {
+            Some(d) => *d,
+            None => {
+                let parsed = DType::from_torch_name(dtype.value(i))?;
+                *dtypes.entry(dtype.value(i)).or_insert(parsed)
+            }
+        };
+        let site = Site {
+            location: SiteLocation::from_column_values(std::array::from_fn(|k| {
+                (!sites[k].is_null(i)).then(|| sites[k].value(i).to_owned())
+            })),
+            materialized_by_probe: (!materialized.is_null(i)).then(|| materialized.value(i)),
+        };
+        by_point
+            .entry(point.value(i))
+            .or_default()
+            .push(ObservationMeta {
+                descriptor: ObservationDescriptor {
+                    order: order.value(i),
+                    name: name.value(i).to_owned(),
+                    invocation_index: invocation.value(i),
+                    dtype,
+                    shape: std::mem::take(&mut shape[i]),
+                    stride: std::mem::take(&mut stride[i]),
+                    source_device: device.value(i).to_owned(),
+                    payload: PayloadKind::parse(payload.value(i))?,
+                },
+                digest: (!digest.is_null(i)).then(|| digest.value(i).to_owned()),
+                summary: Some(TensorSummary {
+                    numel: numel(i),
+                    finite: finite(i),
+                    nan: nan(i),
+                    pos_inf: pos_inf(i),
+                    neg_inf: neg_inf(i),
+                    zero: zero(i),
+                    min: opt_float(min, i),
+                    max: opt_float(max, i),
+                    mean: opt_float(mean, i),
+                    std: opt_float(std_dev, i),
+                    l2: l2.value(i),
+                }),
+                site: Some(site).filter(|s| !s.is_empty()),
+            });
     }
-
-    fn column(&self, name: &str) -> Result<&'a dyn Array> {
-        self.batch
-            .column_by_name(name)
-            .map(|c| c.as_ref())
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn strings(&self, name: &str) -> Result<&'a arrow::array::StringArray> {
-        self.column(name)?
-            .as_string_opt::<i32>()
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn ints(&self, name: &str) -> Result<&'a arrow::array::Int64Array> {
-        self.column(name)?
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| self.bad(name))
-    }
-
-    fn floats(&self, name: &str) -> Result<&'a arrow::array::Float64Array> {
-        self.column(name)?
-            .as_primitive_opt::<Float64Type>()
-            .ok_or_else(|| self.bad(name))
-    }
-
-    /// A count column: the writer stores counts as int64 and never a negative one.
-    fn counts(&self, name: &str) -> Result<impl Fn(usize) -> u64 + 'a> {
-        let values = self.ints(name)?;
-        Ok(move |row| u64::try_from(values.value(row)).unwrap_or(0))
-    }
-
-    fn int_lists(&self, name: &str) -> Result<Vec<Vec<i64>>> {
-        let lists = self
-            .column(name)?
-            .as_list_opt::<i32>()
-            .ok_or_else(|| self.bad(name))?;
-        (0..lists.len())
-            .map(|i| {
-                let item = lists.value(i);
-                let values = item
-                    .as_primitive_opt::<Int64Type>()
-                    .ok_or_else(|| self.bad(name))?;
-                Ok(values.values().to_vec())
-            })
-            .collect()
-    }
-
-    /// The rows of `observations`, by point index.
-    fn observations(&self) -> Result<HashMap<i64, Vec<ObservationMeta>>> {
-        let point = self.ints("point_index")?;
-        let order = self.ints("ordinal")?;
-        let name = self.strings("name")?;
-        let invocation = self.ints("invocation_index")?;
-        let dtype = self.strings("dtype")?;
-        let mut shape = self.int_lists("shape")?;
-        let mut stride = self.int_lists("stride")?;
-        let device = self.strings("source_device")?;
-        let payload = self.strings("payload")?;
-        let digest = self.strings("digest")?;
-        let numel = self.counts("numel")?;
-        let finite = self.counts("finite_count")?;
-        let nan = self.counts("nan_count")?;
-        let pos_inf = self.counts("posinf_count")?;
-        let neg_inf = self.counts("neginf_count")?;
-        let zero = self.counts("zero_count")?;
-        let min = self.floats("min")?;
-        let max = self.floats("max")?;
-        let mean = self.floats("mean")?;
-        let std_dev = self.floats("std")?;
-        let l2 = self.floats("l2")?;
-        let opt_float = |a: &arrow::array::Float64Array, i| (!a.is_null(i)).then(|| a.value(i));
-        let materialized = self
-            .column("materialized_by_probe")?
-            .as_boolean_opt()
-            .ok_or_else(|| self.bad("materialized_by_probe"))?;
-        let sites = SiteLocation::COLUMNS
-            .iter()
-            .map(|c| self.strings(c))
-            .collect::<Result<Vec<_>>>()?;
-        let mut by_point: HashMap<i64, Vec<ObservationMeta>> = HashMap::new();
-        let mut dtypes: HashMap<&str, DType> = HashMap::new();
-        for i in 0..self.batch.num_rows() {
-            let dtype = match dtypes.get(dtype.value(i)) {
-                Some(d) => *d,
-                None => {
-                    let parsed = DType::from_torch_name(dtype.value(i))?;
-                    *dtypes.entry(dtype.value(i)).or_insert(parsed)
-                }
-            };
-            let site = Site {
-                location: SiteLocation::from_column_values(std::array::from_fn(|k| {
-                    (!sites[k].is_null(i)).then(|| sites[k].value(i).to_owned())
-                })),
-                materialized_by_probe: (!materialized.is_null(i)).then(|| materialized.value(i)),
-            };
-            by_point
-                .entry(point.value(i))
-                .or_default()
-                .push(ObservationMeta {
-                    descriptor: ObservationDescriptor {
-                        order: order.value(i),
-                        name: name.value(i).to_owned(),
-                        invocation_index: invocation.value(i),
-                        dtype,
-                        shape: std::mem::take(&mut shape[i]),
-                        stride: std::mem::take(&mut stride[i]),
-                        source_device: device.value(i).to_owned(),
-                        payload: PayloadKind::parse(payload.value(i))?,
-                    },
-                    digest: (!digest.is_null(i)).then(|| digest.value(i).to_owned()),
-                    summary: Some(TensorSummary {
-                        numel: numel(i),
-                        finite: finite(i),
-                        nan: nan(i),
-                        pos_inf: pos_inf(i),
-                        neg_inf: neg_inf(i),
-                        zero: zero(i),
-                        min: opt_float(min, i),
-                        max: opt_float(max, i),
-                        mean: opt_float(mean, i),
-                        std: opt_float(std_dev, i),
-                        l2: l2.value(i),
-                    }),
-                    site: Some(site).filter(|s| !s.is_empty()),
-                });
-        }
-        Ok(by_point)
-    }
+    Ok(by_point)
 }
