@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -452,11 +452,10 @@ class AllocatorEventSummary:
         Sum of the events' absolute sizes.
         """
 
-@final
 class AnomalySite:
     """
-    One observation that hit the rule: where it is (point, replay, order, name, site)
-    and what it holds (element counts, finite extremes).
+    One observation that hit the rule: where it is (point, replay, order, name, site) and
+    what it holds (element counts, finite extremes). `FirstAnomaly` derives from it.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -670,7 +669,8 @@ class ComparisonCounts:
     """
     How many comparisons of each status.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def inconclusive(self, /) -> int: ...
@@ -680,7 +680,7 @@ class ComparisonCounts:
     def mismatch(self, /) -> int: ...
     def to_dict(self, /) -> Any:
         """
-        The value as its JSON report holds it.
+        The counts as report.json holds them.
         """
     @property
     def total(self, /) -> int: ...
@@ -766,9 +766,11 @@ class ComparisonMetrics:
 @final
 class ComparisonSubject:
     """
-    What one side of a run, series or group comparison is.
+    What one side of a run, series or group comparison is: a snapshot, a point, a run or a
+    run group.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def complete(self, /) -> bool | None: ...
@@ -791,7 +793,7 @@ class ComparisonSubject:
     def run_id(self, /) -> str | None: ...
     def to_dict(self, /) -> Any:
         """
-        The value as its JSON report holds it.
+        The subject as report.json holds it.
         """
     @property
     def world_size(self, /) -> int | None: ...
@@ -860,55 +862,18 @@ class DeviceRecorder:
         """
 
 @final
-class FirstAnomaly:
+class FirstAnomaly(AnomalySite):
     """
-    The first anomaly of a run: the first site's values (as `AnomalySite` has them), the
-    rule that was applied, how many observations were visited, and every site that hit
-    at the same replay (`sites`, the first of them being this one).
+    The first anomaly of a run: the first site's values (the `AnomalySite` it is), the
+    rule that was applied, how many observations were visited, and every site that hit at
+    the same replay (`sites`, the first of them being this one).
     """
     def __repr__(self, /) -> str: ...
-    @property
-    def abs_max(self, /) -> float | None:
-        """
-        max(|min|, |max|) of the finite values; None when none is finite.
-        """
-    @property
-    def aten_op(self, /) -> str | None: ...
-    @property
-    def compile_id(self, /) -> str | None: ...
-    @property
-    def graph_kind(self, /) -> str | None: ...
-    @property
-    def invocation_index(self, /) -> int: ...
     @property
     def kind(self, /) -> str:
         """
         `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
         """
-    @property
-    def label(self, /) -> str: ...
-    @property
-    def max(self, /) -> float | None: ...
-    @property
-    def min(self, /) -> float | None: ...
-    @property
-    def module_path(self, /) -> str | None: ...
-    @property
-    def name(self, /) -> str: ...
-    @property
-    def nan(self, /) -> int: ...
-    @property
-    def neginf(self, /) -> int: ...
-    @property
-    def node_name(self, /) -> str | None: ...
-    @property
-    def order(self, /) -> int: ...
-    @property
-    def point_index(self, /) -> int: ...
-    @property
-    def posinf(self, /) -> int: ...
-    @property
-    def replay_index(self, /) -> int | None: ...
     @property
     def scanned(self, /) -> int:
         """
@@ -920,15 +885,11 @@ class FirstAnomaly:
         The site filter the search used, as given.
         """
     @property
-    def site_id(self, /) -> str | None: ...
-    @property
     def sites(self, /) -> list[AnomalySite]:
         """
         Every site that hit at the first hit's replay (its point, for a point without a
         replay index), in execution order.
         """
-    @property
-    def source_location(self, /) -> str | None: ...
     @property
     def threshold(self, /) -> float | None: ...
     def to_json(self, /) -> str:
@@ -2591,7 +2552,8 @@ class PointInfo:
     """
     Which point (or snapshot) one side of a point comparison is.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def index(self, /) -> int | None: ...
@@ -2605,7 +2567,7 @@ class PointInfo:
     def timestamp(self, /) -> str | None: ...
     def to_dict(self, /) -> Any:
         """
-        The value as its JSON report holds it.
+        The point as report.json holds it.
         """
 
 @final
@@ -3065,7 +3027,8 @@ class SeriesDivergence:
     """
     When one observation of the reference point stopped matching across a series.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def first_inconclusive(self, /) -> SeriesPointRef | None: ...
@@ -3091,10 +3054,10 @@ class SeriesDivergence:
 @final
 class SeriesPointRef:
     """
-    A point of a series: its position in `point_comparisons` and its identity in the
-    run.
+    A point of a series: its position in `point_comparisons` and its identity in the run.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def index(self, /) -> int | None: ...
@@ -3189,6 +3152,98 @@ class TensorComparisonOptions:
         The value as its JSON report holds it.
         """
 
+class TensorComparisonResult:
+    """
+    What every tensor comparison result has and does: its kind, status, counts, options,
+    warnings, observations, issues and reports. The concrete results derive from it.
+    """
+    def __repr__(self, /) -> str: ...
+    def __str__(self, /) -> str: ...
+    def assert_ok(self, /) -> None:
+        """
+        Raises `ComparisonFailedError` unless the status is `match` (an inconclusive
+        comparison proves nothing, so it fails too).
+        """
+    @property
+    def conclusive(self, /) -> bool: ...
+    @property
+    def counts(self, /) -> ComparisonCounts:
+        """
+        Observation comparisons by status, over every point (and rank).
+        """
+    def csv_tables(self, /) -> dict:
+        """
+        `{file name: CSV text}` for each table that applies.
+        """
+    @property
+    def first_issue(self, /) -> ComparisonIssue | None:
+        """
+        The first problem in execution order, or `None` when everything matched.
+        """
+    @property
+    def kind(self, /) -> str:
+        """
+        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
+        """
+    @property
+    def observations(self, /) -> tuple:
+        """
+        Every observation comparison, in execution order (points, then ranks).
+        """
+    @property
+    def ok(self, /) -> bool: ...
+    @property
+    def options(self, /) -> TensorComparisonOptions: ...
+    @property
+    def point_counts(self, /) -> ComparisonCounts:
+        """
+        Point comparisons by status, over every rank.
+        """
+    @property
+    def status(self, /) -> str:
+        """
+        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
+        """
+    def to_dict(self, /) -> Any:
+        """
+        The complete comparison (the content of report.json); non-finite floats are the
+        strings "nan", "inf" and "-inf".
+        """
+    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
+        """
+        A standalone HTML report (charts as inline SVG, no script), rows chosen as
+        `to_text` chooses them.
+        """
+    def to_json(self, /) -> str:
+        """
+        report.json's text.
+        """
+    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
+        """
+        The text report. `include_unchanged=False` leaves out the rows of matching ranks,
+        points and observations; `limit` (default: the options') caps rows per table.
+        """
+    @property
+    def warnings(self, /) -> tuple: ...
+    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
+        """
+        `worst_observation_comparisons(n)` as issues: each names its rank, the label and
+        comparison of its point, and the observation comparison.
+        """
+    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
+        """
+        The `n` worst observation comparisons (all when `None`), worst first: by status,
+        then the share of elements that differ, then the largest absolute and relative
+        errors; ties keep execution order. `limit` is the reference's name for `n`.
+        """
+    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
+        """
+        Writes report.txt, report.json, report.html and the CSV tables into `output_dir`
+        and returns `{format: path}` (`text`, `json`, `html`, and each CSV by its stem). A
+        directory that already holds anything needs `overwrite=True`, which replaces only
+        the files this method writes.
+        """
+
 @final
 class TensorObservationComparison:
     """
@@ -3281,180 +3336,21 @@ class TensorObservationComparison:
         """
 
 @final
-class TensorPointComparison:
+class TensorPointComparison(_TensorPointPairComparison):
     """
-    Two points compared observation by observation; also each point pair of a run,
-    series or group comparison.
+    Two points compared observation by observation; also each point pair of a run, series
+    or group comparison.
     """
-    def __repr__(self, /) -> str: ...
-    def __str__(self, /) -> str: ...
-    def assert_ok(self, /) -> None:
-        """
-        Raises `ComparisonFailedError` unless the status is `match` (an
-        inconclusive comparison proves nothing, so it fails too).
-        """
-    @property
-    def by_key(self, /) -> dict:
-        """
-        `{(name, invocation_index): TensorObservationComparison}`.
-        """
-    @property
-    def candidate(self, /) -> PointInfo | None: ...
-    @property
-    def conclusive(self, /) -> bool: ...
-    @property
-    def counts(self, /) -> ComparisonCounts:
-        """
-        Observation comparisons by status, over every point (and rank).
-        """
-    def csv_tables(self, /) -> dict:
-        """
-        `{file name: CSV text}` for each table that applies.
-        """
-    @property
-    def first_issue(self, /) -> ComparisonIssue | None:
-        """
-        The first problem in execution order, or `None` when everything matched.
-        """
-    @property
-    def inconclusive_count(self, /) -> int: ...
-    @property
-    def kind(self, /) -> str:
-        """
-        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-        """
-    @property
-    def matched_count(self, /) -> int:
-        """
-        Observation comparisons that matched (`counts.match`).
-        """
-    @property
-    def mismatched_count(self, /) -> int: ...
-    def observation(self, /, name: str, invocation_index: int = 0) -> TensorObservationComparison:
-        """
-        The comparison of observation `(name, invocation_index)`.
-        """
-    def observation_comparison_rows(self, /, *, include_unchanged: bool = True) -> list[dict]:
-        """
-        Each observation comparison as its line of observations.csv
-        (`to_row()`), matches left out with `include_unchanged=False`.
-        """
-    @property
-    def observation_comparisons(self, /) -> tuple:
-        """
-        Reference order, then candidate-only keys.
-        """
-    @property
-    def observations(self, /) -> tuple:
-        """
-        Every observation comparison, in execution order (points, then ranks).
-        """
-    @property
-    def ok(self, /) -> bool: ...
-    @property
-    def options(self, /) -> TensorComparisonOptions: ...
-    @property
-    def point_counts(self, /) -> ComparisonCounts:
-        """
-        Point comparisons by status, over every rank.
-        """
-    @property
-    def points(self, /) -> tuple:
-        """
-        This comparison, as the one point pair of `point_comparisons`.
-        """
-    @property
-    def position(self, /) -> int:
-        """
-        Position among the point comparisons of the comparison it belongs to.
-        """
-    @property
-    def reason(self, /) -> str | None:
-        """
-        Why a one-sided point could not be compared; `None` otherwise.
-        """
-    @property
-    def reference(self, /) -> PointInfo | None:
-        """
-        The reference point or snapshot (`None` for a point recorded only in
-        the candidate, within a run comparison).
-        """
-    @property
-    def status(self, /) -> str:
-        """
-        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-        """
-    def to_dict(self, /) -> Any:
-        """
-        The complete comparison (the content of report.json); non-finite
-        floats are the strings "nan", "inf" and "-inf".
-        """
-    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        A standalone HTML report (charts as inline SVG, no script), rows chosen
-        as `to_text` chooses them.
-        """
-    def to_json(self, /) -> str:
-        """
-        report.json's text.
-        """
-    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        The text report. `include_unchanged=False` leaves out the rows of
-        matching ranks, points and observations; `limit` (default: the
-        options') caps rows per table.
-        """
-    @property
-    def warnings(self, /) -> tuple: ...
-    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
-        """
-        `worst_observation_comparisons(n)` as issues: each names its rank,
-        the label and comparison of its point, and the observation comparison.
-        """
-    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
-        """
-        The `n` worst observation comparisons (all when `None`), worst first:
-        by status, then the share of elements that differ, then the largest
-        absolute and relative errors; ties keep execution order.
-        `limit` is the reference's name for `n`.
-        """
-    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
-        """
-        Writes report.txt, report.json, report.html and the CSV tables into
-        `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
-        each CSV by its stem). A directory that already holds anything needs
-        `overwrite=True`, which replaces only the files this method writes.
-        """
 
 @final
-class TensorPointSeriesComparison:
+class TensorPointSeriesComparison(_TensorWholeComparison):
     """
     One reference point against every point of a run.
     """
-    def __repr__(self, /) -> str: ...
-    def __str__(self, /) -> str: ...
-    def assert_ok(self, /) -> None:
-        """
-        Raises `ComparisonFailedError` unless the status is `match` (an
-        inconclusive comparison proves nothing, so it fails too).
-        """
-    @property
-    def candidate(self, /) -> ComparisonSubject: ...
     @property
     def candidate_run(self, /) -> Any | None:
         """
         The run whose points were compared (a `TensorRun`), as given.
-        """
-    @property
-    def conclusive(self, /) -> bool: ...
-    @property
-    def counts(self, /) -> ComparisonCounts:
-        """
-        Observation comparisons by status, over every point (and rank).
-        """
-    def csv_tables(self, /) -> dict:
-        """
-        `{file name: CSV text}` for each table that applies.
         """
     @property
     def divergence(self, /) -> tuple:
@@ -3467,83 +3363,11 @@ class TensorPointSeriesComparison:
         """
         The first point at which any observation mismatched.
         """
-    @property
-    def first_issue(self, /) -> ComparisonIssue | None:
-        """
-        The first problem in execution order, or `None` when everything matched.
-        """
-    @property
-    def kind(self, /) -> str:
-        """
-        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-        """
-    @property
-    def observations(self, /) -> tuple:
-        """
-        Every observation comparison, in execution order (points, then ranks).
-        """
-    @property
-    def ok(self, /) -> bool: ...
-    @property
-    def options(self, /) -> TensorComparisonOptions: ...
     def point(self, /, label: str) -> TensorPointComparison: ...
     @property
     def point_comparisons(self, /) -> tuple: ...
     @property
-    def point_counts(self, /) -> ComparisonCounts:
-        """
-        Point comparisons by status, over every rank.
-        """
-    @property
     def points(self, /) -> tuple: ...
-    @property
-    def reference(self, /) -> ComparisonSubject: ...
-    @property
-    def status(self, /) -> str:
-        """
-        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-        """
-    def to_dict(self, /) -> Any:
-        """
-        The complete comparison (the content of report.json); non-finite
-        floats are the strings "nan", "inf" and "-inf".
-        """
-    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        A standalone HTML report (charts as inline SVG, no script), rows chosen
-        as `to_text` chooses them.
-        """
-    def to_json(self, /) -> str:
-        """
-        report.json's text.
-        """
-    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        The text report. `include_unchanged=False` leaves out the rows of
-        matching ranks, points and observations; `limit` (default: the
-        options') caps rows per table.
-        """
-    @property
-    def warnings(self, /) -> tuple: ...
-    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
-        """
-        `worst_observation_comparisons(n)` as issues: each names its rank,
-        the label and comparison of its point, and the observation comparison.
-        """
-    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
-        """
-        The `n` worst observation comparisons (all when `None`), worst first:
-        by status, then the share of elements that differ, then the largest
-        absolute and relative errors; ties keep execution order.
-        `limit` is the reference's name for `n`.
-        """
-    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
-        """
-        Writes report.txt, report.json, report.html and the CSV tables into
-        `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
-        each CSV by its stem). A directory that already holds anything needs
-        `overwrite=True`, which replaces only the files this method writes.
-        """
 
 @final
 class TensorRankPointSummary:
@@ -3614,54 +3438,15 @@ class TensorRankRunComparison:
         """
 
 @final
-class TensorRunComparison:
+class TensorRunComparison(_TensorWholeComparison):
     """
     Two runs compared point by point.
     """
-    def __repr__(self, /) -> str: ...
-    def __str__(self, /) -> str: ...
-    def assert_ok(self, /) -> None:
-        """
-        Raises `ComparisonFailedError` unless the status is `match` (an
-        inconclusive comparison proves nothing, so it fails too).
-        """
-    @property
-    def candidate(self, /) -> ComparisonSubject: ...
     @property
     def candidate_only_points(self, /) -> tuple:
         """
         Labels of the points recorded in the candidate run only, in its order.
         """
-    @property
-    def conclusive(self, /) -> bool: ...
-    @property
-    def counts(self, /) -> ComparisonCounts:
-        """
-        Observation comparisons by status, over every point (and rank).
-        """
-    def csv_tables(self, /) -> dict:
-        """
-        `{file name: CSV text}` for each table that applies.
-        """
-    @property
-    def first_issue(self, /) -> ComparisonIssue | None:
-        """
-        The first problem in execution order, or `None` when everything matched.
-        """
-    @property
-    def kind(self, /) -> str:
-        """
-        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-        """
-    @property
-    def observations(self, /) -> tuple:
-        """
-        Every observation comparison, in execution order (points, then ranks).
-        """
-    @property
-    def ok(self, /) -> bool: ...
-    @property
-    def options(self, /) -> TensorComparisonOptions: ...
     def point(self, /, label: str) -> TensorPointComparison:
         """
         The point comparison whose reference (or, one-sided, candidate) is `label`.
@@ -3672,14 +3457,7 @@ class TensorRunComparison:
         One comparison per point pair, in alignment order (one-sided points included).
         """
     @property
-    def point_counts(self, /) -> ComparisonCounts:
-        """
-        Point comparisons by status, over every rank.
-        """
-    @property
     def points(self, /) -> tuple: ...
-    @property
-    def reference(self, /) -> ComparisonSubject: ...
     @property
     def reference_only_points(self, /) -> tuple:
         """
@@ -3690,67 +3468,12 @@ class TensorRunComparison:
         """
         The warnings the report shows (`warnings`).
         """
-    @property
-    def status(self, /) -> str:
-        """
-        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-        """
-    def to_dict(self, /) -> Any:
-        """
-        The complete comparison (the content of report.json); non-finite
-        floats are the strings "nan", "inf" and "-inf".
-        """
-    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        A standalone HTML report (charts as inline SVG, no script), rows chosen
-        as `to_text` chooses them.
-        """
-    def to_json(self, /) -> str:
-        """
-        report.json's text.
-        """
-    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        The text report. `include_unchanged=False` leaves out the rows of
-        matching ranks, points and observations; `limit` (default: the
-        options') caps rows per table.
-        """
-    @property
-    def warnings(self, /) -> tuple: ...
-    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
-        """
-        `worst_observation_comparisons(n)` as issues: each names its rank,
-        the label and comparison of its point, and the observation comparison.
-        """
-    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
-        """
-        The `n` worst observation comparisons (all when `None`), worst first:
-        by status, then the share of elements that differ, then the largest
-        absolute and relative errors; ties keep execution order.
-        `limit` is the reference's name for `n`.
-        """
-    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
-        """
-        Writes report.txt, report.json, report.html and the CSV tables into
-        `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
-        each CSV by its stem). A directory that already holds anything needs
-        `overwrite=True`, which replaces only the files this method writes.
-        """
 
 @final
-class TensorRunGroupComparison:
+class TensorRunGroupComparison(_TensorWholeComparison):
     """
     Two run groups compared rank by rank.
     """
-    def __repr__(self, /) -> str: ...
-    def __str__(self, /) -> str: ...
-    def assert_ok(self, /) -> None:
-        """
-        Raises `ComparisonFailedError` unless the status is `match` (an
-        inconclusive comparison proves nothing, so it fails too).
-        """
-    @property
-    def candidate(self, /) -> ComparisonSubject: ...
     @property
     def candidate_group(self, /) -> Any | None:
         """
@@ -3762,44 +3485,9 @@ class TensorRunGroupComparison:
         Ranks with a run in the candidate group only.
         """
     @property
-    def conclusive(self, /) -> bool: ...
-    @property
-    def counts(self, /) -> ComparisonCounts:
-        """
-        Observation comparisons by status, over every point (and rank).
-        """
-    def csv_tables(self, /) -> dict:
-        """
-        `{file name: CSV text}` for each table that applies.
-        """
-    @property
-    def first_issue(self, /) -> ComparisonIssue | None:
-        """
-        The first problem in execution order, or `None` when everything matched.
-        """
-    @property
-    def kind(self, /) -> str:
-        """
-        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-        """
-    @property
-    def observations(self, /) -> tuple:
-        """
-        Every observation comparison, in execution order (points, then ranks).
-        """
-    @property
-    def ok(self, /) -> bool: ...
-    @property
     def one_sided_ranks(self, /) -> tuple:
         """
         Ranks with a run in one group only.
-        """
-    @property
-    def options(self, /) -> TensorComparisonOptions: ...
-    @property
-    def point_counts(self, /) -> ComparisonCounts:
-        """
-        Point comparisons by status, over every rank.
         """
     def rank(self, /, rank: int) -> TensorRankRunComparison: ...
     @property
@@ -3810,8 +3498,6 @@ class TensorRunGroupComparison:
     @property
     def ranks(self, /) -> tuple: ...
     @property
-    def reference(self, /) -> ComparisonSubject: ...
-    @property
     def reference_group(self, /) -> Any | None:
         """
         The reference `TensorRunGroup`, as compared.
@@ -3820,52 +3506,6 @@ class TensorRunGroupComparison:
     def reference_only_ranks(self, /) -> tuple:
         """
         Ranks with a run in the reference group only.
-        """
-    @property
-    def status(self, /) -> str:
-        """
-        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-        """
-    def to_dict(self, /) -> Any:
-        """
-        The complete comparison (the content of report.json); non-finite
-        floats are the strings "nan", "inf" and "-inf".
-        """
-    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        A standalone HTML report (charts as inline SVG, no script), rows chosen
-        as `to_text` chooses them.
-        """
-    def to_json(self, /) -> str:
-        """
-        report.json's text.
-        """
-    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        The text report. `include_unchanged=False` leaves out the rows of
-        matching ranks, points and observations; `limit` (default: the
-        options') caps rows per table.
-        """
-    @property
-    def warnings(self, /) -> tuple: ...
-    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
-        """
-        `worst_observation_comparisons(n)` as issues: each names its rank,
-        the label and comparison of its point, and the observation comparison.
-        """
-    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
-        """
-        The `n` worst observation comparisons (all when `None`), worst first:
-        by status, then the share of elements that differ, then the largest
-        absolute and relative errors; ties keep execution order.
-        `limit` is the reference's name for `n`.
-        """
-    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
-        """
-        Writes report.txt, report.json, report.html and the CSV tables into
-        `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
-        each CSV by its stem). A directory that already holds anything needs
-        `overwrite=True`, which replaces only the files this method writes.
         """
 
 @final
@@ -3992,149 +3632,10 @@ class TensorSite:
         """
 
 @final
-class TensorSnapshotComparison:
+class TensorSnapshotComparison(_TensorPointPairComparison):
     """
     Two probe snapshots compared observation by observation.
     """
-    def __repr__(self, /) -> str: ...
-    def __str__(self, /) -> str: ...
-    def assert_ok(self, /) -> None:
-        """
-        Raises `ComparisonFailedError` unless the status is `match` (an
-        inconclusive comparison proves nothing, so it fails too).
-        """
-    @property
-    def by_key(self, /) -> dict:
-        """
-        `{(name, invocation_index): TensorObservationComparison}`.
-        """
-    @property
-    def candidate(self, /) -> PointInfo | None: ...
-    @property
-    def conclusive(self, /) -> bool: ...
-    @property
-    def counts(self, /) -> ComparisonCounts:
-        """
-        Observation comparisons by status, over every point (and rank).
-        """
-    def csv_tables(self, /) -> dict:
-        """
-        `{file name: CSV text}` for each table that applies.
-        """
-    @property
-    def first_issue(self, /) -> ComparisonIssue | None:
-        """
-        The first problem in execution order, or `None` when everything matched.
-        """
-    @property
-    def inconclusive_count(self, /) -> int: ...
-    @property
-    def kind(self, /) -> str:
-        """
-        `snapshots`, `points`, `runs`, `point_series` or `run_groups`.
-        """
-    @property
-    def matched_count(self, /) -> int:
-        """
-        Observation comparisons that matched (`counts.match`).
-        """
-    @property
-    def mismatched_count(self, /) -> int: ...
-    def observation(self, /, name: str, invocation_index: int = 0) -> TensorObservationComparison:
-        """
-        The comparison of observation `(name, invocation_index)`.
-        """
-    def observation_comparison_rows(self, /, *, include_unchanged: bool = True) -> list[dict]:
-        """
-        Each observation comparison as its line of observations.csv
-        (`to_row()`), matches left out with `include_unchanged=False`.
-        """
-    @property
-    def observation_comparisons(self, /) -> tuple:
-        """
-        Reference order, then candidate-only keys.
-        """
-    @property
-    def observations(self, /) -> tuple:
-        """
-        Every observation comparison, in execution order (points, then ranks).
-        """
-    @property
-    def ok(self, /) -> bool: ...
-    @property
-    def options(self, /) -> TensorComparisonOptions: ...
-    @property
-    def point_counts(self, /) -> ComparisonCounts:
-        """
-        Point comparisons by status, over every rank.
-        """
-    @property
-    def points(self, /) -> tuple:
-        """
-        This comparison, as the one point pair of `point_comparisons`.
-        """
-    @property
-    def position(self, /) -> int:
-        """
-        Position among the point comparisons of the comparison it belongs to.
-        """
-    @property
-    def reason(self, /) -> str | None:
-        """
-        Why a one-sided point could not be compared; `None` otherwise.
-        """
-    @property
-    def reference(self, /) -> PointInfo | None:
-        """
-        The reference point or snapshot (`None` for a point recorded only in
-        the candidate, within a run comparison).
-        """
-    @property
-    def status(self, /) -> str:
-        """
-        `match`, `mismatch` or `inconclusive` (mismatch > inconclusive > match).
-        """
-    def to_dict(self, /) -> Any:
-        """
-        The complete comparison (the content of report.json); non-finite
-        floats are the strings "nan", "inf" and "-inf".
-        """
-    def to_html(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        A standalone HTML report (charts as inline SVG, no script), rows chosen
-        as `to_text` chooses them.
-        """
-    def to_json(self, /) -> str:
-        """
-        report.json's text.
-        """
-    def to_text(self, /, include_unchanged: bool = True, limit: int | None = None) -> str:
-        """
-        The text report. `include_unchanged=False` leaves out the rows of
-        matching ranks, points and observations; `limit` (default: the
-        options') caps rows per table.
-        """
-    @property
-    def warnings(self, /) -> tuple: ...
-    def worst_issues(self, /, n: Any | None = None) -> list[ComparisonIssue]:
-        """
-        `worst_observation_comparisons(n)` as issues: each names its rank,
-        the label and comparison of its point, and the observation comparison.
-        """
-    def worst_observation_comparisons(self, /, n: Any | None = None, *, limit: Any | None = None) -> list[TensorObservationComparison]:
-        """
-        The `n` worst observation comparisons (all when `None`), worst first:
-        by status, then the share of elements that differ, then the largest
-        absolute and relative errors; ties keep execution order.
-        `limit` is the reference's name for `n`.
-        """
-    def write(self, /, output_dir: str | PathLike[str], overwrite: bool = False, *, include_unchanged: bool = True, limit: int | None = None) -> dict:
-        """
-        Writes report.txt, report.json, report.html and the CSV tables into
-        `output_dir` and returns `{format: path}` (`text`, `json`, `html`, and
-        each CSV by its stem). A directory that already holds anything needs
-        `overwrite=True`, which replaces only the files this method writes.
-        """
 
 @final
 class TensorValueSummary:
@@ -4342,6 +3843,72 @@ class _MemoryRankPhaseRow:
         """
         The row as `report.json` holds it: its rank, identity and terms, flat.
         """
+
+class _TensorPointPairComparison(TensorComparisonResult):
+    """
+    A result of a single point pair (snapshots or points): the pair's sides and
+    observations.
+    """
+    @property
+    def by_key(self, /) -> dict:
+        """
+        `{(name, invocation_index): TensorObservationComparison}`.
+        """
+    @property
+    def candidate(self, /) -> PointInfo | None: ...
+    @property
+    def inconclusive_count(self, /) -> int: ...
+    @property
+    def matched_count(self, /) -> int:
+        """
+        Observation comparisons that matched (`counts.match`).
+        """
+    @property
+    def mismatched_count(self, /) -> int: ...
+    def observation(self, /, name: str, invocation_index: int = 0) -> TensorObservationComparison:
+        """
+        The comparison of observation `(name, invocation_index)`.
+        """
+    def observation_comparison_rows(self, /, *, include_unchanged: bool = True) -> list[dict]:
+        """
+        Each observation comparison as its line of observations.csv (`to_row()`), matches
+        left out with `include_unchanged=False`.
+        """
+    @property
+    def observation_comparisons(self, /) -> tuple:
+        """
+        Reference order, then candidate-only keys.
+        """
+    @property
+    def points(self, /) -> tuple:
+        """
+        This comparison, as the one point pair of `point_comparisons`.
+        """
+    @property
+    def position(self, /) -> int:
+        """
+        Position among the point comparisons of the comparison it belongs to.
+        """
+    @property
+    def reason(self, /) -> str | None:
+        """
+        Why a one-sided point could not be compared; `None` otherwise.
+        """
+    @property
+    def reference(self, /) -> PointInfo | None:
+        """
+        The reference point or snapshot (`None` for a point recorded only in the
+        candidate, within a run comparison).
+        """
+
+class _TensorWholeComparison(TensorComparisonResult):
+    """
+    A result of two wholes compared (runs, point series, run groups): their subjects.
+    """
+    @property
+    def candidate(self, /) -> ComparisonSubject: ...
+    @property
+    def reference(self, /) -> ComparisonSubject: ...
 
 def add_nvrtc_search_dir(path: str | PathLike[str]) -> None:
     """

@@ -18,6 +18,8 @@ mod group;
 mod kernel;
 mod model;
 mod options;
+#[cfg(feature = "python")]
+mod python;
 pub mod report;
 mod run;
 

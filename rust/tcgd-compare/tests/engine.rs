@@ -55,7 +55,7 @@ fn alignment_keeps_execution_order_and_reports_one_sided_keys() {
     assert_eq!(result.status, Status::Mismatch);
     let issue = result.first_issue.unwrap();
     assert_eq!((issue.point, issue.observation), (Some(0), Some(1)));
-    assert_eq!(result.counts.mismatched, 2);
+    assert_eq!(result.counts.mismatch, 2);
 }
 
 #[test]
@@ -195,9 +195,9 @@ fn status_precedence_is_mismatch_then_inconclusive_then_match() {
     assert_eq!(result.status, Status::Mismatch);
     assert_eq!(
         (
-            result.counts.matched,
+            result.counts.r#match,
             result.counts.inconclusive,
-            result.counts.mismatched
+            result.counts.mismatch
         ),
         (1, 1, 1)
     );

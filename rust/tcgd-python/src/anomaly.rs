@@ -5,94 +5,176 @@
 use pyo3::prelude::*;
 use tcgd_compare::{AnomalyHit, AnomalyQuery, FirstAnomaly};
 
-use crate::classes::frozen_class;
 use crate::errors::{guard, BindingError};
 use crate::store::RunReader;
 
-/// An anomaly class over `$inner`: the getters of one site (`$hit`, read from the value
-/// `$v`), then the class's own getters and options.
-macro_rules! anomaly_class {
-    (
-        $(#$meta:tt)*
-        pub struct $class:ident($inner:ty);
-        |$v:ident, $py:ident| site = ($($hit:tt)*) { $($getters:tt)* }
-        $($options:tt)*
-    ) => {
-        frozen_class! {
-            $(#$meta)*
-            pub struct $class($inner);
-            |$v, $py| {
-                point_index: i64 => $($hit)*.point_index;
-                label: String => $($hit)*.label.clone();
-                replay_index: Option<i64> => $($hit)*.replay_index;
-                order: i64 => $($hit)*.order;
-                name: String => $($hit)*.name.clone();
-                invocation_index: i64 => $($hit)*.invocation_index;
-                site_id: Option<String> => $($hit)*.site.site_id.clone();
-                graph_kind: Option<String> => $($hit)*.site.graph_kind.clone();
-                node_name: Option<String> => $($hit)*.site.node_name.clone();
-                aten_op: Option<String> => $($hit)*.site.aten_op.clone();
-                module_path: Option<String> => $($hit)*.site.module_path.clone();
-                source_location: Option<String> => $($hit)*.site.source_location.clone();
-                compile_id: Option<String> => $($hit)*.site.compile_id.clone();
-                nan: u64 => $($hit)*.values.nan;
-                posinf: u64 => $($hit)*.values.posinf;
-                neginf: u64 => $($hit)*.values.neginf;
-                min: Option<f64> => $($hit)*.values.min;
-                max: Option<f64> => $($hit)*.values.max;
-                /// max(|min|, |max|) of the finite values; None when none is finite.
-                abs_max: Option<f64> => $($hit)*.values.abs_max();
-                $($getters)*
-            }
-            $($options)*
-        }
-    };
+/// One observation that hit the rule: where it is (point, replay, order, name, site) and
+/// what it holds (element counts, finite extremes). `FirstAnomaly` derives from it.
+#[pyclass(
+    name = "AnomalySite",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    subclass,
+    skip_from_py_object
+)]
+pub struct PyAnomalySite {
+    hit: AnomalyHit,
 }
 
-anomaly_class! {
-    /// One observation that hit the rule: where it is (point, replay, order, name, site)
-    /// and what it holds (element counts, finite extremes).
-    #[pyclass(name = "AnomalySite")]
-    pub struct PyAnomalySite(AnomalyHit);
-    |h, py| site = (h) {}
-    repr(point_index, label, replay_index, order, name, nan, posinf, neginf);
+#[pymethods]
+impl PyAnomalySite {
+    #[getter]
+    fn point_index(&self) -> i64 {
+        self.hit.point_index
+    }
+    #[getter]
+    fn label(&self) -> &str {
+        &self.hit.label
+    }
+    #[getter]
+    fn replay_index(&self) -> Option<i64> {
+        self.hit.replay_index
+    }
+    #[getter]
+    fn order(&self) -> i64 {
+        self.hit.order
+    }
+    #[getter]
+    fn name(&self) -> &str {
+        &self.hit.name
+    }
+    #[getter]
+    fn invocation_index(&self) -> i64 {
+        self.hit.invocation_index
+    }
+    #[getter]
+    fn site_id(&self) -> Option<&str> {
+        self.hit.site.site_id.as_deref()
+    }
+    #[getter]
+    fn graph_kind(&self) -> Option<&str> {
+        self.hit.site.graph_kind.as_deref()
+    }
+    #[getter]
+    fn node_name(&self) -> Option<&str> {
+        self.hit.site.node_name.as_deref()
+    }
+    #[getter]
+    fn aten_op(&self) -> Option<&str> {
+        self.hit.site.aten_op.as_deref()
+    }
+    #[getter]
+    fn module_path(&self) -> Option<&str> {
+        self.hit.site.module_path.as_deref()
+    }
+    #[getter]
+    fn source_location(&self) -> Option<&str> {
+        self.hit.site.source_location.as_deref()
+    }
+    #[getter]
+    fn compile_id(&self) -> Option<&str> {
+        self.hit.site.compile_id.as_deref()
+    }
+    #[getter]
+    fn nan(&self) -> u64 {
+        self.hit.values.nan
+    }
+    #[getter]
+    fn posinf(&self) -> u64 {
+        self.hit.values.posinf
+    }
+    #[getter]
+    fn neginf(&self) -> u64 {
+        self.hit.values.neginf
+    }
+    #[getter]
+    fn min(&self) -> Option<f64> {
+        self.hit.values.min
+    }
+    #[getter]
+    fn max(&self) -> Option<f64> {
+        self.hit.values.max
+    }
+    /// max(|min|, |max|) of the finite values; None when none is finite.
+    #[getter]
+    fn abs_max(&self) -> Option<f64> {
+        self.hit.values.abs_max()
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let shown = [
+            "point_index",
+            "label",
+            "replay_index",
+            "order",
+            "name",
+            "nan",
+            "posinf",
+            "neginf",
+        ];
+        crate::classes::attrs_repr(slf.as_any(), &shown)
+    }
 }
 
-/// A first anomaly with its sites as Python objects, made once.
-pub struct AnomalyAt {
+/// The first anomaly of a run: the first site's values (the `AnomalySite` it is), the
+/// rule that was applied, how many observations were visited, and every site that hit at
+/// the same replay (`sites`, the first of them being this one).
+#[pyclass(
+    name = "FirstAnomaly",
+    module = "torch_cudagraph_debug._native",
+    extends = PyAnomalySite,
+    frozen,
+    skip_from_py_object
+)]
+pub struct PyFirstAnomaly {
     anomaly: FirstAnomaly,
     sites: Vec<Py<PyAnomalySite>>,
 }
 
-anomaly_class! {
-    /// The first anomaly of a run: the first site's values (as `AnomalySite` has them), the
-    /// rule that was applied, how many observations were visited, and every site that hit
-    /// at the same replay (`sites`, the first of them being this one).
-    #[pyclass(name = "FirstAnomaly")]
-    pub struct PyFirstAnomaly(AnomalyAt);
-    |a, py| site = (a.anomaly.first()) {
-        /// `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
-        kind: &'static str => a.anomaly.kind;
-        threshold: Option<f64> => a.anomaly.threshold;
-        /// The site filter the search used, as given.
-        site_filter: Option<String> => a.anomaly.site_filter.clone();
-        /// Observations visited in execution order up to and including the first hit.
-        scanned: u64 => a.anomaly.scanned;
-        /// Every site that hit at the first hit's replay (its point, for a point without a
-        /// replay index), in execution order.
-        sites: Vec<Py<PyAnomalySite>> => a.sites.iter().map(|s| s.clone_ref(py)).collect();
+#[pymethods]
+impl PyFirstAnomaly {
+    /// `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.anomaly.kind
     }
-    repr(kind, point_index, label, replay_index, name, scanned);
-    {
-        /// The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
-        /// prints).
-        fn to_json(&self, py: Python<'_>) -> PyResult<String> {
-            guard(py, || {
-                serde_json::to_string(&self.inner.anomaly).map_err(|e| {
-                    BindingError::Internal(format!("cannot encode the anomaly: {e}"))
-                })
-            })
-        }
+    #[getter]
+    fn threshold(&self) -> Option<f64> {
+        self.anomaly.threshold
+    }
+    /// The site filter the search used, as given.
+    #[getter]
+    fn site_filter(&self) -> Option<&str> {
+        self.anomaly.site_filter.as_deref()
+    }
+    /// Observations visited in execution order up to and including the first hit.
+    #[getter]
+    fn scanned(&self) -> u64 {
+        self.anomaly.scanned
+    }
+    /// Every site that hit at the first hit's replay (its point, for a point without a
+    /// replay index), in execution order.
+    #[getter]
+    fn sites(&self, py: Python<'_>) -> Vec<Py<PyAnomalySite>> {
+        self.sites.iter().map(|s| s.clone_ref(py)).collect()
+    }
+    /// The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
+    /// prints).
+    fn to_json(&self, py: Python<'_>) -> PyResult<String> {
+        guard(py, || {
+            serde_json::to_string(&self.anomaly)
+                .map_err(|e| BindingError::Internal(format!("cannot encode the anomaly: {e}")))
+        })
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let shown = [
+            "kind",
+            "point_index",
+            "label",
+            "replay_index",
+            "name",
+            "scanned",
+        ];
+        crate::classes::attrs_repr(slf.as_any(), &shown)
     }
 }
 
@@ -107,7 +189,7 @@ pub(crate) fn first_anomaly(
     kind: &str,
     threshold: Option<f64>,
     site: Option<&str>,
-) -> PyResult<Option<PyFirstAnomaly>> {
+) -> PyResult<Option<Py<PyFirstAnomaly>>> {
     let query = guard(py, || {
         AnomalyQuery::parse(kind, threshold, site).map_err(BindingError::from)
     })?;
@@ -122,7 +204,11 @@ pub(crate) fn first_anomaly(
     let sites = anomaly
         .hits
         .iter()
-        .map(|h| Py::new(py, PyAnomalySite::from(h.clone())))
+        .map(|h| Py::new(py, PyAnomalySite { hit: h.clone() }))
         .collect::<PyResult<Vec<_>>>()?;
-    Ok(Some(PyFirstAnomaly::from(AnomalyAt { anomaly, sites })))
+    let first = PyAnomalySite {
+        hit: anomaly.first().clone(),
+    };
+    let init = PyClassInitializer::from(first).add_subclass(PyFirstAnomaly { anomaly, sites });
+    Ok(Some(Py::new(py, init)?))
 }

@@ -4,10 +4,7 @@
 //! and the `to_dict()` and `repr` that read a class's own attributes by name.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList};
-use serde::Serialize;
-
-use crate::errors::BindingError;
+use pyo3::types::PyDict;
 
 /// One CSV cell as its Python value (`None`, `int`, `float`, `str`, `bool`).
 fn cell_value<'py>(py: Python<'py>, cell: tcgd_report::Cell) -> PyResult<Bound<'py, PyAny>> {
@@ -65,14 +62,8 @@ pub(crate) fn attrs_dict<'py>(
 /// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
 /// writes it.
 pub(crate) fn attrs_repr(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
-    let fields = names
-        .iter()
-        .map(|n| {
-            let name = attribute(n);
-            Ok(format!("{name}={}", obj.getattr(name)?.repr()?))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
+    let names: Vec<&str> = names.iter().map(|n| attribute(n)).collect();
+    tcgd_report::python::repr_of(obj, &names)
 }
 
 /// A frozen class over one Rust value, `inner`, given as:
@@ -284,43 +275,4 @@ pub(crate) fn paths_by_format(
     Ok(by_format)
 }
 
-/// A JSON value as the Python value `json.loads` would give for it.
-fn json_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use serde_json::Value;
-    Ok(match value {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => i.into_pyobject(py)?.into_any(),
-            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
-            (None, None) => PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any(),
-        },
-        Value::String(s) => s.into_pyobject(py)?.into_any(),
-        Value::Array(items) => {
-            let list = PyList::empty(py);
-            for item in items {
-                list.append(json_to_py(py, item)?)?;
-            }
-            list.into_any()
-        }
-        Value::Object(map) => {
-            let dict = PyDict::new(py);
-            for (k, v) in map {
-                dict.set_item(k, json_to_py(py, v)?)?;
-            }
-            dict.into_any()
-        }
-    })
-}
-
-/// Any serialisable result as plain Python values (dicts, lists, numbers, strings), exactly
-/// as its JSON report holds it: the one way a native result (a report layer's JSON value
-/// among them) becomes Python values.
-pub(crate) fn serde_to_py<'py, T: Serialize>(
-    py: Python<'py>,
-    value: &T,
-) -> PyResult<Bound<'py, PyAny>> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| BindingError::Internal(format!("cannot encode the result: {e}")))?;
-    json_to_py(py, &value)
-}
+pub(crate) use tcgd_report::python::to_python as serde_to_py;

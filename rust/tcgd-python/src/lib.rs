@@ -225,11 +225,11 @@ mod _native {
     use super::recorded::{PyRecordedObservation, PyRecordedPoint};
     #[pymodule_export]
     use super::results::{
-        comparison_literals, PyCounts, PyDivergence, PyFirstMismatch, PyGroupComparison,
-        PyGroupInfo, PyGroupMember, PyGroupSummary, PyIssue, PyMetrics, PyObservationComparison,
-        PyOptions, PyPointComparison, PyPointInfo, PyRankComparison, PyRankPoint, PyRunComparison,
-        PySeriesComparison, PySeriesPoint, PySide, PySite, PySnapshotComparison, PySubject,
-        PyTensorSite, PyValueSummary,
+        comparison_literals, PyComparisonResult, PyFirstMismatch, PyGroupComparison, PyGroupInfo,
+        PyGroupMember, PyGroupSummary, PyIssue, PyMetrics, PyObservationComparison, PyOptions,
+        PyPointComparison, PyPointPair, PyRankComparison, PyRankPoint, PyRunComparison,
+        PySeriesComparison, PySide, PySite, PySnapshotComparison, PyTensorSite, PyValueSummary,
+        PyWhole,
     };
     #[pymodule_export]
     use super::{
@@ -239,6 +239,8 @@ mod _native {
         store::compact_root, store::list_runs, store::set_log_retention, store::PyRunManifest,
         store::RunReader, store::RunWriter, summarize, supported_dtypes,
     };
+    #[pymodule_export]
+    use tcgd_compare::{Counts, Divergence, PointRef, SeriesPoint, Subject};
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};

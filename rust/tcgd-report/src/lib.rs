@@ -8,6 +8,8 @@ pub mod csv;
 pub mod dir;
 pub mod document;
 pub mod html;
+#[cfg(feature = "python")]
+pub mod python;
 pub mod svg;
 pub mod table;
 

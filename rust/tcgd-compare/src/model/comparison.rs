@@ -75,7 +75,18 @@ pub struct Issue {
     pub description: String,
 }
 
-/// A point of a series, by position and identity.
+/// A point of a series: its position in `point_comparisons` and its identity in the run.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "SeriesPointRef",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeriesPoint {
     pub point: usize,
@@ -85,6 +96,17 @@ pub struct SeriesPoint {
 }
 
 /// When one observation of the reference point stopped matching across a series.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "SeriesDivergence",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Divergence {
     pub name: String,

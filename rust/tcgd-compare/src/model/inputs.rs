@@ -39,7 +39,18 @@ impl ObservationSide {
     }
 }
 
-/// Which point or snapshot a set of observations belongs to.
+/// Which point (or snapshot) one side of a point comparison is.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "PointInfo",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct PointRef {
     pub label: Option<String>,
@@ -61,9 +72,22 @@ impl PointRef {
     }
 }
 
-/// What was compared on one side: a snapshot, a point, a run or a run group.
+/// What one side of a run, series or group comparison is: a snapshot, a point, a run or a
+/// run group.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ComparisonSubject",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Subject {
+    /// `snapshot`, `point`, `run` or `run_group`.
     pub kind: String,
     pub name: Option<String>,
     pub path: Option<String>,

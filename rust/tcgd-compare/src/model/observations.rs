@@ -121,13 +121,23 @@ pub(crate) fn nan_low(x: f64) -> f64 {
     }
 }
 
+/// How many comparisons of each status.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ComparisonCounts",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
     pub total: usize,
-    #[serde(rename = "match")]
-    pub matched: usize,
-    #[serde(rename = "mismatch")]
-    pub mismatched: usize,
+    pub r#match: usize,
+    pub mismatch: usize,
     pub inconclusive: usize,
 }
 
@@ -135,16 +145,16 @@ impl Counts {
     pub fn add(&mut self, status: Status) {
         self.total += 1;
         match status {
-            Status::Match => self.matched += 1,
-            Status::Mismatch => self.mismatched += 1,
+            Status::Match => self.r#match += 1,
+            Status::Mismatch => self.mismatch += 1,
             Status::Inconclusive => self.inconclusive += 1,
         }
     }
 
     pub fn merge(&mut self, other: &Counts) {
         self.total += other.total;
-        self.matched += other.matched;
-        self.mismatched += other.mismatched;
+        self.r#match += other.r#match;
+        self.mismatch += other.mismatch;
         self.inconclusive += other.inconclusive;
     }
 
@@ -154,8 +164,8 @@ impl Counts {
             "{} {noun}{}: {} match, {} mismatch, {} inconclusive",
             self.total,
             if self.total == 1 { "" } else { "s" },
-            self.matched,
-            self.mismatched,
+            self.r#match,
+            self.mismatch,
             self.inconclusive
         )
     }

@@ -195,8 +195,8 @@ pub fn points(c: &Comparison) -> String {
             p.status.as_str().into(),
             Cell::text(p.reason.clone()),
             p.counts.total.into(),
-            p.counts.matched.into(),
-            p.counts.mismatched.into(),
+            p.counts.r#match.into(),
+            p.counts.mismatch.into(),
             p.counts.inconclusive.into(),
             float(rows::worst_abs(p)),
         ]);
@@ -278,8 +278,8 @@ pub fn ranks(c: &Comparison) -> Option<String> {
             rows::rank_detail(r).into(),
             opt(counts.map(|c| c.0)),
             opt(counts.map(|c| c.1.total)),
-            opt(counts.map(|c| c.1.matched)),
-            opt(counts.map(|c| c.1.mismatched)),
+            opt(counts.map(|c| c.1.r#match)),
+            opt(counts.map(|c| c.1.mismatch)),
             opt(counts.map(|c| c.1.inconclusive)),
         ]);
     }

@@ -349,7 +349,7 @@ pub fn sections(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -
                 Some(inner) => [
                     inner.point_counts.total,
                     inner.counts.total,
-                    inner.counts.mismatched,
+                    inner.counts.mismatch,
                     inner.counts.inconclusive,
                 ]
                 .map(|n| n.to_string()),
@@ -403,7 +403,7 @@ pub fn sections(c: &Comparison, limit: usize, include_unchanged: Option<bool>) -
                     replay.into(),
                     p.status.into(),
                     p.counts.total.to_string().into(),
-                    p.counts.mismatched.to_string().into(),
+                    p.counts.mismatch.to_string().into(),
                     p.counts.inconclusive.to_string().into(),
                     metric(worst_abs(p)).into(),
                     p.reason.clone().unwrap_or_default().into(),

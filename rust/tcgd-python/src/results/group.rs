@@ -254,13 +254,6 @@ pub(crate) fn result(
     c: Comparison,
     subjects: (Option<Py<PyAny>>, Option<Py<PyAny>>),
 ) -> PyResult<Py<PyAny>> {
-    let kind = c.kind;
     let c = Compared::new(Arc::new(c), subjects.0, subjects.1);
-    Ok(match kind {
-        ComparisonKind::Snapshots => Py::new(py, PySnapshotComparison::from(c))?.into_any(),
-        ComparisonKind::Points => Py::new(py, PyPointComparison::from(c))?.into_any(),
-        ComparisonKind::Runs => Py::new(py, PyRunComparison::from(c))?.into_any(),
-        ComparisonKind::PointSeries => Py::new(py, PySeriesComparison::from(c))?.into_any(),
-        ComparisonKind::RunGroups => Py::new(py, PyGroupComparison::from(c))?.into_any(),
-    })
+    comparison_object(py, c)
 }

@@ -29,7 +29,11 @@ pub(super) fn point_subject(p: Option<&PointRef>) -> Subject {
 
 /// One point pair of a larger comparison as a comparison of its own: the pair, the
 /// options, and the warnings of the whole.
-pub(super) fn point_view(whole: &Comparison, p: &PointComparison) -> PyPointComparison {
+pub(super) fn point_view(
+    py: Python<'_>,
+    whole: &Comparison,
+    p: &PointComparison,
+) -> PyResult<Py<PyPointComparison>> {
     let c = Comparison::new(
         ComparisonKind::Points,
         whole.options.clone(),
@@ -39,7 +43,7 @@ pub(super) fn point_view(whole: &Comparison, p: &PointComparison) -> PyPointComp
         Vec::new(),
         whole.warnings.clone(),
     );
-    PyPointComparison::from(Compared::from(Arc::new(c)))
+    point_comparison(py, Compared::from(Arc::new(c)))
 }
 
 pub(super) fn find_point(points: &[PointComparison], position: usize) -> Option<&PointComparison> {
@@ -158,9 +162,7 @@ pub(super) fn issue_at(py: Python<'_>, c: &Comparison, issue: Issue) -> PyResult
     });
     Ok(PyIssue::from(IssueAt {
         label,
-        point: point
-            .map(|p| Py::new(py, point_view(whole, p)))
-            .transpose()?,
+        point: point.map(|p| point_view(py, whole, p)).transpose()?,
         observation: observation
             .map(|o| Py::new(py, PyObservationComparison::of(py, o)?))
             .transpose()?,
