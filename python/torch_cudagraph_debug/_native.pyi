@@ -720,17 +720,21 @@ class ComparisonMetrics:
     Element-wise metrics of one pair. Error metrics cover the elements where both values
     are finite (`finite_pairs`); they are `None` when there is none.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def compared_as(self, /) -> str:
         """
-        `"float64"`, `"complex128"` or `"integer"`: the type values were compared in.
+        `float64`, `complex128` or `integer`: the type values were compared in.
         """
     @property
     def cosine_similarity(self, /) -> float | None: ...
     @property
-    def finite_pairs(self, /) -> int: ...
+    def finite_pairs(self, /) -> int:
+        """
+        Elements where both values are finite: the error metrics cover these.
+        """
     @property
     def first_mismatch(self, /) -> FirstMismatch | None: ...
     @property
@@ -754,11 +758,12 @@ class ComparisonMetrics:
     @property
     def rmse(self, /) -> float | None:
         """
-        Root mean square of `c - r` over the finite pairs.
+        Root mean square of `c - r` (complex: of the modulus): the error torch's own
+        accuracy checks weigh against a float64 reference.
         """
     def to_dict(self, /) -> Any:
         """
-        The value as its JSON report holds it.
+        The metrics as report.json holds them.
         """
     @property
     def total(self, /) -> int: ...
@@ -904,16 +909,20 @@ class FirstMismatch:
     The first element (row-major) that did not match: its flat index, coordinate and both
     values (integers exact).
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
-    def candidate(self, /) -> Any: ...
+    def candidate(self, /) -> int | float | complex: ...
     @property
     def coordinate(self, /) -> tuple: ...
     @property
-    def index(self, /) -> int: ...
+    def index(self, /) -> int:
+        """
+        Position in the row-major flattened value.
+        """
     @property
-    def reference(self, /) -> Any: ...
+    def reference(self, /) -> int | float | complex: ...
 
 @final
 class MemoryAllocationLifetimeAnalysis:

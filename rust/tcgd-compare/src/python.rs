@@ -3,12 +3,14 @@
 //! are declared); here are what is not a field, `to_dict()` (the value as report.json
 //! holds it) and `repr`.
 
-use pyo3::inspect::PyStaticExpr;
+use pyo3::inspect::{PyStaticExpr, PyStaticOperator};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyComplex, PyFloat, PyString, PyTuple};
 use tcgd_report::python::{repr_of, to_python};
 
-use crate::{Counts, Divergence, PointRef, SeriesPoint, Status, Subject};
+use crate::{
+    Counts, Divergence, FirstMismatch, Metrics, PointRef, Scalar, SeriesPoint, Status, Subject,
+};
 
 /// A status is its name in Python (`match`, `mismatch`, `inconclusive`), as in the reports.
 impl<'py> IntoPyObject<'py> for &Status {
@@ -72,5 +74,64 @@ impl Divergence {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let shown = ["name", "invocation_index", "status", "mismatched_points"];
         repr_of(slf.as_any(), &shown)
+    }
+}
+
+/// An element value as Python's `int`, `float` or `complex` (integers exact).
+impl<'py> IntoPyObject<'py> for &Scalar {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    const OUTPUT_TYPE: PyStaticExpr = PyStaticExpr::BinOp {
+        left: &PyStaticExpr::Name { id: "int" },
+        op: PyStaticOperator::BitOr,
+        right: &PyStaticExpr::BinOp {
+            left: &PyStaticExpr::Name { id: "float" },
+            op: PyStaticOperator::BitOr,
+            right: &PyStaticExpr::Name { id: "complex" },
+        },
+    };
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match *self {
+            Scalar::Int(v) => v.into_pyobject(py)?.into_any(),
+            Scalar::Float(v) => PyFloat::new(py, v).into_any(),
+            Scalar::Complex(re, im) => PyComplex::from_doubles(py, re, im).into_any(),
+        })
+    }
+}
+
+#[pymethods]
+impl FirstMismatch {
+    /// Position in the row-major flattened value.
+    #[getter]
+    fn index(&self) -> u64 {
+        self.index
+    }
+    #[getter]
+    fn coordinate<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.coordinate)
+    }
+    #[getter]
+    fn reference(&self) -> &Scalar {
+        &self.reference
+    }
+    #[getter]
+    fn candidate(&self) -> &Scalar {
+        &self.candidate
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["index", "coordinate"])
+    }
+}
+
+#[pymethods]
+impl Metrics {
+    /// The metrics as report.json holds them.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self)
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["mismatch_count", "total", "max_abs_error"])
     }
 }

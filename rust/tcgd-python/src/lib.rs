@@ -225,11 +225,10 @@ mod _native {
     use super::recorded::{PyRecordedObservation, PyRecordedPoint};
     #[pymodule_export]
     use super::results::{
-        comparison_literals, PyComparisonResult, PyFirstMismatch, PyGroupComparison, PyGroupInfo,
-        PyGroupMember, PyGroupSummary, PyIssue, PyMetrics, PyObservationComparison, PyOptions,
-        PyPointComparison, PyPointPair, PyRankComparison, PyRankPoint, PyRunComparison,
-        PySeriesComparison, PySide, PySite, PySnapshotComparison, PyTensorSite, PyValueSummary,
-        PyWhole,
+        comparison_literals, PyComparisonResult, PyGroupComparison, PyGroupInfo, PyGroupMember,
+        PyGroupSummary, PyIssue, PyObservationComparison, PyOptions, PyPointComparison,
+        PyPointPair, PyRankComparison, PyRankPoint, PyRunComparison, PySeriesComparison, PySide,
+        PySite, PySnapshotComparison, PyTensorSite, PyValueSummary, PyWhole,
     };
     #[pymodule_export]
     use super::{
@@ -240,7 +239,9 @@ mod _native {
         store::RunReader, store::RunWriter, summarize, supported_dtypes,
     };
     #[pymodule_export]
-    use tcgd_compare::{Counts, Divergence, PointRef, SeriesPoint, Subject};
+    use tcgd_compare::{
+        Counts, Divergence, FirstMismatch, Metrics, PointRef, SeriesPoint, Subject,
+    };
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};

@@ -5,6 +5,18 @@ use tcgd_tensor::DType;
 
 use super::*;
 
+/// The first element (row-major) that did not match: its flat index, coordinate and both
+/// values (integers exact).
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "FirstMismatch",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FirstMismatch {
     /// Position in the row-major flattened value.
@@ -14,7 +26,19 @@ pub struct FirstMismatch {
     pub candidate: Scalar,
 }
 
-/// Element-wise metrics of one observation pair.
+/// Element-wise metrics of one pair. Error metrics cover the elements where both values
+/// are finite (`finite_pairs`); they are `None` when there is none.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ComparisonMetrics",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Metrics {
     /// `float64`, `complex128` or `integer`: the type values were compared in.

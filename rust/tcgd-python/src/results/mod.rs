@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyKeyError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyTuple};
 use serde::Serialize;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
@@ -42,14 +42,6 @@ fn tuple<'py, T: IntoPyObject<'py>>(
     items: impl IntoIterator<Item = T>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(py, items.into_iter().collect::<Vec<_>>())
-}
-
-fn scalar<'py>(py: Python<'py>, s: &Scalar) -> PyResult<Bound<'py, PyAny>> {
-    Ok(match *s {
-        Scalar::Int(v) => v.into_pyobject(py)?.into_any(),
-        Scalar::Float(v) => PyFloat::new(py, v).into_any(),
-        Scalar::Complex(re, im) => PyComplex::from_doubles(py, re, im).into_any(),
-    })
 }
 
 fn py_repr(value: &Bound<'_, PyAny>) -> String {

@@ -42,7 +42,7 @@ pub struct PyObservationComparison {
     #[pyo3(get)]
     candidate: Option<Py<PySide>>,
     #[pyo3(get)]
-    metrics: Option<Py<PyMetrics>>,
+    metrics: Option<Py<Metrics>>,
     #[pyo3(get)]
     mismatch_count: Option<u64>,
     /// Elements compared (`None` unless both full payloads were).
@@ -60,7 +60,7 @@ pub struct PyObservationComparison {
     #[pyo3(get)]
     mean_abs_error: Option<f64>,
     #[pyo3(get)]
-    first_mismatch: Option<Py<PyFirstMismatch>>,
+    first_mismatch: Option<Py<FirstMismatch>>,
     /// The coordinate of the first mismatching element, row-major order.
     #[pyo3(get)]
     first_mismatch_index: Option<Py<PyTuple>>,
@@ -82,7 +82,7 @@ impl PyObservationComparison {
     pub(crate) fn of(py: Python<'_>, o: &ObservationComparison) -> PyResult<Self> {
         let m = o.metrics.as_ref();
         let first = m.and_then(|m| m.first_mismatch.as_ref());
-        let value = |s: &Scalar| scalar(py, s).map(Bound::unbind);
+        let value = |s: &Scalar| s.into_pyobject(py).map(Bound::unbind);
         Ok(PyObservationComparison {
             position: o.position,
             name: o.name.clone(),
@@ -103,9 +103,7 @@ impl PyObservationComparison {
                 .clone()
                 .map(|s| Py::new(py, PySide::from(s)))
                 .transpose()?,
-            metrics: m
-                .map(|m| Py::new(py, PyMetrics::from(m.clone())))
-                .transpose()?,
+            metrics: m.map(|m| Py::new(py, m.clone())).transpose()?,
             mismatch_count: m.map(|m| m.mismatch_count),
             total_count: m.map(|m| m.total),
             mismatch_fraction: m.map(|m| m.mismatch_fraction),
@@ -113,9 +111,7 @@ impl PyObservationComparison {
             max_rel_error: m.and_then(|m| m.max_rel_error),
             max_relative_error: m.and_then(|m| m.max_rel_error),
             mean_abs_error: m.and_then(|m| m.mean_abs_error),
-            first_mismatch: first
-                .map(|f| Py::new(py, PyFirstMismatch::from(f.clone())))
-                .transpose()?,
+            first_mismatch: first.map(|f| Py::new(py, f.clone())).transpose()?,
             first_mismatch_index: first
                 .map(|f| tuple(py, f.coordinate.iter().copied()).map(Bound::unbind))
                 .transpose()?,
