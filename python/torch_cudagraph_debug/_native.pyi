@@ -1113,7 +1113,12 @@ class MemoryAttribution:
 
 @final
 class MemoryAttributionStatus:
-    def __eq__(self, other: object, /) -> Any: ...
+    """
+    Whether each kind of evidence an attribution can use was asked for, found and
+    complete.
+    """
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, stacks: MemoryEvidenceStatus, events: MemoryEvidenceStatus, lifetimes: MemoryEvidenceStatus) -> MemoryAttributionStatus: ...
     def __repr__(self, /) -> str: ...
     @property
@@ -1124,7 +1129,7 @@ class MemoryAttributionStatus:
     def stacks(self, /) -> MemoryEvidenceStatus: ...
     def to_dict(self, /) -> dict:
         """
-        Every attribute by name, in order.
+        `{"stacks", "events", "lifetimes"}`, each as its status's `to_dict()`.
         """
 
 @final

@@ -1,7 +1,7 @@
 //! How native values become frozen Python classes, written once for every result class:
 //! a class over one Rust value whose getters are a table of `name: Type => expression`
-//! ([`frozen_class!`]), a class whose fields are its Python values ([`value_class!`]),
-//! and the `to_dict()` and `repr` that read a class's own attributes by name.
+//! ([`frozen_class!`]), and the `to_dict()` and `repr` that read a class's own attributes
+//! by name.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -129,35 +129,6 @@ macro_rules! frozen_class {
     };
 }
 
-/// A frozen class whose fields are its Python values (`get_all`), given as:
-///
-/// ```text
-/// value_class! {
-///     /// Docs.
-///     #[pyclass(...)]           // module, `frozen` and `get_all` are added
-///     #[derive(Clone, PartialEq)]
-///     pub struct Class { field: Type, ... }
-///     // Then the options of `frozen_class!` (`to_dict(serde)` aside).
-/// }
-/// ```
-macro_rules! value_class {
-    (
-        $(#$meta:tt)*
-        $vis:vis struct $class:ident {
-            $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)?
-        }
-        $($options:tt)*
-    ) => {
-        $(#$meta)*
-        #[pyo3(module = "torch_cudagraph_debug._native", frozen, get_all)]
-        $vis struct $class {
-            $($(#[$fmeta])* $fvis $field: $ty),*
-        }
-
-        $crate::classes::class_methods!($class [$($field)*] [] [] $($options)*);
-    };
-}
-
 /// The one `#[pymethods]` block of a class: its attribute methods (`$methods`: getters),
 /// then what its options ask for, then its own methods. `$names` are its attributes, in
 /// order; `$value` the field that holds the value it stands for (none: the class itself).
@@ -251,7 +222,7 @@ macro_rules! class_methods {
     };
 }
 
-pub(crate) use {class_methods, frozen_class, value_class};
+pub(crate) use {class_methods, frozen_class};
 
 /// What every report's `write()` returns: `{format: Path}`, the report files (`report.txt`, ...) as
 /// `text`, `json` and `html` and each CSV file by its stem (`points` for points.csv).

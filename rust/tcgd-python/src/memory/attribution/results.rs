@@ -10,7 +10,6 @@ use tcgd_memory::report::attribution::{self as rep, Display};
 
 use super::super::lifetimes::{display_depth, row_dict, MemoryAllocationLifetimeAnalysis};
 
-use crate::classes::value_class;
 use crate::results::serde_to_py;
 
 use super::super::*;
@@ -127,31 +126,45 @@ impl MemoryEvidenceStatus {
     }
 }
 
-value_class! {
-    #[pyclass(from_py_object)]
-    #[derive(Clone, PartialEq)]
-    pub struct MemoryAttributionStatus {
+/// Whether each kind of evidence an attribution can use was asked for, found and
+/// complete.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    get_all,
+    eq,
+    from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct MemoryAttributionStatus {
+    stacks: MemoryEvidenceStatus,
+    events: MemoryEvidenceStatus,
+    lifetimes: MemoryEvidenceStatus,
+}
+
+#[pymethods]
+impl MemoryAttributionStatus {
+    #[new]
+    #[pyo3(signature = (stacks, events, lifetimes))]
+    fn new(
         stacks: MemoryEvidenceStatus,
         events: MemoryEvidenceStatus,
         lifetimes: MemoryEvidenceStatus,
-    }
-    eq;
-    to_dict(Python);
-    repr(all);
-    {
-        #[new]
-        #[pyo3(signature = (stacks, events, lifetimes))]
-        fn new(
-            stacks: MemoryEvidenceStatus,
-            events: MemoryEvidenceStatus,
-            lifetimes: MemoryEvidenceStatus,
-        ) -> Self {
-            MemoryAttributionStatus {
-                stacks,
-                events,
-                lifetimes,
-            }
+    ) -> Self {
+        MemoryAttributionStatus {
+            stacks,
+            events,
+            lifetimes,
         }
+    }
+
+    /// `{"stacks", "events", "lifetimes"}`, each as its status's `to_dict()`.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        crate::classes::attrs_dict(slf.as_any(), &["stacks", "events", "lifetimes"])
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(slf.as_any(), &["stacks", "events", "lifetimes"])
     }
 }
 
