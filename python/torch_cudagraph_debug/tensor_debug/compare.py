@@ -26,6 +26,7 @@ from torch_cudagraph_debug._native import (
     SeriesDivergence,
     SeriesPointRef,
     TensorComparisonOptions,
+    TensorComparisonResult,
     TensorObservationComparison,
     TensorPointComparison,
     TensorPointSeriesComparison,
@@ -106,13 +107,6 @@ ObservationComparison = TensorObservationComparison
 PointComparison = TensorPointComparison
 RankComparison = TensorRankRunComparison
 TensorComparison = TensorPointComparison | TensorSnapshotComparison
-TensorComparisonResult = (
-    TensorSnapshotComparison
-    | TensorPointComparison
-    | TensorRunComparison
-    | TensorPointSeriesComparison
-    | TensorRunGroupComparison
-)
 
 ProgressCallback = Callable[[int, int, str], None]
 PointKey = str | int
