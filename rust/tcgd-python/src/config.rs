@@ -5,135 +5,305 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use tcgd_config::{select_nodes, Decision, MemorySettings, NodeFacts, RunSettings};
 
-use crate::classes::frozen_class;
 use crate::errors::{guard, BindResult, BindingError};
 use crate::results::serde_to_py;
 
-frozen_class! {
-    /// A validated probe config.
-    #[pyclass]
-    pub struct ProbeConfig(tcgd_config::ProbeConfig);
-    |c, py| {
-        /// blake3 of the config text and the package version.
-        digest: String => c.digest.clone();
-        source_name: String => c.source_name.clone();
-        /// The `[run]` settings, every default applied.
-        run: PyRunSettings => c.run.clone().into();
-        /// The `[memory]` settings (`None` when the config has no `[memory]`).
-        memory: Option<PyMemorySettings> => c.memory.clone().map(PyMemorySettings::from);
-    }
-    {
-        /// Reads and validates a TOML config file.
-        #[staticmethod]
-        fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
-            guard(py, || {
-                let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))?;
-                Ok(ProbeConfig { inner })
-            })
-        }
+/// A validated probe config.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct ProbeConfig {
+    pub(crate) inner: tcgd_config::ProbeConfig,
+}
 
-        /// Validates config text; `name` stands for the file in error messages.
-        #[staticmethod]
-        fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
-            guard(py, || Ok(ProbeConfig { inner: parse(name, text)? }))
-        }
-
-        /// Validates a config given as data (a dict with the file's structure), through
-        /// the same TOML schema.
-        #[staticmethod]
-        fn from_dict(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<ProbeConfig> {
-            guard(py, || {
-                let table = toml_value(data).map_err(not_a_table)?;
-                Ok(ProbeConfig { inner: from_table(&table)? })
-            })
-        }
-
-        /// `from_dict` of the JSON text of a dict.
-        #[staticmethod]
-        fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
-            guard(py, || {
-                let table: toml::Value = serde_json::from_str(json).map_err(not_a_table)?;
-                Ok(ProbeConfig { inner: from_table(&table)? })
-            })
-        }
-
-        /// The `[run]` settings as JSON (the `run` object's fields).
-        fn run_json(&self) -> BindResult<String> {
-            json(&self.inner.run)
-        }
-
-        /// The `[memory]` settings as JSON (`null` when the config has none).
-        fn memory_json(&self) -> BindResult<String> {
-            json(&self.inner.memory)
-        }
-
-        /// Decides every candidate node of one graph, in graph order: one
-        /// `ProbeDecision` per node's facts (a dict with every `NodeFacts` key).
-        fn select(&self, nodes: Vec<NodeArgs>) -> Vec<PyProbeDecision> {
-            let nodes: Vec<NodeFacts> = nodes.into_iter().map(NodeFacts::from).collect();
-            select_nodes(&self.inner.select, &self.inner.exclude, &nodes)
-                .into_iter()
-                .map(PyProbeDecision::from)
-                .collect()
-        }
+impl From<tcgd_config::ProbeConfig> for ProbeConfig {
+    fn from(inner: tcgd_config::ProbeConfig) -> Self {
+        ProbeConfig { inner }
     }
 }
 
-frozen_class! {
-    /// The `[run]` settings of a probe config.
-    #[pyclass(name = "ProbeRunSettings")]
-    pub struct PyRunSettings(RunSettings);
-    |r, py| {
-        name: String => r.name.clone();
-        dir: Option<String> => r.dir.clone();
-        /// `"full"` or `"summary"`.
-        payload: PyResult<Bound<'py, PyAny>> => serde_to_py(py, &r.payload);
-        /// Calls whose full values each site keeps on the device (0: none).
-        history: u32 => r.history;
-        /// With summary payloads, also full values every this many calls (0: never).
-        full_every: u32 => r.full_every;
-        trigger_nonfinite: bool => r.trigger_nonfinite;
-        trigger_abs_max: Option<f64> => r.trigger_abs_max;
-        overwrite: bool => r.overwrite;
+#[pymethods]
+impl ProbeConfig {
+    /// blake3 of the config text and the package version.
+    #[getter]
+    fn digest(&self) -> String {
+        self.inner.digest.clone()
     }
-    repr(all);
+    #[getter]
+    fn source_name(&self) -> String {
+        self.inner.source_name.clone()
+    }
+    /// The `[run]` settings, every default applied.
+    #[getter]
+    fn run(&self) -> PyRunSettings {
+        self.inner.run.clone().into()
+    }
+    /// The `[memory]` settings (`None` when the config has no `[memory]`).
+    #[getter]
+    fn memory(&self) -> Option<PyMemorySettings> {
+        self.inner.memory.clone().map(PyMemorySettings::from)
+    }
+
+    /// Reads and validates a TOML config file.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let inner = tcgd_config::ProbeConfig::load(&path, env!("CARGO_PKG_VERSION"))?;
+            Ok(ProbeConfig { inner })
+        })
+    }
+
+    /// Validates config text; `name` stands for the file in error messages.
+    #[staticmethod]
+    fn parse(py: Python<'_>, text: &str, name: &str) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            Ok(ProbeConfig {
+                inner: parse(name, text)?,
+            })
+        })
+    }
+
+    /// Validates a config given as data (a dict with the file's structure), through
+    /// the same TOML schema.
+    #[staticmethod]
+    fn from_dict(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let table = toml_value(data).map_err(not_a_table)?;
+            Ok(ProbeConfig {
+                inner: from_table(&table)?,
+            })
+        })
+    }
+
+    /// `from_dict` of the JSON text of a dict.
+    #[staticmethod]
+    fn from_json(py: Python<'_>, json: &str) -> PyResult<ProbeConfig> {
+        guard(py, || {
+            let table: toml::Value = serde_json::from_str(json).map_err(not_a_table)?;
+            Ok(ProbeConfig {
+                inner: from_table(&table)?,
+            })
+        })
+    }
+
+    /// The `[run]` settings as JSON (the `run` object's fields).
+    fn run_json(&self) -> BindResult<String> {
+        json(&self.inner.run)
+    }
+
+    /// The `[memory]` settings as JSON (`null` when the config has none).
+    fn memory_json(&self) -> BindResult<String> {
+        json(&self.inner.memory)
+    }
+
+    /// Decides every candidate node of one graph, in graph order: one
+    /// `ProbeDecision` per node's facts (a dict with every `NodeFacts` key).
+    fn select(&self, nodes: Vec<NodeArgs>) -> Vec<PyProbeDecision> {
+        let nodes: Vec<NodeFacts> = nodes.into_iter().map(NodeFacts::from).collect();
+        select_nodes(&self.inner.select, &self.inner.exclude, &nodes)
+            .into_iter()
+            .map(PyProbeDecision::from)
+            .collect()
+    }
 }
 
-frozen_class! {
-    /// The `[memory]` settings of a probe config: the memory points the compile plugin
-    /// records on its own.
-    #[pyclass(name = "ProbeMemorySettings")]
-    pub struct PyMemorySettings(MemorySettings);
-    |m, py| {
-        dir: Option<String> => m.dir.clone();
-        name: String => m.name.clone();
-        points: Vec<String> => m.points.clone();
-        every: u32 => m.every;
-        reset_peaks: bool => m.reset_peaks;
-        overwrite: bool => m.overwrite;
-    }
-    to_dict(Python);
-    repr(all);
+/// The `[run]` settings of a probe config.
+#[pyclass(
+    name = "ProbeRunSettings",
+    module = "torch_cudagraph_debug._native",
+    frozen
+)]
+pub struct PyRunSettings {
+    pub(crate) inner: RunSettings,
 }
 
-frozen_class! {
-    /// What the selection decided for one candidate node, and why.
-    #[pyclass(name = "ProbeDecision")]
-    pub struct PyProbeDecision(Decision);
-    |d, py| {
-        node_name: String => d.node_name.clone();
-        op: String => d.op.clone();
-        module_path: Option<String> => d.module_path.clone();
-        source_location: Option<String> => d.source_location.clone();
-        selected: bool => d.selected;
-        /// The index of the `[[select]]` rule that selected the node.
-        rule: Option<usize> => d.rule;
-        /// `"record"` and/or `"print"`.
-        actions: PyResult<Bound<'py, PyAny>> => serde_to_py(py, &d.actions);
-        reason: String => d.reason.clone();
+impl From<RunSettings> for PyRunSettings {
+    fn from(inner: RunSettings) -> Self {
+        PyRunSettings { inner }
     }
-    to_dict(Python);
-    repr(node_name, op, selected, reason);
+}
+
+#[pymethods]
+impl PyRunSettings {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn dir(&self) -> Option<String> {
+        self.inner.dir.clone()
+    }
+    /// `"full"` or `"summary"`.
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner.payload)
+    }
+    /// Calls whose full values each site keeps on the device (0: none).
+    #[getter]
+    fn history(&self) -> u32 {
+        self.inner.history
+    }
+    /// With summary payloads, also full values every this many calls (0: never).
+    #[getter]
+    fn full_every(&self) -> u32 {
+        self.inner.full_every
+    }
+    #[getter]
+    fn trigger_nonfinite(&self) -> bool {
+        self.inner.trigger_nonfinite
+    }
+    #[getter]
+    fn trigger_abs_max(&self) -> Option<f64> {
+        self.inner.trigger_abs_max
+    }
+    #[getter]
+    fn overwrite(&self) -> bool {
+        self.inner.overwrite
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "name",
+                "dir",
+                "payload",
+                "history",
+                "full_every",
+                "trigger_nonfinite",
+                "trigger_abs_max",
+                "overwrite",
+            ],
+        )
+    }
+}
+
+/// The `[memory]` settings of a probe config: the memory points the compile plugin
+/// records on its own.
+#[pyclass(
+    name = "ProbeMemorySettings",
+    module = "torch_cudagraph_debug._native",
+    frozen
+)]
+pub struct PyMemorySettings {
+    pub(crate) inner: MemorySettings,
+}
+
+impl From<MemorySettings> for PyMemorySettings {
+    fn from(inner: MemorySettings) -> Self {
+        PyMemorySettings { inner }
+    }
+}
+
+#[pymethods]
+impl PyMemorySettings {
+    #[getter]
+    fn dir(&self) -> Option<String> {
+        self.inner.dir.clone()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn points(&self) -> Vec<String> {
+        self.inner.points.clone()
+    }
+    #[getter]
+    fn every(&self) -> u32 {
+        self.inner.every
+    }
+    #[getter]
+    fn reset_peaks(&self) -> bool {
+        self.inner.reset_peaks
+    }
+    #[getter]
+    fn overwrite(&self) -> bool {
+        self.inner.overwrite
+    }
+    /// Every attribute by name, in order.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        crate::classes::attrs_dict(
+            slf.as_any(),
+            &["dir", "name", "points", "every", "reset_peaks", "overwrite"],
+        )
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["dir", "name", "points", "every", "reset_peaks", "overwrite"],
+        )
+    }
+}
+
+/// What the selection decided for one candidate node, and why.
+#[pyclass(
+    name = "ProbeDecision",
+    module = "torch_cudagraph_debug._native",
+    frozen
+)]
+pub struct PyProbeDecision {
+    pub(crate) inner: Decision,
+}
+
+impl From<Decision> for PyProbeDecision {
+    fn from(inner: Decision) -> Self {
+        PyProbeDecision { inner }
+    }
+}
+
+#[pymethods]
+impl PyProbeDecision {
+    #[getter]
+    fn node_name(&self) -> String {
+        self.inner.node_name.clone()
+    }
+    #[getter]
+    fn op(&self) -> String {
+        self.inner.op.clone()
+    }
+    #[getter]
+    fn module_path(&self) -> Option<String> {
+        self.inner.module_path.clone()
+    }
+    #[getter]
+    fn source_location(&self) -> Option<String> {
+        self.inner.source_location.clone()
+    }
+    #[getter]
+    fn selected(&self) -> bool {
+        self.inner.selected
+    }
+    /// The index of the `[[select]]` rule that selected the node.
+    #[getter]
+    fn rule(&self) -> Option<usize> {
+        self.inner.rule
+    }
+    /// `"record"` and/or `"print"`.
+    #[getter]
+    fn actions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(py, &self.inner.actions)
+    }
+    #[getter]
+    fn reason(&self) -> String {
+        self.inner.reason.clone()
+    }
+    /// Every attribute by name, in order.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        crate::classes::attrs_dict(
+            slf.as_any(),
+            &[
+                "node_name",
+                "op",
+                "module_path",
+                "source_location",
+                "selected",
+                "rule",
+                "actions",
+                "reason",
+            ],
+        )
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(slf.as_any(), &["node_name", "op", "selected", "reason"])
+    }
 }
 
 /// What the pass knows about one candidate node, as Python hands it over.

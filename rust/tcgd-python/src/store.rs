@@ -14,7 +14,6 @@ use tcgd_store::{
 };
 
 use crate::args::{Joined, ObservationArgs};
-use crate::classes::frozen_class;
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 use crate::results::serde_to_py;
 use crate::{to_summary, HostBytes, SummaryArgs};
@@ -420,38 +419,105 @@ pub fn on_damage(value: &str) -> BindResult<OnDamage> {
     Ok(OnDamage::parse(value)?)
 }
 
-frozen_class! {
-    /// What a run's manifest says about the run (its part list aside): identity, rank,
-    /// times, completeness, provenance. Shared by tensor and memory runs.
-    #[pyclass(name = "RunManifest")]
-    pub struct PyRunManifest(tcgd_store::Manifest);
-    |m, py| {
-        run_id: String => m.header.run_id.clone();
-        name: String => m.header.name.clone();
-        /// `"tensor"` or `"memory"`.
-        kind: &'static str => match m.header.kind {
+/// What a run's manifest says about the run (its part list aside): identity, rank,
+/// times, completeness, provenance. Shared by tensor and memory runs.
+#[pyclass(name = "RunManifest", module = "torch_cudagraph_debug._native", frozen)]
+pub struct PyRunManifest {
+    pub(crate) inner: tcgd_store::Manifest,
+}
+
+impl From<tcgd_store::Manifest> for PyRunManifest {
+    fn from(inner: tcgd_store::Manifest) -> Self {
+        PyRunManifest { inner }
+    }
+}
+
+#[pymethods]
+impl PyRunManifest {
+    #[getter]
+    fn run_id(&self) -> String {
+        self.inner.header.run_id.clone()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.header.name.clone()
+    }
+    /// `"tensor"` or `"memory"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.inner.header.kind {
             RunKind::Tensor => "tensor",
             RunKind::Memory => "memory",
-        };
-        execution: String => m.header.execution.clone();
-        rank: Option<i64> => m.header.rank;
-        group_id: Option<String> => m.header.group_id.clone();
-        world_size: Option<i64> => m.header.world_size;
-        /// RFC 3339, UTC.
-        created_at: String => m.created_at.clone();
-        finished_at: Option<String> => m.finished_at.clone();
-        complete: bool => m.complete;
-        format_version: u32 => m.format_version;
-        point_count: u64 => m.point_count;
-        /// Package, Python, platform, torch and CUDA versions of the recording process
-        /// (absent: empty).
-        provenance: PyResult<Bound<'py, PyAny>> =>
-            serde_to_py(py, m.header.provenance.as_object().unwrap_or(&Default::default()));
-        /// The application's own metadata for the run (absent: empty).
-        run_metadata: PyResult<Bound<'py, PyAny>> =>
-            serde_to_py(py, m.header.run_metadata.as_object().unwrap_or(&Default::default()));
+        }
     }
-    repr(name, kind, rank, point_count, complete);
+    #[getter]
+    fn execution(&self) -> String {
+        self.inner.header.execution.clone()
+    }
+    #[getter]
+    fn rank(&self) -> Option<i64> {
+        self.inner.header.rank
+    }
+    #[getter]
+    fn group_id(&self) -> Option<String> {
+        self.inner.header.group_id.clone()
+    }
+    #[getter]
+    fn world_size(&self) -> Option<i64> {
+        self.inner.header.world_size
+    }
+    /// RFC 3339, UTC.
+    #[getter]
+    fn created_at(&self) -> String {
+        self.inner.created_at.clone()
+    }
+    #[getter]
+    fn finished_at(&self) -> Option<String> {
+        self.inner.finished_at.clone()
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn format_version(&self) -> u32 {
+        self.inner.format_version
+    }
+    #[getter]
+    fn point_count(&self) -> u64 {
+        self.inner.point_count
+    }
+    /// Package, Python, platform, torch and CUDA versions of the recording process
+    /// (absent: empty).
+    #[getter]
+    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(
+            py,
+            self.inner
+                .header
+                .provenance
+                .as_object()
+                .unwrap_or(&Default::default()),
+        )
+    }
+    /// The application's own metadata for the run (absent: empty).
+    #[getter]
+    fn run_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        serde_to_py(
+            py,
+            self.inner
+                .header
+                .run_metadata
+                .as_object()
+                .unwrap_or(&Default::default()),
+        )
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["name", "kind", "rank", "point_count", "complete"],
+        )
+    }
 }
 
 impl PyRunManifest {

@@ -5,8 +5,6 @@ use std::path::Path;
 
 use tcgd_memory::owners::{DevicePeaks, OwnerKind, PeakBytes, PoolOwner};
 
-use crate::classes::frozen_class;
-
 use super::*;
 
 /// `(device, pool_id, kind, name, graph_ids, function_kinds, compile_ids)` as the
@@ -79,51 +77,153 @@ pub(super) fn extras(
     Ok(tcgd_memory::PointExtras { pool_owners, peaks })
 }
 
-frozen_class! {
-    /// The owner of one private pool at a point.
-    #[pyclass]
-    pub struct MemoryPoolOwner(PoolOwner);
-    |o, py| {
-        device: i64 => o.device;
-        pool_id: (i64, i64) => o.pool;
-        /// `graph_trees`, `cuda_graph` or `mempool`.
-        kind: &'static str => o.kind.as_str();
-        name: Option<String> => o.name.clone();
-        graph_ids: Vec<i64> => o.graph_ids.clone();
-        function_kinds: Vec<String> => o.function_kinds.clone();
-        compile_ids: Vec<String> => o.compile_ids.clone();
-        /// The line reports show next to the pool.
-        description: String => o.describe();
-    }
-    to_dict(Python);
-    {
-        fn __repr__(&self) -> String {
-            format!(
-                "MemoryPoolOwner(pool[{},{}] {})",
-                self.inner.pool.0,
-                self.inner.pool.1,
-                self.inner.describe()
-            )
-        }
+/// The owner of one private pool at a point.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct MemoryPoolOwner {
+    pub(crate) inner: PoolOwner,
+}
+
+impl From<PoolOwner> for MemoryPoolOwner {
+    fn from(inner: PoolOwner) -> Self {
+        MemoryPoolOwner { inner }
     }
 }
 
-frozen_class! {
-    /// `torch.cuda.memory_stats()` peaks and counters of one device at a point.
-    #[pyclass]
-    pub struct MemoryDevicePeaks(DevicePeaks);
-    |p, py| {
-        device: i64 => p.device;
-        peak_reserved_bytes: Option<i64> => p.bytes.peak_reserved_bytes;
-        peak_allocated_bytes: Option<i64> => p.bytes.peak_allocated_bytes;
-        peak_active_bytes: Option<i64> => p.bytes.peak_active_bytes;
-        num_alloc_retries: Option<i64> => p.num_alloc_retries;
-        num_ooms: Option<i64> => p.num_ooms;
-        /// The peaks were reset at the previous point (they cover only the time since).
-        since_previous_point: bool => p.since_previous_point;
+#[pymethods]
+impl MemoryPoolOwner {
+    #[getter]
+    fn device(&self) -> i64 {
+        self.inner.device
     }
-    to_dict(Python);
-    repr(all);
+    #[getter]
+    fn pool_id(&self) -> (i64, i64) {
+        self.inner.pool
+    }
+    /// `graph_trees`, `cuda_graph` or `mempool`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind.as_str()
+    }
+    #[getter]
+    fn name(&self) -> Option<String> {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn graph_ids(&self) -> Vec<i64> {
+        self.inner.graph_ids.clone()
+    }
+    #[getter]
+    fn function_kinds(&self) -> Vec<String> {
+        self.inner.function_kinds.clone()
+    }
+    #[getter]
+    fn compile_ids(&self) -> Vec<String> {
+        self.inner.compile_ids.clone()
+    }
+    /// The line reports show next to the pool.
+    #[getter]
+    fn description(&self) -> String {
+        self.inner.describe()
+    }
+    /// Every attribute by name, in order.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        crate::classes::attrs_dict(
+            slf.as_any(),
+            &[
+                "device",
+                "pool_id",
+                "kind",
+                "name",
+                "graph_ids",
+                "function_kinds",
+                "compile_ids",
+                "description",
+            ],
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MemoryPoolOwner(pool[{},{}] {})",
+            self.inner.pool.0,
+            self.inner.pool.1,
+            self.inner.describe()
+        )
+    }
+}
+
+/// `torch.cuda.memory_stats()` peaks and counters of one device at a point.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct MemoryDevicePeaks {
+    pub(crate) inner: DevicePeaks,
+}
+
+impl From<DevicePeaks> for MemoryDevicePeaks {
+    fn from(inner: DevicePeaks) -> Self {
+        MemoryDevicePeaks { inner }
+    }
+}
+
+#[pymethods]
+impl MemoryDevicePeaks {
+    #[getter]
+    fn device(&self) -> i64 {
+        self.inner.device
+    }
+    #[getter]
+    fn peak_reserved_bytes(&self) -> Option<i64> {
+        self.inner.bytes.peak_reserved_bytes
+    }
+    #[getter]
+    fn peak_allocated_bytes(&self) -> Option<i64> {
+        self.inner.bytes.peak_allocated_bytes
+    }
+    #[getter]
+    fn peak_active_bytes(&self) -> Option<i64> {
+        self.inner.bytes.peak_active_bytes
+    }
+    #[getter]
+    fn num_alloc_retries(&self) -> Option<i64> {
+        self.inner.num_alloc_retries
+    }
+    #[getter]
+    fn num_ooms(&self) -> Option<i64> {
+        self.inner.num_ooms
+    }
+    /// The peaks were reset at the previous point (they cover only the time since).
+    #[getter]
+    fn since_previous_point(&self) -> bool {
+        self.inner.since_previous_point
+    }
+    /// Every attribute by name, in order.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        crate::classes::attrs_dict(
+            slf.as_any(),
+            &[
+                "device",
+                "peak_reserved_bytes",
+                "peak_allocated_bytes",
+                "peak_active_bytes",
+                "num_alloc_retries",
+                "num_ooms",
+                "since_previous_point",
+            ],
+        )
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "device",
+                "peak_reserved_bytes",
+                "peak_allocated_bytes",
+                "peak_active_bytes",
+                "num_alloc_retries",
+                "num_ooms",
+                "since_previous_point",
+            ],
+        )
+    }
 }
 
 pub(super) fn owners_of(state: &RustState) -> Vec<MemoryPoolOwner> {

@@ -70,64 +70,143 @@ impl PyRankPoint {
     }
 }
 
-frozen_class! {
-    /// One rank's run in a group: where it is stored, whether it finished, and its points.
-    #[pyclass(name = "TensorRunGroupMember", skip_from_py_object)]
-    #[derive(Clone, PartialEq)]
-    pub struct PyGroupMember(GroupMember);
-    |m, py| {
-        rank: i64 => m.run.rank;
-        /// The job root holding the run; `name` picks it there.
-        path: String => m.run.path.display().to_string();
-        name: String => m.run.name.clone();
-        run_id: String => m.run.run_id.clone();
-        complete: bool => m.run.complete;
-        world_size: Option<i64> => m.run.world_size;
-        labels: PyResult<Bound<'py, PyTuple>> => tuple(py, m.run.labels.iter());
-        /// One `TensorRankPointSummary` per point, in order.
-        points: PyResult<Bound<'py, PyTuple>> =>
-            tuple(py, m.points.iter().map(|p| PyRankPoint::new(m.run.rank, p)));
-    }
-    eq;
-    {
-        fn __repr__(&self) -> String {
-            format!(
-                "TensorRunGroupMember(rank={}, path={}, name={}, complete={}, points={})",
-                self.inner.run.rank,
-                quoted(&self.inner.run.path.display().to_string()),
-                quoted(&self.inner.run.name),
-                if self.inner.run.complete { "True" } else { "False" },
-                self.inner.points.len()
-            )
-        }
+/// One rank's run in a group: where it is stored, whether it finished, and its points.
+#[pyclass(
+    name = "TensorRunGroupMember",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    eq,
+    skip_from_py_object
+)]
+#[derive(Clone, PartialEq)]
+pub struct PyGroupMember {
+    pub(crate) inner: GroupMember,
+}
+
+impl From<GroupMember> for PyGroupMember {
+    fn from(inner: GroupMember) -> Self {
+        PyGroupMember { inner }
     }
 }
 
-frozen_class! {
-    /// A run group as loaded natively: what `TensorRunGroup` holds, and what comparisons
-    /// and summaries of it use without loading it again.
-    #[pyclass(name = "RunGroupInfo")]
-    pub struct PyGroupInfo(Arc<RunGroup>);
-    |g, py| {
-        name: String => g.name.clone();
-        root: Option<String> => g.root.as_ref().map(|r| r.display().to_string());
-        /// The largest world size any member declares (at least the member count).
-        world_size: i64 => g.world_size;
-        /// By rank, ascending.
-        members: PyResult<Bound<'py, PyTuple>> =>
-            tuple(py, g.members.iter().cloned().map(PyGroupMember::from));
-        missing_ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.missing_ranks.iter().copied());
-        /// Every rank below the world size has a run and every run finished.
-        complete: bool => g.complete;
-        warnings: PyResult<Bound<'py, PyTuple>> => tuple(py, g.warnings.iter());
+#[pymethods]
+impl PyGroupMember {
+    #[getter]
+    fn rank(&self) -> i64 {
+        self.inner.run.rank
     }
-    {
-        /// The summary of this group; `group` is the Python object it describes.
-        fn summary(&self, group: Py<PyAny>) -> PyGroupSummary {
-            PyGroupSummary {
-                group,
-                inner: self.shared(),
-            }
+    /// The job root holding the run; `name` picks it there.
+    #[getter]
+    fn path(&self) -> String {
+        self.inner.run.path.display().to_string()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.run.name.clone()
+    }
+    #[getter]
+    fn run_id(&self) -> String {
+        self.inner.run.run_id.clone()
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.run.complete
+    }
+    #[getter]
+    fn world_size(&self) -> Option<i64> {
+        self.inner.run.world_size
+    }
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.run.labels.iter())
+    }
+    /// One `TensorRankPointSummary` per point, in order.
+    #[getter]
+    fn points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(
+            py,
+            self.inner
+                .points
+                .iter()
+                .map(|p| PyRankPoint::new(self.inner.run.rank, p)),
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TensorRunGroupMember(rank={}, path={}, name={}, complete={}, points={})",
+            self.inner.run.rank,
+            quoted(&self.inner.run.path.display().to_string()),
+            quoted(&self.inner.run.name),
+            if self.inner.run.complete {
+                "True"
+            } else {
+                "False"
+            },
+            self.inner.points.len()
+        )
+    }
+}
+
+/// A run group as loaded natively: what `TensorRunGroup` holds, and what comparisons
+/// and summaries of it use without loading it again.
+#[pyclass(
+    name = "RunGroupInfo",
+    module = "torch_cudagraph_debug._native",
+    frozen
+)]
+pub struct PyGroupInfo {
+    pub(crate) inner: Arc<RunGroup>,
+}
+
+impl From<Arc<RunGroup>> for PyGroupInfo {
+    fn from(inner: Arc<RunGroup>) -> Self {
+        PyGroupInfo { inner }
+    }
+}
+
+#[pymethods]
+impl PyGroupInfo {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn root(&self) -> Option<String> {
+        self.inner.root.as_ref().map(|r| r.display().to_string())
+    }
+    /// The largest world size any member declares (at least the member count).
+    #[getter]
+    fn world_size(&self) -> i64 {
+        self.inner.world_size
+    }
+    /// By rank, ascending.
+    #[getter]
+    fn members<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(
+            py,
+            self.inner.members.iter().cloned().map(PyGroupMember::from),
+        )
+    }
+    #[getter]
+    fn missing_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.missing_ranks.iter().copied())
+    }
+    /// Every rank below the world size has a run and every run finished.
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.warnings.iter())
+    }
+
+    /// The summary of this group; `group` is the Python object it describes.
+    fn summary(&self, group: Py<PyAny>) -> PyGroupSummary {
+        PyGroupSummary {
+            group,
+            inner: self.shared(),
         }
     }
 }
@@ -157,21 +236,43 @@ impl PyGroupSummary {
     }
 }
 
-frozen_class!(impl PyGroupSummary |g, py| {
-    name: String => g.name.clone();
-    world_size: i64 => g.world_size;
-    complete: bool => g.complete;
-    ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.members.iter().map(|m| m.run.rank));
-    missing_ranks: PyResult<Bound<'py, PyTuple>> => tuple(py, g.missing_ranks.iter().copied());
-    warnings: PyResult<Bound<'py, PyTuple>> => tuple(py, g.warnings.iter());
+#[pymethods]
+impl PyGroupSummary {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn world_size(&self) -> i64 {
+        self.inner.world_size
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.members.iter().map(|m| m.run.rank))
+    }
+    #[getter]
+    fn missing_ranks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.missing_ranks.iter().copied())
+    }
+    #[getter]
+    fn warnings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(py, self.inner.warnings.iter())
+    }
     /// Ranks ascending, then points in order.
-    rank_points: PyResult<Bound<'py, PyTuple>> => tuple(
-        py,
-        tcgd_compare::report::group::rank_points(g)
-            .into_iter()
-            .map(|(m, p)| PyRankPoint::new(m.run.rank, p)),
-    );
-} {
+    #[getter]
+    fn rank_points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        tuple(
+            py,
+            tcgd_compare::report::group::rank_points(&self.inner)
+                .into_iter()
+                .map(|(m, p)| PyRankPoint::new(m.run.rank, p)),
+        )
+    }
+
     /// The `TensorRunGroup` summarised.
     #[getter]
     fn group(&self, py: Python<'_>) -> Py<PyAny> {
@@ -245,7 +346,7 @@ frozen_class!(impl PyGroupSummary |g, py| {
             if self.inner.complete { "True" } else { "False" }
         )
     }
-});
+}
 
 /// The result class of a finished comparison, by its kind; `subjects` are the two things
 /// compared where the caller gave them as objects.

@@ -16,7 +16,6 @@ use tcgd_compare::{
     Subject, TensorSummary,
 };
 
-use crate::classes::frozen_class;
 pub(crate) use crate::classes::serde_to_py;
 use crate::errors::{guard, BindResult, BindingError};
 

@@ -2,123 +2,165 @@
 
 use super::*;
 
-frozen_class! {
-    /// How values are compared. Every option is checked when the options are made; a bad
-    /// value raises `InvalidInputError` whose `option` and `reason` say which and why.
-    /// Defaults (those of the Rust engine, the one place they are written):
-    /// mode="allclose", rtol=1e-5, atol=1e-8, equal_nan=False, dtype_policy="strict",
-    /// layout_policy="strict", limit=20.
-    #[pyclass(name = "TensorComparisonOptions", skip_from_py_object)]
-    #[derive(Clone)]
-    pub struct PyOptions(CompareOptions);
-    |o, py| {
-        /// `"allclose"` or `"exact"`.
-        mode: &'static str => o.mode.as_str();
-        rtol: f64 => o.rtol;
-        atol: f64 => o.atol;
-        equal_nan: bool => o.equal_nan;
-        /// `"strict"` or `"promote"`.
-        dtype_policy: &'static str => o.dtype_policy.as_str();
-        /// `"strict"` or `"ignore"`.
-        layout_policy: &'static str => o.layout_policy.as_str();
-        /// Rows per table in text and HTML reports (JSON and CSV are complete).
-        limit: usize => o.limit;
+/// How values are compared. Every option is checked when the options are made; a bad
+/// value raises `InvalidInputError` whose `option` and `reason` say which and why.
+/// Defaults (those of the Rust engine, the one place they are written):
+/// mode="allclose", rtol=1e-5, atol=1e-8, equal_nan=False, dtype_policy="strict",
+/// layout_policy="strict", limit=20.
+#[pyclass(
+    name = "TensorComparisonOptions",
+    module = "torch_cudagraph_debug._native",
+    frozen,
+    skip_from_py_object
+)]
+#[derive(Clone)]
+pub struct PyOptions {
+    pub(crate) inner: CompareOptions,
+}
+
+impl From<CompareOptions> for PyOptions {
+    fn from(inner: CompareOptions) -> Self {
+        PyOptions { inner }
     }
-    // Every option by name, as a comparison's JSON report holds them under `options`.
-    to_dict(serde);
-    repr(all);
-    {
-        #[new]
-        #[pyo3(signature = (
-            mode=None, rtol=None, atol=None, equal_nan=None, dtype_policy=None,
-            layout_policy=None, limit=None
-        ))]
-        #[allow(clippy::too_many_arguments)]
-        fn new(
-            py: Python<'_>,
-            mode: Option<&Bound<'_, PyAny>>,
-            rtol: Option<&Bound<'_, PyAny>>,
-            atol: Option<&Bound<'_, PyAny>>,
-            equal_nan: Option<&Bound<'_, PyAny>>,
-            dtype_policy: Option<&Bound<'_, PyAny>>,
-            layout_policy: Option<&Bound<'_, PyAny>>,
-            limit: Option<&Bound<'_, PyAny>>,
-        ) -> PyResult<PyOptions> {
-            guard(py, || {
-                let d = CompareOptions::default();
-                let inner = CompareOptions::from_names(
-                    &option(mode, d.mode.as_str().to_owned(), |v| name_option("mode", v))?,
-                    option(rtol, d.rtol, |v| number_option("rtol", v))?,
-                    option(atol, d.atol, |v| number_option("atol", v))?,
-                    option(equal_nan, d.equal_nan, |v| {
-                        v.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
-                            let reason = format!("must be a bool, got {}", py_repr(v));
-                            invalid_option("equal_nan", reason)
-                        })
-                    })?,
-                    &option(dtype_policy, d.dtype_policy.as_str().to_owned(), |v| {
-                        name_option("dtype_policy", v)
-                    })?,
-                    &option(layout_policy, d.layout_policy.as_str().to_owned(), |v| {
-                        name_option("layout_policy", v)
-                    })?,
-                    option(limit, d.limit, |v| {
-                        count(v).ok_or_else(|| {
-                            invalid_option(
-                                "limit",
-                                format!("must be an integer >= 0, got {}", py_repr(v)),
-                            )
-                        })
-                    })?,
-                )
-                .map_err(|e| match e {
-                    CompareError::InvalidOption { option, reason } => {
-                        invalid_option(&option, reason)
-                    }
-                    other => other.into(),
-                })?;
-                Ok(PyOptions { inner })
-            })
-        }
+}
 
-        /// These options with the given ones changed, checked like new options.
-        #[pyo3(signature = (**changes))]
-        fn replace(
-            &self,
-            py: Python<'_>,
-            changes: Option<&Bound<'_, PyDict>>,
-        ) -> PyResult<PyOptions> {
-            let kwargs = self.to_dict(py)?.cast_into::<PyDict>()?;
-            if let Some(changes) = changes {
-                for (k, v) in changes.iter() {
-                    if !kwargs.contains(&k)? {
-                        return Err(BindingError::InvalidInput(format!(
-                            "TensorComparisonOptions has no option {}",
-                            py_repr(&k)
-                        ))
-                        .into());
-                    }
-                    kwargs.set_item(k, v)?;
+#[pymethods]
+impl PyOptions {
+    /// `"allclose"` or `"exact"`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.inner.mode.as_str()
+    }
+    #[getter]
+    fn rtol(&self) -> f64 {
+        self.inner.rtol
+    }
+    #[getter]
+    fn atol(&self) -> f64 {
+        self.inner.atol
+    }
+    #[getter]
+    fn equal_nan(&self) -> bool {
+        self.inner.equal_nan
+    }
+    /// `"strict"` or `"promote"`.
+    #[getter]
+    fn dtype_policy(&self) -> &'static str {
+        self.inner.dtype_policy.as_str()
+    }
+    /// `"strict"` or `"ignore"`.
+    #[getter]
+    fn layout_policy(&self) -> &'static str {
+        self.inner.layout_policy.as_str()
+    }
+    /// Rows per table in text and HTML reports (JSON and CSV are complete).
+    #[getter]
+    fn limit(&self) -> usize {
+        self.inner.limit
+    }
+    /// The value as its JSON report holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::classes::serde_to_py(py, &self.inner)
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "mode",
+                "rtol",
+                "atol",
+                "equal_nan",
+                "dtype_policy",
+                "layout_policy",
+                "limit",
+            ],
+        )
+    }
+
+    #[new]
+    #[pyo3(signature = (
+        mode=None, rtol=None, atol=None, equal_nan=None, dtype_policy=None,
+        layout_policy=None, limit=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        mode: Option<&Bound<'_, PyAny>>,
+        rtol: Option<&Bound<'_, PyAny>>,
+        atol: Option<&Bound<'_, PyAny>>,
+        equal_nan: Option<&Bound<'_, PyAny>>,
+        dtype_policy: Option<&Bound<'_, PyAny>>,
+        layout_policy: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyOptions> {
+        guard(py, || {
+            let d = CompareOptions::default();
+            let inner = CompareOptions::from_names(
+                &option(mode, d.mode.as_str().to_owned(), |v| name_option("mode", v))?,
+                option(rtol, d.rtol, |v| number_option("rtol", v))?,
+                option(atol, d.atol, |v| number_option("atol", v))?,
+                option(equal_nan, d.equal_nan, |v| {
+                    v.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+                        let reason = format!("must be a bool, got {}", py_repr(v));
+                        invalid_option("equal_nan", reason)
+                    })
+                })?,
+                &option(dtype_policy, d.dtype_policy.as_str().to_owned(), |v| {
+                    name_option("dtype_policy", v)
+                })?,
+                &option(layout_policy, d.layout_policy.as_str().to_owned(), |v| {
+                    name_option("layout_policy", v)
+                })?,
+                option(limit, d.limit, |v| {
+                    count(v).ok_or_else(|| {
+                        invalid_option(
+                            "limit",
+                            format!("must be an integer >= 0, got {}", py_repr(v)),
+                        )
+                    })
+                })?,
+            )
+            .map_err(|e| match e {
+                CompareError::InvalidOption { option, reason } => invalid_option(&option, reason),
+                other => other.into(),
+            })?;
+            Ok(PyOptions { inner })
+        })
+    }
+
+    /// These options with the given ones changed, checked like new options.
+    #[pyo3(signature = (**changes))]
+    fn replace(&self, py: Python<'_>, changes: Option<&Bound<'_, PyDict>>) -> PyResult<PyOptions> {
+        let kwargs = self.to_dict(py)?.cast_into::<PyDict>()?;
+        if let Some(changes) = changes {
+            for (k, v) in changes.iter() {
+                if !kwargs.contains(&k)? {
+                    return Err(BindingError::InvalidInput(format!(
+                        "TensorComparisonOptions has no option {}",
+                        py_repr(&k)
+                    ))
+                    .into());
                 }
+                kwargs.set_item(k, v)?;
             }
-            let class = py.get_type::<PyOptions>();
-            let made = class.call((), Some(&kwargs))?.cast_into::<PyOptions>()?;
-            Ok(made.get().clone())
         }
+        let class = py.get_type::<PyOptions>();
+        let made = class.call((), Some(&kwargs))?.cast_into::<PyOptions>()?;
+        Ok(made.get().clone())
+    }
 
-        fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-            (slf.get_type(), slf.get().args()).into_pyobject(slf.py())
-        }
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        (slf.get_type(), slf.get().args()).into_pyobject(slf.py())
+    }
 
-        fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-            other
-                .cast::<PyOptions>()
-                .is_ok_and(|o| o.get().inner == self.inner)
-        }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyOptions>()
+            .is_ok_and(|o| o.get().inner == self.inner)
+    }
 
-        fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
-            self.args().into_pyobject(py)?.hash()
-        }
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        self.args().into_pyobject(py)?.hash()
     }
 }
 

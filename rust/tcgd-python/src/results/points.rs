@@ -79,40 +79,73 @@ pub struct IssueAt {
     observation: Option<Py<PyObservationComparison>>,
 }
 
-frozen_class! {
-    /// The first problem in execution order. `scope` is `observation` (then `observation`
-    /// is set), `point` (a point recorded on one side only) or `rank` (a rank missing from
-    /// a group). Unpacks as `(label, issue)`: the label of the point it is at, and the
-    /// observation comparison (or, for a point or rank issue, this issue itself).
-    #[pyclass(name = "ComparisonIssue")]
-    pub struct PyIssue(IssueAt);
-    |i, py| {
-        scope: &'static str => i.issue.scope;
-        status: &'static str => i.issue.status.as_str();
-        rank: Option<i64> => i.issue.rank;
-        /// The label of the point the issue is at (`None` for a missing rank).
-        label: Option<String> => i.label.clone();
-        point: Option<Py<PyPointComparison>> => i.point.as_ref().map(|p| p.clone_ref(py));
-        observation: Option<Py<PyObservationComparison>> =>
-            i.observation.as_ref().map(|o| o.clone_ref(py));
-        description: String => i.issue.description.clone();
+/// The first problem in execution order. `scope` is `observation` (then `observation`
+/// is set), `point` (a point recorded on one side only) or `rank` (a rank missing from
+/// a group). Unpacks as `(label, issue)`: the label of the point it is at, and the
+/// observation comparison (or, for a point or rank issue, this issue itself).
+#[pyclass(
+    name = "ComparisonIssue",
+    module = "torch_cudagraph_debug._native",
+    frozen
+)]
+pub struct PyIssue {
+    pub(crate) inner: IssueAt,
+}
+
+impl From<IssueAt> for PyIssue {
+    fn from(inner: IssueAt) -> Self {
+        PyIssue { inner }
     }
-    repr(scope, status, description);
-    {
-        fn __len__(&self) -> usize {
-            2
-        }
-        fn __getitem__<'py>(slf: &Bound<'py, Self>, index: isize) -> PyResult<Bound<'py, PyAny>> {
-            let py = slf.py();
-            let issue = &slf.get().inner;
-            match index {
-                0 | -2 => Ok(issue.label.clone().into_pyobject(py)?.into_any()),
-                1 | -1 => Ok(match &issue.observation {
-                    Some(o) => o.clone_ref(py).into_bound(py).into_any(),
-                    None => slf.clone().into_any(),
-                }),
-                _ => Err(PyIndexError::new_err("an issue unpacks as (label, issue)")),
-            }
+}
+
+#[pymethods]
+impl PyIssue {
+    #[getter]
+    fn scope(&self) -> &'static str {
+        self.inner.issue.scope
+    }
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.inner.issue.status.as_str()
+    }
+    #[getter]
+    fn rank(&self) -> Option<i64> {
+        self.inner.issue.rank
+    }
+    /// The label of the point the issue is at (`None` for a missing rank).
+    #[getter]
+    fn label(&self) -> Option<String> {
+        self.inner.label.clone()
+    }
+    #[getter]
+    fn point(&self, py: Python<'_>) -> Option<Py<PyPointComparison>> {
+        self.inner.point.as_ref().map(|p| p.clone_ref(py))
+    }
+    #[getter]
+    fn observation(&self, py: Python<'_>) -> Option<Py<PyObservationComparison>> {
+        self.inner.observation.as_ref().map(|o| o.clone_ref(py))
+    }
+    #[getter]
+    fn description(&self) -> String {
+        self.inner.issue.description.clone()
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(slf.as_any(), &["scope", "status", "description"])
+    }
+
+    fn __len__(&self) -> usize {
+        2
+    }
+    fn __getitem__<'py>(slf: &Bound<'py, Self>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let issue = &slf.get().inner;
+        match index {
+            0 | -2 => Ok(issue.label.clone().into_pyobject(py)?.into_any()),
+            1 | -1 => Ok(match &issue.observation {
+                Some(o) => o.clone_ref(py).into_bound(py).into_any(),
+                None => slf.clone().into_any(),
+            }),
+            _ => Err(PyIndexError::new_err("an issue unpacks as (label, issue)")),
         }
     }
 }

@@ -10,7 +10,6 @@ use tcgd_memory::group::{
 use tcgd_memory::phases::PhaseLevel;
 use tcgd_memory::report::{GROUP_PHASE_FILES, GROUP_SUMMARY_FILES};
 
-use crate::classes::frozen_class;
 use crate::results::serde_to_py;
 
 use super::lifetimes::row_dicts;
@@ -36,70 +35,104 @@ impl From<PointArg> for PointRef {
     }
 }
 
-frozen_class! {
-    /// The memory runs of a multi-rank job, checked as one group.
-    #[pyclass]
-    pub struct MemoryRunGroup(rg::MemoryRunGroup);
-    |g, py| {
-        name: String => g.name.clone();
-        root: Option<PathBuf> => g.root.clone();
-        group_id: Option<String> => g.group_id.clone();
-        world_size: Option<i64> => g.world_size;
-        ranks: Vec<i64> => g.ranks();
-        missing_ranks: Vec<i64> => g.missing_ranks.clone();
-        complete: bool => g.complete;
-        labels: Vec<String> => g.labels.clone();
-        warnings: Vec<String> => g.warnings.clone();
+/// The memory runs of a multi-rank job, checked as one group.
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
+pub struct MemoryRunGroup {
+    pub(crate) inner: rg::MemoryRunGroup,
+}
+
+impl From<rg::MemoryRunGroup> for MemoryRunGroup {
+    fn from(inner: rg::MemoryRunGroup) -> Self {
+        MemoryRunGroup { inner }
     }
-    {
-        /// A group from opened runs, `(job root, reader)` each.
-        #[new]
-        #[pyo3(signature = (runs, root = None))]
-        fn new(
-            py: Python<'_>,
-            runs: Vec<(PathBuf, PyRef<'_, MemoryRunReader>)>,
-            root: Option<PathBuf>,
-        ) -> PyResult<Self> {
-            guard(py, || {
-                let members = runs
-                    .iter()
-                    .map(|(path, reader)| GroupMember::from_reader(path, &reader.inner))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let inner = py.detach(|| rg::MemoryRunGroup::build(root, members))?;
-                Ok(MemoryRunGroup { inner })
-            })
-        }
+}
 
-        /// Where the memory runs under `root` are: `(job root, name, rank)` each, for the
-        /// root itself and for each direct child directory that is a job root.
-        #[staticmethod]
-        fn discover(py: Python<'_>, root: PathBuf) -> PyResult<Vec<(PathBuf, String, i64)>> {
-            guard(py, || {
-                let found = py.detach(|| rg::discover(&root))?;
-                Ok(found
-                    .into_iter()
-                    .map(|(p, s)| (p, s.name.unwrap_or_default(), s.rank.unwrap_or_default()))
-                    .collect())
-            })
-        }
+#[pymethods]
+impl MemoryRunGroup {
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+    #[getter]
+    fn root(&self) -> Option<PathBuf> {
+        self.inner.root.clone()
+    }
+    #[getter]
+    fn group_id(&self) -> Option<String> {
+        self.inner.group_id.clone()
+    }
+    #[getter]
+    fn world_size(&self) -> Option<i64> {
+        self.inner.world_size
+    }
+    #[getter]
+    fn ranks(&self) -> Vec<i64> {
+        self.inner.ranks()
+    }
+    #[getter]
+    fn missing_ranks(&self) -> Vec<i64> {
+        self.inner.missing_ranks.clone()
+    }
+    #[getter]
+    fn complete(&self) -> bool {
+        self.inner.complete
+    }
+    #[getter]
+    fn labels(&self) -> Vec<String> {
+        self.inner.labels.clone()
+    }
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings.clone()
+    }
 
-        fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-            descriptor(py, &self.inner)
-        }
+    /// A group from opened runs, `(job root, reader)` each.
+    #[new]
+    #[pyo3(signature = (runs, root = None))]
+    fn new(
+        py: Python<'_>,
+        runs: Vec<(PathBuf, PyRef<'_, MemoryRunReader>)>,
+        root: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        guard(py, || {
+            let members = runs
+                .iter()
+                .map(|(path, reader)| GroupMember::from_reader(path, &reader.inner))
+                .collect::<Result<Vec<_>, _>>()?;
+            let inner = py.detach(|| rg::MemoryRunGroup::build(root, members))?;
+            Ok(MemoryRunGroup { inner })
+        })
+    }
 
-        /// Per-rank states of every point and their cross-rank extrema. `run_group` is
-        /// what the summary's `run_group` gives (this native group when `None`).
-        #[pyo3(signature = (run_group = None))]
-        fn summary(
-            slf: &Bound<'_, Self>,
-            run_group: Option<Py<PyAny>>,
-        ) -> PyResult<MemoryRunGroupSummary> {
-            let py = slf.py();
-            let group = &slf.get().inner;
-            let inner = py.detach(|| group.summary());
-            let run_group = run_group.unwrap_or_else(|| slf.clone().into_any().unbind());
-            MemoryRunGroupSummary::of(py, inner, run_group)
-        }
+    /// Where the memory runs under `root` are: `(job root, name, rank)` each, for the
+    /// root itself and for each direct child directory that is a job root.
+    #[staticmethod]
+    fn discover(py: Python<'_>, root: PathBuf) -> PyResult<Vec<(PathBuf, String, i64)>> {
+        guard(py, || {
+            let found = py.detach(|| rg::discover(&root))?;
+            Ok(found
+                .into_iter()
+                .map(|(p, s)| (p, s.name.unwrap_or_default(), s.rank.unwrap_or_default()))
+                .collect())
+        })
+    }
+
+    fn descriptor<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        descriptor(py, &self.inner)
+    }
+
+    /// Per-rank states of every point and their cross-rank extrema. `run_group` is
+    /// what the summary's `run_group` gives (this native group when `None`).
+    #[pyo3(signature = (run_group = None))]
+    fn summary(
+        slf: &Bound<'_, Self>,
+        run_group: Option<Py<PyAny>>,
+    ) -> PyResult<MemoryRunGroupSummary> {
+        let py = slf.py();
+        let group = &slf.get().inner;
+        let inner = py.detach(|| group.summary());
+        let run_group = run_group.unwrap_or_else(|| slf.clone().into_any().unbind());
+        MemoryRunGroupSummary::of(py, inner, run_group)
     }
 }
 
