@@ -22,6 +22,7 @@ from torch_cudagraph_debug.memory_debug import (
     MemoryAttributionOptions,
     MemoryDisplayOptions,
     MemoryEvidenceStatus,
+    MemoryLifetimeOptions,
     MemoryProbe,
     MemoryRecorder,
     advanced,
@@ -257,6 +258,26 @@ def test_display_options_are_validated() -> None:
         MemoryAttributionOptions(stacks="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="display"):
         MemoryAttributionOptions(display=None)  # type: ignore[arg-type]
+
+
+def test_display_defaults_are_declared_once() -> None:
+    """The options' defaults, the lifetime report's and the CLI flags' are the core's."""
+    import pickle
+
+    from torch_cudagraph_debug.cli import _parser
+
+    assert MemoryDisplayOptions() == MemoryDisplayOptions(stack_depth=2, limit=20)
+    assert MemoryDisplayOptions.for_lifetimes() == MemoryDisplayOptions(4, 20)
+    assert MemoryLifetimeOptions().display == MemoryDisplayOptions.for_lifetimes()
+    shown = MemoryDisplayOptions(stack_depth=3, limit=7)
+    assert repr(shown) == "MemoryDisplayOptions(stack_depth=3, limit=7)"
+    assert pickle.loads(pickle.dumps(shown)) == shown
+    assert {shown, MemoryDisplayOptions(3, 7)} == {shown}
+    parser = _parser()
+    summary = parser.parse_args(["memory", "summary", "run"])
+    assert (summary.stack_depth, summary.limit) == (2, 20)
+    lifetimes = parser.parse_args(["memory", "allocation-lifetimes", "run"])
+    assert (lifetimes.stack_depth, lifetimes.limit) == (4, 20)
 
 
 def test_advanced_helpers_on_raw_snapshots() -> None:

@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -1370,6 +1370,41 @@ class MemoryDeviceTimelineEntry:
         """
 
 @final
+class MemoryDisplayOptions:
+    """
+    Rows and frames per stack that the text and HTML of an attribution or lifetime report
+    show (JSON, CSV and the result objects keep everything). Both are at least 1.
+    """
+    def __eq__(self, value: object, /) -> bool: ...
+    def __hash__(self, /) -> int: ...
+    def __ne__(self, value: object, /) -> bool: ...
+    def __new__(cls, /, stack_depth: int = ..., limit: int = ...) -> MemoryDisplayOptions:
+        """
+        Each at least 1; the defaults are an attribution section's (two frames, twenty
+        rows).
+        """
+    def __reduce__(self, /) -> tuple:
+        """
+        Pickles (and copies) as the class called with its attributes.
+        """
+    def __repr__(self, /) -> str: ...
+    @staticmethod
+    def for_lifetimes() -> MemoryDisplayOptions:
+        """
+        The defaults of a lifetime report: four frames per stack, twenty cohorts.
+        """
+    @property
+    def limit(self, /) -> int:
+        """
+        Rows (attribution rows, cohorts) shown per table.
+        """
+    @property
+    def stack_depth(self, /) -> int:
+        """
+        Frames shown per allocation stack.
+        """
+
+@final
 class MemoryEvidenceStatus:
     """
     Whether an analysis was asked for, whether its evidence existed, and whether that
@@ -2507,7 +2542,8 @@ class ObservationSide:
     """
     One side of a compared pair, as it was recorded (the observation's descriptor).
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def digest(self, /) -> str | None: ...
@@ -2540,7 +2576,8 @@ class ObservationSite:
     """
     Where a compared value came from when a compile pass placed its probe.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def aten_op(self, /) -> str | None: ...
@@ -3527,7 +3564,8 @@ class TensorRunGroupMember:
     """
     One rank's run in a group: where it is stored, whether it finished, and its points.
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def complete(self, /) -> bool: ...
@@ -3612,8 +3650,9 @@ class TensorSite:
     Where a recorded value came from when a compile pass placed its probe (an
     observation of a hand-placed probe has no site).
     """
-    def __eq__(self, other: object, /) -> Any: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self, /) -> int: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, site_id: str | None, graph_kind: str | None, node_name: str | None, aten_op: str | None, module_path: str | None, source_location: str | None, compile_id: str | None, materialized_by_probe: bool | None = None) -> TensorSite: ...
     def __reduce__(self, /) -> tuple:
         """
@@ -4152,7 +4191,7 @@ def trace_action_names() -> list[str]:
     The allocator's trace action names, as the replay that parses them knows them.
     """
 
-def with_attribution_sections(rendered: str, format: str, items: Sequence[MemoryAttribution], include_unchanged: bool = True, limit: int = 20, stack_depth: int = 2) -> str:
+def with_attribution_sections(rendered: str, format: str, items: Sequence[MemoryAttribution], include_unchanged: bool = True, limit: int = ..., stack_depth: int = ...) -> str:
     """
     `rendered` (a whole report in `format`) with the attribution sections of `items`
     (one per comparison, in order) added, as [`rep::with_sections`] composes them.

@@ -9,10 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from torch_cudagraph_debug._native import MemoryDisplayOptions
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import run_flags
 from torch_cudagraph_debug.cli._subcommands import Command, arg, roots_of
 from torch_cudagraph_debug.cli.memory_options import _point_key, _Progress
+
+# A lifetime report's display defaults, as the core declares them.
+_SHOWN = MemoryDisplayOptions.for_lifetimes()
 
 
 def _allocation_lifetimes(args: argparse.Namespace) -> int:
@@ -74,8 +78,18 @@ LIFETIMES_COMMAND = Command(
         run_flags,
         _selection_flags,
         arg("--through", metavar="POINT", help="last analysed point (default: the last)"),
-        arg("--stack-depth", type=int, default=4, help="frames shown per stack (4)"),
-        arg("--limit", type=int, default=20, help="cohorts shown in text and HTML (20)"),
+        arg(
+            "--stack-depth",
+            type=int,
+            default=_SHOWN.stack_depth,
+            help=f"frames shown per stack ({_SHOWN.stack_depth})",
+        ),
+        arg(
+            "--limit",
+            type=int,
+            default=_SHOWN.limit,
+            help=f"cohorts shown in text and HTML ({_SHOWN.limit})",
+        ),
         arg("--output", metavar="DIR", help="also write report.* and the CSV files here"),
         arg("--overwrite", action="store_true", help="replace a report already in DIR"),
         arg("--json", action="store_true", help="print JSON instead of text"),

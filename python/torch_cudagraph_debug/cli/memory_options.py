@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+from torch_cudagraph_debug._native import MemoryDisplayOptions
 from torch_cudagraph_debug.cli._exit import EXIT_OK
 from torch_cudagraph_debug.cli._flags import run_flags
 
@@ -20,8 +21,19 @@ def _attribution_flags(p: argparse.ArgumentParser) -> None:
     att.add_argument("--stacks", action="store_true", help="attribute growth to allocation stacks")
     att.add_argument("--events", action="store_true", help="attribute growth to allocator events")
     att.add_argument("--lifetimes", action="store_true", help="track allocation lifetimes")
-    att.add_argument("--stack-depth", type=int, default=2, help="frames shown per stack")
-    att.add_argument("--limit", type=int, default=20, help="rows shown per attribution table")
+    shown = MemoryDisplayOptions()
+    att.add_argument(
+        "--stack-depth",
+        type=int,
+        default=shown.stack_depth,
+        help=f"frames shown per stack ({shown.stack_depth})",
+    )
+    att.add_argument(
+        "--limit",
+        type=int,
+        default=shown.limit,
+        help=f"rows shown per attribution table ({shown.limit})",
+    )
 
 
 def _output_flags(p: argparse.ArgumentParser, *, tree: bool = True) -> None:

@@ -5,22 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from torch_cudagraph_debug._native import MemoryDisplayOptions
 from torch_cudagraph_debug.errors import InvalidInputError
 
-
-@dataclass(frozen=True)
-class MemoryDisplayOptions:
-    """How many attribution rows text and HTML show (``limit``) and how many frames of
-    each stack (``stack_depth``). JSON, CSV and the result objects keep every row."""
-
-    stack_depth: int = 2
-    limit: int = 20
-
-    def __post_init__(self) -> None:
-        for name in ("stack_depth", "limit"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInputError(f"{name} must be an integer >= 1, got {value!r}")
+# How many rows and frames text and HTML show, with their defaults, is the core's
+# ``MemoryDisplayOptions`` (one declaration, which the CLI reads its defaults from too).
 
 
 @dataclass(frozen=True)
@@ -52,7 +41,7 @@ class MemoryAttributionOptions:
 
 
 def _lifetime_display() -> MemoryDisplayOptions:
-    return MemoryDisplayOptions(stack_depth=4)
+    return MemoryDisplayOptions.for_lifetimes()
 
 
 @dataclass(frozen=True)

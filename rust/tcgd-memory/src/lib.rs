@@ -22,6 +22,8 @@ pub mod owners;
 pub mod phases;
 pub mod pickle;
 pub mod pickle_write;
+#[cfg(feature = "python")]
+mod python;
 pub mod report;
 pub mod rows;
 pub mod run;

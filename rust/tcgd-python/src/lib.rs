@@ -242,6 +242,8 @@ mod _native {
     use tcgd_compare::{
         Counts, Divergence, FirstMismatch, Metrics, PointRef, SeriesPoint, Subject,
     };
+    #[pymodule_export]
+    use tcgd_memory::report::Display;
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};

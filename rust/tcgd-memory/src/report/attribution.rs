@@ -9,27 +9,12 @@ use serde_json::{json, Value};
 use tcgd_report::{Cell, Table};
 
 use super::columns::{self, field, Column, Parts};
+pub use super::display::Display;
 use super::{csv_table, escape_html, format_bytes, format_change, html_table, opt, pool_name};
 use crate::attribution::{
     Attribution, EventSummary, EvidenceStatus, StackCoverage, StackDelta, StackFrames, StackSummary,
 };
 use crate::model::PoolId;
-
-/// Presentation of attribution rows in text and HTML.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Display {
-    pub stack_depth: usize,
-    pub limit: usize,
-}
-
-impl Default for Display {
-    fn default() -> Self {
-        Display {
-            stack_depth: 2,
-            limit: 20,
-        }
-    }
-}
 
 fn side_key(key: Option<(i64, PoolId)>) -> String {
     key.map_or_else(

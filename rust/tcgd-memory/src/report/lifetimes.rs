@@ -16,24 +16,6 @@ use crate::lifetimes::{
 /// Which transitions of a cohort a CSV file lists.
 type TransitionsOf = fn(&AllocationCohort) -> &[CohortTransition];
 
-/// Display options of a lifetime report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LifetimeDisplay {
-    /// Cohorts shown in text and HTML.
-    pub limit: usize,
-    /// Frames shown per stack.
-    pub stack_depth: usize,
-}
-
-impl Default for LifetimeDisplay {
-    fn default() -> Self {
-        LifetimeDisplay {
-            limit: 20,
-            stack_depth: 4,
-        }
-    }
-}
-
 fn frame_text(f: &StackFrame) -> String {
     format!("{} ({}:{})", f.name, f.filename, f.line)
 }
@@ -46,7 +28,7 @@ fn point_label(p: &Option<crate::lifetimes::PointRef>) -> Cell {
     Cell::text(p.as_ref().map(|p| p.label.as_str()))
 }
 
-pub fn lifetimes_text(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+pub fn lifetimes_text(r: &LifetimeAnalysis, d: Display) -> String {
     let mut out = String::new();
     let sel = &r.selection;
     let selection = match sel.kind {
@@ -389,7 +371,7 @@ const COLORS: [&str; 8] = [
 
 /// An SVG line chart of active bytes per point for the first `limit` cohorts; every point
 /// is kept for the cohorts shown.
-fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+fn cohort_chart(r: &LifetimeAnalysis, d: Display) -> String {
     let shown: Vec<&AllocationCohort> = r.cohorts.iter().take(d.limit).collect();
     let n = r.range.points.len();
     if shown.is_empty() || n == 0 {
@@ -449,7 +431,7 @@ fn cohort_chart(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
     svg
 }
 
-pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
+pub fn lifetimes_html(r: &LifetimeAnalysis, d: Display) -> String {
     let mut body = String::from("<h1>Allocation lifetimes</h1>\n");
     body.push_str(&cohort_chart(r, d));
     let shown = r.cohorts.len().min(d.limit);
@@ -511,7 +493,7 @@ pub fn lifetimes_html(r: &LifetimeAnalysis, d: LifetimeDisplay) -> String {
 }
 
 /// `report.txt`, `report.json`, `report.html` and the CSV files.
-pub fn lifetimes_files(r: &LifetimeAnalysis, d: LifetimeDisplay) -> Vec<(String, String)> {
+pub fn lifetimes_files(r: &LifetimeAnalysis, d: Display) -> Vec<(String, String)> {
     report_files(
         lifetimes_text(r, d),
         &lifetimes_json(r),

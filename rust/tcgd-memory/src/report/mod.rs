@@ -19,6 +19,7 @@ use crate::model::PoolId;
 pub mod attribution;
 mod columns;
 mod comparison;
+mod display;
 mod document;
 mod group;
 mod lifetimes;
@@ -29,6 +30,7 @@ mod timeline;
 pub use comparison::{
     comparison_csv, comparison_html, comparison_json, comparison_text, render_comparison, view,
 };
+pub use display::Display;
 pub use group::{
     group_descriptor_json, group_phases_files, group_phases_json, group_summary_files,
     group_summary_json, render_group_phases, render_group_summary, GROUP_PHASE_FILES,
@@ -36,7 +38,7 @@ pub use group::{
 };
 pub use lifetimes::{
     lifetimes_csv_files, lifetimes_files, lifetimes_html, lifetimes_json, lifetimes_text,
-    LifetimeDisplay, LIFETIME_FILES,
+    LIFETIME_FILES,
 };
 pub use phases::{phases_json, render_phases};
 pub use summary::render_summaries;

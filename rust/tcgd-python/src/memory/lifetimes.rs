@@ -11,7 +11,7 @@ use tcgd_memory::lifetimes::{
     self as lt, AllocationCohort as RustCohort, CohortTransition as RustTransition,
     LifetimeAnalysis, Selection, StackFrame,
 };
-use tcgd_memory::report::{self as rep, LifetimeDisplay};
+use tcgd_memory::report::{self as rep, Display};
 use tcgd_report::Cell;
 
 use crate::results::serde_to_py;
@@ -766,8 +766,8 @@ impl AllocationCohort {
     }
 }
 
-fn display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<LifetimeDisplay> {
-    let d = LifetimeDisplay::default();
+fn display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<Display> {
+    let d = Display::LIFETIMES;
     let check = |v: Option<i64>, what: &str, default: usize| -> BindResult<usize> {
         match v {
             None => Ok(default),
@@ -777,7 +777,7 @@ fn display(limit: Option<i64>, stack_depth: Option<i64>) -> BindResult<LifetimeD
             ))),
         }
     };
-    Ok(LifetimeDisplay {
+    Ok(Display {
         limit: check(limit, "limit", d.limit)?,
         stack_depth: check(stack_depth, "stack_depth", d.stack_depth)?,
     })
@@ -889,11 +889,10 @@ impl MemoryAllocationLifetimeAnalysis {
         let written = guard(py, || {
             let r = &self.inner;
             py.detach(|| {
-                let files: Vec<(String, String)> =
-                    rep::lifetimes_files(r, LifetimeDisplay::default())
-                        .into_iter()
-                        .filter(|(name, _)| name.ends_with(".csv"))
-                        .collect();
+                let files: Vec<(String, String)> = rep::lifetimes_files(r, Display::LIFETIMES)
+                    .into_iter()
+                    .filter(|(name, _)| name.ends_with(".csv"))
+                    .collect();
                 let own: Vec<String> = rep::LIFETIME_FILES
                     .iter()
                     .filter(|f| f.ends_with(".csv"))

@@ -5,7 +5,7 @@
 use tcgd_memory::attribution::events::{self as ev, PointWindow};
 use tcgd_memory::attribution::{self as att, AttributionRequest, BlockFilter};
 use tcgd_memory::lifetimes as lt;
-use tcgd_memory::report::attribution::{self as rep};
+use tcgd_memory::report::attribution::{self as rep, Display};
 
 use super::*;
 
@@ -16,15 +16,22 @@ pub use results::*;
 /// `rendered` (a whole report in `format`) with the attribution sections of `items`
 /// (one per comparison, in order) added, as [`rep::with_sections`] composes them.
 #[pyfunction]
-#[pyo3(signature = (rendered, format, items, include_unchanged=true, limit=20, stack_depth=2))]
+#[pyo3(signature = (
+    rendered,
+    format,
+    items,
+    include_unchanged = true,
+    limit = Display::ATTRIBUTION.limit as i64,
+    stack_depth = Display::ATTRIBUTION.stack_depth as i64
+))]
 pub(crate) fn with_attribution_sections(
     py: Python<'_>,
     rendered: String,
     format: &str,
     items: Vec<PyRef<'_, MemoryAttribution>>,
     include_unchanged: bool,
-    limit: usize,
-    stack_depth: usize,
+    limit: i64,
+    stack_depth: i64,
 ) -> PyResult<String> {
     guard(py, || {
         let d = display(limit, stack_depth)?;

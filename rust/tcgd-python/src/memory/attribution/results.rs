@@ -546,13 +546,8 @@ impl AllocatorEventSummary {
     }
 }
 
-pub(crate) fn display(limit: usize, stack_depth: usize) -> BindResult<Display> {
-    if limit == 0 || stack_depth == 0 {
-        return Err(BindingError::InvalidInput(format!(
-            "limit and stack_depth must be >= 1, got limit={limit}, stack_depth={stack_depth}"
-        )));
-    }
-    Ok(Display { stack_depth, limit })
+pub(crate) fn display(limit: i64, stack_depth: i64) -> BindResult<Display> {
+    Display::new(stack_depth, limit).map_err(BindingError::InvalidInput)
 }
 
 /// Objects of rows, as a tuple.
