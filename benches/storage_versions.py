@@ -118,19 +118,25 @@ def time_store(root: Path, observations: int, numel: int, points: int) -> dict:
 
     from torch_cudagraph_debug import _native
 
-    header = json.dumps(
-        {
-            "run_id": uuid.uuid4().hex,
-            "name": "store",
-            "kind": "tensor",
-            "execution": "cuda_graph",
-            "rank": 0,
-            "group_id": None,
-            "world_size": 1,
-            "provenance": {},
-            "run_metadata": {},
-        }
-    )
+    fields = {
+        "run_id": uuid.uuid4().hex,
+        "name": "store",
+        "kind": "tensor",
+        "execution": "cuda_graph",
+        "rank": 0,
+        "group_id": None,
+        "world_size": 1,
+        "provenance": {},
+        "run_metadata": {},
+    }
+    # The header is a native RunHeader now; the older version took its JSON text.
+    if hasattr(_native, "RunHeader"):
+        run_id, name, kind, execution = (
+            fields.pop(k) for k in ("run_id", "name", "kind", "execution")
+        )
+        header = _native.RunHeader(run_id, name, kind, execution, **fields)
+    else:
+        header = json.dumps(fields)
     summary = (numel, numel, 0, 0, 0, 0, -1.0, 1.0, 0.0, 0.5, float(numel) ** 0.5)
     rows = [
         {

@@ -112,3 +112,28 @@ def test_an_errors_module_without_a_raised_class_fails_the_import():
     assert python_stdout(code).strip() == (
         "refused: module 'torch_cudagraph_debug.errors' has no attribute 'TcgdInternalError'"
     )
+
+
+def test_a_run_header_crosses_typed_and_its_metadata_as_python_values():
+    # The header reaches the writer as a native RunHeader: its provenance and metadata are
+    # converted from Python values (no JSON text), and a value with no JSON form is the
+    # user's error, named.
+    header = _native.RunHeader(
+        "abc",
+        "run",
+        "tensor",
+        "eager",
+        rank=1,
+        world_size=2,
+        provenance={"torch": "2.11.0", "devices": [0, 1]},
+        run_metadata={"lr": 0.5, "tags": ("a", "b"), 3: None},
+    )
+    assert (header.kind, header.rank, header.world_size) == ("tensor", 1, 2)
+    assert header.provenance == {"torch": "2.11.0", "devices": [0, 1]}
+    assert header.run_metadata == {"lr": 0.5, "tags": ["a", "b"], "3": None}
+    for bad, why in (({"x": {1}}, "type set"), ({"x": float("inf")}, "finite")):
+        expected = f"run_metadata must be JSON-serialisable.*{why}"
+        with pytest.raises(InvalidInputError, match=expected):
+            _native.RunHeader("abc", "run", "tensor", "eager", run_metadata=bad)
+    with pytest.raises(InvalidInputError, match="kind must be tensor or memory"):
+        _native.RunHeader("abc", "run", "table", "eager")

@@ -38,20 +38,20 @@ def _header(
     world_size: int | None,
     run_metadata: dict[str, Any],
     facts: dict[str, Any],
-) -> tuple[str, str]:
+) -> tuple[str, _native.RunHeader]:
     run_id = uuid.uuid4().hex
-    header = {
-        "run_id": run_id,
-        "name": name,
-        "kind": "memory",
-        "execution": execution,
-        "rank": rank,
-        "group_id": group_id,
-        "world_size": world_size,
-        "provenance": facts,
-        "run_metadata": run_metadata,
-    }
-    return run_id, json_text("run_metadata", header)
+    header = _native.RunHeader(
+        run_id,
+        name,
+        "memory",
+        execution,
+        rank=rank,
+        group_id=group_id,
+        world_size=world_size,
+        provenance=facts,
+        run_metadata=run_metadata,
+    )
+    return run_id, header
 
 
 class MemoryRecorder(RunRecorder[MemoryRun]):

@@ -465,23 +465,21 @@ def open_run_writer(
     if root is None:
         root = tempfile.mkdtemp(prefix=f"tcgd-{name}-")
     path = os.fspath(root)
-    header = {
-        "run_id": uuid.uuid4().hex,
-        "name": name,
-        "kind": "tensor",
-        "execution": execution,
-        "rank": rank,
-        "group_id": group_id,
-        "world_size": world_size,
-        "provenance": {
+    header = _native.RunHeader(
+        uuid.uuid4().hex,
+        name,
+        "tensor",
+        execution,
+        rank=rank,
+        group_id=group_id,
+        world_size=world_size,
+        provenance={
             **provenance(devices),
             **({} if default_payload is None else {"default_payload": default_payload}),
         },
-        "run_metadata": run_metadata,
-    }
-    return _native.RunWriter(
-        path, json.dumps(header), PRODUCER, overwrite, commit_interval, compact
+        run_metadata=run_metadata,
     )
+    return _native.RunWriter(path, header, PRODUCER, overwrite, commit_interval, compact)
 
 
 def _capturing_now() -> bool:

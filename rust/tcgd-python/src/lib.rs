@@ -244,6 +244,8 @@ mod _native {
     };
     #[pymodule_export]
     use tcgd_memory::report::Display;
+    #[pymodule_export]
+    use tcgd_store::RunHeader;
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};

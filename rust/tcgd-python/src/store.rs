@@ -84,12 +84,6 @@ pub(crate) fn with_locked<W: Send, T: Send, E: Into<BindingError> + Send>(
     py.detach(|| work(writer)).map_err(Into::into)
 }
 
-/// A run's header as Python passes it (its fields as JSON text).
-pub(crate) fn run_header(header_json: &str) -> BindResult<RunHeader> {
-    serde_json::from_str(header_json)
-        .map_err(|e| BindingError::InvalidInput(format!("run header: {e}")))
-}
-
 /// A run writer class over `inner` (a lock around the store's writer, named `$what` in
 /// errors): the methods every writer has, then the class's own. `new` opens the writer
 /// with the class's `open(path, header, producer, overwrite, policy, compact)`.
@@ -97,21 +91,20 @@ macro_rules! run_writer {
     ($class:ident, $what:literal, { $($own:tt)* }) => {
         #[pymethods]
         impl $class {
-            /// Claims a run (name and rank) in a job root; `header_json` holds the
-            /// `RunHeader` fields; `overwrite` replaces a run already there.
+            /// Claims a run (name and rank) in a job root, created with `header`;
+            /// `overwrite` replaces a run already there.
             #[new]
-            #[pyo3(signature = (path, header_json, producer, overwrite = false, commit_interval = None, compact = true))]
+            #[pyo3(signature = (path, header, producer, overwrite = false, commit_interval = None, compact = true))]
             fn new(
                 py: Python<'_>,
                 path: PathBuf,
-                header_json: &str,
+                header: tcgd_store::RunHeader,
                 producer: &str,
                 overwrite: bool,
                 commit_interval: Option<f64>,
                 compact: bool,
             ) -> PyResult<Self> {
                 $crate::errors::guard(py, || {
-                    let header = $crate::store::run_header(header_json)?;
                     let policy = $crate::store::commit_policy(commit_interval)?;
                     py.detach(|| Self::open(&path, header, producer, overwrite, policy, compact))
                 })

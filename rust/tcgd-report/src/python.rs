@@ -3,10 +3,11 @@
 //! them), with no JSON text in between.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde::Serialize;
 
 pyo3::import_exception!(torch_cudagraph_debug.errors, TcgdInternalError);
+pyo3::import_exception!(torch_cudagraph_debug.errors, InvalidInputError);
 
 /// A JSON value as the Python value `json.loads` would give for it.
 pub fn json_to_python<'py>(
@@ -56,4 +57,64 @@ pub fn repr_of(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
         .map(|name| Ok(format!("{name}={}", obj.getattr(*name)?.repr()?)))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
+}
+
+/// A Python value as JSON (what `json.dumps` accepts without a `default`, finite floats
+/// only, string or integer keys): how a dict the user gives (run metadata) or the package
+/// builds (provenance) crosses into Rust without JSON text. `what` names the argument in
+/// the `InvalidInputError` a value with no JSON form raises.
+pub fn python_to_json(value: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
+    use serde_json::Value;
+    let invalid = |why: String| {
+        InvalidInputError::new_err(format!("{what} must be JSON-serialisable: {why}"))
+    };
+    Ok(if value.is_none() {
+        Value::Null
+    } else if let Ok(b) = value.cast::<PyBool>() {
+        Value::Bool(b.is_true())
+    } else if value.is_instance_of::<PyInt>() {
+        match value.extract::<i64>() {
+            Ok(i) => Value::from(i),
+            Err(_) => Value::from(value.extract::<u64>().map_err(|_| {
+                invalid(format!(
+                    "the integer {} is out of range",
+                    value.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?),
+        }
+    } else if let Ok(f) = value.cast::<PyFloat>() {
+        let f = f.value();
+        serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| invalid(format!("{f} is not a finite number")))?
+    } else if let Ok(s) = value.cast::<PyString>() {
+        Value::String(s.to_str()?.to_owned())
+    } else if let Ok(d) = value.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (k, v) in d.iter() {
+            let key = if let Ok(s) = k.cast::<PyString>() {
+                s.to_str()?.to_owned()
+            } else if k.is_instance_of::<PyInt>() && !k.is_instance_of::<PyBool>() {
+                k.str()?.to_str()?.to_owned()
+            } else {
+                return Err(invalid(format!(
+                    "keys must be str or int, not {}",
+                    k.get_type().name()?
+                )));
+            };
+            map.insert(key, python_to_json(&v, what)?);
+        }
+        Value::Object(map)
+    } else if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items = value
+            .try_iter()?
+            .map(|item| python_to_json(&item?, what))
+            .collect::<PyResult<Vec<_>>>()?;
+        Value::Array(items)
+    } else {
+        return Err(invalid(format!(
+            "Object of type {} is not JSON serializable",
+            value.get_type().name()?
+        )));
+    })
 }

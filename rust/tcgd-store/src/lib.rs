@@ -19,6 +19,8 @@ mod log_cleanup;
 mod manifest;
 mod parts;
 mod pool;
+#[cfg(feature = "python")]
+mod python;
 mod queue;
 mod reader;
 mod record;

@@ -47,6 +47,15 @@ impl RunKind {
 }
 
 /// What the producer knows when a run starts.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "RunHeader",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunHeader {
     pub run_id: String,
