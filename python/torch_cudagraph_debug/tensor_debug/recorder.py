@@ -144,8 +144,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
         self._grad_hooks: list[torch.utils.hooks.RemovableHandle] = []
         self.rank, self.world_size = detect_rank(rank, world_size)
         self.group_id = group_id
+        # The native RunHeader checks that it is JSON-serialisable (InvalidInputError).
         metadata = dict(run_metadata or {})
-        json_text("run_metadata", metadata)
 
         writer = open_run_writer(
             name=name,

@@ -40,29 +40,21 @@ fn dict_value(value: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
     Ok(value)
 }
 
-/// A getter's Python name (`r#match` is `match`).
-fn attribute(name: &str) -> &str {
-    name.trim_start_matches("r#")
-}
-
 /// `{name: value}` of the named attributes of `obj`, in order.
 pub(crate) fn attrs_dict<'py>(
     obj: &Bound<'py, PyAny>,
     names: &[&str],
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(obj.py());
-    for name in names.iter().map(|n| attribute(n)) {
+    for name in names {
         dict.set_item(name, dict_value(obj.getattr(name)?)?)?;
     }
     Ok(dict)
 }
 
-/// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
-/// writes it.
-pub(crate) fn attrs_repr(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
-    let names: Vec<&str> = names.iter().map(|n| attribute(n)).collect();
-    tcgd_report::python::repr_of(obj, &names)
-}
+/// `Class(name=value, ...)` of the named attributes of an object: the report crate's, one
+/// implementation for every class.
+pub(crate) use tcgd_report::python::repr_of as attrs_repr;
 
 /// What every report's `write()` returns: `{format: Path}`, the report files (`report.txt`, ...) as
 /// `text`, `json` and `html` and each CSV file by its stem (`points` for points.csv).
