@@ -8,13 +8,13 @@ rounds of replays); every figure is added replay time over the ``none`` graph:
 
 - P2 (record mode, many small values): ``probe`` (a ``TensorProbe`` with one copy node per
   value), ``probe batched`` (the same probe inside ``probe.batched()``: one copy kernel per
-  16 values) and ``memcpy`` (``dst.copy_(y)`` per value); per-probe added time (target
+  64 values) and ``memcpy`` (``dst.copy_(y)`` per value); per-probe added time (target
   <= 0.3 us) and equal bytes in the slots.
-- P3 (summary mode, large values): ``summary`` (the core's device summary kernel, 16
-  values per launch, records written to the session's device record table) against
-  ``read`` (``torch.amax`` of every value captured: reading each value once) and the
-  physical floor (bytes over the read bandwidth, --bandwidth). Bytes to the host per site
-  per replay: one 112-byte record.
+- P3 (summary mode, large values): ``summary`` (the core's device summary kernel, up to
+  64 values per launch (``MAX_SITES_PER_LAUNCH``), records written to the session's
+  record table) against ``read`` (``torch.amax`` of every value captured: reading each
+  value once) and the physical floor (bytes over the read bandwidth, --bandwidth). Bytes
+  to the host per site per replay: one 112-byte record.
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ def p3(
         summarise.runtime = runtime
         capture_index = recorder.add_capture(runtime)
         sites = [device_site(y, f"v{i}", i) for i, y in enumerate(outs)]
-        for start in range(0, len(sites), 16):
-            recorder.register_sites(runtime, capture_index, sites[start : start + 16], handle)
+        step = _native.MAX_SITES_PER_LAUNCH
+        for start in range(0, len(sites), step):
+            recorder.register_sites(runtime, capture_index, sites[start : start + step], handle)
 
     graph, _ = capture(inputs, summarise)
     figures["summary"] = replay_times(graph, rounds, replays)[0]

@@ -318,3 +318,41 @@ def test_tcgd_explain_cli_runs_a_script_and_prints_decisions(tmp_path, config_fi
         env=env,
     )
     assert bad.returncode == 2 and "missing.toml" in bad.stderr
+
+
+def test_the_point_clock_delimits_calls_and_leaves_host_points_to_python():
+    """Without a device recorder (CPU graphs, warmup), a call that repeats a callable of
+    the current point hands its label to the session's Python, which holds the values."""
+    clock = _native.PointClock(True)
+    assert clock.enter(1) is None and clock.enter(2) is None and clock.has_calls
+    assert clock.enter(1) == "call0"  # the session commits call0, then enters again
+    clock.point_ended()
+    assert not clock.has_calls and clock.enter(1) is None
+    clock.explicit = True  # inside record_point(): calls do not delimit points
+    assert clock.enter(1) is None and clock.enter(1) is None
+    clock.explicit = False
+    assert clock.next_label() == "call1"
+    clock.close()
+    assert clock.enter(1) is None and not clock.has_calls
+    assert _native.PointClock(False).enter(3) is None  # auto_points off
+
+
+def test_a_compiled_call_keeps_torchs_boxed_convention_and_the_callers_error(tmp_path):
+    probes = {"version": 1, "select": [{"ops": ["aten.addmm"]}]}
+    session = tcgd_compile.session_for(probes, run_dir=tmp_path / "run")
+
+    def boxed(args):
+        if args[0] < 0:
+            raise ValueError("negative")
+        return [args[0] * 2]
+
+    boxed._boxed_call = True
+    wrapped = session.wrap(boxed)
+    assert wrapped._boxed_call is True and wrapped.compiled is boxed
+    assert wrapped([3]) == [6] and wrapped([4]) == [8]
+    with pytest.raises(ValueError, match="negative"):
+        wrapped([-1])
+    assert session.wrap(lambda x: x)._boxed_call is False
+    run = session.finish()
+    # Each call of the one callable is a point of its own (empty: nothing was probed).
+    assert run.labels == ("call0", "call1", "call2")

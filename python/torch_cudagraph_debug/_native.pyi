@@ -11,9 +11,15 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
+
+MAX_SITES_PER_LAUNCH: Final[int]
+"""
+Values one device kernel launch takes at most: a probe group's summaries, a batched
+probe's copies.
+"""
 
 MEMORY_ROW_CSV_FILES: Final[list[str]]
 """
@@ -804,6 +810,27 @@ class ComparisonSubject:
     def world_size(self, /) -> int | None: ...
 
 @final
+class CompiledCall:
+    """
+    A compiled callable as its session runs it: delimits points (see [`PointClock`]),
+    routes the session's probe key to the session, and lands the flight recorder's history
+    when the call raises.
+    """
+    def __call__(self, /, *args, **kwargs) -> Any: ...
+    def __new__(cls, /, compiled: Any, session: Any, clock: PointClock, registry: Any, key: Any, *, on_call: Any | None = None, boxed_call: bool = False) -> CompiledCall: ...
+    @property
+    def _boxed_call(self, /) -> bool:
+        """
+        Whether `compiled` takes its arguments boxed (Inductor's convention, read by
+        torch from this attribute).
+        """
+    @property
+    def compiled(self, /) -> Any:
+        """
+        The compiled callable this wraps.
+        """
+
+@final
 class DeviceMemorySample:
     """
     One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide.
@@ -843,6 +870,12 @@ class DeviceRecorder:
         """
         Ends the current point: its values are harvested once the device has run what
         `stream` was given; `dump` (a reason) also lands the history in the run.
+        """
+    @property
+    def close_time(self, /) -> tuple[int, float]:
+        """
+        (points closed, seconds the host spent closing them): the recorder's own share of
+        a replayed call's host time.
         """
     @property
     def counts(self, /) -> tuple[int, int]:
@@ -2599,6 +2632,54 @@ class ObservationSite:
         """
 
 @final
+class PointClock:
+    """
+    The state of a compile session's points: which compiled callables ran in the current
+    point, how many automatic points were labelled, whether a named point is open, and,
+    once a graph was captured, the device recorder that closes points natively.
+    """
+    def __new__(cls, /, auto_points: bool) -> PointClock: ...
+    def attach_device(self, /, recorder: DeviceRecorder, device_index: int, raw_stream: Any) -> None:
+        """
+        Points from now on close natively on `recorder` (device `device_index`), on the
+        stream `raw_stream(device_index)` returns. Once per session.
+        """
+    def close(self, /) -> None:
+        """
+        The session ended: calls record nothing from now on.
+        """
+    def enter(self, /, callable_id: int) -> str | None:
+        """
+        A call of the compiled callable `callable_id` begins. Returns None when nothing is
+        left to do (the point it ended, if any, was closed natively), or the label of the
+        point the caller must commit, then call `enter` again.
+        """
+    @property
+    def explicit(self, /) -> bool:
+        """
+        Whether a named point is open (calls then do not delimit points).
+        """
+    @explicit.setter
+    def explicit(self, /, open: bool) -> None: ...
+    @property
+    def has_calls(self, /) -> bool:
+        """
+        Whether a compiled callable ran in the current point.
+        """
+    def next_label(self, /) -> str:
+        """
+        The label of the next automatic point (`call<N>`).
+        """
+    def point_ended(self, /) -> None:
+        """
+        The current point was committed: no callable ran in the next one yet.
+        """
+    def took_host_values(self, /) -> None:
+        """
+        The session took a value on the host for the current point: its Python commits it.
+        """
+
+@final
 class PointInfo:
     """
     Which point (or snapshot) one side of a point comparison is.
@@ -2796,7 +2877,8 @@ class ProbeRuntime:
         """
     def copy_slots_into_rings(self, /, copies: Sequence[tuple[int, int]], stream: int) -> None:
         """
-        Copy launches (16 values each) of each `(ring, slot)` slot into its ring.
+        Copy launches (`MAX_SITES_PER_LAUNCH` values each) of each `(ring, slot)` slot into
+        its ring.
         """
     def enqueue_check(self, /, slot: int, stream: int, name: str, invocation: int, dtype: str, expected: tuple[int, int], expected_dtype: str, rtol: float, atol: float, equal_nan: bool) -> int: ...
     def enqueue_print(self, /, slot: int, stream: int, probe: str, name: str, invocation: int, dtype: str, shape: Sequence[int], max_items: int, every: int, summary: bool) -> int: ...

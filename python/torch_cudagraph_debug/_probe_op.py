@@ -46,6 +46,12 @@ def register(probe: _ProbeTarget, key: str | None = None) -> str:
     return key
 
 
+def registry() -> weakref.WeakValueDictionary[str, _ProbeTarget]:
+    """The registry itself, for the native call wrapper, which routes a session's key to
+    it on every call without running Python when it already does."""
+    return _PROBES
+
+
 def unregister(key: str, probe: _ProbeTarget | None = None) -> None:
     """Forgets ``key``; with ``probe`` given, only while the key still names that probe
     (a later session of the same config may have taken the key over)."""

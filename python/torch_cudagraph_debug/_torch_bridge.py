@@ -64,14 +64,14 @@ def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -
 # The raw handle of torch's current stream on a device, as Inductor's generated code reads
 # it at every call: a C function returning an int, several microseconds cheaper than
 # building a ``torch.cuda.Stream`` to read its ``cuda_stream``. Older torch without it
-# takes the public path.
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# takes the public path. The native point clock calls it itself (``raw_stream_function``).
+raw_stream_function = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def current_stream_handle(device_index: int) -> int:
     """The ``cudaStream_t`` (as an int) of torch's current stream on ``cuda:device_index``."""
-    if _raw_stream is not None:
-        return int(_raw_stream(device_index))
+    if raw_stream_function is not None:
+        return int(raw_stream_function(device_index))
     return int(torch.cuda.current_stream(device_index).cuda_stream)
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
+import sys
 
 import pytest
 import torch
+import torch_cudagraph_debug
 import torch_cudagraph_debug.compile as tcgd_compile
 from compile_models import MLP, compile_on_graph_trees
 from torch import nn
@@ -87,6 +90,40 @@ def test_inference_graph_trees_replays_land_in_the_run(tmp_path, capture_count):
             torch.testing.assert_close(relu.tensor(), torch.relu(model.fc1(x)).cpu())
         assert all(o.source_device == "cuda:0" for o in point.observations)
     assert "graph_replays" in run["call3"].metadata
+
+
+def test_a_replayed_call_runs_no_python_of_the_package(tmp_path):
+    """Once its graphs replay, a probed call's point bookkeeping and point close are
+    native: the only Python in the call is torch's (Dynamo's guards, Graph Trees)."""
+    torch.manual_seed(0)
+    model = MLP(64, 128, 32).cuda()
+    x = torch.randn(16, 64, device="cuda")
+    probes = {**CONFIG, "run": {"payload": "summary"}}
+    compiled = tcgd_compile.compile(model, probes=probes, mode="reduce-overhead", run_dir=tmp_path)
+    package = os.path.dirname(torch_cudagraph_debug.__file__)
+    entered: set[str] = set()
+
+    def watch(frame, event, _arg):
+        if event == "call":
+            entered.add(frame.f_code.co_filename)
+
+    with torch.no_grad():
+        for _ in range(3):  # warmup, recording, the first replay
+            compiled(x)
+        sys.setprofile(watch)
+        try:
+            for _ in range(5):
+                compiled(x)
+        finally:
+            sys.setprofile(None)
+    ours = sorted(f for f in entered if f.startswith(package))
+    assert entered and not ours, ours
+    session = tcgd_compile.session_for(tcgd_compile.load_config(probes), run_dir=tmp_path)
+    run = session.finish()
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert run.labels == tuple(f"call{i}" for i in range(8))
+    replays = [p.replay_index for p in run.points]
+    assert replays[0] is None and replays[1:] == list(range(1, 8)), replays
 
 
 def test_training_loop_probes_forward_and_backward_under_graph_trees(tmp_path):

@@ -39,7 +39,7 @@ from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import (
     current_stream_handle,
     dtype_name,
-    host_bytes,
+    raw_stream_function,
     register_nvrtc,
 )
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
@@ -126,9 +126,10 @@ class ProbeSession(RunRecorder[TensorRun]):
         # device)], one entry per invocation of the site within the point.
         self._eager: dict[str, list[tuple[torch.Tensor, str]]] = {}
         self._captures: dict[int, _Capture] = {}
-        self._callables_in_point: set[int] = set()
-        self._calls = 0
-        self._explicit_point = False
+        # Which compiled callables ran in the current point, the automatic points' labels,
+        # whether a named point is open; once a graph was captured it closes the points of
+        # replayed calls itself (no Python per call).
+        self._clock = _native.PointClock(auto_points)
         self._warned_finished = False
         # How often the op's Python body ran per site: under CUDA Graph Trees it runs in
         # warmup and recording only, never on replay.
@@ -198,9 +199,14 @@ class ProbeSession(RunRecorder[TensorRun]):
             stream = current_stream_handle(device.index or 0) if device.type == "cuda" else None
             capture = _native.capture_id(stream) if stream is not None else None
             if capture is None or stream is None:
+                # One copy per value, straight into a contiguous host tensor (the values'
+                # buffers are reused by the graph once the op returns).
+                where = str(device)
                 for value, site in zip(values, sites, strict=True):
-                    host = value.detach().to("cpu", copy=True).contiguous()
-                    self._take_eager(site["site_id"], host, str(value.device))
+                    host = value.detach().to(
+                        "cpu", copy=True, memory_format=torch.contiguous_format
+                    )
+                    self._take_eager(site["site_id"], host, where)
                 return
             self._record_in_capture(
                 [v.detach().contiguous() for v in values], sites, capture, stream
@@ -218,12 +224,13 @@ class ProbeSession(RunRecorder[TensorRun]):
             self._take_eager(site["site_id"], host, str(value.device))
 
     def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
-        if site_id in self._eager and self.auto_points and not self._explicit_point:
+        if site_id in self._eager and self.auto_points and not self._clock.explicit:
             # The site ran again inside one automatic point: a call nothing delimited (a
             # compiled callable this session did not wrap). Its values begin the next
             # point instead of replacing this one's.
             self._commit_auto_point()
         self._eager.setdefault(site_id, []).append((host, device))
+        self._clock.took_host_values()
 
     def _device_recorder(self, device: torch.device) -> _native.DeviceRecorder:
         if self._device is None:
@@ -236,6 +243,8 @@ class ProbeSession(RunRecorder[TensorRun]):
                 trigger_nonfinite=self._trigger_nonfinite,
                 trigger_abs_max=self._trigger_abs_max,
             )
+            if raw_stream_function is not None:
+                self._clock.attach_device(self._device, self._device_index, raw_stream_function)
         elif (device.index or 0) != self._device_index:
             raise InvalidInputError(
                 f"this session records graphs on cuda:{self._device_index}; a graph on "
@@ -272,40 +281,30 @@ class ProbeSession(RunRecorder[TensorRun]):
 
     # ------------------------------------------------------------ points
     def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
-        """Wraps a compiled graph's callable so its calls delimit points."""
-        callable_id = id(compiled)
-        boxed = getattr(compiled, "_boxed_call", False)
+        """Wraps a compiled graph's callable so its calls delimit points. The wrapper is
+        native (``CompiledCall``): a replayed call runs no Python of this package."""
+        return _native.CompiledCall(
+            compiled,
+            self,
+            self._clock,
+            _probe_op.registry(),
+            self.key,
+            on_call=self.memory_points.on_call if self._memory_every else None,  # type: ignore[union-attr]
+            boxed_call=bool(getattr(compiled, "_boxed_call", False)),
+        )
 
-        # No functools.wraps: torch 2.6 follows __wrapped__ and would call the compiled
-        # function directly, bypassing this wrapper.
-        def run(*args: Any) -> Any:
-            if self._memory_every:
-                self.memory_points.on_call()  # type: ignore[union-attr]
-            self._on_call(callable_id)
-            # Sessions of one config and run name share the key their graphs carry (so
-            # the FX graph cache serves them all); a call routes the key to its own
-            # session, for its graphs and the backward graphs that follow it.
-            _probe_op.register(self, self.key)
-            try:
-                return compiled(*args)
-            except BaseException:
-                # The flight recorder keeps what led up to a failed call.
-                if self.history and self._device is not None and not self._closed:
-                    with contextlib.suppress(Exception):
-                        self.dump_history("exception")
-                raise
-
-        if boxed:
-            run._boxed_call = True  # type: ignore[attr-defined]
-        return run
-
-    def _on_call(self, callable_id: int) -> None:
-        if not self.auto_points or self._explicit_point or self._closed:
-            return
+    def _commit_call_point(self, label: str, callable_id: int) -> None:
+        """A call ended the automatic point ``label``, which holds values the host took:
+        commits it, then counts the call in the next point (called by ``CompiledCall``)."""
         with self._lock:
-            if callable_id in self._callables_in_point:
-                self._commit_auto_point()
-            self._callables_in_point.add(callable_id)
+            self._commit(label, {})
+            self._clock.enter(callable_id)
+
+    def _call_failed(self) -> None:
+        """A compiled call raised: the flight recorder keeps what led up to it."""
+        if self.history and self._device is not None and not self._closed:
+            with contextlib.suppress(Exception):
+                self.dump_history("exception")
 
     @contextlib.contextmanager
     def record_point(self, label: str, *, metadata: dict[str, Any] | None = None) -> Iterator[None]:
@@ -318,17 +317,16 @@ class ProbeSession(RunRecorder[TensorRun]):
             )
         with self._lock:
             self._commit_pending()
-            self._explicit_point = True
+            self._clock.explicit = True
         try:
             yield
             with self._lock:
                 self._commit(label, dict(metadata or {}))
         finally:
-            self._explicit_point = False
+            self._clock.explicit = False
 
     def _commit_auto_point(self, dump: str | None = None) -> None:
-        self._commit(f"call{self._calls}", {}, dump)
-        self._calls += 1
+        self._commit(self._clock.next_label(), {}, dump)
 
     def dump_history(self, reason: str = "user") -> None:
         """Lands the flight recorder's history (the last ``history`` calls' full values of
@@ -344,7 +342,7 @@ class ProbeSession(RunRecorder[TensorRun]):
                 raise RecorderStateError(
                     "dump_history(): no graph has been captured yet, so there is no history"
                 )
-            if self._explicit_point:
+            if self._clock.explicit:
                 raise RecorderStateError("dump_history() inside record_point(); leave it first")
             self._commit_auto_point(dump=reason)
 
@@ -357,7 +355,7 @@ class ProbeSession(RunRecorder[TensorRun]):
 
     def _commit_pending(self) -> None:
         """Commits the automatic point in progress, if anything ran in it."""
-        if self._callables_in_point or self._eager:
+        if self._clock.has_calls or self._eager:
             self._commit_auto_point()
 
     def _commit(self, label: str, metadata: dict[str, Any], dump: str | None = None) -> None:
@@ -367,7 +365,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             stream = current_stream_handle(self._device_index)
             meta = json.dumps(metadata) if metadata else "{}"
             self._device.close_point(label, meta, stream, dump)
-            self._callables_in_point.clear()
+            self._clock.point_ended()
             return
         taken = sorted(
             (self._site_order[site_id], invocation, site_id, host, device)
@@ -388,14 +386,21 @@ class ProbeSession(RunRecorder[TensorRun]):
             stream = current_stream_handle(self._device_index)
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
-            # Each site's facts were handed to the writer once; a point is its values.
+            # Each site's facts were handed to the writer once; a point is its values,
+            # each host copy's bytes (contiguous, on the CPU: taken that way above).
             values = [
-                (self._writer_site(site_id, host, device), order, n, host_bytes(host), host)
+                (
+                    self._writer_site(site_id, host, device),
+                    order,
+                    n,
+                    (host.data_ptr(), host.nbytes),
+                    host,
+                )
                 for order, (_, n, site_id, host, device) in enumerate(taken)
             ]
             self._writer.commit_site_values(label, json.dumps(metadata), self.payload, values)
         self._eager.clear()
-        self._callables_in_point.clear()
+        self._clock.point_ended()
 
     def _writer_site(self, site_id: str, host: torch.Tensor, device: str) -> int:
         """The writer's index of the site ``site_id`` holding a value like ``host`` (a
@@ -442,7 +447,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         waits until every point recorded so far is durable. Inside ``record_point`` the
         open point is left to its block. A no-op once the session is finished."""
         with self._lock:
-            if not self._closed and not self._explicit_point:
+            if not self._closed and not self._clock.explicit:
                 self._commit_pending()
         super().flush()
 
@@ -460,6 +465,12 @@ class ProbeSession(RunRecorder[TensorRun]):
         with self._lock:
             super().close()
 
+    def _end(self, *, complete: bool) -> None:
+        # Calls close no point from now on (they run natively, outside the session's
+        # lock): before the device recorder drains and the writer closes.
+        self._clock.close()
+        super()._end(complete=complete)
+
     def _drain(self) -> None:
         if self._device is not None:
             self._device.flush()
@@ -473,7 +484,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         return TensorRun.load(self.path, name=self.name, rank=self.rank)
 
     def _check_can_finish(self) -> None:
-        if self._explicit_point:
+        if self._clock.explicit:
             raise RecorderStateError("finish() inside record_point(); leave the point first")
 
     def _release(self) -> None:
@@ -483,7 +494,6 @@ class ProbeSession(RunRecorder[TensorRun]):
             with contextlib.suppress(Exception):
                 self._device.close()
         self._eager.clear()
-        self._callables_in_point.clear()
         for state in self._captures.values():
             state.runtime.close()
         # This session stays registered (its graphs call a no-op) unless an open session

@@ -155,7 +155,7 @@ def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
 
 
 # Values one probe op takes at most (one summary launch on the device).
-GROUP_LIMIT = 16
+GROUP_LIMIT = _native.MAX_SITES_PER_LAUNCH
 # Bytes of values a probe group may keep alive past their last use (see group_sites).
 GROUP_EXTENSION = 16 << 20
 

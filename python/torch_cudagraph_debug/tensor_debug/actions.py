@@ -38,7 +38,7 @@ class RecordAction:
     ``TensorProbe.history()``. A failing ``CheckAction`` of the same probe (or
     ``TensorProbe.freeze_history()``) freezes the rings at that replay: they then hold the
     N replays up to and including it, however many replays follow (a flight recorder).
-    Each replay costs one extra device copy launch per 16 observations.
+    Each replay costs one extra device copy launch per 64 observations.
     """
 
     enabled: bool = True

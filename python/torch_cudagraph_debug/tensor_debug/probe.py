@@ -221,10 +221,10 @@ class TensorProbe(ProbeHistory):
     @contextlib.contextmanager
     def batched(self) -> Iterator[None]:
         """Inside a capture, the values probed in the block are copied into their slots
-        at the block's end by one kernel launch per 16 values, instead of one copy node
-        each (for many small values the node count is the cost). The block keeps every
-        value it probed alive until its end, so use it around values that are alive
-        together anyway. Outside a capture it changes nothing."""
+        at the block's end by one kernel launch per 64 values (``MAX_SITES_PER_LAUNCH``),
+        instead of one copy node each (for many small values the node count is the cost).
+        The block keeps every value it probed alive until its end, so use it around values
+        that are alive together anyway. Outside a capture it changes nothing."""
         if self._batch is not None:
             raise RecorderStateError(f"probe {self.name!r}: batched() blocks do not nest")
         self._batch = []
@@ -252,11 +252,10 @@ class TensorProbe(ProbeHistory):
         for site, _ in self._batch:
             if site.slot is None:
                 site.slot = runtime.add_slot(site.nbytes)
-        for start in range(0, len(self._batch), 16):
-            chunk = self._batch[start : start + 16]
-            runtime.copy_into_slots(
-                [(site.slot, value.data_ptr()) for site, value in chunk], stream
-            )
+        # The core splits the copies into launches of at most MAX_SITES_PER_LAUNCH.
+        runtime.copy_into_slots(
+            [(site.slot, value.data_ptr()) for site, value in self._batch], stream
+        )
         if self.history_depth:
             self._copy_into_rings(runtime, [site for site, _ in self._batch], stream)
         # Actions read the slots: after the copies, in stream order.

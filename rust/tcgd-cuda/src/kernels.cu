@@ -1,6 +1,7 @@
 // Kernels captured into CUDA graphs by the probe runtime: summaries of probed values
-// written into the session's device record table (a row per point in flight, a column per
-// site; the host copies a point's row once per point), and copies of probed values into
+// written into the session's record table (a row per point in flight, a column per site;
+// pinned host memory mapped into the device, so the host reads a point's row where the
+// kernels wrote it, once the point's event completed), and copies of probed values into
 // device rings (the history a flight recorder keeps, or, with a depth of 1, the latest
 // value).
 //

@@ -82,14 +82,34 @@ unsafe impl Send for PinnedBuffer {}
 // SAFETY: as above.
 unsafe impl Sync for PinnedBuffer {}
 
+/// `cuMemHostAlloc` flag: the allocation is mapped into the device's address space.
+const CU_MEMHOSTALLOC_DEVICEMAP: u32 = 0x02;
+
 impl PinnedBuffer {
     pub fn alloc(nbytes: usize) -> Result<PinnedBuffer> {
+        Self::alloc_with(nbytes, 0)
+    }
+
+    /// Pinned host memory that kernels write directly (zero-copy), and its device
+    /// address: for small records the host reads once their kernel is known complete,
+    /// so that no copy needs enqueueing per record.
+    pub fn alloc_mapped(nbytes: usize) -> Result<(PinnedBuffer, u64)> {
+        let buffer = Self::alloc_with(nbytes, CU_MEMHOSTALLOC_DEVICEMAP)?;
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `buffer.ptr` was allocated with DEVICEMAP in the current context.
+        check("cuMemHostGetDevicePointer_v2", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut device, buffer.ptr.cast(), 0)
+        })?;
+        Ok((buffer, device))
+    }
+
+    fn alloc_with(nbytes: usize, flags: u32) -> Result<PinnedBuffer> {
         let _relaxed = RelaxedCapture::enter()?;
         let mut ptr: *mut std::ffi::c_void = std::ptr::null_mut();
         let size = nbytes.max(1);
         // SAFETY: `ptr` is a valid out-pointer.
         check("cuMemHostAlloc", unsafe {
-            sys::cuMemHostAlloc(&mut ptr, size, 0)
+            sys::cuMemHostAlloc(&mut ptr, size, flags)
         })?;
         // SAFETY: fresh allocation of `size` bytes; zeroed so a read before the first copy
         // sees zeros, not garbage.

@@ -5,6 +5,7 @@
 
 pub(crate) mod anomaly;
 mod args;
+pub(crate) mod calls;
 mod classes;
 pub(crate) mod compare;
 pub(crate) mod config;
@@ -232,11 +233,12 @@ mod _native {
     };
     #[pymodule_export]
     use super::{
-        check_dtype, content_digest, format_bytes, format_change, format_comparison,
-        probe::capture_id, probe::cuda_available, probe::probe_memory, probe::release_deferred,
-        probe::ProbeRuntime, recording::add_nvrtc_search_dir, recording::DeviceRecorder,
-        store::compact_root, store::list_runs, store::set_log_retention, store::PyRunManifest,
-        store::RunReader, store::RunWriter, summarize, supported_dtypes,
+        calls::CompiledCall, calls::PointClock, check_dtype, content_digest, format_bytes,
+        format_change, format_comparison, probe::capture_id, probe::cuda_available,
+        probe::probe_memory, probe::release_deferred, probe::ProbeRuntime,
+        recording::add_nvrtc_search_dir, recording::DeviceRecorder, store::compact_root,
+        store::list_runs, store::set_log_retention, store::PyRunManifest, store::RunReader,
+        store::RunWriter, summarize, supported_dtypes,
     };
     #[pymodule_export]
     use tcgd_compare::{
@@ -261,6 +263,11 @@ mod _native {
     /// `TensorSite`.
     #[pymodule_export]
     const SITE_COLUMNS: [&str; super::results::SITE_COLUMNS.len()] = super::results::SITE_COLUMNS;
+
+    /// Values one device kernel launch takes at most: a probe group's summaries, a batched
+    /// probe's copies.
+    #[pymodule_export]
+    const MAX_SITES_PER_LAUNCH: usize = tcgd_cuda::MAX_SITES_PER_LAUNCH;
 
     /// The CSV files a memory comparison's `write()` writes its rows to.
     #[pymodule_export]

@@ -92,7 +92,8 @@ impl ProbeRuntime {
         self.with(py, |r| r.add_ring(slot, depth))
     }
 
-    /// Copy launches (16 values each) of each `(ring, slot)` slot into its ring.
+    /// Copy launches (`MAX_SITES_PER_LAUNCH` values each) of each `(ring, slot)` slot into
+    /// its ring.
     fn copy_slots_into_rings(
         &self,
         py: Python<'_>,

@@ -52,7 +52,7 @@ struct ProbedValueArgs {
     order: i64,
 }
 
-#[pyclass(module = "torch_cudagraph_debug._native")]
+#[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct DeviceRecorder {
     inner: Mutex<tcgd_cuda::DeviceRecorder>,
     facts: Facts,
@@ -196,6 +196,22 @@ fn sink(
             .map(|_| ())
             .map_err(|e| e.to_string())
     })
+}
+
+impl DeviceRecorder {
+    /// Ends the current point with no host values (the per-call path of a replayed graph,
+    /// from the point clock): an event and a memset on `stream`, nothing waited for.
+    pub(crate) fn close_point_now(
+        &self,
+        py: Python<'_>,
+        label: String,
+        metadata_json: String,
+        stream: usize,
+    ) -> BindResult<u32> {
+        let mut locked = lock(&self.inner)?;
+        let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
+        Ok(py.detach(|| recorder.close_point(label, metadata_json, stream, None, None))?)
+    }
 }
 
 #[pymethods]
@@ -376,6 +392,14 @@ impl DeviceRecorder {
     #[getter]
     fn counts(&self) -> PyResult<(u64, u64)> {
         Ok(lock(&self.inner)?.counts())
+    }
+
+    /// (points closed, seconds the host spent closing them): the recorder's own share of
+    /// a replayed call's host time.
+    #[getter]
+    fn close_time(&self) -> PyResult<(u64, f64)> {
+        let (closes, spent) = lock(&self.inner)?.close_time();
+        Ok((closes, spent.as_secs_f64()))
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

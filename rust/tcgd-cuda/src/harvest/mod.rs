@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{self, CUcontext, CUevent};
 
@@ -60,6 +60,8 @@ pub struct DeviceRecorder {
     words: Arc<DeviceBuffer>,
     table: Arc<RecordTable>,
     next_point: u32,
+    /// Host time spent in `close_point`: (closes, total), the per-call cost a user pays.
+    close_time: (u64, Duration),
     shared: Arc<Shared>,
     worker: Option<JoinHandle<()>>,
 }
@@ -122,7 +124,6 @@ impl DeviceRecorder {
         let table = Arc::new(RecordTable::new(
             settings.points_in_flight.max(4),
             MAX_SUMMARY_SITES,
-            &private,
         )?);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -170,6 +171,7 @@ impl DeviceRecorder {
             words,
             table,
             next_point: 0,
+            close_time: (0, Duration::ZERO),
             shared,
             worker: Some(worker),
         })
@@ -384,6 +386,21 @@ impl DeviceRecorder {
         dump: Option<String>,
         attachment: Option<Attachment>,
     ) -> Result<u32> {
+        let started = Instant::now();
+        let closed = self.close_point_timed(label, metadata, stream, dump, attachment);
+        self.close_time.0 += 1;
+        self.close_time.1 += started.elapsed();
+        closed
+    }
+
+    fn close_point_timed(
+        &mut self,
+        label: String,
+        metadata: String,
+        stream: usize,
+        dump: Option<String>,
+        attachment: Option<Attachment>,
+    ) -> Result<u32> {
         make_current(self.ctx)?;
         let s = as_stream(stream);
         if let CaptureState::Capturing { .. } = capture_state(s)? {
@@ -404,8 +421,8 @@ impl DeviceRecorder {
             })?;
         }
         let staging = self.stage_samples(number, s)?;
-        let used = lock(&self.shared)?.next_column;
-        self.table.enqueue_row_copy(number, used, s)?;
+        // The point's records are in the mapped record table once its kernels are done:
+        // the event says when.
         let event = self.take_event()?;
         // SAFETY: a live event and torch's stream handle.
         check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
@@ -510,10 +527,13 @@ impl DeviceRecorder {
         .map(drop)
     }
 
-    /// Waits for the oldest pending point when the host is more than half a ring ahead of
-    /// the harvester (records would be overwritten otherwise).
+    /// Waits for the oldest pending point while every row of the record table but one
+    /// holds a point in flight. A row is reused `rows` points later: its device copy is
+    /// ordered after the earlier point's on the stream, and its host copy is enqueued only
+    /// at that later point's close, which this holds until the earlier point is harvested.
+    /// (Half a ring held a host running ahead of a busy device to 32 points of 64.)
     fn apply_backpressure(&self) -> Result<()> {
-        let limit = (self.table.rows / 2).max(1) as usize;
+        let limit = (self.table.rows - 1).max(1) as usize;
         let state = lock(&self.shared)?;
         wait_while(&self.shared, state, |state| state.pending.len() >= limit).map(drop)
     }
@@ -536,6 +556,11 @@ impl DeviceRecorder {
         lock(&self.shared)
             .map(|s| (s.delivered, s.dumps))
             .unwrap_or((0, 0))
+    }
+
+    /// (points closed, host time spent closing them).
+    pub fn close_time(&self) -> (u64, Duration) {
+        self.close_time
     }
 
     /// The number the next closed point gets.

@@ -125,7 +125,7 @@ fn harvest_front(shared: &Shared, context: &HarvestContext<'_>) -> Result<Vec<Ha
             let Some(column) = sites[site].summary else {
                 continue;
             };
-            // SAFETY: the point's event completed (its row copy too), and the host never
+            // SAFETY: the point's event completed (its kernels too), and the host never
             // runs `rows` points ahead of the harvester (backpressure in close_point).
             let record = unsafe { context.table.read(number, column) };
             // A record of an earlier point: the graph did not replay in this one.

@@ -2,8 +2,9 @@
 //!
 //! Summary kernels captured into a session's graphs write one 112-byte [`DeviceRecord`]
 //! per site and replay into the session's [`RecordTable`]: a row per point in flight
-//! (point number modulo the rows), a column per site. When a point closes, the host copies
-//! its row to pinned memory on the model's stream, one copy for every site. A history site
+//! (point number modulo the rows), a column per site, in pinned host memory mapped into
+//! the device: closing a point enqueues no copy, and the harvester reads the row once the
+//! point's event completed. A history site
 //! owns a device ring of its last `depth` values, filled by a copy kernel that stops once a
 //! trigger froze the history. Both kernels take many sites per launch.
 
@@ -23,8 +24,10 @@ mod tables;
 
 pub use tables::*;
 
-/// Sites one kernel launch takes at most (the batch travels as a kernel parameter).
-pub const MAX_SITES_PER_LAUNCH: usize = 16;
+/// Sites one kernel launch takes at most (the batch travels as a kernel parameter, which
+/// has 4 KiB: 64 summary sites take 3.2 KiB). Larger launches let a graph's summaries run
+/// as fewer, longer waves: a launch's last wave and final merges are its fixed cost.
+pub const MAX_SITES_PER_LAUNCH: usize = 64;
 const THREADS: u32 = 256;
 /// Bytes a block reads at least: below this, more blocks cost more than they save.
 const MIN_BYTES_PER_BLOCK: u64 = 8 << 10;
@@ -118,6 +121,10 @@ struct CopyBatchArg {
     pad: u32,
     sites: [CopySiteArg; MAX_SITES_PER_LAUNCH],
 }
+
+// Every driver and architecture takes 4 KiB of kernel parameters.
+const _: () = assert!(std::mem::size_of::<SummaryBatchArg>() <= 4096);
+const _: () = assert!(std::mem::size_of::<CopyBatchArg>() <= 4096);
 
 /// Bytes of one block partial (`Partial` in kernels.cu).
 const PARTIAL_BYTES: usize = 80;
@@ -358,7 +365,7 @@ pub fn enqueue_summaries(
         frozen_at: words.frozen_at,
         scratch: 0,
         done: 0,
-        table: table.device.ptr,
+        table: table.device_ptr,
         rows: table.rows,
         columns: table.columns,
         abs_max: trigger.abs_max.unwrap_or(f64::INFINITY),

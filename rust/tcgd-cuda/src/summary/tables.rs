@@ -1,9 +1,7 @@
 //! What the kernels write and the host reads: summary records and their table, history rings, the trigger and the session words.
 
-use cudarc::driver::sys::{self, CUstream};
 use tcgd_tensor::{ElementCounts, TensorSummary};
 
-use crate::driver::check;
 use crate::error::Result;
 use crate::memory::{DeviceBuffer, PinnedBuffer, PrivateStream};
 
@@ -44,11 +42,15 @@ impl DeviceRecord {
     }
 }
 
-/// The session's summary records: `rows` points in flight times `columns` sites, on the
-/// device, mirrored in pinned host memory row by row as points close.
+/// The session's summary records: `rows` points in flight times `columns` sites, in pinned
+/// host memory mapped into the device. The kernels write each record there directly, so
+/// closing a point enqueues no copy; the host reads a point's row once the point's event
+/// completed (a kernel's writes to mapped memory are visible to the host once it is
+/// complete).
 pub struct RecordTable {
-    pub(super) device: DeviceBuffer,
     pub(super) host: PinnedBuffer,
+    /// The device's address of `host`.
+    pub(super) device_ptr: u64,
     pub rows: u32,
     pub columns: u32,
 }
@@ -56,14 +58,13 @@ pub struct RecordTable {
 pub(crate) const RECORD_BYTES: usize = std::mem::size_of::<DeviceRecord>();
 
 impl RecordTable {
-    pub fn new(rows: u32, columns: u32, stream: &PrivateStream) -> Result<RecordTable> {
+    pub fn new(rows: u32, columns: u32) -> Result<RecordTable> {
         let bytes = rows as usize * columns as usize * RECORD_BYTES;
-        let device = DeviceBuffer::alloc(bytes)?;
-        // Zero: every record starts tagged with replay 0, "never written".
-        device.zero(stream)?;
+        // Zeroed at allocation: every record starts tagged with replay 0, "never written".
+        let (host, device_ptr) = PinnedBuffer::alloc_mapped(bytes)?;
         Ok(RecordTable {
-            device,
-            host: PinnedBuffer::alloc(bytes)?,
+            host,
+            device_ptr,
             rows,
             columns,
         })
@@ -73,30 +74,11 @@ impl RecordTable {
         (point % self.rows) as usize * self.columns as usize * RECORD_BYTES
     }
 
-    /// Enqueues on `stream` the copy of point `point`'s row (its first `used` columns)
-    /// to the host mirror.
-    pub fn enqueue_row_copy(&self, point: u32, used: u32, stream: CUstream) -> Result<()> {
-        if used == 0 {
-            return Ok(());
-        }
-        let offset = self.row_offset(point);
-        // SAFETY: both buffers hold `rows * columns` records; the row's first `used`
-        // columns lie inside them. The copy is ordered after the point's replays.
-        check("cuMemcpyDtoHAsync_v2", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                self.host.ptr.add(offset).cast(),
-                self.device.ptr + offset as u64,
-                used as usize * RECORD_BYTES,
-                stream,
-            )
-        })
-    }
-
-    /// The record of `column` in point `point`'s row of the host mirror.
+    /// The record of `column` in point `point`'s row.
     ///
     /// # Safety
-    /// The row's copy must have completed (the point's event), and no later copy of the
-    /// same row (a point `rows` later) may be in flight.
+    /// The point's kernels must have completed (its event), and no kernel of the point
+    /// `rows` later, which reuses the row, may have been launched.
     pub unsafe fn read(&self, point: u32, column: u32) -> DeviceRecord {
         let offset = self.row_offset(point) + column as usize * RECORD_BYTES;
         // SAFETY: in bounds (see above); records are plain old data, read unaligned-safe.
