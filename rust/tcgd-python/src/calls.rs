@@ -223,21 +223,20 @@ impl CompiledCall {
     #[new]
     #[pyo3(signature = (compiled, session, clock, registry, key, *, on_call = None, boxed_call = false))]
     fn new(
-        py: Python<'_>,
         compiled: Py<PyAny>,
         session: Py<PyAny>,
         clock: Py<PointClock>,
-        registry: Py<PyAny>,
+        registry: &Bound<'_, PyAny>,
         key: Py<PyAny>,
         on_call: Option<Py<PyAny>>,
         boxed_call: bool,
     ) -> PyResult<Self> {
-        let routes = registry.getattr(py, "data")?.extract(py)?;
+        let routes = registry.getattr("data")?.extract()?;
         Ok(CompiledCall {
             compiled,
             session,
             clock,
-            registry,
+            registry: registry.clone().unbind(),
             routes,
             key,
             on_call,

@@ -387,66 +387,58 @@ impl DeviceRecorder {
         attachment: Option<Attachment>,
     ) -> Result<u32> {
         let started = Instant::now();
-        let closed = self.close_point_timed(label, metadata, stream, dump, attachment);
+        let close = || -> Result<u32> {
+            make_current(self.ctx)?;
+            let s = as_stream(stream);
+            if let CaptureState::Capturing { .. } = capture_state(s)? {
+                return Err(CudaError::Invalid(
+                    "a point cannot end while its stream is capturing a graph".into(),
+                ));
+            }
+            self.apply_backpressure()?;
+            let number = self.next_point;
+            if dump.is_some() {
+                // Freeze the history at this point, in stream order after its work.
+                // SAFETY: our own 16-byte buffer; 32-bit writes at offsets 8 and 12.
+                check("cuMemsetD32Async", unsafe {
+                    sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET, number, 1, s)
+                })?;
+                check("cuMemsetD32Async", unsafe {
+                    sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET + 4, 0, 1, s)
+                })?;
+            }
+            let staging = self.stage_samples(number, s)?;
+            // The point's records are in the mapped record table once its kernels are done:
+            // the event says when.
+            let event = self.take_event()?;
+            // SAFETY: a live event and torch's stream handle.
+            check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
+            // SAFETY: our own buffer; the next point's number, ordered after this point's work.
+            check("cuMemsetD32Async", unsafe {
+                sys::cuMemsetD32Async(self.words.ptr, number.wrapping_add(1), 1, s)
+            })?;
+            self.next_point = number.wrapping_add(1);
+            let mut state = lock(&self.shared)?;
+            if let Some(failure) = &state.failure {
+                return Err(CudaError::Invalid(failure.clone()));
+            }
+            state.pending.push_back(Pending {
+                number,
+                label,
+                metadata,
+                event: event as usize,
+                dump,
+                attachment,
+                staging,
+            });
+            drop(state);
+            self.shared.wake.notify_one();
+            Ok(number)
+        };
+        let closed = close();
         self.close_time.0 += 1;
         self.close_time.1 += started.elapsed();
         closed
-    }
-
-    fn close_point_timed(
-        &mut self,
-        label: String,
-        metadata: String,
-        stream: usize,
-        dump: Option<String>,
-        attachment: Option<Attachment>,
-    ) -> Result<u32> {
-        make_current(self.ctx)?;
-        let s = as_stream(stream);
-        if let CaptureState::Capturing { .. } = capture_state(s)? {
-            return Err(CudaError::Invalid(
-                "a point cannot end while its stream is capturing a graph".into(),
-            ));
-        }
-        self.apply_backpressure()?;
-        let number = self.next_point;
-        if dump.is_some() {
-            // Freeze the history at this point, in stream order after its work.
-            // SAFETY: our own 16-byte buffer; 32-bit writes at offsets 8 and 12.
-            check("cuMemsetD32Async", unsafe {
-                sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET, number, 1, s)
-            })?;
-            check("cuMemsetD32Async", unsafe {
-                sys::cuMemsetD32Async(self.words.ptr + FROZEN_OFFSET + 4, 0, 1, s)
-            })?;
-        }
-        let staging = self.stage_samples(number, s)?;
-        // The point's records are in the mapped record table once its kernels are done:
-        // the event says when.
-        let event = self.take_event()?;
-        // SAFETY: a live event and torch's stream handle.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(event, s) })?;
-        // SAFETY: our own buffer; the next point's number, ordered after this point's work.
-        check("cuMemsetD32Async", unsafe {
-            sys::cuMemsetD32Async(self.words.ptr, number.wrapping_add(1), 1, s)
-        })?;
-        self.next_point = number.wrapping_add(1);
-        let mut state = lock(&self.shared)?;
-        if let Some(failure) = &state.failure {
-            return Err(CudaError::Invalid(failure.clone()));
-        }
-        state.pending.push_back(Pending {
-            number,
-            label,
-            metadata,
-            event: event as usize,
-            dump,
-            attachment,
-            staging,
-        });
-        drop(state);
-        self.shared.wake.notify_one();
-        Ok(number)
     }
 
     /// Enqueues on the model's stream, after the point's work, the copies of the values
