@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -2270,36 +2270,16 @@ class MemoryRunReader:
         """
 
 @final
-class MemoryRunWriter:
+class MemoryRunWriter(_RunWriterBase):
     def __new__(cls, /, path: str | PathLike[str], header: RunHeader, producer: str, overwrite: bool = False, commit_interval: float | None = None, compact: bool = True) -> MemoryRunWriter:
         """
-        Claims a run (name and rank) in a job root, created with `header`;
+        Claims a memory run (name and rank) in a job root, created with `header`;
         `overwrite` replaces a run already there.
         """
-    def close(self, /, complete: bool) -> None:
-        """
-        Commits what is queued, then ends the run, complete or not. Idempotent.
-        """
-    @property
-    def closed(self, /) -> bool: ...
-    def discard(self, /) -> None:
-        """
-        Removes the run instead of ending it: for a creation (or an import) that
-        failed as a whole.
-        """
-    def flush(self, /) -> None:
-        """
-        Waits until every point handed over is durable.
-        """
-    def has_label(self, /, label: str) -> bool: ...
     def import_pickle(self, /, path: str | PathLike[str], *, label: str, metadata_json: str, device_memory: Sequence[tuple[int, int | None, int | None, int | None, int | None]]) -> MemoryState:
         """
         Imports a `_dump_snapshot` pickle as the next point (read without executing code).
         """
-    @property
-    def path(self, /) -> Path: ...
-    @property
-    def point_count(self, /) -> int: ...
     def record(self, /, snapshot: Any, *, label: str, metadata_json: str, marker: str | None, devices: Sequence[int] | None, device_memory: Sequence[tuple[int, int | None, int | None, int | None, int | None]], source: str, synchronized: bool, during_capture: bool, torch_version: str | None, pool_owners: Sequence[tuple[int, tuple[int, int], str, str | None, Sequence[int], Sequence[str], Sequence[str]]] | None = None, peaks: Sequence[tuple[int, int | None, int | None, int | None, int | None, int | None, bool]] | None = None) -> MemoryState:
         """
         Records one point from a live snapshot dict: reads the state and the new history
@@ -3136,22 +3116,16 @@ class RunReader:
         """
 
 @final
-class RunWriter:
+class RunWriter(_RunWriterBase):
     """
     A tensor run's writer. Points are committed on a writer thread: `commit_point` checks
     the point and hands it over; digests, summaries, Parquet and the fsyncs happen there.
     """
     def __new__(cls, /, path: str | PathLike[str], header: RunHeader, producer: str, overwrite: bool = False, commit_interval: float | None = None, compact: bool = True) -> RunWriter:
         """
-        Claims a run (name and rank) in a job root, created with `header`;
-        `overwrite` replaces a run already there.
+        Claims a run (name and rank) in a job root, created with `header`; `overwrite`
+        replaces a run already there.
         """
-    def close(self, /, complete: bool) -> None:
-        """
-        Commits what is queued, then ends the run, complete or not. Idempotent.
-        """
-    @property
-    def closed(self, /) -> bool: ...
     def commit_point(self, /, label: str, metadata_json: str, replay_index: int | None, timestamp_us: int | None, observations: Sequence[Incomplete]) -> int:
         """
         Checks one point and hands it to the writer thread; returns its point index. The
@@ -3166,20 +3140,6 @@ class RunWriter:
         declared (contiguous), `owner` the private host tensor that holds them until the
         point is on disk. `payload` (`"full"` or `"summary"`) applies to every value.
         """
-    def discard(self, /) -> None:
-        """
-        Removes the run instead of ending it: for a creation (or an import) that
-        failed as a whole.
-        """
-    def flush(self, /) -> None:
-        """
-        Waits until every point handed over is durable.
-        """
-    def has_label(self, /, label: str) -> bool: ...
-    @property
-    def path(self, /) -> Path: ...
-    @property
-    def point_count(self, /) -> int: ...
     def register_site(self, /, name: str, dtype: str, shape: Sequence[int], stride: Sequence[int], source_device: str, site: TensorSite | None = None) -> int:
         """
         Declares what stays the same about a value from point to point (its name, dtype,
@@ -4011,6 +3971,32 @@ class _MemoryRankPhaseRow:
         """
         The row as `report.json` holds it: its rank, identity and terms, flat.
         """
+
+class _RunWriterBase:
+    """
+    The methods the tensor and memory run writers share, over the writer's lifecycle (a
+    lock around the store's writer, shared with the subclass that commits its points).
+    """
+    def close(self, /, complete: bool) -> None:
+        """
+        Commits what is queued, then ends the run, complete or not. Idempotent.
+        """
+    @property
+    def closed(self, /) -> bool: ...
+    def discard(self, /) -> None:
+        """
+        Removes the run instead of ending it: for a creation (or an import) that failed as
+        a whole.
+        """
+    def flush(self, /) -> None:
+        """
+        Waits until every point handed over is durable.
+        """
+    def has_label(self, /, label: str) -> bool: ...
+    @property
+    def path(self, /) -> Path: ...
+    @property
+    def point_count(self, /) -> int: ...
 
 class _TensorPointPairComparison(TensorComparisonResult):
     """

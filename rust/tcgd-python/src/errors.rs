@@ -345,7 +345,7 @@ pub fn guard<T>(_py: Python<'_>, f: impl FnOnce() -> BindResult<T>) -> PyResult<
 
 /// Locks without waiting: a recorder or probe belongs to one thread, and waiting for a
 /// lock while holding the GIL could deadlock against a thread that needs the GIL.
-pub fn try_lock<'a, T>(m: &'a Mutex<T>, what: &str) -> BindResult<MutexGuard<'a, T>> {
+pub fn try_lock<'a, T: ?Sized>(m: &'a Mutex<T>, what: &str) -> BindResult<MutexGuard<'a, T>> {
     match m.try_lock() {
         Ok(g) => Ok(g),
         Err(std::sync::TryLockError::WouldBlock) => Err(BindingError::RecorderState(format!(

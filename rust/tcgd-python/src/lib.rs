@@ -238,7 +238,7 @@ mod _native {
         probe::probe_memory, probe::release_deferred, probe::ProbeRuntime,
         recording::add_nvrtc_search_dir, recording::DeviceRecorder, store::compact_root,
         store::list_runs, store::set_log_retention, store::PyRunManifest, store::RunReader,
-        store::RunWriter, summarize, supported_dtypes,
+        store::RunWriter, store::RunWriterBase, summarize, supported_dtypes,
     };
     #[pymodule_export]
     use tcgd_compare::{

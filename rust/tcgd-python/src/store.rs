@@ -1,7 +1,7 @@
 //! Python classes over the run store: `RunWriter` and `RunReader`.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use arrow_pyarrow::ToPyArrow;
 use pyo3::prelude::*;
@@ -73,7 +73,7 @@ pub(crate) fn observation_inputs(
 
 /// Runs `work` on the writer behind `lock` with the GIL released: how every blocking call
 /// of a writer class reaches it. `what` names the writer in errors.
-pub(crate) fn with_locked<W: Send, T: Send, E: Into<BindingError> + Send>(
+pub(crate) fn with_locked<W: ?Sized + Send, T: Send, E: Into<BindingError> + Send>(
     py: Python<'_>,
     lock: &Mutex<W>,
     what: &str,
@@ -84,83 +84,113 @@ pub(crate) fn with_locked<W: Send, T: Send, E: Into<BindingError> + Send>(
     py.detach(|| work(writer)).map_err(Into::into)
 }
 
-/// A run writer class over `inner` (a lock around the store's writer, named `$what` in
-/// errors): the methods every writer has, then the class's own. `new` opens the writer
-/// with the class's `open(path, header, producer, overwrite, policy, compact)`.
-macro_rules! run_writer {
-    ($class:ident, $what:literal, { $($own:tt)* }) => {
-        #[pymethods]
-        impl $class {
-            /// Claims a run (name and rank) in a job root, created with `header`;
-            /// `overwrite` replaces a run already there.
-            #[new]
-            #[pyo3(signature = (path, header, producer, overwrite = false, commit_interval = None, compact = true))]
-            fn new(
-                py: Python<'_>,
-                path: PathBuf,
-                header: tcgd_store::RunHeader,
-                producer: &str,
-                overwrite: bool,
-                commit_interval: Option<f64>,
-                compact: bool,
-            ) -> PyResult<Self> {
-                $crate::errors::guard(py, || {
-                    let policy = $crate::store::commit_policy(commit_interval)?;
-                    py.detach(|| Self::open(&path, header, producer, overwrite, policy, compact))
-                })
-            }
-
-            fn has_label(&self, label: &str) -> PyResult<bool> {
-                Ok($crate::errors::try_lock(&self.inner, $what)?.has_label(label))
-            }
-
-            #[getter]
-            fn point_count(&self) -> PyResult<u64> {
-                Ok($crate::errors::try_lock(&self.inner, $what)?.point_count())
-            }
-
-            #[getter]
-            fn closed(&self) -> PyResult<bool> {
-                Ok($crate::errors::try_lock(&self.inner, $what)?.is_closed())
-            }
-
-            #[getter]
-            fn path(&self) -> PyResult<PathBuf> {
-                Ok($crate::errors::try_lock(&self.inner, $what)?.dir().to_path_buf())
-            }
-
-            /// Waits until every point handed over is durable.
-            fn flush(&self, py: Python<'_>) -> PyResult<()> {
-                $crate::errors::guard(py, || {
-                    $crate::store::with_locked(py, &self.inner, $what, |w| w.flush())
-                })
-            }
-
-            /// Commits what is queued, then ends the run, complete or not. Idempotent.
-            fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
-                $crate::errors::guard(py, || {
-                    $crate::store::with_locked(py, &self.inner, $what, |w| w.close(complete))
-                })
-            }
-
-            /// Removes the run instead of ending it: for a creation (or an import) that
-            /// failed as a whole.
-            fn discard(&self, py: Python<'_>) -> PyResult<()> {
-                $crate::errors::guard(py, || {
-                    $crate::store::with_locked(py, &self.inner, $what, |w| w.discard())
-                })
-            }
-
-            $($own)*
-        }
-    };
+/// What every run writer does besides committing points, whatever kind of run it writes:
+/// the methods of `_RunWriterBase`, the base class of both writer classes.
+pub(crate) trait RunLifecycle: Send {
+    fn has_label(&self, label: &str) -> bool;
+    fn point_count(&self) -> u64;
+    fn is_closed(&self) -> bool;
+    fn dir(&self) -> &std::path::Path;
+    /// Waits until every point handed over is durable.
+    fn flush(&mut self) -> BindResult<()>;
+    /// Commits what is queued, then ends the run, complete or not.
+    fn close(&mut self, complete: bool) -> BindResult<()>;
+    /// Removes the run instead of ending it.
+    fn discard(&mut self) -> BindResult<()>;
 }
 
-pub(crate) use run_writer;
+impl RunLifecycle for CommitQueue {
+    fn has_label(&self, label: &str) -> bool {
+        CommitQueue::has_label(self, label)
+    }
+    fn point_count(&self) -> u64 {
+        CommitQueue::point_count(self)
+    }
+    fn is_closed(&self) -> bool {
+        CommitQueue::is_closed(self)
+    }
+    fn dir(&self) -> &std::path::Path {
+        CommitQueue::dir(self)
+    }
+    fn flush(&mut self) -> BindResult<()> {
+        Ok(CommitQueue::flush(self)?)
+    }
+    fn close(&mut self, complete: bool) -> BindResult<()> {
+        Ok(CommitQueue::close(self, complete)?)
+    }
+    fn discard(&mut self) -> BindResult<()> {
+        Ok(CommitQueue::discard(self)?)
+    }
+}
+
+/// The methods the tensor and memory run writers share, over the writer's lifecycle (a
+/// lock around the store's writer, shared with the subclass that commits its points).
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "_RunWriterBase",
+    subclass,
+    frozen
+)]
+pub struct RunWriterBase {
+    lifecycle: Arc<Mutex<dyn RunLifecycle>>,
+    /// What errors call the writer ("run writer", "recorder").
+    what: &'static str,
+}
+
+impl RunWriterBase {
+    /// The base part of a writer class's instance, over the subclass's own writer.
+    pub(crate) fn over(lifecycle: Arc<Mutex<dyn RunLifecycle>>, what: &'static str) -> Self {
+        RunWriterBase { lifecycle, what }
+    }
+}
+
+#[pymethods]
+impl RunWriterBase {
+    fn has_label(&self, label: &str) -> PyResult<bool> {
+        Ok(try_lock(&self.lifecycle, self.what)?.has_label(label))
+    }
+
+    #[getter]
+    fn point_count(&self) -> PyResult<u64> {
+        Ok(try_lock(&self.lifecycle, self.what)?.point_count())
+    }
+
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(try_lock(&self.lifecycle, self.what)?.is_closed())
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<PathBuf> {
+        Ok(try_lock(&self.lifecycle, self.what)?.dir().to_path_buf())
+    }
+
+    /// Waits until every point handed over is durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            with_locked(py, &self.lifecycle, self.what, |w| w.flush())
+        })
+    }
+
+    /// Commits what is queued, then ends the run, complete or not. Idempotent.
+    fn close(&self, py: Python<'_>, complete: bool) -> PyResult<()> {
+        guard(py, || {
+            with_locked(py, &self.lifecycle, self.what, |w| w.close(complete))
+        })
+    }
+
+    /// Removes the run instead of ending it: for a creation (or an import) that failed as
+    /// a whole.
+    fn discard(&self, py: Python<'_>) -> PyResult<()> {
+        guard(py, || {
+            with_locked(py, &self.lifecycle, self.what, |w| w.discard())
+        })
+    }
+}
 
 /// A tensor run's writer. Points are committed on a writer thread: `commit_point` checks
 /// the point and hands it over; digests, summaries, Parquet and the fsyncs happen there.
-#[pyclass(module = "torch_cudagraph_debug._native")]
+#[pyclass(module = "torch_cudagraph_debug._native", extends = RunWriterBase)]
 pub struct RunWriter {
     pub(crate) inner: std::sync::Arc<Mutex<CommitQueue>>,
     /// The sites `register_site` declared, by index: shared by every point that
@@ -191,7 +221,30 @@ impl RunWriter {
     }
 }
 
-run_writer!(RunWriter, "run writer", {
+#[pymethods]
+impl RunWriter {
+    /// Claims a run (name and rank) in a job root, created with `header`; `overwrite`
+    /// replaces a run already there.
+    #[new]
+    #[pyo3(signature = (path, header, producer, overwrite = false, commit_interval = None, compact = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        header: RunHeader,
+        producer: &str,
+        overwrite: bool,
+        commit_interval: Option<f64>,
+        compact: bool,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        guard(py, || {
+            let policy = commit_policy(commit_interval)?;
+            let writer =
+                py.detach(|| Self::open(&path, header, producer, overwrite, policy, compact))?;
+            let base = RunWriterBase::over(writer.inner.clone(), "run writer");
+            Ok(PyClassInitializer::from(base).add_subclass(writer))
+        })
+    }
+
     /// Checks one point and hands it to the writer thread; returns its point index. The
     /// point is durable once `flush` (or `close`) returns; a failed background commit is
     /// raised by the next call.
@@ -293,7 +346,7 @@ run_writer!(RunWriter, "run writer", {
             submit_point(py, &self.inner, point, inputs, owners)
         })
     }
-});
+}
 
 /// Checks a point and hands it to the writer thread behind `queue`; returns its index.
 /// `owners` hold the bytes `inputs` borrow, until the point is committed.

@@ -1,13 +1,39 @@
 //! Memory runs: the writer a `MemoryRecorder` commits points through, and the reader.
 
-use crate::store::{run_writer, with_locked};
+use std::path::Path;
+
+use crate::store::{commit_policy, with_locked, RunLifecycle, RunWriterBase};
 
 use super::*;
 use tcgd_memory::state::SnapshotSource;
 
-#[pyclass(module = "torch_cudagraph_debug._native")]
+#[pyclass(module = "torch_cudagraph_debug._native", extends = RunWriterBase)]
 pub struct MemoryRunWriter {
-    inner: Mutex<RustWriter>,
+    inner: Arc<Mutex<RustWriter>>,
+}
+
+impl RunLifecycle for RustWriter {
+    fn has_label(&self, label: &str) -> bool {
+        RustWriter::has_label(self, label)
+    }
+    fn point_count(&self) -> u64 {
+        RustWriter::point_count(self)
+    }
+    fn is_closed(&self) -> bool {
+        RustWriter::is_closed(self)
+    }
+    fn dir(&self) -> &Path {
+        RustWriter::dir(self)
+    }
+    fn flush(&mut self) -> BindResult<()> {
+        Ok(RustWriter::flush(self)?)
+    }
+    fn close(&mut self, complete: bool) -> BindResult<()> {
+        Ok(RustWriter::close(self, complete)?)
+    }
+    fn discard(&mut self) -> BindResult<()> {
+        Ok(RustWriter::discard(self)?)
+    }
 }
 
 impl MemoryRunWriter {
@@ -22,12 +48,35 @@ impl MemoryRunWriter {
         let writer =
             RustWriter::create_with_policy(path, header, producer, overwrite, policy, compact)?;
         Ok(MemoryRunWriter {
-            inner: Mutex::new(writer),
+            inner: Arc::new(Mutex::new(writer)),
         })
     }
 }
 
-run_writer!(MemoryRunWriter, "recorder", {
+#[pymethods]
+impl MemoryRunWriter {
+    /// Claims a memory run (name and rank) in a job root, created with `header`;
+    /// `overwrite` replaces a run already there.
+    #[new]
+    #[pyo3(signature = (path, header, producer, overwrite = false, commit_interval = None, compact = true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        header: tcgd_store::RunHeader,
+        producer: &str,
+        overwrite: bool,
+        commit_interval: Option<f64>,
+        compact: bool,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        guard(py, || {
+            let policy = commit_policy(commit_interval)?;
+            let writer =
+                py.detach(|| Self::open(&path, header, producer, overwrite, policy, compact))?;
+            let base = RunWriterBase::over(writer.inner.clone(), "recorder");
+            Ok(PyClassInitializer::from(base).add_subclass(writer))
+        })
+    }
+
     /// Records one point from a live snapshot dict: reads the state and the new history
     /// in place, then commits durably with the GIL released.
     #[pyo3(signature = (snapshot, *, label, metadata_json, marker, devices, device_memory, source, synchronized, during_capture, torch_version, pool_owners = None, peaks = None))]
@@ -111,7 +160,7 @@ run_writer!(MemoryRunWriter, "recorder", {
     fn run_id(&self) -> PyResult<String> {
         Ok(try_lock(&self.inner, "recorder")?.header().run_id.clone())
     }
-});
+}
 
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct MemoryRunReader {
