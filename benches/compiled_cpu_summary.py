@@ -1,7 +1,7 @@
 """Summary probes on Inductor's CPU backend: per-call cost of a compiled MLP with a
 summary site at every linear output, against the same MLP compiled without probes.
 
-    python benches/compiled_cpu_summary.py [--quick] [--batch 256] [--width 1024]
+    python benches/compiled_cpu_summary.py [--quick] [--batch 256] [--width 1024] [--split]
 
 Model: 8 ``nn.Linear(width, width)`` layers with GELU between them, float32, inference
 under ``torch.no_grad()``, on CPU with ``torch.set_num_threads(--threads)`` (2). Sites: the
@@ -76,6 +76,28 @@ def summary_hook(kept: list[list[float]]) -> Callable[..., None]:
     return hook
 
 
+def time_inside_session() -> dict[str, float]:
+    """Wraps the session's probe-op body and point commit with timers (``--split``):
+    seconds spent in each, added up until the caller resets them."""
+    from torch_cudagraph_debug.compile.session import ProbeSession
+
+    spent = {"body": 0.0, "commit": 0.0}
+
+    def timed(key: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - started
+
+        return run
+
+    ProbeSession._record_group = timed("body", ProbeSession._record_group)  # type: ignore[method-assign]
+    ProbeSession._commit = timed("commit", ProbeSession._commit)  # type: ignore[method-assign]
+    return spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
@@ -85,6 +107,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=None, help="calls per round (10)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per row (10)")
     parser.add_argument("--run-root", type=Path, default=None, help="keep the run here")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time, inside the probed calls, the probe op's body and the point commit",
+    )
     args = parser.parse_args()
 
     import torch_cudagraph_debug.compile as tcgd_compile
@@ -113,6 +140,8 @@ def main() -> None:
         f"timing: {calls} calls back to back per round, minimum of {rounds} interleaved rounds "
         f"after {warmup} warm-up calls (median in brackets), us per call\n"
     )
+
+    inside = time_inside_session() if args.split else None
 
     with contextlib.ExitStack() as stack, torch.no_grad():
         if args.run_root is None:
@@ -165,9 +194,14 @@ def main() -> None:
         # timed rounds' points alone.
         session.flush()
         times: dict[str, list[float]] = {label: [] for label in rows}
+        split: list[tuple[float, float]] = []
         for _ in range(rounds):
             for label, fn in rows.items():
+                if inside is not None:
+                    inside.update(body=0.0, commit=0.0)
                 times[label].append(time_round(fn, calls))
+                if inside is not None and label == "tcgd summary":
+                    split.append((inside["body"], inside["commit"]))
         started = time.perf_counter()
         session.flush()
         flush_s = time.perf_counter() - started
@@ -196,6 +230,15 @@ def main() -> None:
         else:
             cells += ["", "", ""]
         print(f"| {label} | " + " | ".join(cells) + " |")
+    if split:
+        body = statistics.median(b for b, _ in split) / calls * 1e6
+        commit = statistics.median(c for _, c in split) / calls * 1e6
+        added = statistics.median(times["tcgd summary"]) - statistics.median(times["compiled"])
+        print(
+            f"\ninside a probed call (medians over the rounds): the probe op's body "
+            f"{body:.1f} us, the point commit {commit:.1f} us; added per call (median - "
+            f"median): {added:.1f} us"
+        )
     ratio = min(times["tcgd summary"]) / base
     verdict = "met" if incl / base <= TARGET else "not met"
     print(
