@@ -85,26 +85,28 @@ impl PointClock {
         if !state.auto || state.explicit || state.closed {
             return Ok(Entry::Done);
         }
-        if state.callables.contains(&callable_id) {
-            match self.device.get() {
-                Some(target) if !state.host_values => {
-                    let label = state.next_label();
-                    let stream: usize = target
-                        .raw_stream
-                        .call1(py, (target.device_index,))?
-                        .extract(py)?;
-                    // The clock's lock is held across the close so that points close in
-                    // the order of their labels; the close releases the GIL.
-                    target
-                        .recorder
-                        .get()
-                        .close_point_now(py, label, "{}".into(), stream)?;
-                    state.end_point();
-                }
-                _ => return Ok(Entry::Commit(state.next_label())),
-            }
+        if !state.callables.contains(&callable_id) {
+            state.callables.push(callable_id);
+            return Ok(Entry::Done);
         }
+        let target = match self.device.get() {
+            Some(target) if !state.host_values => target,
+            _ => return Ok(Entry::Commit(state.next_label())),
+        };
+        let label = state.next_label();
+        state.end_point();
         state.callables.push(callable_id);
+        // Released before the close, which releases the GIL: a thread holding the GIL
+        // must never wait for this lock while its holder waits for the GIL.
+        drop(state);
+        let stream: usize = target
+            .raw_stream
+            .call1(py, (target.device_index,))?
+            .extract(py)?;
+        target
+            .recorder
+            .get()
+            .close_point_now(py, label, "{}".into(), stream)?;
         Ok(Entry::Done)
     }
 }

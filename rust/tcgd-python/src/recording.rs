@@ -208,9 +208,23 @@ impl DeviceRecorder {
         metadata_json: String,
         stream: usize,
     ) -> BindResult<u32> {
-        let mut locked = lock(&self.inner)?;
-        let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
-        Ok(py.detach(|| recorder.close_point(label, metadata_json, stream, None, None))?)
+        self.with_recorder(py, |r| {
+            r.close_point(label, metadata_json, stream, None, None)
+        })
+    }
+
+    /// Runs `work` on the core's recorder with the GIL released, taking the lock only
+    /// then: a thread waiting for the lock never holds the GIL its holder needs to return
+    /// (a `flush()` from one thread while another thread's calls close points).
+    fn with_recorder<T: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&mut tcgd_cuda::DeviceRecorder) -> tcgd_cuda::Result<T> + Send,
+    ) -> BindResult<T> {
+        py.detach(|| {
+            let mut locked = lock(&self.inner)?;
+            Ok(work(&mut locked)?)
+        })
     }
 }
 
@@ -364,28 +378,20 @@ impl DeviceRecorder {
                     _owners: owners,
                 }))
             };
-            let mut locked = lock(&self.inner)?;
-            let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
-            Ok(py.detach(|| recorder.close_point(label, metadata_json, stream, dump, attachment))?)
+            self.with_recorder(py, |r| {
+                r.close_point(label, metadata_json, stream, dump, attachment)
+            })
         })
     }
 
     /// Waits until every closed point is handed to the run writer.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let locked = lock(&self.inner)?;
-            let recorder: &tcgd_cuda::DeviceRecorder = &locked;
-            Ok(py.detach(|| recorder.flush())?)
-        })
+        guard(py, || self.with_recorder(py, |r| r.flush()))
     }
 
     /// Lets a frozen history record again (the next trigger lands a new one).
     fn rearm(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let locked = lock(&self.inner)?;
-            let recorder: &tcgd_cuda::DeviceRecorder = &locked;
-            Ok(py.detach(|| recorder.rearm())?)
-        })
+        guard(py, || self.with_recorder(py, |r| r.rearm()))
     }
 
     /// (points harvested, history dumps)
@@ -403,11 +409,7 @@ impl DeviceRecorder {
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        guard(py, || {
-            let mut locked = lock(&self.inner)?;
-            let recorder: &mut tcgd_cuda::DeviceRecorder = &mut locked;
-            Ok(py.detach(|| recorder.close())?)
-        })
+        guard(py, || self.with_recorder(py, |r| r.close()))
     }
 }
 
