@@ -37,24 +37,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
-class TimedRecorder:
-    """Stands in for a session's device recorder and times the point closes its Python
-    makes (a point holding host values; replayed calls close theirs natively)."""
-
-    def __init__(self, inner: object):
-        self.inner = inner
-        self.spent: list[float] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    def close_point(self, *args: object) -> object:
-        started = time.perf_counter()
-        result = self.inner.close_point(*args)
-        self.spent.append(time.perf_counter() - started)
-        return result
-
-
 def host_profile(compiled: object, ids: torch.Tensor, calls: int) -> None:
     """The host's time per call by function (cProfile, own time and cumulative), over
     ``calls`` calls back to back: what the host does for a call beyond the replay."""
@@ -122,10 +104,6 @@ def main() -> None:
                 compiled(input_ids=ids, use_cache=False)
             torch.cuda.synchronize()
             session = tcgd_compile.session_of(compiled) if run is not None else None
-            recorder = None
-            if session is not None:
-                recorder = TimedRecorder(session._device)
-                session._device = recorder  # type: ignore[assignment]
             closed_before = session._device.close_time if session is not None else (0, 0.0)
             stamps = [time.perf_counter()]
             for _ in range(args.calls):
@@ -155,27 +133,17 @@ def main() -> None:
                 print(f"    {us / 20:7.1f} us/call  x{count / 20:4.1f}  {name[:80]}")
             if args.cprofile:
                 host_profile(compiled, ids, args.cprofile)
-            if session is not None and recorder is not None:
-                spent = [s * 1e6 for s in recorder.spent]
+            if session is not None:
                 started = time.perf_counter()
                 session.flush()
                 flush_ms = 1e3 * (time.perf_counter() - started)
-                # Points of replayed calls close natively (the session's point clock),
-                # out of this wrapper's sight: then only their count is known.
-                closes_text = (
-                    f"point close from Python p50 {percentile(spent, 0.5):.0f} p90 "
-                    f"{percentile(spent, 0.9):.0f} us"
-                    if spent
-                    else "points closed natively"
-                )
-                if closes:
-                    mean_close = (closed[1] - closed_before[1]) / closes * 1e6
-                    closes_text += f" ({closes} closes in the recorder, {mean_close:.1f} us each)"
+                # Every point close, native (replayed calls) or from the session's Python,
+                # is timed by the device recorder itself.
+                mean_close = (closed[1] - closed_before[1]) / max(closes, 1) * 1e6
                 print(
-                    f"    {closes_text}; flush {flush_ms:.1f} ms; "
-                    f"(harvested, dumps) {session.device_counts}"
+                    f"    {closes} point closes, {mean_close:.1f} us each in the recorder; "
+                    f"flush {flush_ms:.1f} ms; (harvested, dumps) {session.device_counts}"
                 )
-                session._device = recorder.inner  # type: ignore[assignment]
             torch._dynamo.reset()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from collections.abc import Callable
 
 import torch
 
@@ -61,18 +62,19 @@ def tensor_from_bytes(data: bytes, dtype: torch.dtype, shape: tuple[int, ...]) -
     return flat.view(dtype).reshape(shape)
 
 
-# The raw handle of torch's current stream on a device, as Inductor's generated code reads
-# it at every call: a C function returning an int, several microseconds cheaper than
-# building a ``torch.cuda.Stream`` to read its ``cuda_stream``. Older torch without it
-# takes the public path. The native point clock calls it itself (``raw_stream_function``).
-raw_stream_function = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def current_stream_handle(device_index: int) -> int:
-    """The ``cudaStream_t`` (as an int) of torch's current stream on ``cuda:device_index``."""
-    if raw_stream_function is not None:
-        return int(raw_stream_function(device_index))
+def _public_stream_handle(device_index: int) -> int:
     return int(torch.cuda.current_stream(device_index).cuda_stream)
+
+
+# ``current_stream_handle(device_index)``: the ``cudaStream_t`` (as an int) of torch's
+# current stream on ``cuda:device_index``. Torch's raw handle function, as Inductor's
+# generated code reads it at every call (a C function returning an int, several
+# microseconds cheaper than building a ``torch.cuda.Stream``), itself rather than a Python
+# wrapper, so that the native point clock calls it without running Python; older torch
+# without it takes the public path.
+current_stream_handle: Callable[[int], int] = (
+    getattr(torch._C, "_cuda_getCurrentRawStream", None) or _public_stream_handle
+)
 
 
 @functools.cache

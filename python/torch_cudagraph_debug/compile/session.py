@@ -39,7 +39,7 @@ from torch_cudagraph_debug._recorder import RunRecorder
 from torch_cudagraph_debug._torch_bridge import (
     current_stream_handle,
     dtype_name,
-    raw_stream_function,
+    host_bytes,
     register_nvrtc,
 )
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
@@ -243,8 +243,7 @@ class ProbeSession(RunRecorder[TensorRun]):
                 trigger_nonfinite=self._trigger_nonfinite,
                 trigger_abs_max=self._trigger_abs_max,
             )
-            if raw_stream_function is not None:
-                self._clock.attach_device(self._device, self._device_index, raw_stream_function)
+            self._clock.attach_device(self._device, self._device_index, current_stream_handle)
         elif (device.index or 0) != self._device_index:
             raise InvalidInputError(
                 f"this session records graphs on cuda:{self._device_index}; a graph on "
@@ -386,16 +385,9 @@ class ProbeSession(RunRecorder[TensorRun]):
             stream = current_stream_handle(self._device_index)
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
-            # Each site's facts were handed to the writer once; a point is its values,
-            # each host copy's bytes (contiguous, on the CPU: taken that way above).
+            # Each site's facts were handed to the writer once; a point is its values.
             values = [
-                (
-                    self._writer_site(site_id, host, device),
-                    order,
-                    n,
-                    (host.data_ptr(), host.nbytes),
-                    host,
-                )
+                (self._writer_site(site_id, host, device), order, n, host_bytes(host), host)
                 for order, (_, n, site_id, host, device) in enumerate(taken)
             ]
             self._writer.commit_site_values(label, json.dumps(metadata), self.payload, values)
