@@ -5,9 +5,11 @@ with the fake allocator, so each expected number is known by construction."""
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
+import pickle
 import warnings
 
 import pytest
@@ -94,6 +96,20 @@ def test_stats_fields_and_derived_metrics() -> None:
     assert sample.used_bytes == 70
     with pytest.raises(ValueError):
         DeviceMemorySample(free_bytes=101, total_bytes=100)
+
+
+def test_statistics_values_compare_by_class_and_survive_pickling() -> None:
+    stats = MemoryStats(reserved_bytes=10, allocated_bytes=4, active_bytes=6)
+    delta = MemoryStatsDelta(reserved_bytes=10, allocated_bytes=4, active_bytes=6)
+    # Same numbers, different meaning: an absolute reading is not a change.
+    assert stats != delta and not isinstance(delta, MemoryStats)
+    negative = MemoryStatsDelta(reserved_bytes=-7, largest_inactive_block_bytes=-1)
+    sample = DeviceMemorySample(free_bytes=30, total_bytes=100)
+    for value in (stats, delta, negative, sample):
+        again = pickle.loads(pickle.dumps(value))
+        assert again == value and type(again) is type(value)
+        assert copy.deepcopy(value) == value
+    assert pickle.loads(pickle.dumps(negative)).reserved_bytes == -7
 
 
 def test_snapshot_accessors_and_immutable_views() -> None:

@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_MemoryStatsBase", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -833,9 +833,14 @@ class CompiledCall:
 @final
 class DeviceMemorySample:
     """
-    One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide.
+    One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide, other
+    processes included. Python's `DeviceMemorySample`.
     """
     def __eq__(self, value: object, /) -> bool: ...
+    def __getnewargs__(self, /) -> tuple[int, int]:
+        """
+        Pickles (and copies) as the class called with both readings.
+        """
     def __hash__(self, /) -> int: ...
     def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, free_bytes: int, total_bytes: int) -> DeviceMemorySample: ...
@@ -1015,6 +1020,10 @@ class MemoryAllocationLifetimeAnalysis:
     def through_point(self, /) -> str:
         """
         The label of the last analysed point.
+        """
+    def to_dict(self, /) -> Any:
+        """
+        The analysis as its JSON report holds it, as Python values.
         """
     @property
     def tracked_bytes(self, /) -> int:
@@ -1480,8 +1489,11 @@ class MemoryIngestor:
 class MemoryLifecycleDelta:
     """
     How the allocator's address lifecycle changed between two states of one origin:
-    segments created and removed, blocks that became active and inactive.
+    segments created and removed, blocks that became active and inactive. Python's
+    `MemoryLifecycleDelta`.
     """
+    def __eq__(self, value: object, /) -> bool: ...
+    def __ne__(self, value: object, /) -> bool: ...
     def __repr__(self, /) -> str: ...
     @property
     def became_inactive_bytes(self, /) -> int: ...
@@ -2351,47 +2363,30 @@ class MemoryState:
     def warnings(self, /) -> list[str]: ...
 
 @final
-class MemoryStats:
+class MemoryStats(_MemoryStatsBase):
     """
-    What the caching allocator holds in one slice of its state (bytes or counts).
+    Python's `MemoryStats`: what the caching allocator holds in one slice of its state
+    (bytes or counts), every field `>= 0`.
     """
-    def __eq__(self, value: object, /) -> bool: ...
-    def __hash__(self, /) -> int: ...
-    def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, **fields) -> MemoryStats:
         """
         Every field keyword-only, missing ones 0; values must be `>= 0`.
         """
-    def __repr__(self, /) -> str: ...
     def __rsub__(self, other: object, /) -> MemoryStatsDelta:
         """
         `other - self`. Python's subtraction slot answers both orders, so the reflected
         one is declared too (and is in the generated stub).
         """
-    def __sub__(self, other: object, /) -> MemoryStatsDelta: ...
+    def __sub__(self, other: object, /) -> MemoryStatsDelta:
+        """
+        `self - other`, a `MemoryStatsDelta`.
+        """
     @property
     def active(self, /) -> int: ...
     @property
-    def active_bytes(self, /) -> int:
-        """
-        Allocated, or freed and waiting for a stream-safe free.
-        """
-    @property
     def allocated(self, /) -> int: ...
     @property
-    def allocated_bytes(self, /) -> int:
-        """
-        Blocks owned by live tensors.
-        """
-    @property
     def awaiting_free(self, /) -> int: ...
-    @property
-    def awaiting_free_bytes(self, /) -> int:
-        """
-        `active_bytes - allocated_bytes`: freed by the owner, not yet reusable.
-        """
-    @property
-    def block_count(self, /) -> int: ...
     @staticmethod
     def combine(values: Any) -> MemoryStats:
         """
@@ -2402,13 +2397,7 @@ class MemoryStats:
     @property
     def expandable_inactive(self, /) -> int: ...
     @property
-    def expandable_inactive_bytes(self, /) -> int: ...
-    @property
     def expandable_reserved(self, /) -> int: ...
-    @property
-    def expandable_reserved_bytes(self, /) -> int: ...
-    @property
-    def expandable_segment_count(self, /) -> int: ...
     @staticmethod
     def from_dict(value: dict) -> MemoryStats:
         """
@@ -2419,69 +2408,23 @@ class MemoryStats:
     @property
     def inactive(self, /) -> int: ...
     @property
-    def inactive_block_count(self, /) -> int: ...
-    @property
-    def inactive_bytes(self, /) -> int:
-        """
-        `reserved_bytes - active_bytes`: reusable only inside its own pool.
-        """
-    @property
     def internal_fragmentation(self, /) -> int: ...
-    @property
-    def internal_fragmentation_bytes(self, /) -> int:
-        """
-        `active_bytes - requested_bytes`: rounding inside active blocks.
-        """
     @property
     def largest_inactive_block(self, /) -> int: ...
     @property
-    def largest_inactive_block_bytes(self, /) -> int: ...
-    def metric(self, /, name: str) -> int:
-        """
-        One metric by its public name (`MemoryStatMetric`).
-        """
-    @property
     def requested(self, /) -> int: ...
     @property
-    def requested_bytes(self, /) -> int:
-        """
-        Unrounded sizes the active blocks were requested with.
-        """
-    @property
     def reserved(self, /) -> int: ...
-    @property
-    def reserved_bytes(self, /) -> int:
-        """
-        Sum of segment sizes: what the allocator holds from CUDA.
-        """
-    @property
-    def segment_count(self, /) -> int: ...
-    def to_dict(self, /) -> Any:
-        """
-        Every field, the derived ones included, under its `*_bytes`/`*_count` name.
-        """
 
 @final
-class MemoryStatsDelta:
+class MemoryStatsDelta(_MemoryStatsBase):
     """
-    `candidate - reference` of every `MemoryStats` field (signed).
+    Python's `MemoryStatsDelta`: `candidate - reference` of every `MemoryStats` field
+    (signed).
     """
-    def __eq__(self, value: object, /) -> bool: ...
-    def __hash__(self, /) -> int: ...
-    def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, **fields) -> MemoryStatsDelta:
         """
         Every field keyword-only (signed), missing ones 0.
-        """
-    def __repr__(self, /) -> str: ...
-    @property
-    def active_bytes(self, /) -> int: ...
-    @property
-    def allocated_bytes(self, /) -> int: ...
-    @property
-    def awaiting_free_bytes(self, /) -> int:
-        """
-        The change of `awaiting_free_bytes`.
         """
     @staticmethod
     def between(reference: MemoryStats | None, candidate: MemoryStats | None) -> MemoryStatsDelta:
@@ -2489,45 +2432,9 @@ class MemoryStatsDelta:
         `candidate - reference`; a missing side counts as empty (zero) state.
         """
     @property
-    def block_count(self, /) -> int: ...
-    @property
     def changed(self, /) -> bool:
         """
         Whether any field changed.
-        """
-    @property
-    def expandable_inactive_bytes(self, /) -> int: ...
-    @property
-    def expandable_reserved_bytes(self, /) -> int: ...
-    @property
-    def expandable_segment_count(self, /) -> int: ...
-    @property
-    def inactive_block_count(self, /) -> int: ...
-    @property
-    def inactive_bytes(self, /) -> int:
-        """
-        The change of `inactive_bytes`.
-        """
-    @property
-    def internal_fragmentation_bytes(self, /) -> int:
-        """
-        The change of `internal_fragmentation_bytes`.
-        """
-    @property
-    def largest_inactive_block_bytes(self, /) -> int: ...
-    def metric(self, /, name: str) -> int:
-        """
-        One metric by its public name (`MemoryStatMetric`).
-        """
-    @property
-    def requested_bytes(self, /) -> int: ...
-    @property
-    def reserved_bytes(self, /) -> int: ...
-    @property
-    def segment_count(self, /) -> int: ...
-    def to_dict(self, /) -> Any:
-        """
-        Every field, the derived ones included, under its `*_bytes`/`*_count` name.
         """
 
 @final
@@ -3970,6 +3877,88 @@ class _MemoryRankPhaseRow:
     def to_dict(self, /) -> Any:
         """
         The row as `report.json` holds it: its rank, identity and terms, flat.
+        """
+
+class _MemoryStatsBase:
+    """
+    What the caching allocator holds in one slice of its state. All values in bytes or
+    counts. Sums over slices add every field except `largest_inactive_block` (a maximum).
+
+    Every field of a state's statistics is in `0..=i64::MAX`: sizes are refused when
+    negative and every sum is checked when the state is made ([`MemoryState::new`]), so
+    the difference of two readings (a change, a gap) always fits.
+
+    The fields are named as Python's `MemoryStats` names its attributes; serialized (the
+    timeline's JSON rows) they keep the `memory_stats` column names, which have no unit.
+
+    [`MemoryState::new`]: crate::state::MemoryState::new
+
+    In Python this is the base class of `MemoryStats` (absolute) and `MemoryStatsDelta`
+    (signed): the fields are its attributes.
+    """
+    def __eq__(self, other: object, /) -> bool: ...
+    def __getnewargs_ex__(self, /) -> tuple[tuple, dict]:
+        """
+        Pickles (and copies) as the class called with the stored fields as keywords.
+        """
+    def __hash__(self, /) -> int: ...
+    def __repr__(self, /) -> str: ...
+    @property
+    def active_bytes(self, /) -> int:
+        """
+        Allocated, or freed and waiting for a stream-safe free.
+        """
+    @property
+    def allocated_bytes(self, /) -> int:
+        """
+        Blocks owned by live tensors.
+        """
+    @property
+    def awaiting_free_bytes(self, /) -> int:
+        """
+        `active_bytes - allocated_bytes`: freed by the owner, not yet reusable.
+        """
+    @property
+    def block_count(self, /) -> int: ...
+    @property
+    def expandable_inactive_bytes(self, /) -> int: ...
+    @property
+    def expandable_reserved_bytes(self, /) -> int: ...
+    @property
+    def expandable_segment_count(self, /) -> int: ...
+    @property
+    def inactive_block_count(self, /) -> int: ...
+    @property
+    def inactive_bytes(self, /) -> int:
+        """
+        `reserved_bytes - active_bytes`: reusable only inside its own pool.
+        """
+    @property
+    def internal_fragmentation_bytes(self, /) -> int:
+        """
+        `active_bytes - requested_bytes`: rounding inside active blocks.
+        """
+    @property
+    def largest_inactive_block_bytes(self, /) -> int: ...
+    def metric(self, /, name: str) -> int:
+        """
+        One metric by its public name (`MemoryStatMetric`).
+        """
+    @property
+    def requested_bytes(self, /) -> int:
+        """
+        Unrounded sizes the active blocks were requested with.
+        """
+    @property
+    def reserved_bytes(self, /) -> int:
+        """
+        Sum of segment sizes: what the allocator holds from CUDA.
+        """
+    @property
+    def segment_count(self, /) -> int: ...
+    def to_dict(self, /) -> Any:
+        """
+        Every field, the derived ones included, under its `*_bytes`/`*_count` name.
         """
 
 class _RunWriterBase:

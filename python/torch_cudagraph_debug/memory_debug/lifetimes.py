@@ -4,7 +4,6 @@ stack. The replay and the reports are native; this module resolves points and op
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +256,7 @@ class MemoryAllocationLifetimeAnalysis:
         return self._native.render("html", *self._display(limit, stack_depth))
 
     def to_dict(self) -> dict[str, Any]:
-        return json.loads(self._native.render("json"))
+        return self._native.to_dict()
 
     def write(
         self,

@@ -23,7 +23,7 @@ pub mod phases;
 pub mod pickle;
 pub mod pickle_write;
 #[cfg(feature = "python")]
-mod python;
+pub mod python;
 pub mod report;
 pub mod rows;
 pub mod run;

@@ -40,6 +40,20 @@ impl LifecycleLabel {
     }
 }
 
+/// How the allocator's address lifecycle changed between two states of one origin:
+/// segments created and removed, blocks that became active and inactive. Python's
+/// `MemoryLifecycleDelta`.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "MemoryLifecycleDelta",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Lifecycle {
     pub new_segment_bytes: i64,

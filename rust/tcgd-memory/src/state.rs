@@ -348,7 +348,7 @@ impl MemoryState {
         // so that readers of the state get them without an error path.
         for &device in &state.devices {
             let memory = state.memory(device);
-            let reserved = state.device_stats(device).reserved;
+            let reserved = state.device_stats(device).reserved_bytes;
             // `a - b`, or the overflow of `what` named by the field `f`.
             let difference = |a: i64, b: i64, f: &str, what: String| {
                 a.checked_sub(b).ok_or_else(|| MemoryError::Overflow {
@@ -443,7 +443,7 @@ impl MemoryState {
         // Fits: checked when the state was made.
         self.memory(device)
             .cuda_used()?
-            .checked_sub(self.device_stats(device).reserved)
+            .checked_sub(self.device_stats(device).reserved_bytes)
     }
 
     /// The residual without this package's probe slots (the residual itself when the

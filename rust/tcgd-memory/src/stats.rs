@@ -14,24 +14,48 @@ use crate::model::{is_default_pool, Block, BlockState, PoolId, Segment};
 /// negative and every sum is checked when the state is made ([`MemoryState::new`]), so
 /// the difference of two readings (a change, a gap) always fits.
 ///
+/// The fields are named as Python's `MemoryStats` names its attributes; serialized (the
+/// timeline's JSON rows) they keep the `memory_stats` column names, which have no unit.
+///
 /// [`MemoryState::new`]: crate::state::MemoryState::new
+///
+/// In Python this is the base class of `MemoryStats` (absolute) and `MemoryStatsDelta`
+/// (signed): the fields are its attributes.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "_MemoryStatsBase",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        subclass,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct MemoryStats {
     /// Sum of segment sizes: what the allocator holds from CUDA.
-    pub reserved: i64,
+    #[serde(rename = "reserved")]
+    pub reserved_bytes: i64,
     /// Blocks owned by live tensors.
-    pub allocated: i64,
+    #[serde(rename = "allocated")]
+    pub allocated_bytes: i64,
     /// Allocated, or freed and waiting for a stream-safe free.
-    pub active: i64,
+    #[serde(rename = "active")]
+    pub active_bytes: i64,
     /// Unrounded sizes the active blocks were requested with.
-    pub requested: i64,
+    #[serde(rename = "requested")]
+    pub requested_bytes: i64,
     pub segment_count: i64,
     pub block_count: i64,
     pub inactive_block_count: i64,
-    pub largest_inactive_block: i64,
+    #[serde(rename = "largest_inactive_block")]
+    pub largest_inactive_block_bytes: i64,
     pub expandable_segment_count: i64,
-    pub expandable_reserved: i64,
-    pub expandable_inactive: i64,
+    #[serde(rename = "expandable_reserved")]
+    pub expandable_reserved_bytes: i64,
+    #[serde(rename = "expandable_inactive")]
+    pub expandable_inactive_bytes: i64,
 }
 
 /// A sum of statistics that does not fit in 64 bits; `metric` names the field.
@@ -49,29 +73,37 @@ fn accumulate(total: &mut i64, value: i64, metric: &'static str) -> Result<(), S
 impl MemoryStats {
     /// Freed by the owner, still in use by some stream. (`allocated <= active` holds for
     /// every state, so this is never negative.)
-    pub fn awaiting_free(&self) -> i64 {
-        self.active - self.allocated
+    pub fn awaiting_free_bytes(&self) -> i64 {
+        self.active_bytes - self.allocated_bytes
     }
 
     /// Reserved but not active. Reusable only inside its own pool: a private pool's
     /// inactive bytes are not free memory for anyone else.
-    pub fn inactive(&self) -> i64 {
-        self.reserved - self.active
+    pub fn inactive_bytes(&self) -> i64 {
+        self.reserved_bytes - self.active_bytes
     }
 
     /// Rounding inside active blocks.
-    pub fn internal_fragmentation(&self) -> i64 {
-        self.active - self.requested
+    pub fn internal_fragmentation_bytes(&self) -> i64 {
+        self.active_bytes - self.requested_bytes
     }
 
     /// The sum of two slices, checked field by field.
     pub fn checked_add(&self, other: &MemoryStats) -> Result<MemoryStats, SumOverflow> {
         let mut total = *self;
         for (field, metric, value) in [
-            (&mut total.reserved, "reserved", other.reserved),
-            (&mut total.allocated, "allocated", other.allocated),
-            (&mut total.active, "active", other.active),
-            (&mut total.requested, "requested", other.requested),
+            (&mut total.reserved_bytes, "reserved", other.reserved_bytes),
+            (
+                &mut total.allocated_bytes,
+                "allocated",
+                other.allocated_bytes,
+            ),
+            (&mut total.active_bytes, "active", other.active_bytes),
+            (
+                &mut total.requested_bytes,
+                "requested",
+                other.requested_bytes,
+            ),
             (
                 &mut total.segment_count,
                 "segment_count",
@@ -89,21 +121,21 @@ impl MemoryStats {
                 other.expandable_segment_count,
             ),
             (
-                &mut total.expandable_reserved,
+                &mut total.expandable_reserved_bytes,
                 "expandable_reserved",
-                other.expandable_reserved,
+                other.expandable_reserved_bytes,
             ),
             (
-                &mut total.expandable_inactive,
+                &mut total.expandable_inactive_bytes,
                 "expandable_inactive",
-                other.expandable_inactive,
+                other.expandable_inactive_bytes,
             ),
         ] {
             accumulate(field, value, metric)?;
         }
-        total.largest_inactive_block = self
-            .largest_inactive_block
-            .max(other.largest_inactive_block);
+        total.largest_inactive_block_bytes = self
+            .largest_inactive_block_bytes
+            .max(other.largest_inactive_block_bytes);
         Ok(total)
     }
 
@@ -118,22 +150,22 @@ impl MemoryStats {
     /// The allocator's invariants; a violation means the snapshot contradicts itself.
     pub fn violations(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.allocated > self.active {
+        if self.allocated_bytes > self.active_bytes {
             out.push(format!(
                 "allocated {} > active {}",
-                self.allocated, self.active
+                self.allocated_bytes, self.active_bytes
             ));
         }
-        if self.active > self.reserved {
+        if self.active_bytes > self.reserved_bytes {
             out.push(format!(
                 "active {} > reserved {}",
-                self.active, self.reserved
+                self.active_bytes, self.reserved_bytes
             ));
         }
-        if self.requested > self.active {
+        if self.requested_bytes > self.active_bytes {
             out.push(format!(
                 "requested {} > active {}",
-                self.requested, self.active
+                self.requested_bytes, self.active_bytes
             ));
         }
         out
@@ -142,10 +174,10 @@ impl MemoryStats {
     /// `(name, value)` of the additive byte metrics reports show, in display order.
     pub fn byte_metrics(&self) -> [(&'static str, i64); 4] {
         [
-            ("reserved", self.reserved),
-            ("allocated", self.allocated),
-            ("active", self.active),
-            ("requested", self.requested),
+            ("reserved", self.reserved_bytes),
+            ("allocated", self.allocated_bytes),
+            ("active", self.active_bytes),
+            ("requested", self.requested_bytes),
         ]
     }
 
@@ -164,36 +196,36 @@ impl MemoryStats {
     /// The eleven stored fields in [`PUBLIC_STAT_NAMES`] order.
     pub fn stored(&self) -> [i64; 11] {
         [
-            self.reserved,
-            self.allocated,
-            self.active,
-            self.requested,
+            self.reserved_bytes,
+            self.allocated_bytes,
+            self.active_bytes,
+            self.requested_bytes,
             self.segment_count,
             self.block_count,
             self.inactive_block_count,
-            self.largest_inactive_block,
+            self.largest_inactive_block_bytes,
             self.expandable_segment_count,
-            self.expandable_reserved,
-            self.expandable_inactive,
+            self.expandable_reserved_bytes,
+            self.expandable_inactive_bytes,
         ]
     }
 
     /// The inverse of [`MemoryStats::stored`].
     pub fn from_stored(v: [i64; 11]) -> MemoryStats {
-        let [reserved, allocated, active, requested, segment_count, block_count, inactive_block_count, largest_inactive_block, expandable_segment_count, expandable_reserved, expandable_inactive] =
+        let [reserved_bytes, allocated_bytes, active_bytes, requested_bytes, segment_count, block_count, inactive_block_count, largest_inactive_block_bytes, expandable_segment_count, expandable_reserved_bytes, expandable_inactive_bytes] =
             v;
         MemoryStats {
-            reserved,
-            allocated,
-            active,
-            requested,
+            reserved_bytes,
+            allocated_bytes,
+            active_bytes,
+            requested_bytes,
             segment_count,
             block_count,
             inactive_block_count,
-            largest_inactive_block,
+            largest_inactive_block_bytes,
             expandable_segment_count,
-            expandable_reserved,
-            expandable_inactive,
+            expandable_reserved_bytes,
+            expandable_inactive_bytes,
         }
     }
 
@@ -203,9 +235,9 @@ impl MemoryStats {
     pub fn public_columns(&self) -> [(&'static str, i64); 14] {
         let stored = self.stored();
         let derived = [
-            self.awaiting_free(),
-            self.inactive(),
-            self.internal_fragmentation(),
+            self.awaiting_free_bytes(),
+            self.inactive_bytes(),
+            self.internal_fragmentation_bytes(),
         ];
         std::array::from_fn(|i| {
             let value = if i < 11 { stored[i] } else { derived[i - 11] };
@@ -216,20 +248,23 @@ impl MemoryStats {
     /// Every column as stored in `memory_stats`, derived ones included.
     pub fn columns(&self) -> [(&'static str, i64); 14] {
         [
-            ("reserved", self.reserved),
-            ("allocated", self.allocated),
-            ("active", self.active),
-            ("requested", self.requested),
-            ("awaiting_free", self.awaiting_free()),
-            ("inactive", self.inactive()),
-            ("internal_fragmentation", self.internal_fragmentation()),
+            ("reserved", self.reserved_bytes),
+            ("allocated", self.allocated_bytes),
+            ("active", self.active_bytes),
+            ("requested", self.requested_bytes),
+            ("awaiting_free", self.awaiting_free_bytes()),
+            ("inactive", self.inactive_bytes()),
+            (
+                "internal_fragmentation",
+                self.internal_fragmentation_bytes(),
+            ),
             ("segment_count", self.segment_count),
             ("block_count", self.block_count),
             ("inactive_block_count", self.inactive_block_count),
-            ("largest_inactive_block", self.largest_inactive_block),
+            ("largest_inactive_block", self.largest_inactive_block_bytes),
             ("expandable_segment_count", self.expandable_segment_count),
-            ("expandable_reserved", self.expandable_reserved),
-            ("expandable_inactive", self.expandable_inactive),
+            ("expandable_reserved", self.expandable_reserved_bytes),
+            ("expandable_inactive", self.expandable_inactive_bytes),
         ]
     }
 }
@@ -380,7 +415,7 @@ pub fn observation_stats(
         let key = key_of(segment);
         let stats = by_key.entry(sort_key(&key)).or_default();
         let add = |stats: &mut MemoryStats| -> Result<(), SumOverflow> {
-            accumulate(&mut stats.reserved, segment.total_size, "reserved")?;
+            accumulate(&mut stats.reserved_bytes, segment.total_size, "reserved")?;
             accumulate(&mut stats.segment_count, 1, "segment_count")?;
             if segment.is_expandable {
                 accumulate(
@@ -389,7 +424,7 @@ pub fn observation_stats(
                     "expandable_segment_count",
                 )?;
                 accumulate(
-                    &mut stats.expandable_reserved,
+                    &mut stats.expandable_reserved_bytes,
                     segment.total_size,
                     "expandable_reserved",
                 )?;
@@ -407,21 +442,22 @@ pub fn observation_stats(
         let add = |stats: &mut MemoryStats| -> Result<(), SumOverflow> {
             accumulate(&mut stats.block_count, 1, "block_count")?;
             match block.state {
-                BlockState::ActiveAllocated => {
-                    accumulate(&mut stats.allocated, block.size, "allocated")?;
-                    accumulate(&mut stats.active, block.size, "active")?;
-                    accumulate(&mut stats.requested, block.requested_size, "requested")?;
-                }
-                BlockState::ActiveAwaitingFree => {
-                    accumulate(&mut stats.active, block.size, "active")?;
-                    accumulate(&mut stats.requested, block.requested_size, "requested")?;
+                BlockState::ActiveAllocated | BlockState::ActiveAwaitingFree => {
+                    // A block awaiting a stream-safe free is active, no longer allocated.
+                    if block.state == BlockState::ActiveAllocated {
+                        accumulate(&mut stats.allocated_bytes, block.size, "allocated")?;
+                    }
+                    accumulate(&mut stats.active_bytes, block.size, "active")?;
+                    let requested = block.requested_size;
+                    accumulate(&mut stats.requested_bytes, requested, "requested")?;
                 }
                 BlockState::Inactive => {
                     accumulate(&mut stats.inactive_block_count, 1, "inactive_block_count")?;
-                    stats.largest_inactive_block = stats.largest_inactive_block.max(block.size);
+                    stats.largest_inactive_block_bytes =
+                        stats.largest_inactive_block_bytes.max(block.size);
                     if segment.is_expandable {
                         accumulate(
-                            &mut stats.expandable_inactive,
+                            &mut stats.expandable_inactive_bytes,
                             block.size,
                             "expandable_inactive",
                         )?;

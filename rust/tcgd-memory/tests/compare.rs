@@ -38,7 +38,7 @@ fn same_run_lifecycle_is_exact() {
     assert_eq!(device.pools[0].lifecycle, Some(Lifecycle::default()));
     // Residual arithmetic: CUDA used = residual + allocator reserved; probe slots are part
     // of the residual and shown apart from the rest.
-    let reserved = device.allocator.candidate.reserved;
+    let reserved = device.allocator.candidate.reserved_bytes;
     assert_eq!(reserved, 18 * MIB);
     assert_eq!(device.residual.candidate, Some(520 * MIB - reserved));
     assert_eq!(device.probe_slots.candidate, Some(8 * MIB));
@@ -61,7 +61,7 @@ fn freeing_shows_as_became_inactive_and_removed() {
     assert_eq!(d.lifecycle.unwrap().removed_segment_bytes, 16 * MIB);
     // The private pool is gone from the candidate but stays in the comparison.
     assert_eq!(d.pools[1].candidate_pool, None);
-    assert_eq!(d.pools[1].stats.candidate.reserved, 0);
+    assert_eq!(d.pools[1].stats.candidate.reserved_bytes, 0);
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn expandable_segments_match_by_mapped_ranges() {
     assert_eq!(l.removed_segment_bytes, 0);
     assert_eq!(l.newly_active_bytes, 2 * MIB);
     assert_eq!(
-        c.devices[0].allocator.candidate.expandable_reserved,
+        c.devices[0].allocator.candidate.expandable_reserved_bytes,
         22 * MIB
     );
 }
@@ -164,8 +164,8 @@ fn independent_runs_pair_default_pools_only() {
     let mapped = compare(&a, &b, &mapping(vec![((0, (1, 0)), (0, (1, 0)))], vec![])).unwrap();
     let pools = &mapped.devices[0].pools;
     assert_eq!(pools.len(), 2);
-    assert_eq!(pools[1].stats.reference.reserved, 16 * MIB);
-    assert_eq!(pools[1].stats.candidate.reserved, 16 * MIB);
+    assert_eq!(pools[1].stats.reference.reserved_bytes, 16 * MIB);
+    assert_eq!(pools[1].stats.candidate.reserved_bytes, 16 * MIB);
     assert!(mapped.suggested_pool_mapping.is_empty());
 }
 
@@ -252,15 +252,15 @@ fn timeline_keeps_vanished_pools_at_zero() {
     let t = timeline(&[&s0, &s1, &s2]).unwrap();
     let private: Vec<_> = t.rows.iter().filter(|r| r.pool == Some((1, 0))).collect();
     assert_eq!(private.len(), 2);
-    assert_eq!(private[0].stats.reserved, 16 * MIB);
+    assert_eq!(private[0].stats.reserved_bytes, 16 * MIB);
     assert_eq!(private[1].point_index, 2);
-    assert_eq!(private[1].stats.reserved, 0);
-    assert_eq!(private[1].change.unwrap().reserved, -16 * MIB);
+    assert_eq!(private[1].stats.reserved_bytes, 0);
+    assert_eq!(private[1].change.unwrap().reserved_bytes, -16 * MIB);
     let all: Vec<_> = t
         .rows
         .iter()
         .filter(|r| r.scope.is_some_and(|s| s.as_str() == "all"))
-        .map(|r| r.stats.reserved)
+        .map(|r| r.stats.reserved_bytes)
         .collect();
     assert_eq!(all, vec![2 * MIB, 18 * MIB, 2 * MIB]);
 }

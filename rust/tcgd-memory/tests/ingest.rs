@@ -66,23 +66,23 @@ fn statistics_come_from_blocks() {
     assert_eq!(
         *default,
         MemoryStats {
-            reserved: 8192,
-            allocated: 512,
-            active: 2048,
-            requested: 1500,
+            reserved_bytes: 8192,
+            allocated_bytes: 512,
+            active_bytes: 2048,
+            requested_bytes: 1500,
             segment_count: 1,
             block_count: 4,
             inactive_block_count: 2,
-            largest_inactive_block: 4096,
+            largest_inactive_block_bytes: 4096,
             ..MemoryStats::default()
         }
     );
-    assert_eq!(default.awaiting_free(), 1536);
-    assert_eq!(default.inactive(), 6144);
-    assert_eq!(default.internal_fragmentation(), 548);
+    assert_eq!(default.awaiting_free_bytes(), 1536);
+    assert_eq!(default.inactive_bytes(), 6144);
+    assert_eq!(default.internal_fragmentation_bytes(), 548);
     // Report order: default pool first, then private pools.
     assert_eq!(s.observations[1].0.pool, (3, 1));
-    assert_eq!(s.device_stats(0).reserved, 8192 + 8192);
+    assert_eq!(s.device_stats(0).reserved_bytes, 8192 + 8192);
     assert_eq!(s.residual(0), Some(100 * MIB - 16384));
     // Torch's "active_pending_free" is stored under the documented name.
     assert_eq!(s.blocks[1].state.as_str(), "active_awaiting_free");

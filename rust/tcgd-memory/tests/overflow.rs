@@ -47,7 +47,7 @@ fn overflow_field(result: Result<MemoryState, MemoryError>) -> (String, String) 
         Err(other) => panic!("expected an overflow error, got {other}"),
         Ok(s) => panic!(
             "expected an overflow error, got a state with reserved {}",
-            s.scope_stats(None, tcgd_memory::Scope::All).reserved
+            s.scope_stats(None, tcgd_memory::Scope::All).reserved_bytes
         ),
     }
 }

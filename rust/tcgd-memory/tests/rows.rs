@@ -52,7 +52,7 @@ fn same_run_rows_pair_by_identity_and_the_new_pool_is_one_sided() {
         .unwrap();
     assert_eq!(private.match_kind, MatchKind::CandidateOnly);
     assert_eq!(private.stats.reference, None);
-    assert_eq!(private.delta.reserved, 16 * MIB);
+    assert_eq!(private.delta.reserved_bytes, 16 * MIB);
     assert_eq!(private.lifecycle.unwrap().new_segment_bytes, 16 * MIB);
     let default = r.pools.iter().find(|p| p.keys.reference.is_some()).unwrap();
     assert_eq!(default.match_kind, MatchKind::SameRun);
@@ -185,7 +185,7 @@ fn timeline_rows_keep_a_vanished_observation_and_the_sample_changes() {
         .observation_entries
         .iter()
         .filter(|e| e.subject.pool_id == (1, 0))
-        .map(|e| (e.stats.reserved, e.delta.map(|d| d.reserved)))
+        .map(|e| (e.stats.reserved_bytes, e.delta.map(|d| d.reserved_bytes)))
         .collect();
     assert_eq!(private, [(16 * MIB, Some(16 * MIB)), (0, Some(-16 * MIB))]);
     let deltas: Vec<Option<i64>> = r

@@ -76,7 +76,7 @@ fn points_round_trip_and_store_history_once() {
     assert_eq!(states.len(), 2);
     assert_eq!(states[1].identity.label, "after");
     assert!(states[1].identity.boundary_recorded);
-    assert_eq!(states[1].device_stats(0).reserved, 18 * MIB);
+    assert_eq!(states[1].device_stats(0).reserved_bytes, 18 * MIB);
     assert_eq!(states[1].residual(0), Some(450 * MIB - 18 * MIB));
     assert_eq!(states[1].memory(0).probe_device_bytes, Some(MIB));
     // The second point holds only the three entries after the first marker, even though
@@ -144,7 +144,7 @@ fn real_pickle_round_trips_through_a_run() {
         .pools
         .iter()
         .filter(|p| p.kind.as_str() == "private")
-        .map(|p| p.stats.candidate.active)
+        .map(|p| p.stats.candidate.active_bytes)
         .sum();
     assert!(private >= 16 * MIB, "{private}");
 }

@@ -213,14 +213,13 @@ mod _native {
     use super::memory::{
         check_snapshot_import, check_snapshot_pickle, compare_phases, compare_states,
         memory_state_from_pickle, memory_timeline, render_memory_summaries, write_report_files,
-        MemoryAllocatorScopeComparison, MemoryAllocatorScopePhaseDecomposition,
+        AbsoluteStats, MemoryAllocatorScopeComparison, MemoryAllocatorScopePhaseDecomposition,
         MemoryAllocatorScopeTimelineEntry, MemoryComparison, MemoryDeviceComparison,
         MemoryDevicePeaks, MemoryDevicePhaseDecomposition, MemoryDeviceTimelineEntry,
-        MemoryIngestor, MemoryLifecycleDelta, MemoryObservationComparison,
-        MemoryObservationTimelineEntry, MemoryPhaseComparison, MemoryPhaseComponents,
-        MemoryPoolComparison, MemoryPoolOwner, MemoryPoolPhaseDecomposition,
-        MemoryPoolTimelineEntry, MemoryRunReader, MemoryRunWriter, MemoryState, MemoryTimeline,
-        PyDeviceMemorySample, PyMemoryStats, PyMemoryStatsDelta,
+        MemoryIngestor, MemoryObservationComparison, MemoryObservationTimelineEntry,
+        MemoryPhaseComparison, MemoryPhaseComponents, MemoryPoolComparison, MemoryPoolOwner,
+        MemoryPoolPhaseDecomposition, MemoryPoolTimelineEntry, MemoryRunReader, MemoryRunWriter,
+        MemoryState, MemoryStatsDelta, MemoryTimeline,
     };
     #[pymodule_export]
     use super::recorded::{PyRecordedObservation, PyRecordedPoint};
@@ -246,6 +245,8 @@ mod _native {
     };
     #[pymodule_export]
     use tcgd_memory::report::Display;
+    #[pymodule_export]
+    use tcgd_memory::{rows::DeviceSample, Lifecycle, MemoryStats};
     #[pymodule_export]
     use tcgd_store::RunHeader;
 

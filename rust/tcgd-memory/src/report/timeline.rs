@@ -50,14 +50,14 @@ pub(super) fn timeline_rows(t: &Timeline) -> Vec<Vec<Cell>> {
                 opt(r.device),
                 opt_pool(r.pool),
                 Cell::text(r.pool_kind.map(|k| k.as_str())),
-                r.stats.reserved.into(),
-                ch(|s| s.reserved),
-                r.stats.allocated.into(),
-                ch(|s| s.allocated),
-                r.stats.active.into(),
-                ch(|s| s.active),
-                r.stats.requested.into(),
-                ch(|s| s.requested),
+                r.stats.reserved_bytes.into(),
+                ch(|s| s.reserved_bytes),
+                r.stats.allocated_bytes.into(),
+                ch(|s| s.allocated_bytes),
+                r.stats.active_bytes.into(),
+                ch(|s| s.active_bytes),
+                r.stats.requested_bytes.into(),
+                ch(|s| s.requested_bytes),
                 opt(r.cuda_used),
                 opt(r.cuda_used_change),
                 opt(r.residual),
@@ -125,10 +125,10 @@ pub(super) fn timeline_text(t: &Timeline, include_unchanged: bool) -> String {
         };
         let stats = format!(
             "reserved {}, allocated {}, active {}, requested {}",
-            value(r.stats.reserved, r.change.map(|c| c.reserved)),
-            value(r.stats.allocated, r.change.map(|c| c.allocated)),
-            value(r.stats.active, r.change.map(|c| c.active)),
-            value(r.stats.requested, r.change.map(|c| c.requested)),
+            value(r.stats.reserved_bytes, r.change.map(|c| c.reserved_bytes)),
+            value(r.stats.allocated_bytes, r.change.map(|c| c.allocated_bytes)),
+            value(r.stats.active_bytes, r.change.map(|c| c.active_bytes)),
+            value(r.stats.requested_bytes, r.change.map(|c| c.requested_bytes)),
         );
         let line = match r.level {
             crate::timeline::TimelineLevel::Scope => {
@@ -207,9 +207,9 @@ fn timeline_chart(t: &Timeline) -> String {
     for (name, value) in [
         (
             "reserved, all pools",
-            (|s: &MemoryStats| s.reserved) as fn(&MemoryStats) -> i64,
+            (|s: &MemoryStats| s.reserved_bytes) as fn(&MemoryStats) -> i64,
         ),
-        ("allocated, all pools", |s: &MemoryStats| s.allocated),
+        ("allocated, all pools", |s: &MemoryStats| s.allocated_bytes),
     ] {
         let mut values = vec![0; labels.len()];
         for r in t
@@ -232,7 +232,7 @@ fn timeline_chart(t: &Timeline) -> String {
         if let (Some(device), Some(pool), Some(i)) = (r.device, r.pool, at(r.point_index)) {
             pools
                 .entry((device, pool))
-                .or_insert_with(|| vec![0; labels.len()])[i] = r.stats.reserved;
+                .or_insert_with(|| vec![0; labels.len()])[i] = r.stats.reserved_bytes;
         }
     }
     let mut pools: Vec<_> = pools.into_iter().collect();

@@ -207,7 +207,19 @@ where
 }
 
 /// One CUDA Runtime reading of a device (`torch.cuda.mem_get_info`): device-wide, other
-/// processes included.
+/// processes included. Python's `DeviceMemorySample`.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "DeviceMemorySample",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        eq,
+        hash,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DeviceSample {
     pub free_bytes: i64,
@@ -306,7 +318,7 @@ impl DeviceComparison {
             DeviceSide::Reference => (self.sample.reference, self.stats.reference),
             DeviceSide::Candidate => (self.sample.candidate, self.stats.candidate),
             DeviceSide::Delta if metric == DeviceMetric::AllocatorReserved => {
-                return Some(self.delta.reserved)
+                return Some(self.delta.reserved_bytes)
             }
             DeviceSide::Delta => {
                 return change(
@@ -315,7 +327,7 @@ impl DeviceComparison {
                 )
             }
         };
-        let reserved = stats.map(|s| s.reserved);
+        let reserved = stats.map(|s| s.reserved_bytes);
         match metric {
             DeviceMetric::Used => sample.map(|s| s.used_bytes()),
             DeviceMetric::Free => sample.map(|s| s.free_bytes),

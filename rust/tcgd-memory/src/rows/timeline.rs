@@ -153,7 +153,7 @@ impl DeviceTimelineEntry {
     pub fn cuda_allocator_residual_bytes(&self) -> Option<i64> {
         change(
             self.sample.map(|s| s.used_bytes()),
-            Some(self.stats.reserved),
+            Some(self.stats.reserved_bytes),
         )
     }
 
@@ -180,7 +180,10 @@ impl DeviceTimelineEntry {
     /// The change of the residual since the previous point: `None` at the first point
     /// or when either point lacks a sample.
     pub fn delta_cuda_allocator_residual_bytes(&self) -> Option<i64> {
-        let before_reserved = self.stats.reserved.checked_sub(self.delta?.reserved)?;
+        let before_reserved = self
+            .stats
+            .reserved_bytes
+            .checked_sub(self.delta?.reserved_bytes)?;
         let before = change(
             self.previous_sample.map(|s| s.used_bytes()),
             Some(before_reserved),
@@ -221,12 +224,12 @@ impl CsvRow for DeviceTimelineEntry {
             self.sample.map(|s| s.used_bytes()).into(),
             self.sample.map(|s| s.free_bytes).into(),
             self.sample.map(|s| s.total_bytes).into(),
-            self.stats.reserved.into(),
+            self.stats.reserved_bytes.into(),
             self.cuda_allocator_residual_bytes().into(),
             self.delta_used_bytes().into(),
             self.delta_free_bytes().into(),
             self.delta_total_bytes().into(),
-            self.delta.map(|d| d.reserved).into(),
+            self.delta.map(|d| d.reserved_bytes).into(),
         ]
     }
 }

@@ -107,7 +107,7 @@ pub(crate) fn state_batches(
         ints(
             devices
                 .iter()
-                .map(|d| state.device_stats(d.device).reserved),
+                .map(|d| state.device_stats(d.device).reserved_bytes),
         ),
         opt_ints(devices.iter().map(|d| state.residual(d.device))),
         opt_ints(devices.iter().map(|d| d.probe_device_bytes)),

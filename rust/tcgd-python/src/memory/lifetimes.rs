@@ -827,6 +827,11 @@ pub struct MemoryAllocationLifetimeAnalysis {
 
 #[pymethods]
 impl MemoryAllocationLifetimeAnalysis {
+    /// The analysis as its JSON report holds it, as Python values.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        tcgd_report::python::json_to_python(py, &rep::lifetimes_json(&self.inner))
+    }
+
     /// `format` is text, json or html; `limit` and `stack_depth` shape text and HTML.
     #[pyo3(signature = (format="text", limit=None, stack_depth=None))]
     fn render(

@@ -197,6 +197,6 @@ fn format_of(format: &str) -> BindResult<Format> {
 // ---------------------------------------------------------------------- MemoryState
 
 /// `(order, device, pool_id, stream, stats)` as Python receives an observation.
-type ObservationRow = (usize, i64, (i64, i64), i64, PyMemoryStats);
+type ObservationRow = (usize, i64, (i64, i64), i64, Py<AbsoluteStats>);
 /// `(device, pool_id, stats)` of one pool.
-type PoolRow = (i64, (i64, i64), PyMemoryStats);
+type PoolRow = (i64, (i64, i64), Py<AbsoluteStats>);

@@ -40,11 +40,11 @@ fn observation_key(py: Python<'_>, key: Option<ObservationRef>) -> PyResult<Py<P
     model_tuple(py, &CLASS, "MemoryObservationKey", fields)
 }
 
-type Stats = Py<PyMemoryStats>;
-type StatsDelta = Py<PyMemoryStatsDelta>;
+type Stats = Py<AbsoluteStats>;
+type StatsDelta = Py<MemoryStatsDelta>;
 
 fn stats(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<Stats> {
-    Py::new(py, PyMemoryStats::of(*s))
+    stats_object(py, *s)
 }
 
 fn side_stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<Option<Stats>> {
@@ -52,23 +52,7 @@ fn side_stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<
 }
 
 fn delta(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<StatsDelta> {
-    Py::new(py, PyMemoryStatsDelta::of(*s))
-}
-
-fn lifecycle(
-    py: Python<'_>,
-    l: Option<tcgd_memory::Lifecycle>,
-) -> PyResult<Option<Py<MemoryLifecycleDelta>>> {
-    l.map(|l| Py::new(py, MemoryLifecycleDelta::of(l)))
-        .transpose()
-}
-
-fn sample(
-    py: Python<'_>,
-    s: Option<rows::DeviceSample>,
-) -> PyResult<Option<Py<PyDeviceMemorySample>>> {
-    s.map(|s| Py::new(py, PyDeviceMemorySample::of(s)))
-        .transpose()
+    delta_object(py, *s)
 }
 
 /// A row's line of its CSV file as `{column: value}` (`to_row()`).
@@ -77,69 +61,6 @@ fn csv_row<'py>(py: Python<'py>, row: &impl CsvRow) -> PyResult<Bound<'py, PyDic
 }
 
 // ---------------------------------------------------------------------- comparison rows
-
-/// How the allocator's address lifecycle changed between two states of one origin:
-/// segments created and removed, blocks that became active and inactive.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryLifecycleDelta {
-    #[pyo3(get)]
-    new_segment_bytes: i64,
-    #[pyo3(get)]
-    removed_segment_bytes: i64,
-    #[pyo3(get)]
-    newly_active_bytes: i64,
-    #[pyo3(get)]
-    became_inactive_bytes: i64,
-    /// Whether any of the four is not zero.
-    #[pyo3(get)]
-    changed: bool,
-    row: tcgd_memory::Lifecycle,
-}
-
-impl MemoryLifecycleDelta {
-    fn of(row: tcgd_memory::Lifecycle) -> Self {
-        MemoryLifecycleDelta {
-            new_segment_bytes: row.new_segment_bytes,
-            removed_segment_bytes: row.removed_segment_bytes,
-            newly_active_bytes: row.newly_active_bytes,
-            became_inactive_bytes: row.became_inactive_bytes,
-            changed: row != tcgd_memory::Lifecycle::default(),
-            row,
-        }
-    }
-}
-
-#[pymethods]
-impl MemoryLifecycleDelta {
-    /// The sum of several lifecycle changes (of the pools of a device, say); `None` when
-    /// `values` holds none.
-    #[staticmethod]
-    fn combine(values: Vec<PyRef<'_, MemoryLifecycleDelta>>) -> Option<MemoryLifecycleDelta> {
-        let (first, rest) = values.split_first()?;
-        let mut total = first.row;
-        for v in rest {
-            total.add(&v.row);
-        }
-        Some(MemoryLifecycleDelta::of(total))
-    }
-
-    /// The lifecycle change as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        let r = &self.row;
-        format!(
-            "MemoryLifecycleDelta(new_segment_bytes={}, removed_segment_bytes={}, \
-             newly_active_bytes={}, became_inactive_bytes={})",
-            r.new_segment_bytes,
-            r.removed_segment_bytes,
-            r.newly_active_bytes,
-            r.became_inactive_bytes
-        )
-    }
-}
 
 /// One allocator scope (`all`, `default`, `private`) summed over every device, on each
 /// side and their change.
@@ -186,7 +107,7 @@ impl MemoryAllocatorScopeComparison {
     fn __repr__(&self) -> String {
         format!(
             "MemoryAllocatorScopeComparison(scope={:?}, delta_reserved_bytes={})",
-            self.scope, self.row.delta.reserved
+            self.scope, self.row.delta.reserved_bytes
         )
     }
 }
@@ -213,7 +134,7 @@ pub struct MemoryPoolComparison {
     #[pyo3(get)]
     delta: StatsDelta,
     #[pyo3(get)]
-    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    lifecycle: Option<tcgd_memory::Lifecycle>,
     #[pyo3(get)]
     changed: bool,
     row: rows::PoolComparison,
@@ -230,7 +151,7 @@ impl MemoryPoolComparison {
             reference: side_stats(py, row.stats.reference.as_ref())?,
             candidate: side_stats(py, row.stats.candidate.as_ref())?,
             delta: delta(py, &row.delta)?,
-            lifecycle: lifecycle(py, row.lifecycle)?,
+            lifecycle: row.lifecycle,
             changed: row.changed(),
             row: row.clone(),
         })
@@ -273,7 +194,7 @@ pub struct MemoryObservationComparison {
     #[pyo3(get)]
     delta: StatsDelta,
     #[pyo3(get)]
-    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    lifecycle: Option<tcgd_memory::Lifecycle>,
     #[pyo3(get)]
     changed: bool,
     row: rows::ObservationComparison,
@@ -289,7 +210,7 @@ impl MemoryObservationComparison {
             reference: side_stats(py, row.stats.reference.as_ref())?,
             candidate: side_stats(py, row.stats.candidate.as_ref())?,
             delta: delta(py, &row.delta)?,
-            lifecycle: lifecycle(py, row.lifecycle)?,
+            lifecycle: row.lifecycle,
             changed: row.changed(),
             row: row.clone(),
         })
@@ -319,7 +240,7 @@ fn slot_repr<K: std::fmt::Debug>(class: &str, row: &rows::SlotComparison<K>) -> 
         row.keys.reference,
         row.keys.candidate,
         row.match_kind.as_str(),
-        row.delta.reserved
+        row.delta.reserved_bytes
     )
 }
 
@@ -337,13 +258,13 @@ pub struct MemoryDeviceComparison {
     /// The reference side's sample (`None` when its query failed or the side lacks
     /// the device); `reference_sample` is the same.
     #[pyo3(get)]
-    reference: Option<Py<PyDeviceMemorySample>>,
+    reference: Option<rows::DeviceSample>,
     #[pyo3(get)]
-    candidate: Option<Py<PyDeviceMemorySample>>,
+    candidate: Option<rows::DeviceSample>,
     #[pyo3(get)]
-    reference_sample: Option<Py<PyDeviceMemorySample>>,
+    reference_sample: Option<rows::DeviceSample>,
     #[pyo3(get)]
-    candidate_sample: Option<Py<PyDeviceMemorySample>>,
+    candidate_sample: Option<rows::DeviceSample>,
     /// The reference side's allocator rollup; `reference_stats` is the same.
     #[pyo3(get)]
     reference_allocator: Option<Stats>,
@@ -359,7 +280,7 @@ pub struct MemoryDeviceComparison {
     #[pyo3(get)]
     delta: StatsDelta,
     #[pyo3(get)]
-    lifecycle: Option<Py<MemoryLifecycleDelta>>,
+    lifecycle: Option<tcgd_memory::Lifecycle>,
     #[pyo3(get)]
     changed: bool,
     #[pyo3(get)]
@@ -397,8 +318,8 @@ pub struct MemoryDeviceComparison {
 
 impl MemoryDeviceComparison {
     pub(super) fn of(py: Python<'_>, row: &rows::DeviceComparison) -> PyResult<Self> {
-        let reference = sample(py, row.sample.reference)?;
-        let candidate = sample(py, row.sample.candidate)?;
+        let reference = row.sample.reference;
+        let candidate = row.sample.candidate;
         let reference_allocator = side_stats(py, row.stats.reference.as_ref())?;
         let candidate_allocator = side_stats(py, row.stats.candidate.as_ref())?;
         let allocator_delta = delta(py, &row.delta)?;
@@ -407,8 +328,8 @@ impl MemoryDeviceComparison {
             reference_device_index: row.device_index.reference,
             candidate_device_index: row.device_index.candidate,
             match_kind: row.match_kind.as_str(),
-            reference_sample: reference.as_ref().map(|s| s.clone_ref(py)),
-            candidate_sample: candidate.as_ref().map(|s| s.clone_ref(py)),
+            reference_sample: reference,
+            candidate_sample: candidate,
             reference,
             candidate,
             reference_stats: reference_allocator.as_ref().map(|s| s.clone_ref(py)),
@@ -417,7 +338,7 @@ impl MemoryDeviceComparison {
             candidate_allocator,
             delta: allocator_delta.clone_ref(py),
             allocator_delta,
-            lifecycle: lifecycle(py, row.lifecycle)?,
+            lifecycle: row.lifecycle,
             changed: row.changed(),
             reference_used_bytes: m(S::Reference, M::Used),
             candidate_used_bytes: m(S::Candidate, M::Used),
@@ -465,7 +386,7 @@ impl MemoryDeviceComparison {
 fn entry_repr<T: std::fmt::Debug>(class: &str, e: &rows::timeline::TimelineEntry<T>) -> String {
     format!(
         "{class}(point_label={:?}, {:?}, reserved_bytes={})",
-        e.point.point_label, e.subject, e.stats.reserved
+        e.point.point_label, e.subject, e.stats.reserved_bytes
     )
 }
 
@@ -628,7 +549,7 @@ pub struct MemoryDeviceTimelineEntry {
     #[pyo3(get)]
     device_index: i64,
     #[pyo3(get)]
-    sample: Option<Py<PyDeviceMemorySample>>,
+    sample: Option<rows::DeviceSample>,
     #[pyo3(get)]
     stats: Stats,
     #[pyo3(get)]
@@ -657,14 +578,14 @@ impl MemoryDeviceTimelineEntry {
             point_index: row.point.point_index,
             point_label: row.point.point_label.clone(),
             device_index: row.device_index,
-            sample: sample(py, row.sample)?,
+            sample: row.sample,
             stats: stats(py, &row.stats)?,
             delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
             delta_used_bytes: row.delta_used_bytes(),
             delta_free_bytes: row.delta_free_bytes(),
             delta_total_bytes: row.delta_total_bytes(),
-            allocator_reserved_bytes: row.stats.reserved,
-            delta_allocator_reserved_bytes: row.delta.map(|d| d.reserved),
+            allocator_reserved_bytes: row.stats.reserved_bytes,
+            delta_allocator_reserved_bytes: row.delta.map(|d| d.reserved_bytes),
             cuda_allocator_residual_bytes: row.cuda_allocator_residual_bytes(),
             delta_cuda_allocator_residual_bytes: row.delta_cuda_allocator_residual_bytes(),
             row: row.clone(),

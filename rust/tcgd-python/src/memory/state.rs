@@ -65,33 +65,30 @@ impl MemoryState {
     }
 
     /// `[(order, device, pool_id, stream, stats dict)]`, in report order.
-    fn observations(&self) -> Vec<ObservationRow> {
+    fn observations(&self, py: Python<'_>) -> PyResult<Vec<ObservationRow>> {
         self.inner
             .observations
             .iter()
             .enumerate()
-            .map(|(i, (k, s))| (i, k.device, k.pool, k.stream, PyMemoryStats::of(*s)))
+            .map(|(i, (k, s))| Ok((i, k.device, k.pool, k.stream, stats_object(py, *s)?)))
             .collect()
     }
 
     /// `[(device, pool_id, stats)]`: sums over streams, in report order.
-    fn pool_stats(&self) -> Vec<PoolRow> {
+    fn pool_stats(&self, py: Python<'_>) -> PyResult<Vec<PoolRow>> {
         self.inner
             .pool_stats()
             .iter()
-            .map(|((device, pool), s)| (*device, *pool, PyMemoryStats::of(*s)))
+            .map(|((device, pool), s)| Ok((*device, *pool, stats_object(py, *s)?)))
             .collect()
     }
 
     /// `[(device, sample)]` for every device whose CUDA Runtime reading succeeded.
-    fn device_samples(&self) -> Vec<(i64, PyDeviceMemorySample)> {
+    fn device_samples(&self) -> Vec<(i64, tcgd_memory::rows::DeviceSample)> {
         self.inner
             .devices
             .iter()
-            .filter_map(|&d| {
-                tcgd_memory::rows::DeviceSample::of(&self.inner, d)
-                    .map(|s| (d, PyDeviceMemorySample::of(s)))
-            })
+            .filter_map(|&d| tcgd_memory::rows::DeviceSample::of(&self.inner, d).map(|s| (d, s)))
             .collect()
     }
 
@@ -106,7 +103,7 @@ impl MemoryState {
         for scope in tcgd_memory::Scope::ALL {
             d.set_item(
                 scope.as_str(),
-                PyMemoryStats::of(self.inner.scope_stats(device, scope)),
+                stats_object(py, self.inner.scope_stats(device, scope))?,
             )?;
         }
         Ok(d)
@@ -125,7 +122,10 @@ impl MemoryState {
                 d.set_item("free_bytes", m.free_bytes)?;
                 d.set_item("total_bytes", m.total_bytes)?;
                 d.set_item("cuda_used", m.cuda_used())?;
-                d.set_item("allocator_reserved", state.device_stats(device).reserved)?;
+                d.set_item(
+                    "allocator_reserved",
+                    state.device_stats(device).reserved_bytes,
+                )?;
                 d.set_item("residual", state.residual(device))?;
                 d.set_item("probe_device_bytes", m.probe_device_bytes)?;
                 d.set_item("probe_pinned_bytes", m.probe_pinned_bytes)?;

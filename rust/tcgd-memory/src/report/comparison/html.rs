@@ -11,8 +11,8 @@ pub(in crate::report) fn pool_chart(shown: &Comparison) -> String {
             let pool = p.candidate_pool.or(p.reference_pool).unwrap_or((0, 0));
             bars.push((
                 format!("device {device} {} ({})", pool_name(pool), p.kind.as_str()),
-                p.stats.reference.reserved,
-                p.stats.candidate.reserved,
+                p.stats.reference.reserved_bytes,
+                p.stats.candidate.reserved_bytes,
             ));
         }
     }

@@ -46,16 +46,16 @@ impl Text<'_> {
     }
 
     fn stats(&mut self, indent: usize, stats: &Pair<MemoryStats>, private: bool) {
-        let reserved = self.stat(stats, |s| s.reserved);
+        let reserved = self.stat(stats, |s| s.reserved_bytes);
         self.line(indent, &format!("reserved: {reserved}"));
         let line = format!(
             "allocated: {}, active: {}, requested: {}",
-            self.stat(stats, |s| s.allocated),
-            self.stat(stats, |s| s.active),
-            self.stat(stats, |s| s.requested)
+            self.stat(stats, |s| s.allocated_bytes),
+            self.stat(stats, |s| s.active_bytes),
+            self.stat(stats, |s| s.requested_bytes)
         );
         self.line(indent, &line);
-        let inactive = self.stat(stats, MemoryStats::inactive);
+        let inactive = self.stat(stats, MemoryStats::inactive_bytes);
         let note = if private {
             " (reusable only inside this pool)"
         } else {
@@ -73,8 +73,8 @@ impl Text<'_> {
             let line = format!(
                 "expandable segments: {}, reserved: {}, inactive: {}",
                 self.count(stats, |s| s.expandable_segment_count),
-                self.stat(stats, |s| s.expandable_reserved),
-                self.stat(stats, |s| s.expandable_inactive)
+                self.stat(stats, |s| s.expandable_reserved_bytes),
+                self.stat(stats, |s| s.expandable_inactive_bytes)
             );
             self.line(indent, &line);
         }
@@ -121,13 +121,13 @@ impl Text<'_> {
             self.line(indent, &format!("{name} ({note})"));
         }
         let stats = s.stats;
-        let reserved = self.stat(&stats, |s| s.reserved);
+        let reserved = self.stat(&stats, |s| s.reserved_bytes);
         self.line(indent + 1, &format!("reserved: {reserved}"));
         let line = format!(
             "allocated: {}, active: {}, requested: {}",
-            self.stat(&stats, |s| s.allocated),
-            self.stat(&stats, |s| s.active),
-            self.stat(&stats, |s| s.requested)
+            self.stat(&stats, |s| s.allocated_bytes),
+            self.stat(&stats, |s| s.active_bytes),
+            self.stat(&stats, |s| s.requested_bytes)
         );
         self.line(indent + 1, &line);
         self.lifecycle(indent + 1, s.lifecycle);

@@ -217,7 +217,7 @@ impl MemoryRunGroupSummary {
             run_group,
             rank_points: objects(py, &s.rank_points, |r| Ok(MemoryRankPointState::of(r)))?,
             rank_devices: objects(py, &s.rank_devices, |r| {
-                MemoryRankDevicePointState::of(py, r)
+                Ok(MemoryRankDevicePointState::of(r))
             })?,
             point_aggregates: objects(py, &s.point_aggregates, |a| {
                 Ok(MemoryRankPointAggregate::of(a))

@@ -95,7 +95,7 @@ pub struct MemoryRankDevicePointState {
     device_index: i64,
     /// The CUDA Runtime reading (`torch.cuda.mem_get_info`), when the point has one.
     #[pyo3(get)]
-    sample: Option<Py<PyDeviceMemorySample>>,
+    sample: Option<tcgd_memory::rows::DeviceSample>,
     #[pyo3(get)]
     free_bytes: Option<i64>,
     #[pyo3(get)]
@@ -116,17 +116,14 @@ pub struct MemoryRankDevicePointState {
 }
 
 impl MemoryRankDevicePointState {
-    pub(crate) fn of(py: Python<'_>, r: &rg::RankDevicePointState) -> PyResult<Self> {
-        Ok(MemoryRankDevicePointState {
+    pub(crate) fn of(r: &rg::RankDevicePointState) -> Self {
+        MemoryRankDevicePointState {
             rank: r.at.rank,
             run_id: r.at.run_id.clone(),
             point_index: r.at.point_index,
             label: r.at.label.clone(),
             device_index: r.device_index,
-            sample: r
-                .sample()
-                .map(|s| Py::new(py, PyDeviceMemorySample::of(s)))
-                .transpose()?,
+            sample: r.sample(),
             free_bytes: r.free_bytes,
             total_bytes: r.total_bytes,
             used_bytes: r.used_bytes,
@@ -134,7 +131,7 @@ impl MemoryRankDevicePointState {
             cuda_allocator_residual_bytes: r.cuda_allocator_residual_bytes,
             stats: r.stats.iter().cloned().collect(),
             inner: r.clone(),
-        })
+        }
     }
 }
 
