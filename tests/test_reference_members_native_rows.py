@@ -96,6 +96,17 @@ def test_device_comparison_reference_names(one_run) -> None:
     assert device.reference_allocator == device.reference_stats
     assert device.reference == device.reference_sample
     assert device.delta_allocator_reserved_bytes == 24 * MIB
+    assert repr(device) == (
+        "MemoryDeviceComparison(reference_device_index=0, candidate_device_index=0, "
+        "match='same_run')"
+    )
+    pool = next(p for p in c.pools if p.pool_key == PRIVATE)
+    assert repr(pool) == (
+        # The private pool is created between the two points: the candidate's only.
+        "MemoryPoolComparison(reference_key=None, "
+        "candidate_key=MemoryPoolKey(device_index=0, pool_id=(1, 0)), "
+        f"match='candidate_only', delta_reserved_bytes={24 * MIB})"
+    )
     row = device.to_row()
     assert row["delta_allocator_reserved_bytes"] == 24 * MIB
     assert row["reference_device_index"] == 0
@@ -120,6 +131,14 @@ def test_timeline_entries(tmp_path, one_run) -> None:
         expected = g.cuda_allocator_residual_bytes - s.cuda_allocator_residual_bytes
         assert g.delta_cuda_allocator_residual_bytes == expected
     assert devices["start"].delta_cuda_allocator_residual_bytes is None
+    # One repr for every entry class, naming the class, the point and the subject.
+    assert repr(private) == (
+        "MemoryPoolTimelineEntry(point_label='grown', "
+        f"key=MemoryPoolKey(device_index=0, pool_id=(1, 0)), reserved_bytes={24 * MIB})"
+    )
+    assert repr(devices["grown"]) == (
+        f"MemoryDeviceTimelineEntry(point_label='grown', device_index=0, reserved_bytes={26 * MIB})"
+    )
 
 
 def test_phase_rows(tmp_path) -> None:
@@ -141,6 +160,14 @@ def test_phase_rows(tmp_path) -> None:
     assert terms.metric == "reserved_bytes"
     assert (terms.baseline_change_bytes, terms.candidate_change_bytes) == (16 * MIB, 32 * MIB)
     assert terms.end_gap_bytes == 16 * MIB and terms.changed and reserved.changed
+    assert repr(reserved) == (
+        f"MemoryPoolPhaseDecomposition(metric='reserved_bytes', end_gap_bytes={16 * MIB}, "
+        f"change_gap_bytes={16 * MIB}, identity_holds=True)"
+    )
+    assert repr(terms) == (
+        f"MemoryPhaseComponents(metric='reserved_bytes', end_gap_bytes={16 * MIB}, "
+        f"change_gap_bytes={16 * MIB}, identity_holds=True)"
+    )
     unchanged = [r for r in phase.allocator_scope_decomposition if not r.changed]
     assert all(
         not any(

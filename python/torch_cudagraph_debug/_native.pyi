@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryRankPhaseRow", "_MemoryStatsBase", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryPhaseRow", "_MemoryRankPhaseRow", "_MemorySlotComparison", "_MemoryStatsBase", "_MemoryTimelineEntry", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -1072,55 +1072,20 @@ class MemoryAllocatorScopeComparison:
         """
 
 @final
-class MemoryAllocatorScopePhaseDecomposition:
+class MemoryAllocatorScopePhaseDecomposition(_MemoryPhaseRow):
     """
     One phase metric of one allocator scope.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def changed(self, /) -> bool: ...
-    @property
-    def components(self, /) -> MemoryPhaseComponents: ...
-    @property
-    def identity_holds(self, /) -> bool | None: ...
-    @property
-    def metric(self, /) -> str: ...
     @property
     def scope(self, /) -> str | None: ...
-    def to_dict(self, /) -> Any:
-        """
-        The row as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The row as `allocator_scopes.csv` holds it.
-        """
 
 @final
-class MemoryAllocatorScopeTimelineEntry:
+class MemoryAllocatorScopeTimelineEntry(_MemoryTimelineEntry):
     """
-    One allocator scope at one point: absolute statistics and the change since the
-    previous point (`None` at the first).
+    One allocator scope at one point.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta | None: ...
-    @property
-    def point_index(self, /) -> int: ...
-    @property
-    def point_label(self, /) -> str: ...
     @property
     def scope(self, /) -> str: ...
-    @property
-    def stats(self, /) -> MemoryStats: ...
-    def to_dict(self, /) -> Any:
-        """
-        The entry as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The entry as `allocator_scopes.csv` holds it.
-        """
 
 @final
 class MemoryAttribution:
@@ -1339,40 +1304,22 @@ class MemoryDevicePeaks:
         """
 
 @final
-class MemoryDevicePhaseDecomposition:
+class MemoryDevicePhaseDecomposition(_MemoryPhaseRow):
     """
     One phase metric of one device pair, allocator and CUDA Runtime metrics alike.
     """
-    def __repr__(self, /) -> str: ...
     @property
     def baseline_device_index(self, /) -> int | None: ...
     @property
     def candidate_device_index(self, /) -> int | None: ...
-    @property
-    def changed(self, /) -> bool: ...
-    @property
-    def components(self, /) -> MemoryPhaseComponents: ...
-    @property
-    def identity_holds(self, /) -> bool | None: ...
-    @property
-    def metric(self, /) -> str: ...
-    def to_dict(self, /) -> Any:
-        """
-        The row as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The row as `device_decomposition.csv` holds it.
-        """
 
 @final
-class MemoryDeviceTimelineEntry:
+class MemoryDeviceTimelineEntry(_MemoryTimelineEntry):
     """
     One device at one point: its sample, the allocator rollup and its change, and the
     sample's changes since the previous point (`None` together when either point lacks a
     sample).
     """
-    def __repr__(self, /) -> str: ...
     @property
     def allocator_reserved_bytes(self, /) -> int:
         """
@@ -1380,8 +1327,6 @@ class MemoryDeviceTimelineEntry:
         """
     @property
     def cuda_allocator_residual_bytes(self, /) -> int | None: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta | None: ...
     @property
     def delta_allocator_reserved_bytes(self, /) -> int | None: ...
     @property
@@ -1395,21 +1340,7 @@ class MemoryDeviceTimelineEntry:
     @property
     def device_index(self, /) -> int: ...
     @property
-    def point_index(self, /) -> int: ...
-    @property
-    def point_label(self, /) -> str: ...
-    @property
     def sample(self, /) -> DeviceMemorySample | None: ...
-    @property
-    def stats(self, /) -> MemoryStats: ...
-    def to_dict(self, /) -> Any:
-        """
-        The entry as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The entry as `devices.csv` holds it.
-        """
 
 @final
 class MemoryDisplayOptions:
@@ -1558,63 +1489,18 @@ class MemoryMetricExtrema:
         """
 
 @final
-class MemoryObservationComparison:
+class MemoryObservationComparison(_MemorySlotComparison):
     """
-    One `(device, pool, stream)` observation on each side, as [`MemoryPoolComparison`]
-    is for a pool.
+    One `(device, pool, stream)` observation on each side, as the base class describes.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def candidate(self, /) -> MemoryStats | None: ...
-    @property
-    def candidate_key(self, /) -> Any: ...
-    @property
-    def changed(self, /) -> bool: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta: ...
-    @property
-    def lifecycle(self, /) -> MemoryLifecycleDelta | None: ...
-    @property
-    def match(self, /) -> str: ...
-    @property
-    def pool_kind(self, /) -> str: ...
-    @property
-    def reference(self, /) -> MemoryStats | None: ...
-    @property
-    def reference_key(self, /) -> Any: ...
-    def to_dict(self, /) -> Any:
-        """
-        The row as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The row as `observations.csv` holds it.
-        """
 
 @final
-class MemoryObservationTimelineEntry:
+class MemoryObservationTimelineEntry(_MemoryTimelineEntry):
     """
     One `(device, pool, stream)` observation at one point.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta | None: ...
     @property
     def key(self, /) -> Any: ...
-    @property
-    def point_index(self, /) -> int: ...
-    @property
-    def point_label(self, /) -> str: ...
-    @property
-    def stats(self, /) -> MemoryStats: ...
-    def to_dict(self, /) -> Any:
-        """
-        The entry as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The entry as `observations.csv` holds it.
-        """
 
 @final
 class MemoryPhaseComparison:
@@ -1677,42 +1563,14 @@ class MemoryPhaseComponents:
         """
 
 @final
-class MemoryPoolComparison:
+class MemoryPoolComparison(_MemorySlotComparison):
     """
-    One pool on each side (`None` on the side that lacks it), how the two were paired,
-    their statistics and change, and the address lifecycle where it means something.
+    One pool on each side, as the base class describes.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def candidate(self, /) -> MemoryStats | None: ...
-    @property
-    def candidate_key(self, /) -> Any: ...
-    @property
-    def changed(self, /) -> bool: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta: ...
-    @property
-    def lifecycle(self, /) -> MemoryLifecycleDelta | None: ...
-    @property
-    def match(self, /) -> str: ...
     @property
     def pool_key(self, /) -> Any:
         """
         The row's pool: the reference side's, the candidate's for a candidate-only row.
-        """
-    @property
-    def pool_kind(self, /) -> str: ...
-    @property
-    def reference(self, /) -> MemoryStats | None: ...
-    @property
-    def reference_key(self, /) -> Any: ...
-    def to_dict(self, /) -> Any:
-        """
-        The row as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The row as `pools.csv` holds it.
         """
 
 @final
@@ -1749,11 +1607,10 @@ class MemoryPoolOwner:
         """
 
 @final
-class MemoryPoolPhaseDecomposition:
+class MemoryPoolPhaseDecomposition(_MemoryPhaseRow):
     """
     One phase metric of one mapped pool pair (either side `None` when a run lacks it).
     """
-    def __repr__(self, /) -> str: ...
     @property
     def baseline_key(self, /) -> Any:
         """
@@ -1766,58 +1623,25 @@ class MemoryPoolPhaseDecomposition:
     @property
     def candidate_pool(self, /) -> Any: ...
     @property
-    def changed(self, /) -> bool: ...
-    @property
-    def components(self, /) -> MemoryPhaseComponents: ...
-    @property
-    def identity_holds(self, /) -> bool | None: ...
-    @property
     def label(self, /) -> str:
         """
         `device[0] pool[0,1] -> device[0] pool[0,2]`: the pair as reports name it.
         """
-    @property
-    def metric(self, /) -> str: ...
-    def to_dict(self, /) -> Any:
-        """
-        The row as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The row as `pools.csv` holds it.
-        """
 
 @final
-class MemoryPoolTimelineEntry:
+class MemoryPoolTimelineEntry(_MemoryTimelineEntry):
     """
-    One pool at one point: absolute statistics and the change since the previous point.
+    One pool at one point.
     """
-    def __repr__(self, /) -> str: ...
-    @property
-    def delta(self, /) -> MemoryStatsDelta | None: ...
     @property
     def key(self, /) -> Any:
         """
         The pool (`MemoryPoolKey`); `pool_key` is the same.
         """
     @property
-    def point_index(self, /) -> int: ...
-    @property
-    def point_label(self, /) -> str: ...
-    @property
     def pool_key(self, /) -> Any: ...
     @property
     def pool_kind(self, /) -> str: ...
-    @property
-    def stats(self, /) -> MemoryStats: ...
-    def to_dict(self, /) -> Any:
-        """
-        The entry as `report.json` holds it.
-        """
-    def to_row(self, /) -> dict:
-        """
-        The entry as `pools.csv` holds it.
-        """
 
 @final
 class MemoryRankDevicePhaseDecomposition(_MemoryRankPhaseRow):
@@ -3820,6 +3644,32 @@ class _CohortTransition:
         cohort it belongs to.
         """
 
+class _MemoryPhaseRow:
+    """
+    What every phase row shows besides its identity: the metric, the equation's terms,
+    whether the equation holds and whether anything changed, and the row's dict form,
+    CSV line and repr. The base class of the three phase decomposition classes, which
+    add the row's scope, pool pair or device pair.
+    """
+    def __repr__(self, /) -> str: ...
+    @property
+    def changed(self, /) -> bool: ...
+    @property
+    def components(self, /) -> MemoryPhaseComponents: ...
+    @property
+    def identity_holds(self, /) -> bool | None: ...
+    @property
+    def metric(self, /) -> str: ...
+    def to_dict(self, /) -> Any:
+        """
+        The row as `report.json` holds it.
+        """
+    def to_row(self, /) -> dict:
+        """
+        The row as its level's CSV file holds it (`allocator_scopes.csv`, `pools.csv`,
+        `device_decomposition.csv`).
+        """
+
 class _MemoryRankPhaseRow:
     """
     One rank's phase row of one level (an allocator scope, a pool pair or a device pair):
@@ -3877,6 +3727,41 @@ class _MemoryRankPhaseRow:
     def to_dict(self, /) -> Any:
         """
         The row as `report.json` holds it: its rank, identity and terms, flat.
+        """
+
+class _MemorySlotComparison:
+    """
+    One pool or `(device, pool, stream)` observation on each side (`None` on the side
+    that lacks it), how the two were paired, their statistics and change, and the
+    address lifecycle where it means something; the row's dict form, CSV line and repr.
+    The base class of `MemoryPoolComparison` and `MemoryObservationComparison`.
+    """
+    def __repr__(self, /) -> str: ...
+    @property
+    def candidate(self, /) -> MemoryStats | None: ...
+    @property
+    def candidate_key(self, /) -> Any: ...
+    @property
+    def changed(self, /) -> bool: ...
+    @property
+    def delta(self, /) -> MemoryStatsDelta: ...
+    @property
+    def lifecycle(self, /) -> MemoryLifecycleDelta | None: ...
+    @property
+    def match(self, /) -> str: ...
+    @property
+    def pool_kind(self, /) -> str: ...
+    @property
+    def reference(self, /) -> MemoryStats | None: ...
+    @property
+    def reference_key(self, /) -> Any: ...
+    def to_dict(self, /) -> Any:
+        """
+        The row as `report.json` holds it.
+        """
+    def to_row(self, /) -> dict:
+        """
+        The row as its CSV file holds it (`pools.csv`, `observations.csv`).
         """
 
 class _MemoryStatsBase:
@@ -3959,6 +3844,31 @@ class _MemoryStatsBase:
     def to_dict(self, /) -> Any:
         """
         Every field, the derived ones included, under its `*_bytes`/`*_count` name.
+        """
+
+class _MemoryTimelineEntry:
+    """
+    What every timeline entry shows besides its subject: the point, the absolute
+    statistics and their change since the previous point (`None` at the first), and the
+    entry's dict form, CSV line and repr. The base class of the four entry classes.
+    """
+    def __repr__(self, /) -> str: ...
+    @property
+    def delta(self, /) -> MemoryStatsDelta | None: ...
+    @property
+    def point_index(self, /) -> int: ...
+    @property
+    def point_label(self, /) -> str: ...
+    @property
+    def stats(self, /) -> MemoryStats: ...
+    def to_dict(self, /) -> Any:
+        """
+        The entry as `report.json` holds it.
+        """
+    def to_row(self, /) -> dict:
+        """
+        The entry as its level's CSV file holds it (`allocator_scopes.csv`, `pools.csv`,
+        `observations.csv`, `devices.csv`).
         """
 
 class _RunWriterBase:

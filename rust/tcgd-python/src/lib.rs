@@ -217,9 +217,10 @@ mod _native {
         MemoryAllocatorScopeTimelineEntry, MemoryComparison, MemoryDeviceComparison,
         MemoryDevicePeaks, MemoryDevicePhaseDecomposition, MemoryDeviceTimelineEntry,
         MemoryIngestor, MemoryObservationComparison, MemoryObservationTimelineEntry,
-        MemoryPhaseComparison, MemoryPhaseComponents, MemoryPoolComparison, MemoryPoolOwner,
-        MemoryPoolPhaseDecomposition, MemoryPoolTimelineEntry, MemoryRunReader, MemoryRunWriter,
-        MemoryState, MemoryStatsDelta, MemoryTimeline,
+        MemoryPhaseComparison, MemoryPhaseComponents, MemoryPhaseRow, MemoryPoolComparison,
+        MemoryPoolOwner, MemoryPoolPhaseDecomposition, MemoryPoolTimelineEntry, MemoryRunReader,
+        MemoryRunWriter, MemorySlotComparison, MemoryState, MemoryStatsDelta, MemoryTimeline,
+        MemoryTimelineEntry,
     };
     #[pymodule_export]
     use super::recorded::{PyRecordedObservation, PyRecordedPoint};

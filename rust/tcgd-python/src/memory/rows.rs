@@ -8,6 +8,7 @@
 
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
+use pyo3::PyClassInitializer;
 use tcgd_memory::rows::comparison::{DeviceMetric as M, DeviceSide as S};
 use tcgd_memory::rows::{self as rows, CsvRow, ObservationRef, PoolRef};
 
@@ -53,6 +54,27 @@ fn side_stats(py: Python<'_>, s: Option<&tcgd_memory::MemoryStats>) -> PyResult<
 
 fn delta(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<StatsDelta> {
     delta_object(py, *s)
+}
+
+/// `Class(name=value, ...)`: the named attributes of a row as Python's `repr` writes
+/// them, then `extra` fields (Python's spelling of values that are not attributes).
+fn row_repr(
+    obj: &Bound<'_, impl pyo3::PyClass>,
+    names: &[&str],
+    extra: &[(&str, String)],
+) -> PyResult<String> {
+    let obj = obj.as_any();
+    let mut fields = names
+        .iter()
+        .map(|name| Ok(format!("{name}={}", obj.getattr(*name)?.repr()?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    fields.extend(extra.iter().map(|(name, value)| format!("{name}={value}")));
+    Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
+}
+
+/// An optional value as Python writes it (`None`, `3`, `True`).
+fn py_value<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map_or_else(|| "None".to_owned(), |v| v.to_string())
 }
 
 /// A row's line of its CSV file as `{column: value}` (`to_row()`).
@@ -104,144 +126,158 @@ impl MemoryAllocatorScopeComparison {
         csv_row(py, &self.row)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryAllocatorScopeComparison(scope={:?}, delta_reserved_bytes={})",
-            self.scope, self.row.delta.reserved_bytes
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let delta = slf.get().row.delta.reserved_bytes.to_string();
+        row_repr(slf, &["scope"], &[("delta_reserved_bytes", delta)])
     }
 }
 
-/// One pool on each side (`None` on the side that lacks it), how the two were paired,
-/// their statistics and change, and the address lifecycle where it means something.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryPoolComparison {
+/// What a slot comparison's base class shows of its core row, whatever its key.
+trait SlotForms: Send + Sync {
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
+}
+
+impl<K> SlotForms for rows::SlotComparison<K>
+where
+    K: rows::comparison::RowKey + serde::Serialize + std::fmt::Debug + Send + Sync,
+{
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, self)
+    }
+    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, self)
+    }
+}
+
+/// One pool or `(device, pool, stream)` observation on each side (`None` on the side
+/// that lacks it), how the two were paired, their statistics and change, and the
+/// address lifecycle where it means something; the row's dict form, CSV line and repr.
+/// The base class of `MemoryPoolComparison` and `MemoryObservationComparison`.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "_MemorySlotComparison",
+    subclass,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemorySlotComparison {
     #[pyo3(get)]
     reference_key: Py<PyAny>,
     #[pyo3(get)]
     candidate_key: Py<PyAny>,
+    #[pyo3(get)]
+    pool_kind: &'static str,
+    #[pyo3(get, name = "match")]
+    match_kind: &'static str,
+    #[pyo3(get)]
+    reference: Option<Stats>,
+    #[pyo3(get)]
+    candidate: Option<Stats>,
+    #[pyo3(get)]
+    delta: StatsDelta,
+    #[pyo3(get)]
+    lifecycle: Option<tcgd_memory::Lifecycle>,
+    #[pyo3(get)]
+    changed: bool,
+    row: Box<dyn SlotForms>,
+}
+
+impl MemorySlotComparison {
+    /// The Python object of `row` as the class `kind` belongs to, its keys made by
+    /// `key` (`MemoryPoolKey` or `MemoryObservationKey`).
+    fn with<K, C>(
+        py: Python<'_>,
+        row: &rows::SlotComparison<K>,
+        key: fn(Python<'_>, Option<K>) -> PyResult<Py<PyAny>>,
+        kind: C,
+    ) -> PyResult<PyClassInitializer<C>>
+    where
+        K: rows::comparison::RowKey + serde::Serialize + std::fmt::Debug + Send + Sync + 'static,
+        C: pyo3::PyClass<BaseType = MemorySlotComparison>,
+    {
+        let base = MemorySlotComparison {
+            reference_key: key(py, row.keys.reference)?,
+            candidate_key: key(py, row.keys.candidate)?,
+            pool_kind: row.pool_kind.as_str(),
+            match_kind: row.match_kind.as_str(),
+            reference: side_stats(py, row.stats.reference.as_ref())?,
+            candidate: side_stats(py, row.stats.candidate.as_ref())?,
+            delta: delta(py, &row.delta)?,
+            lifecycle: row.lifecycle,
+            changed: row.changed(),
+            row: Box::new(row.clone()),
+        };
+        Ok(PyClassInitializer::from(base).add_subclass(kind))
+    }
+}
+
+#[pymethods]
+impl MemorySlotComparison {
+    /// The row as `report.json` holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.row.dict(py)
+    }
+
+    /// The row as its CSV file holds it (`pools.csv`, `observations.csv`).
+    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.row.csv(py)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let delta = slf
+            .get()
+            .delta
+            .bind(slf.py())
+            .as_super()
+            .get()
+            .reserved_bytes;
+        let names = ["reference_key", "candidate_key", "match"];
+        row_repr(slf, &names, &[("delta_reserved_bytes", delta.to_string())])
+    }
+}
+
+/// One pool on each side, as the base class describes.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemorySlotComparison,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryPoolComparison {
     /// The row's pool: the reference side's, the candidate's for a candidate-only row.
     #[pyo3(get)]
     pool_key: Py<PyAny>,
-    #[pyo3(get)]
-    pool_kind: &'static str,
-    #[pyo3(get, name = "match")]
-    match_kind: &'static str,
-    #[pyo3(get)]
-    reference: Option<Stats>,
-    #[pyo3(get)]
-    candidate: Option<Stats>,
-    #[pyo3(get)]
-    delta: StatsDelta,
-    #[pyo3(get)]
-    lifecycle: Option<tcgd_memory::Lifecycle>,
-    #[pyo3(get)]
-    changed: bool,
-    row: rows::PoolComparison,
 }
 
 impl MemoryPoolComparison {
-    pub(super) fn of(py: Python<'_>, row: &rows::PoolComparison) -> PyResult<Self> {
-        Ok(MemoryPoolComparison {
-            reference_key: pool_key(py, row.keys.reference)?,
-            candidate_key: pool_key(py, row.keys.candidate)?,
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::PoolComparison,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let kind = MemoryPoolComparison {
             pool_key: pool_key(py, row.key())?,
-            pool_kind: row.pool_kind.as_str(),
-            match_kind: row.match_kind.as_str(),
-            reference: side_stats(py, row.stats.reference.as_ref())?,
-            candidate: side_stats(py, row.stats.candidate.as_ref())?,
-            delta: delta(py, &row.delta)?,
-            lifecycle: row.lifecycle,
-            changed: row.changed(),
-            row: row.clone(),
-        })
+        };
+        MemorySlotComparison::with(py, row, pool_key, kind)
     }
 }
 
-#[pymethods]
-impl MemoryPoolComparison {
-    /// The row as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The row as `pools.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        slot_repr("MemoryPoolComparison", &self.row)
-    }
-}
-
-/// One `(device, pool, stream)` observation on each side, as [`MemoryPoolComparison`]
-/// is for a pool.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryObservationComparison {
-    #[pyo3(get)]
-    reference_key: Py<PyAny>,
-    #[pyo3(get)]
-    candidate_key: Py<PyAny>,
-    #[pyo3(get)]
-    pool_kind: &'static str,
-    #[pyo3(get, name = "match")]
-    match_kind: &'static str,
-    #[pyo3(get)]
-    reference: Option<Stats>,
-    #[pyo3(get)]
-    candidate: Option<Stats>,
-    #[pyo3(get)]
-    delta: StatsDelta,
-    #[pyo3(get)]
-    lifecycle: Option<tcgd_memory::Lifecycle>,
-    #[pyo3(get)]
-    changed: bool,
-    row: rows::ObservationComparison,
-}
+/// One `(device, pool, stream)` observation on each side, as the base class describes.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemorySlotComparison,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryObservationComparison {}
 
 impl MemoryObservationComparison {
-    pub(super) fn of(py: Python<'_>, row: &rows::ObservationComparison) -> PyResult<Self> {
-        Ok(MemoryObservationComparison {
-            reference_key: observation_key(py, row.keys.reference)?,
-            candidate_key: observation_key(py, row.keys.candidate)?,
-            pool_kind: row.pool_kind.as_str(),
-            match_kind: row.match_kind.as_str(),
-            reference: side_stats(py, row.stats.reference.as_ref())?,
-            candidate: side_stats(py, row.stats.candidate.as_ref())?,
-            delta: delta(py, &row.delta)?,
-            lifecycle: row.lifecycle,
-            changed: row.changed(),
-            row: row.clone(),
-        })
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::ObservationComparison,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        MemorySlotComparison::with(py, row, observation_key, MemoryObservationComparison {})
     }
-}
-
-#[pymethods]
-impl MemoryObservationComparison {
-    /// The row as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The row as `observations.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        slot_repr("MemoryObservationComparison", &self.row)
-    }
-}
-
-fn slot_repr<K: std::fmt::Debug>(class: &str, row: &rows::SlotComparison<K>) -> String {
-    format!(
-        "{class}(reference_key={:?}, candidate_key={:?}, match={:?}, delta_reserved_bytes={})",
-        row.keys.reference,
-        row.keys.candidate,
-        row.match_kind.as_str(),
-        row.delta.reserved_bytes
-    )
 }
 
 /// One device on each side: its CUDA Runtime sample (`reference`, `candidate`), its
@@ -372,78 +408,178 @@ impl MemoryDeviceComparison {
         csv_row(py, &self.row)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryDeviceComparison(reference_device_index={:?}, candidate_device_index={:?}, \
-             match={:?})",
-            self.reference_device_index, self.candidate_device_index, self.match_kind
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let names = ["reference_device_index", "candidate_device_index", "match"];
+        row_repr(slf, &names, &[])
     }
 }
 
 // ---------------------------------------------------------------------- timeline entries
 
-fn entry_repr<T: std::fmt::Debug>(class: &str, e: &rows::timeline::TimelineEntry<T>) -> String {
-    format!(
-        "{class}(point_label={:?}, {:?}, reserved_bytes={})",
-        e.point.point_label, e.subject, e.stats.reserved_bytes
-    )
+/// The attribute that names a timeline entry's subject, for `repr`.
+trait EntrySubjectAttribute {
+    const SUBJECT: &'static str;
 }
 
-/// One allocator scope at one point: absolute statistics and the change since the
-/// previous point (`None` at the first).
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryAllocatorScopeTimelineEntry {
+impl EntrySubjectAttribute for rows::ScopeTimelineEntry {
+    const SUBJECT: &'static str = "scope";
+}
+
+impl EntrySubjectAttribute for rows::PoolTimelineEntry {
+    const SUBJECT: &'static str = "key";
+}
+
+impl EntrySubjectAttribute for rows::ObservationTimelineEntry {
+    const SUBJECT: &'static str = "key";
+}
+
+impl EntrySubjectAttribute for rows::DeviceTimelineEntry {
+    const SUBJECT: &'static str = "device_index";
+}
+
+/// What a timeline entry's base class shows of its core row, whatever its subject.
+trait EntryForms: Send + Sync {
+    fn subject(&self) -> &'static str;
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
+    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
+}
+
+impl<R> EntryForms for R
+where
+    R: serde::Serialize + CsvRow + EntrySubjectAttribute + Send + Sync,
+{
+    fn subject(&self) -> &'static str {
+        R::SUBJECT
+    }
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::results::serde_to_py(py, self)
+    }
+    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        csv_row(py, self)
+    }
+}
+
+/// The parts every timeline entry has, borrowed from its core row.
+struct EntryParts<'a> {
+    point: &'a rows::timeline::PointTag,
+    stats: &'a tcgd_memory::MemoryStats,
+    delta: Option<&'a tcgd_memory::MemoryStats>,
+}
+
+impl<'a, T> From<&'a rows::timeline::TimelineEntry<T>> for EntryParts<'a> {
+    fn from(e: &'a rows::timeline::TimelineEntry<T>) -> Self {
+        EntryParts {
+            point: &e.point,
+            stats: &e.stats,
+            delta: e.delta.as_ref(),
+        }
+    }
+}
+
+/// What every timeline entry shows besides its subject: the point, the absolute
+/// statistics and their change since the previous point (`None` at the first), and the
+/// entry's dict form, CSV line and repr. The base class of the four entry classes.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "_MemoryTimelineEntry",
+    subclass,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryTimelineEntry {
     #[pyo3(get)]
     point_index: i64,
     #[pyo3(get)]
     point_label: String,
-    #[pyo3(get)]
-    scope: &'static str,
     #[pyo3(get)]
     stats: Stats,
     #[pyo3(get)]
     delta: Option<StatsDelta>,
-    row: rows::ScopeTimelineEntry,
+    /// The absolute reserved bytes, for `repr`.
+    reserved_bytes: i64,
+    row: Box<dyn EntryForms>,
 }
 
-impl MemoryAllocatorScopeTimelineEntry {
-    pub(super) fn of(py: Python<'_>, row: &rows::ScopeTimelineEntry) -> PyResult<Self> {
-        Ok(MemoryAllocatorScopeTimelineEntry {
-            point_index: row.point.point_index,
-            point_label: row.point.point_label.clone(),
-            scope: row.subject.as_str(),
-            stats: stats(py, &row.stats)?,
-            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
-            row: row.clone(),
-        })
+impl MemoryTimelineEntry {
+    /// The Python object of `row` as the class `subject` belongs to.
+    fn with<K, R>(
+        py: Python<'_>,
+        parts: EntryParts<'_>,
+        row: &R,
+        subject: K,
+    ) -> PyResult<PyClassInitializer<K>>
+    where
+        K: pyo3::PyClass<BaseType = MemoryTimelineEntry>,
+        R: EntryForms + Clone + 'static,
+    {
+        let base = MemoryTimelineEntry {
+            point_index: parts.point.point_index,
+            point_label: parts.point.point_label.clone(),
+            stats: stats(py, parts.stats)?,
+            delta: parts.delta.map(|d| delta(py, d)).transpose()?,
+            reserved_bytes: parts.stats.reserved_bytes,
+            row: Box::new(row.clone()),
+        };
+        Ok(PyClassInitializer::from(base).add_subclass(subject))
     }
 }
 
 #[pymethods]
-impl MemoryAllocatorScopeTimelineEntry {
+impl MemoryTimelineEntry {
     /// The entry as `report.json` holds it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
+        self.row.dict(py)
     }
 
-    /// The entry as `allocator_scopes.csv` holds it.
+    /// The entry as its level's CSV file holds it (`allocator_scopes.csv`, `pools.csv`,
+    /// `observations.csv`, `devices.csv`).
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
+        self.row.csv(py)
     }
 
-    fn __repr__(&self) -> String {
-        entry_repr("MemoryAllocatorScopeTimelineEntry", &self.row)
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let entry = slf.get();
+        let reserved = entry.reserved_bytes.to_string();
+        let names = ["point_label", entry.row.subject()];
+        row_repr(slf, &names, &[("reserved_bytes", reserved)])
     }
 }
 
-/// One pool at one point: absolute statistics and the change since the previous point.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+/// One allocator scope at one point.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryTimelineEntry,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryAllocatorScopeTimelineEntry {
+    #[pyo3(get)]
+    scope: &'static str,
+}
+
+impl MemoryAllocatorScopeTimelineEntry {
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::ScopeTimelineEntry,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let scope = row.subject.as_str();
+        MemoryTimelineEntry::with(
+            py,
+            row.into(),
+            row,
+            MemoryAllocatorScopeTimelineEntry { scope },
+        )
+    }
+}
+
+/// One pool at one point.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryTimelineEntry,
+    frozen,
+    skip_from_py_object
+)]
 pub struct MemoryPoolTimelineEntry {
-    #[pyo3(get)]
-    point_index: i64,
-    #[pyo3(get)]
-    point_label: String,
     /// The pool (`MemoryPoolKey`); `pool_key` is the same.
     #[pyo3(get)]
     key: Py<PyAny>,
@@ -451,109 +587,59 @@ pub struct MemoryPoolTimelineEntry {
     pool_key: Py<PyAny>,
     #[pyo3(get)]
     pool_kind: &'static str,
-    #[pyo3(get)]
-    stats: Stats,
-    #[pyo3(get)]
-    delta: Option<StatsDelta>,
-    row: rows::PoolTimelineEntry,
 }
 
 impl MemoryPoolTimelineEntry {
-    pub(super) fn of(py: Python<'_>, row: &rows::PoolTimelineEntry) -> PyResult<Self> {
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::PoolTimelineEntry,
+    ) -> PyResult<PyClassInitializer<Self>> {
         let key = pool_key(py, Some(row.subject))?;
-        Ok(MemoryPoolTimelineEntry {
-            point_index: row.point.point_index,
-            point_label: row.point.point_label.clone(),
+        let subject = MemoryPoolTimelineEntry {
             pool_key: key.clone_ref(py),
             key,
             pool_kind: tcgd_memory::PoolKind::of(row.subject.pool_id).as_str(),
-            stats: stats(py, &row.stats)?,
-            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
-            row: row.clone(),
-        })
-    }
-}
-
-#[pymethods]
-impl MemoryPoolTimelineEntry {
-    /// The entry as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The entry as `pools.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        entry_repr("MemoryPoolTimelineEntry", &self.row)
+        };
+        MemoryTimelineEntry::with(py, row.into(), row, subject)
     }
 }
 
 /// One `(device, pool, stream)` observation at one point.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryTimelineEntry,
+    frozen,
+    skip_from_py_object
+)]
 pub struct MemoryObservationTimelineEntry {
     #[pyo3(get)]
-    point_index: i64,
-    #[pyo3(get)]
-    point_label: String,
-    #[pyo3(get)]
     key: Py<PyAny>,
-    #[pyo3(get)]
-    stats: Stats,
-    #[pyo3(get)]
-    delta: Option<StatsDelta>,
-    row: rows::ObservationTimelineEntry,
 }
 
 impl MemoryObservationTimelineEntry {
-    pub(super) fn of(py: Python<'_>, row: &rows::ObservationTimelineEntry) -> PyResult<Self> {
-        Ok(MemoryObservationTimelineEntry {
-            point_index: row.point.point_index,
-            point_label: row.point.point_label.clone(),
-            key: observation_key(py, Some(row.subject))?,
-            stats: stats(py, &row.stats)?,
-            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
-            row: row.clone(),
-        })
-    }
-}
-
-#[pymethods]
-impl MemoryObservationTimelineEntry {
-    /// The entry as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The entry as `observations.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        entry_repr("MemoryObservationTimelineEntry", &self.row)
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::ObservationTimelineEntry,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let key = observation_key(py, Some(row.subject))?;
+        MemoryTimelineEntry::with(py, row.into(), row, MemoryObservationTimelineEntry { key })
     }
 }
 
 /// One device at one point: its sample, the allocator rollup and its change, and the
 /// sample's changes since the previous point (`None` together when either point lacks a
 /// sample).
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryTimelineEntry,
+    frozen,
+    skip_from_py_object
+)]
 pub struct MemoryDeviceTimelineEntry {
-    #[pyo3(get)]
-    point_index: i64,
-    #[pyo3(get)]
-    point_label: String,
     #[pyo3(get)]
     device_index: i64,
     #[pyo3(get)]
     sample: Option<rows::DeviceSample>,
-    #[pyo3(get)]
-    stats: Stats,
-    #[pyo3(get)]
-    delta: Option<StatsDelta>,
     #[pyo3(get)]
     delta_used_bytes: Option<i64>,
     #[pyo3(get)]
@@ -569,18 +655,16 @@ pub struct MemoryDeviceTimelineEntry {
     cuda_allocator_residual_bytes: Option<i64>,
     #[pyo3(get)]
     delta_cuda_allocator_residual_bytes: Option<i64>,
-    row: rows::DeviceTimelineEntry,
 }
 
 impl MemoryDeviceTimelineEntry {
-    pub(super) fn of(py: Python<'_>, row: &rows::DeviceTimelineEntry) -> PyResult<Self> {
-        Ok(MemoryDeviceTimelineEntry {
-            point_index: row.point.point_index,
-            point_label: row.point.point_label.clone(),
+    pub(super) fn of(
+        py: Python<'_>,
+        row: &rows::DeviceTimelineEntry,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let subject = MemoryDeviceTimelineEntry {
             device_index: row.device_index,
             sample: row.sample,
-            stats: stats(py, &row.stats)?,
-            delta: row.delta.as_ref().map(|d| delta(py, d)).transpose()?,
             delta_used_bytes: row.delta_used_bytes(),
             delta_free_bytes: row.delta_free_bytes(),
             delta_total_bytes: row.delta_total_bytes(),
@@ -588,28 +672,13 @@ impl MemoryDeviceTimelineEntry {
             delta_allocator_reserved_bytes: row.delta.map(|d| d.reserved_bytes),
             cuda_allocator_residual_bytes: row.cuda_allocator_residual_bytes(),
             delta_cuda_allocator_residual_bytes: row.delta_cuda_allocator_residual_bytes(),
-            row: row.clone(),
-        })
-    }
-}
-
-#[pymethods]
-impl MemoryDeviceTimelineEntry {
-    /// The entry as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The entry as `devices.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryDeviceTimelineEntry(point_label={:?}, device_index={}, reserved_bytes={})",
-            self.point_label, self.device_index, self.allocator_reserved_bytes
-        )
+        };
+        let parts = EntryParts {
+            point: &row.point,
+            stats: &row.stats,
+            delta: row.delta.as_ref(),
+        };
+        MemoryTimelineEntry::with(py, parts, row, subject)
     }
 }
 
@@ -666,50 +735,29 @@ impl MemoryPhaseComponents {
         crate::results::serde_to_py(py, &self.row)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryPhaseComponents(metric={:?}, end_gap_bytes={:?}, change_gap_bytes={:?}, \
-             identity_holds={:?})",
-            self.metric, self.end_gap_bytes, self.change_gap_bytes, self.identity_holds
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let names = [
+            "metric",
+            "end_gap_bytes",
+            "change_gap_bytes",
+            "identity_holds",
+        ];
+        row_repr(slf, &names, &[])
     }
 }
 
-/// What every phase row holds besides its identity, converted once.
-struct PhaseTerms {
-    metric: String,
-    components: Py<MemoryPhaseComponents>,
-    identity_holds: Option<bool>,
-    changed: bool,
-}
-
-impl PhaseTerms {
-    fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
-        Ok(PhaseTerms {
-            metric: row.metric(),
-            components: Py::new(py, MemoryPhaseComponents::of(row.components()))?,
-            identity_holds: row.0.values.identity_holds(),
-            changed: row.changed(),
-        })
-    }
-}
-
-fn phase_repr(class: &str, row: &rows::PhaseDecomposition) -> String {
-    let v = &row.0.values;
-    format!(
-        "{class}(metric={:?}, end_gap_bytes={:?}, change_gap_bytes={:?}, identity_holds={:?})",
-        row.metric(),
-        v.end_gap(),
-        v.change_gap(),
-        v.identity_holds()
-    )
-}
-
-/// One phase metric of one allocator scope.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryAllocatorScopePhaseDecomposition {
-    #[pyo3(get)]
-    scope: Option<&'static str>,
+/// What every phase row shows besides its identity: the metric, the equation's terms,
+/// whether the equation holds and whether anything changed, and the row's dict form,
+/// CSV line and repr. The base class of the three phase decomposition classes, which
+/// add the row's scope, pool pair or device pair.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    name = "_MemoryPhaseRow",
+    subclass,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryPhaseRow {
     #[pyo3(get)]
     metric: String,
     #[pyo3(get)]
@@ -721,39 +769,78 @@ pub struct MemoryAllocatorScopePhaseDecomposition {
     row: rows::PhaseDecomposition,
 }
 
-impl MemoryAllocatorScopePhaseDecomposition {
-    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
-        let t = PhaseTerms::of(py, row)?;
-        Ok(MemoryAllocatorScopePhaseDecomposition {
-            scope: row.0.scope.map(|s| s.as_str()),
-            metric: t.metric,
-            components: t.components,
-            identity_holds: t.identity_holds,
-            changed: t.changed,
+impl MemoryPhaseRow {
+    /// The Python object of `row` as the class `identity` belongs to.
+    fn with<K: pyo3::PyClass<BaseType = MemoryPhaseRow>>(
+        py: Python<'_>,
+        row: &rows::PhaseDecomposition,
+        identity: K,
+    ) -> PyResult<PyClassInitializer<K>> {
+        let base = MemoryPhaseRow {
+            metric: row.metric(),
+            components: Py::new(py, MemoryPhaseComponents::of(row.components()))?,
+            identity_holds: row.0.values.identity_holds(),
+            changed: row.changed(),
             row: row.clone(),
-        })
+        };
+        Ok(PyClassInitializer::from(base).add_subclass(identity))
     }
 }
 
 #[pymethods]
-impl MemoryAllocatorScopePhaseDecomposition {
+impl MemoryPhaseRow {
     /// The row as `report.json` holds it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         crate::results::serde_to_py(py, &self.row)
     }
 
-    /// The row as `allocator_scopes.csv` holds it.
+    /// The row as its level's CSV file holds it (`allocator_scopes.csv`, `pools.csv`,
+    /// `device_decomposition.csv`).
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         csv_row(py, &self.row)
     }
 
-    fn __repr__(&self) -> String {
-        phase_repr("MemoryAllocatorScopePhaseDecomposition", &self.row)
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let v = &slf.get().row.0.values;
+        let holds = v.identity_holds().map(|h| if h { "True" } else { "False" });
+        let terms = [
+            ("end_gap_bytes", py_value(v.end_gap())),
+            ("change_gap_bytes", py_value(v.change_gap())),
+            ("identity_holds", py_value(holds)),
+        ];
+        row_repr(slf, &["metric"], &terms)
+    }
+}
+
+/// One phase metric of one allocator scope.
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryPhaseRow,
+    frozen,
+    skip_from_py_object
+)]
+pub struct MemoryAllocatorScopePhaseDecomposition {
+    #[pyo3(get)]
+    scope: Option<&'static str>,
+}
+
+impl MemoryAllocatorScopePhaseDecomposition {
+    pub(crate) fn of(
+        py: Python<'_>,
+        row: &rows::PhaseDecomposition,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let scope = row.0.scope.map(|s| s.as_str());
+        MemoryPhaseRow::with(py, row, MemoryAllocatorScopePhaseDecomposition { scope })
     }
 }
 
 /// One phase metric of one mapped pool pair (either side `None` when a run lacks it).
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryPhaseRow,
+    frozen,
+    skip_from_py_object
+)]
 pub struct MemoryPoolPhaseDecomposition {
     /// The baseline run's pool (`MemoryPoolKey`); `baseline_pool` is the same.
     #[pyo3(get)]
@@ -767,112 +854,62 @@ pub struct MemoryPoolPhaseDecomposition {
     /// `device[0] pool[0,1] -> device[0] pool[0,2]`: the pair as reports name it.
     #[pyo3(get)]
     label: String,
-    #[pyo3(get)]
-    metric: String,
-    #[pyo3(get)]
-    components: Py<MemoryPhaseComponents>,
-    #[pyo3(get)]
-    identity_holds: Option<bool>,
-    #[pyo3(get)]
-    changed: bool,
-    row: rows::PhaseDecomposition,
 }
 
 impl MemoryPoolPhaseDecomposition {
-    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
-        let t = PhaseTerms::of(py, row)?;
+    pub(crate) fn of(
+        py: Python<'_>,
+        row: &rows::PhaseDecomposition,
+    ) -> PyResult<PyClassInitializer<Self>> {
         let baseline = pool_key(py, row.baseline_pool())?;
         let candidate = pool_key(py, row.candidate_pool())?;
-        Ok(MemoryPoolPhaseDecomposition {
+        let identity = MemoryPoolPhaseDecomposition {
             baseline_pool: baseline.clone_ref(py),
             candidate_pool: candidate.clone_ref(py),
             baseline_key: baseline,
             candidate_key: candidate,
             label: row.pool_pair_label(),
-            metric: t.metric,
-            components: t.components,
-            identity_holds: t.identity_holds,
-            changed: t.changed,
-            row: row.clone(),
-        })
-    }
-}
-
-#[pymethods]
-impl MemoryPoolPhaseDecomposition {
-    /// The row as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The row as `pools.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        phase_repr("MemoryPoolPhaseDecomposition", &self.row)
+        };
+        MemoryPhaseRow::with(py, row, identity)
     }
 }
 
 /// One phase metric of one device pair, allocator and CUDA Runtime metrics alike.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
+#[pyclass(
+    module = "torch_cudagraph_debug._native",
+    extends = MemoryPhaseRow,
+    frozen,
+    skip_from_py_object
+)]
 pub struct MemoryDevicePhaseDecomposition {
     #[pyo3(get)]
     baseline_device_index: Option<i64>,
     #[pyo3(get)]
     candidate_device_index: Option<i64>,
-    #[pyo3(get)]
-    metric: String,
-    #[pyo3(get)]
-    components: Py<MemoryPhaseComponents>,
-    #[pyo3(get)]
-    identity_holds: Option<bool>,
-    #[pyo3(get)]
-    changed: bool,
-    row: rows::PhaseDecomposition,
 }
 
 impl MemoryDevicePhaseDecomposition {
-    pub(super) fn of(py: Python<'_>, row: &rows::PhaseDecomposition) -> PyResult<Self> {
-        let t = PhaseTerms::of(py, row)?;
-        Ok(MemoryDevicePhaseDecomposition {
+    pub(crate) fn of(
+        py: Python<'_>,
+        row: &rows::PhaseDecomposition,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let identity = MemoryDevicePhaseDecomposition {
             baseline_device_index: row.0.baseline_device,
             candidate_device_index: row.0.candidate_device,
-            metric: t.metric,
-            components: t.components,
-            identity_holds: t.identity_holds,
-            changed: t.changed,
-            row: row.clone(),
-        })
-    }
-}
-
-#[pymethods]
-impl MemoryDevicePhaseDecomposition {
-    /// The row as `report.json` holds it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, &self.row)
-    }
-
-    /// The row as `device_decomposition.csv` holds it.
-    fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, &self.row)
-    }
-
-    fn __repr__(&self) -> String {
-        phase_repr("MemoryDevicePhaseDecomposition", &self.row)
+        };
+        MemoryPhaseRow::with(py, row, identity)
     }
 }
 
 /// Rows as a tuple of their Python class, each converted by `convert`.
-pub(super) fn converted_tuple<C, R>(
+pub(super) fn converted_tuple<C, I, R>(
     py: Python<'_>,
     items: &[R],
-    convert: fn(Python<'_>, &R) -> PyResult<C>,
+    convert: fn(Python<'_>, &R) -> PyResult<I>,
 ) -> PyResult<Py<PyTuple>>
 where
-    C: pyo3::PyClass + Into<pyo3::PyClassInitializer<C>>,
+    C: pyo3::PyClass,
+    I: Into<PyClassInitializer<C>>,
 {
     let objects = items
         .iter()

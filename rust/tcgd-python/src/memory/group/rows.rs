@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use pyo3::IntoPyObjectExt;
 use tcgd_memory::group::{self as rg, MetricExtrema, RankPhaseRow};
 use tcgd_memory::phases::PhaseLevel;
 use tcgd_memory::rows as core_rows;
@@ -371,11 +370,16 @@ impl MemoryRankPhaseRow {
         let row = core_rows::PhaseDecomposition(r.row.clone());
         let decomposition = match r.row.level {
             PhaseLevel::Scope => {
-                MemoryAllocatorScopePhaseDecomposition::of(py, &row)?.into_py_any(py)?
+                Bound::new(py, MemoryAllocatorScopePhaseDecomposition::of(py, &row)?)?.into_any()
             }
-            PhaseLevel::Pool => MemoryPoolPhaseDecomposition::of(py, &row)?.into_py_any(py)?,
-            PhaseLevel::Device => MemoryDevicePhaseDecomposition::of(py, &row)?.into_py_any(py)?,
-        };
+            PhaseLevel::Pool => {
+                Bound::new(py, MemoryPoolPhaseDecomposition::of(py, &row)?)?.into_any()
+            }
+            PhaseLevel::Device => {
+                Bound::new(py, MemoryDevicePhaseDecomposition::of(py, &row)?)?.into_any()
+            }
+        }
+        .unbind();
         Ok(MemoryRankPhaseRow {
             rank: r.rank,
             metric: tcgd_memory::stats::public_metric_name(r.row.metric),
