@@ -63,13 +63,14 @@ fn row_repr(
     names: &[&str],
     extra: &[(&str, String)],
 ) -> PyResult<String> {
-    let obj = obj.as_any();
-    let mut fields = names
+    // `names` is never empty: the shared repr gives `Class(a=.., b=..)`, extras follow.
+    let named = crate::classes::attrs_repr(obj.as_any(), names)?;
+    let extras: String = extra
         .iter()
-        .map(|name| Ok(format!("{name}={}", obj.getattr(*name)?.repr()?)))
-        .collect::<PyResult<Vec<_>>>()?;
-    fields.extend(extra.iter().map(|(name, value)| format!("{name}={value}")));
-    Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
+        .map(|(name, value)| format!(", {name}={value}"))
+        .collect();
+    let open = named.strip_suffix(')').unwrap_or(&named);
+    Ok(format!("{open}{extras})"))
 }
 
 /// An optional value as Python writes it (`None`, `3`, `True`).
@@ -132,16 +133,14 @@ impl MemoryAllocatorScopeComparison {
     }
 }
 
-/// What a slot comparison's base class shows of its core row, whatever its key.
-trait SlotForms: Send + Sync {
+/// What a row family's base class shows of its core row, whatever its subject: the
+/// dict form (`to_dict()`) and the CSV line (`to_row()`).
+trait RowForms: Send + Sync {
     fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
     fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
 }
 
-impl<K> SlotForms for rows::SlotComparison<K>
-where
-    K: rows::comparison::RowKey + serde::Serialize + std::fmt::Debug + Send + Sync,
-{
+impl<R: serde::Serialize + CsvRow + Send + Sync> RowForms for R {
     fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         crate::results::serde_to_py(py, self)
     }
@@ -180,7 +179,7 @@ pub struct MemorySlotComparison {
     lifecycle: Option<tcgd_memory::Lifecycle>,
     #[pyo3(get)]
     changed: bool,
-    row: Box<dyn SlotForms>,
+    row: Box<dyn RowForms>,
 }
 
 impl MemorySlotComparison {
@@ -437,28 +436,6 @@ impl EntrySubjectAttribute for rows::DeviceTimelineEntry {
     const SUBJECT: &'static str = "device_index";
 }
 
-/// What a timeline entry's base class shows of its core row, whatever its subject.
-trait EntryForms: Send + Sync {
-    fn subject(&self) -> &'static str;
-    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
-    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
-}
-
-impl<R> EntryForms for R
-where
-    R: serde::Serialize + CsvRow + EntrySubjectAttribute + Send + Sync,
-{
-    fn subject(&self) -> &'static str {
-        R::SUBJECT
-    }
-    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::results::serde_to_py(py, self)
-    }
-    fn csv<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        csv_row(py, self)
-    }
-}
-
 /// The parts every timeline entry has, borrowed from its core row.
 struct EntryParts<'a> {
     point: &'a rows::timeline::PointTag,
@@ -495,9 +472,10 @@ pub struct MemoryTimelineEntry {
     stats: Stats,
     #[pyo3(get)]
     delta: Option<StatsDelta>,
-    /// The absolute reserved bytes, for `repr`.
+    /// The absolute reserved bytes and the subject's attribute, for `repr`.
     reserved_bytes: i64,
-    row: Box<dyn EntryForms>,
+    subject: &'static str,
+    row: Box<dyn RowForms>,
 }
 
 impl MemoryTimelineEntry {
@@ -510,7 +488,7 @@ impl MemoryTimelineEntry {
     ) -> PyResult<PyClassInitializer<K>>
     where
         K: pyo3::PyClass<BaseType = MemoryTimelineEntry>,
-        R: EntryForms + Clone + 'static,
+        R: RowForms + EntrySubjectAttribute + Clone + 'static,
     {
         let base = MemoryTimelineEntry {
             point_index: parts.point.point_index,
@@ -518,6 +496,7 @@ impl MemoryTimelineEntry {
             stats: stats(py, parts.stats)?,
             delta: parts.delta.map(|d| delta(py, d)).transpose()?,
             reserved_bytes: parts.stats.reserved_bytes,
+            subject: R::SUBJECT,
             row: Box::new(row.clone()),
         };
         Ok(PyClassInitializer::from(base).add_subclass(subject))
@@ -540,7 +519,7 @@ impl MemoryTimelineEntry {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let entry = slf.get();
         let reserved = entry.reserved_bytes.to_string();
-        let names = ["point_label", entry.row.subject()];
+        let names = ["point_label", entry.subject];
         row_repr(slf, &names, &[("reserved_bytes", reserved)])
     }
 }
