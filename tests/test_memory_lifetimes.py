@@ -359,6 +359,13 @@ def test_reports_and_files(tmp_path: Path) -> None:
     d = result.cohorts[0].to_dict()
     assert d["points"][0]["label"] == "a"
     assert "AllocationCohort(cohort_id=" in repr(result.cohorts[0])
+    # Every repr in Python's spelling: no Rust `Some(..)`, structs or double quotes.
+    cohort = result.cohorts[0]
+    rows = [result, cohort, *cohort.points, *cohort.births, *cohort.size_histogram]
+    shown = [repr(r) for r in [*rows, *cohort.size_outcomes, *cohort.free_requests]]
+    assert not [r for r in shown if "Some(" in r or "PointRef" in r or '"' in r], shown
+    birth = cohort.births[0]
+    assert repr(birth).startswith(f"CohortBirth(start_point={birth.start_point!r}, ")
     with pytest.raises(InvalidInputError):
         result.to_text(limit=-1)
 

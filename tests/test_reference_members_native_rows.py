@@ -232,6 +232,17 @@ def test_observation_comparison_fields(tmp_path) -> None:
     assert point.worst_observation_comparisons(limit=1) == [hidden]
     with pytest.raises(Exception, match="same argument"):
         point.worst_observation_comparisons(1, limit=1)
+    assert repr(hidden) == (
+        "TensorObservationComparison(name='hidden', invocation_index=0, status='mismatch', "
+        "kind='values', reason='1 of 6 elements differs (16.67%); first at (1, 2): "
+        "reference 7, candidate 7.5; max abs error 0.5')"
+    )
+    # The store's reading of the rows the facade's points are built from.
+    stored = ref._reader.tensor_points()[2]
+    assert repr(stored).startswith("RecordedPoint(index=2, label='step2', ")
+    assert repr(stored).endswith(", observations=2)")
+    assert repr(stored.observations[0]).startswith("RecordedObservation(order=0, name='hidden', ")
+    assert "shape=[2, 3]" in repr(stored.observations[0])
 
 
 def test_run_comparison_members_and_write(tmp_path) -> None:

@@ -56,6 +56,33 @@ pub(crate) fn attrs_dict<'py>(
 /// implementation for every class.
 pub(crate) use tcgd_report::python::repr_of as attrs_repr;
 
+/// A Rust value as Python's `repr` writes it.
+pub(crate) fn py_repr<'py>(
+    py: Python<'py>,
+    value: impl pyo3::IntoPyObjectExt<'py>,
+) -> PyResult<String> {
+    let object = value.into_bound_py_any(py)?;
+    Ok(object.repr()?.to_string())
+}
+
+/// `Class(name=value, ..., extra=value)`: [`attrs_repr`] of the named attributes, then
+/// `extra` fields already in Python's spelling (counts and values that are not
+/// attributes).
+pub(crate) fn attrs_repr_with(
+    obj: &Bound<'_, impl pyo3::PyClass>,
+    names: &[&str],
+    extra: &[(&str, String)],
+) -> PyResult<String> {
+    // `names` is never empty: the shared repr gives `Class(a=.., b=..)`, extras follow.
+    let named = attrs_repr(obj.as_any(), names)?;
+    let extras: String = extra
+        .iter()
+        .map(|(name, value)| format!(", {name}={value}"))
+        .collect();
+    let open = named.strip_suffix(')').unwrap_or(&named);
+    Ok(format!("{open}{extras})"))
+}
+
 /// What every report's `write()` returns: `{format: Path}`, the report files (`report.txt`, ...) as
 /// `text`, `json` and `html` and each CSV file by its stem (`points` for points.csv).
 pub(crate) fn paths_by_format(

@@ -77,11 +77,8 @@ impl PySiteAccuracy {
         serde_to_py(py, &self.judged)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "SiteAccuracy(point={:?}, name={:?}, verdict={:?})",
-            self.point, self.name, self.verdict
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(slf.as_any(), &["point", "name", "verdict"])
     }
 }
 

@@ -124,23 +124,29 @@ impl PyRecordedPoint {
 
 #[pymethods]
 impl PyRecordedPoint {
-    fn __repr__(&self, py: Python<'_>) -> String {
-        format!(
-            "RecordedPoint(index={}, label={:?}, observations={})",
-            self.index,
-            self.label,
-            self.observations.bind(py).len()
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let count = slf.get().observations.bind(slf.py()).len();
+        crate::classes::attrs_repr_with(
+            slf,
+            &["index", "label"],
+            &[("observations", count.to_string())],
         )
     }
 }
 
 #[pymethods]
 impl PyRecordedObservation {
-    fn __repr__(&self) -> String {
-        format!(
-            "RecordedObservation(order={}, name={:?}, invocation_index={}, dtype={}, \
-             shape={:?}, payload={})",
-            self.order, self.name, self.invocation_index, self.dtype, self.shape, self.payload
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "order",
+                "name",
+                "invocation_index",
+                "dtype",
+                "shape",
+                "payload",
+            ],
         )
     }
 }

@@ -185,16 +185,17 @@ impl CohortPointState {
         row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "CohortPointState(point_index={}, label={:?}, owner_active_bytes={}, \
-             owner_active_count={}, awaiting_free_bytes={}, awaiting_free_count={})",
-            self.point_index,
-            self.label,
-            self.owner_active_bytes,
-            self.owner_active_count,
-            self.awaiting_free_bytes,
-            self.awaiting_free_count
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "point_index",
+                "label",
+                "owner_active_bytes",
+                "owner_active_count",
+                "awaiting_free_bytes",
+                "awaiting_free_count",
+            ],
         )
     }
 }
@@ -254,10 +255,10 @@ impl CohortSizeBucket {
         row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "CohortSizeBucket(size_bytes={}, requested_size_bytes={}, count={}, total_bytes={})",
-            self.size_bytes, self.requested_size_bytes, self.count, self.total_bytes
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["size_bytes", "requested_size_bytes", "count", "total_bytes"],
         )
     }
 }
@@ -325,11 +326,16 @@ impl CohortSizeOutcome {
         row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "CohortSizeOutcome(size_bytes={}, requested_size_bytes={}, outcome={:?}, \
-             count={}, total_bytes={})",
-            self.size_bytes, self.requested_size_bytes, self.outcome, self.count, self.total_bytes
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "size_bytes",
+                "requested_size_bytes",
+                "outcome",
+                "count",
+                "total_bytes",
+            ],
         )
     }
 }
@@ -463,18 +469,17 @@ impl CohortTransition {
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let t = slf.get();
-        Ok(format!(
-            "{}(start_point={:?}, end_point={:?}, origin={:?}, stack_key={:?}, bytes={}, \
-             count={})",
-            slf.get_type().name()?,
-            t.start_point,
-            t.end_point,
-            t.origin,
-            t.stack_key,
-            t.bytes,
-            t.count
-        ))
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "start_point",
+                "end_point",
+                "origin",
+                "stack_key",
+                "bytes",
+                "count",
+            ],
+        )
     }
 }
 
@@ -751,17 +756,18 @@ impl AllocationCohort {
         row_dict(py, self.inner.csv_row())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "AllocationCohort(cohort_id={:?}, display_rank={}, device={}, pool_label={:?}, \
-             stack_key={:?}, generation_count={}, event_unreusable_peak_bytes={})",
-            self.cohort_id,
-            self.display_rank,
-            self.device,
-            self.pool_label,
-            self.stack_key,
-            self.generation_count,
-            self.event_unreusable_peak_bytes
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "cohort_id",
+                "display_rank",
+                "device",
+                "pool_label",
+                "stack_key",
+                "generation_count",
+                "event_unreusable_peak_bytes",
+            ],
         )
     }
 }
@@ -921,15 +927,17 @@ impl MemoryAllocationLifetimeAnalysis {
         Ok(t)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryAllocationLifetimeAnalysis(name={:?}, selection={:?}, through={:?}, \
-             cohorts={}, generations={})",
-            self.inner.name,
-            self.inner.selection.kind,
-            self.inner.range.through_point.label,
-            self.inner.cohorts.len(),
-            self.inner.tracked.tracked_generations
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let cohorts = slf.get().inner.cohorts.len().to_string();
+        crate::classes::attrs_repr_with(
+            slf,
+            &[
+                "name",
+                "selection_kind",
+                "through_point",
+                "tracked_generations",
+            ],
+            &[("cohorts", cohorts)],
         )
     }
 }

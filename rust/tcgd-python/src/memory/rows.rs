@@ -56,23 +56,6 @@ fn delta(py: Python<'_>, s: &tcgd_memory::MemoryStats) -> PyResult<StatsDelta> {
     delta_object(py, *s)
 }
 
-/// `Class(name=value, ...)`: the named attributes of a row as Python's `repr` writes
-/// them, then `extra` fields (Python's spelling of values that are not attributes).
-fn row_repr(
-    obj: &Bound<'_, impl pyo3::PyClass>,
-    names: &[&str],
-    extra: &[(&str, String)],
-) -> PyResult<String> {
-    // `names` is never empty: the shared repr gives `Class(a=.., b=..)`, extras follow.
-    let named = crate::classes::attrs_repr(obj.as_any(), names)?;
-    let extras: String = extra
-        .iter()
-        .map(|(name, value)| format!(", {name}={value}"))
-        .collect();
-    let open = named.strip_suffix(')').unwrap_or(&named);
-    Ok(format!("{open}{extras})"))
-}
-
 /// An optional value as Python writes it (`None`, `3`, `True`).
 fn py_value<T: std::fmt::Display>(value: Option<T>) -> String {
     value.map_or_else(|| "None".to_owned(), |v| v.to_string())
@@ -129,7 +112,7 @@ impl MemoryAllocatorScopeComparison {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let delta = slf.get().row.delta.reserved_bytes.to_string();
-        row_repr(slf, &["scope"], &[("delta_reserved_bytes", delta)])
+        crate::classes::attrs_repr_with(slf, &["scope"], &[("delta_reserved_bytes", delta)])
     }
 }
 
@@ -232,7 +215,7 @@ impl MemorySlotComparison {
             .get()
             .reserved_bytes;
         let names = ["reference_key", "candidate_key", "match"];
-        row_repr(slf, &names, &[("delta_reserved_bytes", delta.to_string())])
+        crate::classes::attrs_repr_with(slf, &names, &[("delta_reserved_bytes", delta.to_string())])
     }
 }
 
@@ -409,7 +392,7 @@ impl MemoryDeviceComparison {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let names = ["reference_device_index", "candidate_device_index", "match"];
-        row_repr(slf, &names, &[])
+        crate::classes::attrs_repr_with(slf, &names, &[])
     }
 }
 
@@ -520,7 +503,7 @@ impl MemoryTimelineEntry {
         let entry = slf.get();
         let reserved = entry.reserved_bytes.to_string();
         let names = ["point_label", entry.subject];
-        row_repr(slf, &names, &[("reserved_bytes", reserved)])
+        crate::classes::attrs_repr_with(slf, &names, &[("reserved_bytes", reserved)])
     }
 }
 
@@ -721,7 +704,7 @@ impl MemoryPhaseComponents {
             "change_gap_bytes",
             "identity_holds",
         ];
-        row_repr(slf, &names, &[])
+        crate::classes::attrs_repr_with(slf, &names, &[])
     }
 }
 
@@ -787,7 +770,7 @@ impl MemoryPhaseRow {
             ("change_gap_bytes", py_value(v.change_gap())),
             ("identity_holds", py_value(holds)),
         ];
-        row_repr(slf, &["metric"], &terms)
+        crate::classes::attrs_repr_with(slf, &["metric"], &terms)
     }
 }
 

@@ -139,11 +139,10 @@ impl PyObservationComparison {
         )
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "TensorObservationComparison(name={:?}, invocation_index={}, status={:?}, \
-             kind={:?}, reason={:?})",
-            self.name, self.invocation_index, self.status, self.kind, self.reason
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["name", "invocation_index", "status", "kind", "reason"],
         )
     }
 }

@@ -320,11 +320,16 @@ impl AllocationStackSummary {
         row_dict(py, rep::summary_row(&self.inner))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "AllocationStackSummary(device_index={}, pool_id={:?}, size_bytes={}, count={}, \
-             stack_key={:?})",
-            self.device_index, self.pool_id, self.size_bytes, self.count, self.stack_key
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "device_index",
+                "pool_id",
+                "size_bytes",
+                "count",
+                "stack_key",
+            ],
         )
     }
 }
@@ -417,11 +422,15 @@ impl AllocationStackDelta {
         row_dict(py, rep::delta_row(&self.inner, None))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "AllocationStackDelta(reference_key={:?}, candidate_key={:?}, delta_size_bytes={}, \
-             stack_key={:?})",
-            self.reference_key, self.candidate_key, self.delta_size_bytes, self.stack_key
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "reference_key",
+                "candidate_key",
+                "delta_size_bytes",
+                "stack_key",
+            ],
         )
     }
 }
@@ -533,15 +542,16 @@ impl AllocatorEventSummary {
         row_dict(py, rep::event_row(&self.inner, titles))
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "AllocatorEventSummary(device_index={}, action={:?}, total_bytes={}, count={}, \
-             attribution_confidence={:?})",
-            self.device_index,
-            self.action,
-            self.total_bytes,
-            self.count,
-            self.attribution_confidence
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "device_index",
+                "action",
+                "total_bytes",
+                "count",
+                "attribution_confidence",
+            ],
         )
     }
 }

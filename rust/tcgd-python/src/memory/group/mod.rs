@@ -255,14 +255,16 @@ impl MemoryRunGroupSummary {
         write_files(py, output_dir, files, &GROUP_SUMMARY_FILES, overwrite)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRunGroupSummary(name={:?}, ranks={:?}, points={}, warnings={})",
-            self.inner.group.name,
-            self.inner.group.ranks(),
-            self.inner.group.labels.len(),
-            self.inner.group.warnings.len()
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        let group = &slf.get().inner.group;
+        Ok(format!(
+            "MemoryRunGroupSummary(name={}, ranks={}, points={}, warnings={})",
+            crate::classes::py_repr(py, group.name.as_str())?,
+            crate::classes::py_repr(py, group.ranks())?,
+            group.labels.len(),
+            group.warnings.len()
+        ))
     }
 }
 
@@ -450,14 +452,12 @@ impl MemoryRunGroupPhaseComparison {
         write_files(py, output_dir, files, &GROUP_PHASE_FILES, overwrite)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRunGroupPhaseComparison(ranks={:?}, skipped_ranks={:?}, \
-             identity_failures={}, warnings={})",
-            self.inner.ranks,
-            self.inner.skipped_ranks,
-            self.inner.identity_failures(),
-            self.inner.warnings.len()
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let warnings = slf.get().inner.warnings.len().to_string();
+        crate::classes::attrs_repr_with(
+            slf,
+            &["ranks", "skipped_ranks", "identity_failures"],
+            &[("warnings", warnings)],
         )
     }
 }

@@ -67,13 +67,12 @@ impl MemoryRankPointState {
         serde_to_py(py, &self.inner)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRankPointState(rank={}, point={:?}, scope={:?}, allocated_bytes={})",
-            self.rank,
-            self.label,
-            self.scope,
-            self.stats.get("allocated_bytes").copied().unwrap_or(0)
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let allocated = slf.get().stats.get("allocated_bytes").copied().unwrap_or(0);
+        crate::classes::attrs_repr_with(
+            slf,
+            &["rank", "label", "scope"],
+            &[("allocated_bytes", allocated.to_string())],
         )
     }
 }
@@ -147,10 +146,10 @@ impl MemoryRankDevicePointState {
         serde_to_py(py, &self.inner)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRankDevicePointState(rank={}, label={:?}, device_index={}, used_bytes={:?})",
-            self.rank, self.label, self.device_index, self.used_bytes
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["rank", "label", "device_index", "used_bytes"],
         )
     }
 }
@@ -304,11 +303,17 @@ impl MemoryRankPointAggregate {
         serde_to_py(py, &self.inner.json())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRankPointAggregate(label={:?}, scope={:?}, metric={:?}, min_bytes={}, \
-             max_bytes={}, worst_rank={})",
-            self.label, self.scope, self.metric, self.min_bytes, self.max_bytes, self.worst_rank
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &[
+                "label",
+                "scope",
+                "metric",
+                "min_bytes",
+                "max_bytes",
+                "worst_rank",
+            ],
         )
     }
 }
@@ -408,15 +413,10 @@ impl MemoryRankPhaseRow {
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let r = slf.get();
-        Ok(format!(
-            "{}(rank={}, metric={:?}, end_gap_bytes={:?}, change_gap_bytes={:?})",
-            slf.get_type().name()?,
-            r.rank,
-            r.metric,
-            r.end_gap_bytes,
-            r.change_gap_bytes
-        ))
+        crate::classes::attrs_repr(
+            slf.as_any(),
+            &["rank", "metric", "end_gap_bytes", "change_gap_bytes"],
+        )
     }
 }
 
@@ -570,10 +570,7 @@ impl MemoryRunGroupPhaseAggregate {
         serde_to_py(py, &self.inner)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryRunGroupPhaseAggregate(scope={:?}, metric={:?}, rank_count={})",
-            self.scope, self.metric, self.rank_count
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::classes::attrs_repr(slf.as_any(), &["scope", "metric", "rank_count"])
     }
 }
