@@ -263,8 +263,9 @@ def test_batched_copies_land_the_same_bytes_as_one_copy_per_value():
     from torch_cudagraph_debug.tensor_debug import RecordAction, TensorProbe
 
     torch.manual_seed(3)
-    inputs = [torch.randn(1024 + 3 * i, device="cuda") for i in range(40)]
-    inputs += [torch.randint(0, 9, (37,), device="cuda", dtype=torch.int8) for _ in range(3)]
+    # 130 values: two full launches of 64 and a partial one.
+    inputs = [torch.randn(1024 + 3 * i, device="cuda") for i in range(120)]
+    inputs += [torch.randint(0, 9, (37,), device="cuda", dtype=torch.int8) for _ in range(10)]
     snapshots = []
     # The inputs change between the two graphs; each snapshot is checked against its own.
     for batched in (False, True):

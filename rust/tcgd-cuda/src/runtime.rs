@@ -284,9 +284,10 @@ impl ProbeRuntime {
         })
     }
 
-    /// Enqueues (or records) one kernel launch copying each `(slot, src)` value into its
-    /// slot (at most `MAX_SITES_PER_LAUNCH`): for many small values, one graph node
-    /// instead of one memcpy node each, with the same bytes landing in the same slots.
+    /// Enqueues (or records) kernel launches copying each `(slot, src)` value into its
+    /// slot, `MAX_SITES_PER_LAUNCH` values per launch: for many small values, one graph
+    /// node per launch instead of one memcpy node each, with the same bytes landing in the
+    /// same slots.
     pub fn copy_into_slots(&self, copies: &[(usize, u64)], stream: usize) -> Result<()> {
         let mut resolved = Vec::with_capacity(copies.len());
         for &(slot, src) in copies {
@@ -299,13 +300,16 @@ impl ProbeRuntime {
             return Ok(());
         }
         let counter = self.resources()?.counter.ptr;
-        crate::summary::enqueue_slot_copies(
-            self.ctx,
-            self.device,
-            &resolved,
-            counter,
-            as_stream(stream),
-        )
+        for chunk in resolved.chunks(MAX_SITES_PER_LAUNCH) {
+            crate::summary::enqueue_slot_copies(
+                self.ctx,
+                self.device,
+                chunk,
+                counter,
+                as_stream(stream),
+            )?;
+        }
+        Ok(())
     }
 
     /// A history ring of `depth` values of `slot`'s size; returns its index. Every ring of a
