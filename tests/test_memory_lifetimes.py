@@ -366,6 +366,12 @@ def test_reports_and_files(tmp_path: Path) -> None:
     assert not [r for r in shown if "Some(" in r or "PointRef" in r or '"' in r], shown
     birth = cohort.births[0]
     assert repr(birth).startswith(f"CohortBirth(start_point={birth.start_point!r}, ")
+    # The per-cohort rows know their cohort: to_row() defaults to it.
+    for row in [*cohort.points, *cohort.size_histogram, *cohort.size_outcomes]:
+        assert row.cohort_id == cohort.cohort_id
+        assert row.to_row()["cohort_id"] == cohort.cohort_id
+        assert row.to_row(cohort_id="other")["cohort_id"] == "other"
+        assert "cohort_id" not in row.to_dict()
     with pytest.raises(InvalidInputError):
         result.to_text(limit=-1)
 

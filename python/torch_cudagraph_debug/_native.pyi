@@ -527,8 +527,7 @@ class CohortFreeRequest(_CohortTransition):
 @final
 class CohortPointState:
     """
-    One cohort at one point: owner-active and awaiting-free bytes, requested bytes and
-    counts.
+    A cohort's state at one point (after reconciliation with that point's snapshot).
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -546,12 +545,17 @@ class CohortPointState:
     @property
     def awaiting_free_requested_bytes(self, /) -> int:
         """
-        Requested (unrounded) bytes of the awaiting-free blocks.
+        Requested (unrounded) sizes of the awaiting-free blocks.
         """
     @property
     def block_count(self, /) -> int:
         """
         `owner_active_count + awaiting_free_count`.
+        """
+    @property
+    def cohort_id(self, /) -> str:
+        """
+        The cohort the row belongs to (the rows of `report.json` sit under it).
         """
     @property
     def label(self, /) -> str:
@@ -568,7 +572,7 @@ class CohortPointState:
     @property
     def owner_requested_bytes(self, /) -> int:
         """
-        Requested (unrounded) bytes of the owner-active blocks.
+        Requested (unrounded) sizes of the owner-active blocks.
         """
     @property
     def point_index(self, /) -> int: ...
@@ -595,9 +599,14 @@ class CohortPointState:
 @final
 class CohortSizeBucket:
     """
-    Generations of one (size, requested size), each counted once.
+    Generations of one (block size, requested size), each counted once.
     """
     def __repr__(self, /) -> str: ...
+    @property
+    def cohort_id(self, /) -> str:
+        """
+        The cohort the row belongs to (the rows of `report.json` sit under it).
+        """
     @property
     def count(self, /) -> int: ...
     @property
@@ -636,6 +645,11 @@ class CohortSizeOutcome:
     Generations of one size by where they ended at the last analysed point.
     """
     def __repr__(self, /) -> str: ...
+    @property
+    def cohort_id(self, /) -> str:
+        """
+        The cohort the row belongs to (the rows of `report.json` sit under it).
+        """
     @property
     def count(self, /) -> int: ...
     @property

@@ -4,19 +4,6 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// One CSV cell as its Python value (`None`, `int`, `float`, `str`, `bool`).
-fn cell_value<'py>(py: Python<'py>, cell: tcgd_report::Cell) -> PyResult<Bound<'py, PyAny>> {
-    use tcgd_report::Cell;
-    Ok(match cell {
-        Cell::Null => py.None().into_bound(py),
-        Cell::Int(v) => v.into_pyobject(py)?.into_any(),
-        Cell::UInt(v) => v.into_pyobject(py)?.into_any(),
-        Cell::Float(v) => v.into_pyobject(py)?.into_any(),
-        Cell::Text(v) => v.into_pyobject(py)?.into_any(),
-        Cell::Bool(v) => pyo3::types::PyBool::new(py, v).to_owned().into_any(),
-    })
-}
-
 /// A row of a result's CSV file as `{column: value}`: what `to_row()` gives, from the
 /// same cells the file holds.
 pub(crate) fn csv_row_dict<'py, S: AsRef<str>>(
@@ -24,11 +11,7 @@ pub(crate) fn csv_row_dict<'py, S: AsRef<str>>(
     names: impl IntoIterator<Item = S>,
     cells: impl IntoIterator<Item = tcgd_report::Cell>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    for (name, cell) in names.into_iter().zip(cells) {
-        dict.set_item(name.as_ref(), cell_value(py, cell)?)?;
-    }
-    Ok(dict)
+    tcgd_report::python::cells_to_python(py, names.into_iter().zip(cells))
 }
 
 /// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,

@@ -206,8 +206,7 @@ mod _native {
     #[pymodule_export]
     use super::memory::lifetimes::{
         memory_lifetimes, AllocationCohort, CohortBirth, CohortFreeCompletion, CohortFreeRequest,
-        CohortPointState, CohortSizeBucket, CohortSizeOutcome, CohortTransition,
-        MemoryAllocationLifetimeAnalysis,
+        CohortTransition, MemoryAllocationLifetimeAnalysis,
     };
     #[pymodule_export]
     use super::memory::{
@@ -244,6 +243,8 @@ mod _native {
     use tcgd_compare::{
         Counts, Divergence, FirstMismatch, Metrics, PointRef, SeriesPoint, Subject,
     };
+    #[pymodule_export]
+    use tcgd_memory::lifetimes::{CohortPointState, CohortSizeBucket, CohortSizeOutcome};
     #[pymodule_export]
     use tcgd_memory::report::Display;
     #[pymodule_export]

@@ -49,6 +49,32 @@ pub fn to_python<'py, T: Serialize>(py: Python<'py>, value: &T) -> PyResult<Boun
     json_to_python(py, &value)
 }
 
+/// One table cell as its Python value (`None`, `int`, `float`, `str`, `bool`).
+pub fn cell_to_python(py: Python<'_>, cell: crate::Cell) -> PyResult<Bound<'_, PyAny>> {
+    use crate::Cell;
+    Ok(match cell {
+        Cell::Null => py.None().into_bound(py),
+        Cell::Int(v) => v.into_pyobject(py)?.into_any(),
+        Cell::UInt(v) => v.into_pyobject(py)?.into_any(),
+        Cell::Float(v) => PyFloat::new(py, v).into_any(),
+        Cell::Text(v) => v.into_pyobject(py)?.into_any(),
+        Cell::Bool(v) => PyBool::new(py, v).to_owned().into_any(),
+    })
+}
+
+/// A row of a CSV file as `{column: value}`, in column order: what a row's `to_row()`
+/// gives, from the cells the file holds.
+pub fn cells_to_python<'py, S: AsRef<str>>(
+    py: Python<'py>,
+    row: impl IntoIterator<Item = (S, crate::Cell)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, cell) in row {
+        dict.set_item(name.as_ref(), cell_to_python(py, cell)?)?;
+    }
+    Ok(dict)
+}
+
 /// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
 /// writes it: the `repr` of the result classes.
 pub fn repr_of(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {

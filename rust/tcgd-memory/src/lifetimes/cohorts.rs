@@ -322,11 +322,13 @@ pub(crate) fn assemble(
             identity.push(format!("unframed\u{1e}{block}\u{1e}{requested}"));
         }
         let parts: Vec<&str> = identity.iter().map(String::as_str).collect();
+        let cohort_id = fingerprint(&parts);
         let points: Vec<CohortPointState> = acc
             .points
             .iter()
             .zip(&refs)
             .map(|(p, r)| CohortPointState {
+                cohort_id: cohort_id.clone(),
                 point_index: r.index,
                 label: r.label.clone(),
                 owner_active_bytes: p.owner_bytes,
@@ -374,7 +376,7 @@ pub(crate) fn assemble(
         let mut streams = got.streams.clone();
         streams.sort_unstable();
         rows.push(AllocationCohort {
-            cohort_id: fingerprint(&parts),
+            cohort_id: cohort_id.clone(),
             display_rank: 0,
             device,
             pool_id: pool,
@@ -389,6 +391,7 @@ pub(crate) fn assemble(
                 .sizes
                 .iter()
                 .map(|(&(size, req), &count)| CohortSizeBucket {
+                    cohort_id: cohort_id.clone(),
                     size_bytes: size,
                     requested_size_bytes: req,
                     count,
@@ -399,6 +402,7 @@ pub(crate) fn assemble(
                 .outcomes
                 .iter()
                 .map(|(&(size, req, outcome), &count)| CohortSizeOutcome {
+                    cohort_id: cohort_id.clone(),
                     size_bytes: size,
                     requested_size_bytes: req,
                     outcome,

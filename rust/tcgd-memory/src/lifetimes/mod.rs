@@ -24,6 +24,8 @@ use crate::run::MemoryRunReader;
 mod cohorts;
 mod events;
 mod generations;
+#[cfg(feature = "python")]
+mod python;
 mod selection;
 
 pub use events::{Action, EventSource, RawEvent, StoredEvents, VecEvents};
@@ -76,16 +78,32 @@ impl Outcome {
 pub use crate::frames::StackFrame;
 
 /// A cohort's state at one point (after reconciliation with that point's snapshot).
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CohortPointState {
+    /// The cohort the row belongs to (the rows of `report.json` sit under it).
+    #[serde(skip)]
+    pub cohort_id: String,
     pub point_index: i64,
+    /// The point's label.
     pub label: String,
+    /// Bytes (allocator-rounded) of the blocks the application still owns.
     pub owner_active_bytes: i64,
     pub owner_active_count: i64,
+    /// Bytes of the blocks freed by the application that stream work still holds.
     pub awaiting_free_bytes: i64,
     pub awaiting_free_count: i64,
-    /// Owner-active plus awaiting-free: what the snapshot shows as active.
+    /// `owner_active_bytes + awaiting_free_bytes`: what the snapshot shows as active.
     pub active_bytes: i64,
+    /// `owner_active_count + awaiting_free_count`.
     pub block_count: i64,
     /// Requested (unrounded) sizes of the owner-active blocks.
     pub owner_requested_bytes: i64,
@@ -96,19 +114,47 @@ pub struct CohortPointState {
 }
 
 /// Generations of one (block size, requested size), each counted once.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CohortSizeBucket {
+    /// The cohort the row belongs to (the rows of `report.json` sit under it).
+    #[serde(skip)]
+    pub cohort_id: String,
+    /// The allocator-rounded block size.
     pub size_bytes: i64,
+    /// The size the generations were requested with.
     pub requested_size_bytes: i64,
     pub count: i64,
+    /// `size_bytes * count`.
     pub total_bytes: i64,
 }
 
 /// Generations of one size by where they ended at the last analysed point.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CohortSizeOutcome {
+    /// The cohort the row belongs to (the rows of `report.json` sit under it).
+    #[serde(skip)]
+    pub cohort_id: String,
     pub size_bytes: i64,
     pub requested_size_bytes: i64,
+    /// `owner_active`, `awaiting_free` or `free_completed`.
     pub outcome: Outcome,
     pub count: i64,
     pub total_bytes: i64,
