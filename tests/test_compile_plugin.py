@@ -356,3 +356,37 @@ def test_a_compiled_call_keeps_torchs_boxed_convention_and_the_callers_error(tmp
     run = session.finish()
     # Each call of the one callable is a point of its own (empty: nothing was probed).
     assert run.labels == ("call0", "call1", "call2")
+
+
+def test_a_probed_call_switches_dynamo_frames_as_often_as_an_unprobed_one(tmp_path):
+    """Dynamo wraps every backend's result in a frame that turns tracing off; the probed
+    call wrapper must not add a second one around Inductor's (a per-call host cost)."""
+    import cProfile
+    import pstats
+
+    def frame_switches(fn, x, calls=20):
+        for _ in range(3):
+            fn(x)
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(calls):
+            fn(x)
+        profile.disable()
+        stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        return (
+            sum(v[1] for k, v in stats.items() if k[2] == "_fn" and k[0].endswith("eval_frame.py"))
+            / calls
+        )
+
+    torch._dynamo.reset()
+    model, x = MLP().eval(), torch.randn(4, 8)
+    options = {
+        "probes": {"version": 1, "select": [{"ops": ["aten.addmm"]}]},
+        "payload": "summary",
+        "run_dir": str(tmp_path / "run"),
+    }
+    with torch.no_grad():
+        plain = frame_switches(torch.compile(model), x)
+        probed = frame_switches(torch.compile(model, backend="tcgd", options=options), x)
+    assert plain > 0
+    assert probed == plain

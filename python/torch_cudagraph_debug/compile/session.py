@@ -281,7 +281,15 @@ class ProbeSession(RunRecorder[TensorRun]):
     # ------------------------------------------------------------ points
     def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
         """Wraps a compiled graph's callable so its calls delimit points. The wrapper is
-        native (``CompiledCall``): a replayed call runs no Python of this package."""
+        native (``CompiledCall``): a replayed call runs no Python of this package.
+
+        Dynamo wraps what a backend returns in its own ``disable`` frame, which unwraps a
+        callable that is already such a frame; ours is not, so the wrapper calls the
+        function inside Inductor's frame: one frame switch per call, as without probes,
+        instead of two (about 13 us a call on the GPU machine)."""
+        from torch._dynamo.eval_frame import innermost_fn
+
+        compiled = innermost_fn(compiled)
         return _native.CompiledCall(
             compiled,
             self,
