@@ -9,7 +9,7 @@ tcgd variants the time spent in the device recorder's point close and the points
 harvested. A device that is busier than the wall time says the device is the limit;
 host time near the wall time says the host (or the harvester behind it) is.
 
-    python3 benches/graph_trees_llama_profile.py [--calls 1500]
+    python3 benches/graph_trees_llama_profile.py [--calls 1500] [--batch 64x256] [--cprofile N]
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1500)
     parser.add_argument(
+        "--batch",
+        default="4x128",
+        metavar="BATCHxSEQ",
+        help="input shape (4x128; the heavy-batch row of graph_trees_llama.py is 64x256)",
+    )
+    parser.add_argument(
         "--cprofile",
         type=int,
         default=0,
@@ -75,7 +81,8 @@ def main() -> None:
 
     inductor_config.fx_graph_cache = False
     model = llama.make_model(llama.CUDA_SIZES, "cuda", torch.bfloat16)
-    ids = torch.randint(0, llama.CUDA_SIZES["vocab"], (4, 128), device="cuda")
+    batch, seq = (int(n) for n in args.batch.lower().split("x"))
+    ids = torch.randint(0, llama.CUDA_SIZES["vocab"], (batch, seq), device="cuda")
     selection = {
         "ops": ["aten.mm", "aten.addmm"],
         "graphs": ["inference"],
