@@ -48,23 +48,9 @@ pub(crate) fn py_repr<'py>(
     Ok(object.repr()?.to_string())
 }
 
-/// `Class(name=value, ..., extra=value)`: [`attrs_repr`] of the named attributes, then
-/// `extra` fields already in Python's spelling (counts and values that are not
-/// attributes).
-pub(crate) fn attrs_repr_with(
-    obj: &Bound<'_, impl pyo3::PyClass>,
-    names: &[&str],
-    extra: &[(&str, String)],
-) -> PyResult<String> {
-    // `names` is never empty: the shared repr gives `Class(a=.., b=..)`, extras follow.
-    let named = attrs_repr(obj.as_any(), names)?;
-    let extras: String = extra
-        .iter()
-        .map(|(name, value)| format!(", {name}={value}"))
-        .collect();
-    let open = named.strip_suffix(')').unwrap_or(&named);
-    Ok(format!("{open}{extras})"))
-}
+/// [`attrs_repr`] with `extra` fields in Python's spelling (values that are not
+/// attributes) after the named ones.
+pub(crate) use tcgd_report::python::repr_with as attrs_repr_with;
 
 /// What every report's `write()` returns: `{format: Path}`, the report files (`report.txt`, ...) as
 /// `text`, `json` and `html` and each CSV file by its stem (`points` for points.csv).

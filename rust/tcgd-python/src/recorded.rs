@@ -127,7 +127,7 @@ impl PyRecordedPoint {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let count = slf.get().observations.bind(slf.py()).len();
         crate::classes::attrs_repr_with(
-            slf,
+            slf.as_any(),
             &["index", "label"],
             &[("observations", count.to_string())],
         )

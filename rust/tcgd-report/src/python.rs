@@ -78,10 +78,21 @@ pub fn cells_to_python<'py, S: AsRef<str>>(
 /// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
 /// writes it: the `repr` of the result classes.
 pub fn repr_of(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
-    let fields = names
+    repr_with(obj, names, &[])
+}
+
+/// [`repr_of`], then `extra` fields already in Python's spelling (counts and values that
+/// are not attributes).
+pub fn repr_with(
+    obj: &Bound<'_, PyAny>,
+    names: &[&str],
+    extra: &[(&str, String)],
+) -> PyResult<String> {
+    let mut fields = names
         .iter()
         .map(|name| Ok(format!("{name}={}", obj.getattr(*name)?.repr()?)))
         .collect::<PyResult<Vec<_>>>()?;
+    fields.extend(extra.iter().map(|(name, value)| format!("{name}={value}")));
     Ok(format!("{}({})", obj.get_type().name()?, fields.join(", ")))
 }
 

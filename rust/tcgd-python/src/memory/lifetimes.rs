@@ -18,15 +18,14 @@ use crate::results::serde_to_py;
 
 use super::*;
 
-/// `{column: value}` of a row as its CSV file holds it, in column order.
-pub(crate) use tcgd_report::python::cells_to_python as row_dict;
+use tcgd_report::python::cells_to_python;
 
 /// Rows as `[{column: value}, ...]`.
 pub(crate) fn row_dicts<'py>(
     py: Python<'py>,
     rows: Vec<Vec<(String, Cell)>>,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-    rows.into_iter().map(|r| row_dict(py, r)).collect()
+    rows.into_iter().map(|r| cells_to_python(py, r)).collect()
 }
 
 /// How many frames `display_stack(depth)` shows: every frame for `None`.
@@ -211,7 +210,7 @@ impl CohortTransition {
         py: Python<'py>,
         cohort_id: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        row_dict(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
+        cells_to_python(py, self.inner.csv_row(owner(&cohort_id, &self.cohort_id)))
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -499,7 +498,7 @@ impl AllocationCohort {
 
     /// The cohort as its line of `cohorts.csv` holds it.
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        row_dict(py, self.inner.csv_row())
+        cells_to_python(py, self.inner.csv_row())
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -676,7 +675,7 @@ impl MemoryAllocationLifetimeAnalysis {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let cohorts = slf.get().inner.cohorts.len().to_string();
         crate::classes::attrs_repr_with(
-            slf,
+            slf.as_any(),
             &[
                 "name",
                 "selection_kind",

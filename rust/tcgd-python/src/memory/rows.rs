@@ -112,7 +112,11 @@ impl MemoryAllocatorScopeComparison {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let delta = slf.get().row.delta.reserved_bytes.to_string();
-        crate::classes::attrs_repr_with(slf, &["scope"], &[("delta_reserved_bytes", delta)])
+        crate::classes::attrs_repr_with(
+            slf.as_any(),
+            &["scope"],
+            &[("delta_reserved_bytes", delta)],
+        )
     }
 }
 
@@ -215,7 +219,11 @@ impl MemorySlotComparison {
             .get()
             .reserved_bytes;
         let names = ["reference_key", "candidate_key", "match"];
-        crate::classes::attrs_repr_with(slf, &names, &[("delta_reserved_bytes", delta.to_string())])
+        crate::classes::attrs_repr_with(
+            slf.as_any(),
+            &names,
+            &[("delta_reserved_bytes", delta.to_string())],
+        )
     }
 }
 
@@ -392,7 +400,7 @@ impl MemoryDeviceComparison {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let names = ["reference_device_index", "candidate_device_index", "match"];
-        crate::classes::attrs_repr_with(slf, &names, &[])
+        crate::classes::attrs_repr(slf.as_any(), &names)
     }
 }
 
@@ -503,7 +511,7 @@ impl MemoryTimelineEntry {
         let entry = slf.get();
         let reserved = entry.reserved_bytes.to_string();
         let names = ["point_label", entry.subject];
-        crate::classes::attrs_repr_with(slf, &names, &[("reserved_bytes", reserved)])
+        crate::classes::attrs_repr_with(slf.as_any(), &names, &[("reserved_bytes", reserved)])
     }
 }
 
@@ -704,7 +712,7 @@ impl MemoryPhaseComponents {
             "change_gap_bytes",
             "identity_holds",
         ];
-        crate::classes::attrs_repr_with(slf, &names, &[])
+        crate::classes::attrs_repr(slf.as_any(), &names)
     }
 }
 
@@ -770,7 +778,7 @@ impl MemoryPhaseRow {
             ("change_gap_bytes", py_value(v.change_gap())),
             ("identity_holds", py_value(holds)),
         ];
-        crate::classes::attrs_repr_with(slf, &["metric"], &terms)
+        crate::classes::attrs_repr_with(slf.as_any(), &["metric"], &terms)
     }
 }
 

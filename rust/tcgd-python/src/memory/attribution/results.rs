@@ -8,7 +8,8 @@ use pyo3::types::PyType;
 use tcgd_memory::attribution::{self as att, EvidenceStatus, StackFrames};
 use tcgd_memory::report::attribution::{self as rep, Display};
 
-use super::super::lifetimes::{display_depth, row_dict, MemoryAllocationLifetimeAnalysis};
+use super::super::lifetimes::{display_depth, MemoryAllocationLifetimeAnalysis};
+use tcgd_report::python::cells_to_python;
 
 use crate::results::serde_to_py;
 
@@ -228,7 +229,7 @@ impl AllocationStackCoverage {
 
     /// The coverage as one flat row (the pool as `a,b`).
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        row_dict(py, rep::coverage_row(&self.inner))
+        cells_to_python(py, rep::coverage_row(&self.inner))
     }
 
     fn __repr__(&self) -> String {
@@ -317,7 +318,7 @@ impl AllocationStackSummary {
 
     /// The row flat, in the columns of the other stack rows' CSV files.
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        row_dict(py, rep::summary_row(&self.inner))
+        cells_to_python(py, rep::summary_row(&self.inner))
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -419,7 +420,7 @@ impl AllocationStackDelta {
     /// The row as `allocation_stack_comparisons.csv` holds it, without the endpoints'
     /// titles.
     fn to_row<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        row_dict(py, rep::delta_row(&self.inner, None))
+        cells_to_python(py, rep::delta_row(&self.inner, None))
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -539,7 +540,7 @@ impl AllocatorEventSummary {
         candidate_label: Option<String>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let titles = guard(py, || titles(&reference_label, &candidate_label))?;
-        row_dict(py, rep::event_row(&self.inner, titles))
+        cells_to_python(py, rep::event_row(&self.inner, titles))
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

@@ -455,7 +455,7 @@ impl MemoryRunGroupPhaseComparison {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let warnings = slf.get().inner.warnings.len().to_string();
         crate::classes::attrs_repr_with(
-            slf,
+            slf.as_any(),
             &["ranks", "skipped_ranks", "identity_failures"],
             &[("warnings", warnings)],
         )

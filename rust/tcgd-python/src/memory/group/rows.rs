@@ -70,7 +70,7 @@ impl MemoryRankPointState {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let allocated = slf.get().stats.get("allocated_bytes").copied().unwrap_or(0);
         crate::classes::attrs_repr_with(
-            slf,
+            slf.as_any(),
             &["rank", "label", "scope"],
             &[("allocated_bytes", allocated.to_string())],
         )
