@@ -10,6 +10,7 @@ harvested. A device that is busier than the wall time says the device is the lim
 host time near the wall time says the host (or the harvester behind it) is.
 
     python3 benches/graph_trees_llama_profile.py [--calls 1500] [--batch 64x256] [--cprofile N]
+        [--group-mib MIB,...]
 """
 
 from __future__ import annotations
@@ -74,7 +75,17 @@ def main() -> None:
         metavar="N",
         help="also run N calls per variant under cProfile and print where the host's time goes",
     )
+    parser.add_argument(
+        "--group-mib",
+        default=None,
+        metavar="MIB,...",
+        help="instead of the history variant, one summary variant per budget: the bytes (MiB) "
+        "of probed values a probe group may keep alive past their last use (the pass's "
+        "GROUP_EXTENSION); larger budgets give fewer summary launches",
+    )
     args = parser.parse_args()
+    from torch_cudagraph_debug.fx_passes import probe_insertion
+
     if not torch.cuda.is_available():
         raise SystemExit("this profile needs CUDA (Graph Trees)")
     import torch_cudagraph_debug.compile as tcgd_compile
@@ -89,13 +100,22 @@ def main() -> None:
         "modules": ["*layers.*"],
     }
     root = Path(tempfile.mkdtemp(prefix="tcgd-profile-"))
-    variants: list[tuple[str, dict[str, object] | None]] = [
-        ("compiled, no probes", None),
-        ("tcgd summary", {"payload": "summary"}),
-        ("tcgd summary history=8", {"payload": "summary", "history": 8}),
+    default_budget = probe_insertion.GROUP_EXTENSION
+    variants: list[tuple[str, dict[str, object] | None, int]] = [
+        ("compiled, no probes", None, default_budget),
+        ("tcgd summary", {"payload": "summary"}, default_budget),
+        ("tcgd summary history=8", {"payload": "summary", "history": 8}, default_budget),
     ]
+    if args.group_mib:
+        variants[2:] = [
+            (f"tcgd summary, groups keep {mib} MiB", {"payload": "summary"}, int(mib) << 20)
+            for mib in args.group_mib.split(",")
+        ]
     with torch.no_grad():
-        for index, (label, run) in enumerate(variants):
+        for index, (label, run, budget) in enumerate(variants):
+            probe_insertion.GROUP_EXTENSION = budget
+            torch.cuda.reset_peak_memory_stats()
+            held_before = torch.cuda.memory_allocated()
             if run is None:
                 compiled = torch.compile(model, mode="reduce-overhead")
             else:
@@ -134,7 +154,9 @@ def main() -> None:
             print(
                 f"{label}: wall {wall:.1f} us/call over {args.calls} calls; host per call "
                 f"p50 {percentile(gaps, 0.5):.0f} p90 {percentile(gaps, 0.9):.0f} us; "
-                f"device kernels {device:.1f} us/call"
+                f"device kernels {device:.1f} us/call; peak allocated "
+                f"{(torch.cuda.max_memory_allocated() - held_before) / 2**20:.0f} MiB over "
+                "what earlier variants hold"
             )
             for name, (count, us) in sorted(kernels.items(), key=lambda k: -k[1][1])[:5]:
                 print(f"    {us / 20:7.1f} us/call  x{count / 20:4.1f}  {name[:80]}")

@@ -20,7 +20,12 @@ from repo_scripts import load_script
 from torch._dynamo.utils import counters
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._torch_bridge import dtype_name, register_nvrtc, summarize
-from torch_cudagraph_debug.tensor_debug import TensorRun
+from torch_cudagraph_debug.errors import (
+    InvalidInputError,
+    PayloadUnavailableError,
+    RecorderStateError,
+)
+from torch_cudagraph_debug.tensor_debug import TensorRecorder, TensorRun
 from torch_cudagraph_debug.tensor_debug.recorder import device_site, open_run_writer
 
 # Documented tolerance of device summaries against host ones (docs/tensor-debug.md):
@@ -141,6 +146,62 @@ def test_a_large_value_is_summarised_by_many_blocks_and_agrees(tmp_path):
             assert_summaries_match(o.summary, want[o.name], o.name)
     # Every replay is its own point and the replay counter advanced once per replay.
     assert [p.replay_index for p in run.points] == [1, 2]
+
+
+def test_a_cuda_graph_recorder_summarises_on_the_device(tmp_path):
+    """`TensorRecorder(execution="cuda_graph", payload="summary")`: the summary kernel is
+    captured beside the model, the host gets only records; a `payload="full"` value of the
+    same graph still arrives whole, and the points list both in capture order."""
+    x = torch.zeros(4096, device="cuda")
+    rec = TensorRecorder(
+        execution="cuda_graph",
+        payload="summary",
+        non_contiguous="copy",
+        name="cgs",
+        run_dir=tmp_path / "run",
+    )
+
+    def body():
+        rec.observe(torch.sin(x) * 2, name="y")
+        rec.observe(x, name="x", payload="full")
+        rec.observe(x.view(64, 64).t(), name="t")
+
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        body()
+    torch.cuda.current_stream().wait_stream(stream)
+    assert rec._device is not None
+    expected = []
+    for step in range(3):
+        x.copy_(torch.randn(4096, device="cuda") * (step + 1))
+        x[step] = math.nan
+        with rec.record_point(f"step{step}"):
+            graph.replay()
+        expected.append(x.clone())
+    with pytest.raises(RecorderStateError, match="saw no new replay"):
+        with rec.record_point("idle"):
+            pass
+    with pytest.raises(InvalidInputError, match="already used"):
+        with rec.record_point("step0"):
+            pass
+    run = rec.finish()
+    assert run.labels == ("step0", "step1", "step2")
+    assert [p.replay_index for p in run.points] == [1, 2, 3]
+    assert rec._device.counts == (3, 0)
+    for point, value in zip(run.points, expected, strict=True):
+        y, whole, t = point.observations
+        assert (y.name, whole.name, t.name) == ("y", "x", "t")
+        assert (y.payload, whole.payload, t.payload) == ("summary", "full", "summary")
+        # Bitwise (the value holds a NaN).
+        assert torch.equal(whole.tensor().view(torch.int32), value.cpu().view(torch.int32))
+        assert_summaries_match(y.summary, summarize((torch.sin(value) * 2).cpu()), "y")
+        assert_summaries_match(t.summary, summarize(value.view(64, 64).t().contiguous().cpu()), "t")
+        assert t.summary.nan_count == 1
+        assert t.stride == (1, 64)
+        with pytest.raises(PayloadUnavailableError):
+            y.tensor()
 
 
 # The example's model: linear layers, each fed through a gain buffer, so that setting one

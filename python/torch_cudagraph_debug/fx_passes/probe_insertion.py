@@ -204,12 +204,15 @@ def _nbytes(node: torch.fx.Node) -> int | None:
 
 
 def group_sites(
-    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int = GROUP_EXTENSION
+    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int | None = None
 ) -> list[list[torch.fx.Node]]:
     """Groups selected nodes (graph order) so one probe op after a group's last node takes
     them all. A value whose last use comes before that point is kept alive until it (the
-    probe op reads it): at most `extension_budget` bytes of such values per group, so the
-    graph's memory grows by a bounded amount, never its results."""
+    probe op reads it): at most `extension_budget` bytes of such values per group
+    (default: `GROUP_EXTENSION`, read at each call), so the graph's memory grows by a
+    bounded amount, never its results."""
+    if extension_budget is None:
+        extension_budget = GROUP_EXTENSION
     position = {n: i for i, n in enumerate(graph.nodes)}
     last_use = {n: _last_use(n, position) for n in selected}
     groups: list[list[torch.fx.Node]] = []

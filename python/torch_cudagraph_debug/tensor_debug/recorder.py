@@ -16,11 +16,17 @@ import torch
 from torch_cudagraph_debug import _native
 from torch_cudagraph_debug._environment import detect_rank, provenance
 from torch_cudagraph_debug._recorder import PRODUCER, RunRecorder, json_text, run_root
-from torch_cudagraph_debug._torch_bridge import check_recordable, dtype_name, host_bytes
+from torch_cudagraph_debug._torch_bridge import (
+    check_recordable,
+    dtype_name,
+    host_bytes,
+    register_nvrtc,
+)
 from torch_cudagraph_debug.errors import (
     InvalidInputError,
     NonContiguousTensorError,
     RecorderStateError,
+    WrongDeviceError,
 )
 from torch_cudagraph_debug.tensor_debug.observations import site_columns
 from torch_cudagraph_debug.tensor_debug.probe import SyncArg, TensorProbe, _check_sync_target
@@ -163,11 +169,23 @@ class TensorRecorder(RunRecorder[TensorRun]):
         )
         self._point: _OpenPoint | None = None
         self._copy_stream: torch.cuda.Stream | None = None
-        # cuda_graph execution: observations are probe sites captured into the graph; each
-        # point reads the slots after the replay it wraps.
+        # cuda_graph execution: full observations are probe sites captured into the graph
+        # (each point reads the slots after the replay it wraps); summary observations are
+        # summarised on the device by a kernel captured beside them (a device recorder
+        # harvests the records). Once a summary is captured every point goes through the
+        # device recorder, which merges the probe's values in by capture order.
         self._probe: TensorProbe | None = None
-        self._payload_of: dict[tuple[str, int], str] = {}
-        self._last_replay = 0
+        self._device: _native.DeviceRecorder | None = None
+        self._device_index = 0
+        # Per capture (its id): the runtime counting its replays, its index in `_device`.
+        self._summary_captures: dict[int, tuple[_native.ProbeRuntime, int]] = {}
+        # Capture order of every observation placed in a graph, and of the probe's ones
+        # by (name, invocation): the order points list them in.
+        self._captured_count = 0
+        self._order_of: dict[tuple[str, int], int] = {}
+        # Labels of points handed to the device recorder (the writer sees them later).
+        self._device_labels: set[str] = set()
+        self._last_replays = 0
         if self.execution == "cuda_graph":
             try:
                 self._probe = TensorProbe(
@@ -238,23 +256,79 @@ class TensorRecorder(RunRecorder[TensorRun]):
 
     def _observe_in_graph(self, tensor: torch.Tensor, name: str, kind: str) -> torch.Tensor:
         """``cuda_graph`` execution: inside a capture the value becomes a probe site refreshed
-        on every replay; outside one (warmup) the call does nothing."""
+        on every replay (``full``) or a site the device summarises on every replay
+        (``summary``); outside one (warmup) the call does nothing."""
         assert self._probe is not None
         if self._point is not None and _capturing(tensor):
             raise RecorderStateError(
                 f"observe({name!r}) captures inside record_point(); capture the graph first, "
                 "then replay it inside record_point()"
             )
+        if kind == "summary" and _capturing(tensor):
+            self._summarise_in_graph(tensor, name)
+            return tensor
         invocation = self._probe._invocations.get(name, 0)
         self._probe(tensor, name=name)
         if self._probe._invocations.get(name, 0) > invocation:
-            self._payload_of[(name, invocation)] = kind
+            self._order_of[(name, invocation)] = self._next_capture_order()
         elif self.strict_scope and not _capturing(tensor):
             raise RecorderStateError(
                 f"observe({name!r}) outside a capture with execution='cuda_graph'; observe "
                 "inside torch.cuda.graph(...) or pass strict_scope=False"
             )
         return tensor
+
+    def _next_capture_order(self) -> int:
+        self._captured_count += 1
+        return self._captured_count - 1
+
+    def _summarise_in_graph(self, tensor: torch.Tensor, name: str) -> None:
+        """Captures the summary kernel of one value: only its 112-byte record reaches the
+        host on each replay."""
+        check_recordable(tensor, f"observe({name!r})")
+        if self.device is not None and tensor.device != self.device:
+            raise WrongDeviceError(
+                f"observe({name!r}): tensor is on {tensor.device}, the recorder on "
+                f"{self.device}; move it or create the recorder with device=None"
+            )
+        value = tensor.detach()
+        if not value.is_contiguous():
+            if self.non_contiguous == "error":
+                raise NonContiguousTensorError(
+                    f"observe({name!r}): tensor with shape {tuple(value.shape)} and stride "
+                    f"{value.stride()} is not contiguous; pass non_contiguous='copy' to "
+                    "summarise a contiguous copy (its original stride is kept in the run)"
+                )
+            # Read by the summary kernel recorded next, before the graph reuses its memory.
+            value = value.contiguous()
+        device = self._device_recorder(tensor.device)
+        stream = torch.cuda.current_stream(tensor.device).cuda_stream
+        capture = _native.capture_id(stream)
+        assert capture is not None
+        state = self._summary_captures.get(capture)
+        if state is None:
+            runtime = _native.ProbeRuntime(self._device_index)
+            runtime.bind_capture(stream)
+            state = (runtime, device.add_capture(runtime))
+            self._summary_captures[capture] = state
+        site = device_site(value, name, self._captured_count)
+        site["stride"] = list(tensor.stride())
+        device.register_sites(state[0], state[1], [site], stream)
+        self._next_capture_order()
+
+    def _device_recorder(self, device: torch.device) -> _native.DeviceRecorder:
+        if self._device is None:
+            register_nvrtc()
+            self._device_index = device.index or 0
+            self._device = _native.DeviceRecorder(
+                self._device_index, self._writer, trigger_nonfinite=False
+            )
+        elif (device.index or 0) != self._device_index:
+            raise WrongDeviceError(
+                f"this recorder summarises values of cuda:{self._device_index} on the device; "
+                f"a value on {device} needs a recorder of its own"
+            )
+        return self._device
 
     def _to_host(self, source: torch.Tensor, point: _OpenPoint) -> torch.Tensor:
         if source.device.type == "cpu":
@@ -340,7 +414,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
                 f"record_point({label!r}) during a CUDA graph capture; end the capture "
                 "first, then replay the graph inside record_point()"
             )
-        if self._probe is not None and not self._probe._captured:
+        if self._probe is not None and not self._probe._captured and not self._summary_captures:
             raise RecorderStateError(
                 f"record_point({label!r}): the recorder has captured no observations; call "
                 "observe() inside torch.cuda.graph(...) first, then replay the graph inside "
@@ -377,33 +451,53 @@ class TensorRecorder(RunRecorder[TensorRun]):
     def _commit_replay(self, point: _OpenPoint) -> None:
         """The point takes the values of the replay that ran inside it."""
         assert self._probe is not None
-        snapshot = self._probe.snapshot(synchronize=point.synchronize)
-        if snapshot.replay_index <= self._last_replay:
-            raise RecorderStateError(
-                f"record_point({point.label!r}) saw no new replay (replay index "
-                f"{snapshot.replay_index}); replay the captured graph inside the point"
+        snapshot = None
+        if self._probe._captured:
+            snapshot = self._probe.snapshot(synchronize=point.synchronize)
+        elif point.synchronize is not False:
+            _synchronize(point.synchronize)
+        if snapshot is not None or point.synchronize is not False:
+            # Replays of every graph so far (summary-only points that do not synchronise
+            # are not checked: the counters are read only once the device caught up).
+            replays = (0 if snapshot is None else snapshot.replay_index) + sum(
+                runtime.replay_count() for runtime, _ in self._summary_captures.values()
             )
+            if replays <= self._last_replays:
+                raise RecorderStateError(
+                    f"record_point({point.label!r}) saw no new replay (replay index "
+                    f"{replays}); replay the captured graph inside the point"
+                )
+            self._last_replays = replays
         observations = [
             _PendingObservation(
-                order=o.order,
+                order=self._order_of.get(o.key, o.order),
                 name=o.name,
                 invocation_index=o.invocation_index,
                 host=o.tensor(),
                 shape=o.shape,
                 stride=o.stride,
                 source_device=o.source_device,
-                payload=self._payload_of.get(o.key, self.payload),
+                payload="full",
             )
-            for o in snapshot.observations
+            for o in (snapshot.observations if snapshot is not None else ())
         ]
+        native = [o.as_native() for o in observations]
+        if self._device is not None:
+            # Summaries are harvested once the device ran the replay; the host values
+            # travel with the point and are merged in by capture order.
+            stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            self._device.close_point(point.label, json.dumps(point.metadata), stream, None, native)
+            self._device_labels.add(point.label)
+            return
+        assert snapshot is not None
         self._writer.commit_point(
-            point.label,
-            json.dumps(point.metadata),
-            snapshot.replay_index,
-            None,
-            [o.as_native() for o in observations],
+            point.label, json.dumps(point.metadata), snapshot.replay_index, None, native
         )
-        self._last_replay = snapshot.replay_index
+
+    def _check_new_label(self, label: object) -> None:
+        super()._check_new_label(label)
+        if label in self._device_labels:
+            raise InvalidInputError(f"point label {label!r} is already used in this run")
 
     # ----------------------------------------------------------------- lifecycle
     def _load(self) -> TensorRun:
@@ -427,6 +521,10 @@ class TensorRecorder(RunRecorder[TensorRun]):
             _synchronize(target)
         super().close()
 
+    def _drain(self) -> None:
+        if self._device is not None:
+            self._device.flush()
+
     def _release(self) -> None:
         for handle in self._grad_hooks:
             handle.remove()
@@ -434,6 +532,11 @@ class TensorRecorder(RunRecorder[TensorRun]):
         if self._probe is not None:
             # Graphs that captured the probe keep its slots alive on their own.
             self._probe.close(synchronize=False)
+        if self._device is not None:
+            with contextlib.suppress(Exception):
+                self._device.close()
+        for runtime, _ in self._summary_captures.values():
+            runtime.close()
 
 
 def open_run_writer(
