@@ -390,3 +390,32 @@ def test_a_probed_call_switches_dynamo_frames_as_often_as_an_unprobed_one(tmp_pa
         probed = frame_switches(torch.compile(model, backend="tcgd", options=options), x)
     assert plain > 0
     assert probed == plain
+
+
+def _mm_chain(x, w, head=None):
+    """Three matmuls of 4 MiB outputs with a ReLU between them, optionally followed by a
+    larger one (64 MiB) that sets the graph's peak memory."""
+    a = torch.relu(torch.mm(x, w))
+    c = torch.relu(torch.mm(a, w))
+    e = torch.mm(c, w)
+    return e if head is None else torch.mm(e, head)
+
+
+def _grouped(*args, budget):
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch_cudagraph_debug.fx_passes.probe_insertion import group_sites
+
+    graph = make_fx(lambda *a: _mm_chain(*a), tracing_mode="fake")(*args).graph
+    mms = [n for n in graph.nodes if n.target is torch.ops.aten.mm.default][:3]
+    return [[mms.index(n) for n in group] for group in group_sites(graph, mms, budget)]
+
+
+def test_probe_groups_keep_values_alive_only_below_the_graphs_own_peak():
+    x, w = torch.empty(1024, 1024), torch.empty(1024, 1024)
+    # Keeping the first two outputs alive until the third would raise the graph's peak
+    # (two 4 MiB values alive at a time): with no allowance, one probe group per value.
+    assert _grouped(x, w, budget=0) == [[0], [1], [2]]
+    # An allowance of 16 MiB over the peak takes them into one group (one launch).
+    assert _grouped(x, w, budget=16 << 20) == [[0, 1, 2]]
+    # A later 64 MiB value sets the peak: extending the three stays below it.
+    assert _grouped(x, w, torch.empty(1024, 16384), budget=0) == [[0, 1, 2]]

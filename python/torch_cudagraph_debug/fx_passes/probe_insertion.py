@@ -156,7 +156,8 @@ def _candidates(graph: torch.fx.Graph) -> list[torch.fx.Node]:
 
 # Values one probe op takes at most (one summary launch on the device).
 GROUP_LIMIT = _native.MAX_SITES_PER_LAUNCH
-# Bytes of values a probe group may keep alive past their last use (see group_sites).
+# Bytes by which a probe group may raise the graph's estimated peak memory (see
+# group_sites).
 GROUP_EXTENSION = 16 << 20
 
 
@@ -203,28 +204,88 @@ def _nbytes(node: torch.fx.Node) -> int | None:
     return None if numel is None else numel * t.element_size()
 
 
+def _live_bytes(
+    graph: torch.fx.Graph,
+    position: dict[torch.fx.Node, int],
+    selected: set[torch.fx.Node],
+) -> list[int]:
+    """Estimated bytes of values alive at each node of the graph: the values Inductor keeps
+    in memory whatever it fuses (extern kernels' inputs and outputs, the graph's outputs)
+    and the selected ones (the probe keeps them in memory), each from the node that makes
+    it to its last use. Fused intermediates are left out, so the estimate errs low."""
+    delta = [0] * (len(position) + 1)
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target in PROBE_OPS or _aliases_input(node):
+            continue
+        if node not in selected and not _materialized_anyway(node):
+            continue
+        size = _nbytes(node)
+        if not size:
+            continue
+        delta[position[node]] += size
+        delta[_last_use(node, position) + 1] -= size
+    live, running = [], 0
+    for change in delta[:-1]:
+        running += change
+        live.append(running)
+    return live
+
+
+def _fits(
+    group: list[torch.fx.Node],
+    end: int,
+    last_use: dict[torch.fx.Node, int],
+    live: list[int],
+    ceiling: int,
+) -> bool:
+    """Whether a probe op placed after position `end` may read every value of `group`:
+    the values whose last use comes earlier stay alive until `end`, and the graph's
+    estimated memory must stay at most `ceiling` wherever they do."""
+    extended = [m for m in group if last_use[m] < end]
+    if not extended:
+        return True
+    sizes = [_nbytes(m) for m in extended]
+    if None in sizes:
+        return False  # a symbolic size: its memory cannot be bounded here
+    first = min(last_use[m] for m in extended) + 1
+    extra = [0] * (end - first + 2)
+    for m, size in zip(extended, sizes, strict=True):
+        extra[last_use[m] + 1 - first] += size
+    running = 0
+    for offset in range(end - first + 1):
+        running += extra[offset]
+        if live[first + offset] + running > ceiling:
+            return False
+    return True
+
+
 def group_sites(
     graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int | None = None
 ) -> list[list[torch.fx.Node]]:
     """Groups selected nodes (graph order) so one probe op after a group's last node takes
-    them all. A value whose last use comes before that point is kept alive until it (the
-    probe op reads it): at most `extension_budget` bytes of such values per group
-    (default: `GROUP_EXTENSION`, read at each call), so the graph's memory grows by a
-    bounded amount, never its results."""
+    them all (one summary launch on the device: fewer, longer launches cost less). A value
+    whose last use comes before that point is kept alive until it (the probe op reads it),
+    which the group allows only while the graph's estimated memory (`_live_bytes`) stays
+    at most its own peak plus `extension_budget` bytes (default: `GROUP_EXTENSION`, read
+    at each call): probing never changes the graph's results and raises its peak memory
+    by a bounded amount."""
     if extension_budget is None:
         extension_budget = GROUP_EXTENSION
     position = {n: i for i, n in enumerate(graph.nodes)}
     last_use = {n: _last_use(n, position) for n in selected}
+    live = _live_bytes(graph, position, set(selected))
+    ceiling = max(live, default=0) + extension_budget
     groups: list[list[torch.fx.Node]] = []
     for node in selected:
         current = groups[-1] if groups else None
-        if current is not None and len(current) < GROUP_LIMIT:
-            same_device = _tensor_of(current[0]).device == _tensor_of(node).device
-            extended = [m for m in current if last_use[m] <= position[node]]
-            sizes = [_nbytes(m) for m in extended]
-            if same_device and None not in sizes and sum(sizes) <= extension_budget:
-                current.append(node)
-                continue
+        if (
+            current is not None
+            and len(current) < GROUP_LIMIT
+            and _tensor_of(current[0]).device == _tensor_of(node).device
+            and _fits(current, position[node], last_use, live, ceiling)
+        ):
+            current.append(node)
+            continue
         groups.append([node])
     return groups
 
