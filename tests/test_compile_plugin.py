@@ -419,3 +419,67 @@ def test_probe_groups_keep_values_alive_only_below_the_graphs_own_peak():
     assert _grouped(x, w, budget=16 << 20) == [[0, 1, 2]]
     # A later 64 MiB value sets the peak: extending the three stays below it.
     assert _grouped(x, w, torch.empty(1024, 16384), budget=0) == [[0, 1, 2]]
+
+
+def test_config_settings_and_decisions_read_as_their_fields_in_order():
+    config = _native.ProbeConfig.from_dict(
+        {
+            "version": 1,
+            "run": {"payload": "summary", "history": 4},
+            "memory": {"every": 2},
+            "select": [{"ops": ["aten.mm"]}],
+        }
+    )
+    run = config.run
+    assert (run.payload, run.history, run.full_every, run.name) == ("summary", 4, 0, "compiled")
+    assert list(run.to_dict()) == [
+        "name",
+        "dir",
+        "payload",
+        "history",
+        "full_every",
+        "trigger_nonfinite",
+        "trigger_abs_max",
+        "overwrite",
+    ]
+    assert repr(run).startswith("ProbeRunSettings(name='compiled', dir=None, payload='summary'")
+    memory = config.memory
+    assert memory.to_dict() == {
+        "dir": None,
+        "name": "compiled-memory",
+        "points": ["before_recording", "after_recording"],
+        "every": 2,
+        "reset_peaks": False,
+        "overwrite": False,
+    }
+    facts = {
+        "graph_kind": "inference",
+        "node_name": "mm",
+        "op": "aten.mm.default",
+        "module_path": None,
+        "stack_trace": None,
+        "dtype": "float32",
+        "numel": 4,
+        "is_tensor": True,
+    }
+    (decision,) = config.select([facts])
+    assert decision.to_dict() == {
+        "node_name": "mm",
+        "op": "aten.mm.default",
+        "module_path": None,
+        "source_location": None,
+        "selected": True,
+        "rule": 0,
+        "actions": ["record"],
+        "reason": "select[0]",
+    }
+    assert list(decision.to_dict()) == [
+        "node_name",
+        "op",
+        "module_path",
+        "source_location",
+        "selected",
+        "rule",
+        "actions",
+        "reason",
+    ]

@@ -2491,7 +2491,7 @@ class ProbeDecision:
     """
     def __repr__(self, /) -> str: ...
     @property
-    def actions(self, /) -> Any:
+    def actions(self, /) -> list[str]:
         """
         `"record"` and/or `"print"`.
         """
@@ -2525,17 +2525,37 @@ class ProbeMemorySettings:
     """
     def __repr__(self, /) -> str: ...
     @property
-    def dir(self, /) -> str | None: ...
+    def dir(self, /) -> str | None:
+        """
+        The memory run's job root (default: the probe run's root).
+        """
     @property
-    def every(self, /) -> int: ...
+    def every(self, /) -> int:
+        """
+        Also a point every this many calls of the compiled model (0: never).
+        """
     @property
-    def name(self, /) -> str: ...
+    def name(self, /) -> str:
+        """
+        The memory run's name (default: the probe run's name with `-memory`).
+        """
     @property
-    def overwrite(self, /) -> bool: ...
+    def overwrite(self, /) -> bool:
+        """
+        Replace a memory run already at its path.
+        """
     @property
-    def points(self, /) -> list[str]: ...
+    def points(self, /) -> list[str]:
+        """
+        Which memory points (`before_recording`, `after_recording`, `after_warmup`), in
+        the order given.
+        """
     @property
-    def reset_peaks(self, /) -> bool: ...
+    def reset_peaks(self, /) -> bool:
+        """
+        Reset the allocator's peaks at each point, so each point's peaks are those since
+        the previous one.
+        """
     def to_dict(self, /) -> dict:
         """
         Every attribute by name, in order.
@@ -2544,7 +2564,7 @@ class ProbeMemorySettings:
 @final
 class ProbeRunSettings:
     """
-    The `[run]` settings of a probe config.
+    The `[run]` settings of a probe config, every default applied.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -2552,26 +2572,41 @@ class ProbeRunSettings:
     @property
     def full_every(self, /) -> int:
         """
-        With summary payloads, also full values every this many calls (0: never).
+        With summary payloads, also keep full values every this many calls (0: never).
         """
     @property
     def history(self, /) -> int:
         """
-        Calls whose full values each site keeps on the device (0: none).
+        Calls whose full values each site keeps on the device (0: none): the flight
+        recorder's history, landed in the run when a trigger fires.
         """
     @property
     def name(self, /) -> str: ...
     @property
-    def overwrite(self, /) -> bool: ...
+    def overwrite(self, /) -> bool:
+        """
+        Replace a run that is already at the run's path (a re-run of the same script)
+        instead of refusing to.
+        """
     @property
-    def payload(self, /) -> Any:
+    def payload(self, /) -> str:
         """
         `"full"` or `"summary"`.
         """
+    def to_dict(self, /) -> dict:
+        """
+        Every attribute by name, in order.
+        """
     @property
-    def trigger_abs_max(self, /) -> float | None: ...
+    def trigger_abs_max(self, /) -> float | None:
+        """
+        A finite |x| above this fires the trigger (an infinity always does then).
+        """
     @property
-    def trigger_nonfinite(self, /) -> bool: ...
+    def trigger_nonfinite(self, /) -> bool:
+        """
+        A NaN or infinity in a summary fires the trigger.
+        """
 
 @final
 class ProbeRuntime:

@@ -482,17 +482,16 @@ class TensorRecorder(RunRecorder[TensorRun]):
             for o in (snapshot.observations if snapshot is not None else ())
         ]
         native = [o.as_native() for o in observations]
+        metadata = json.dumps(point.metadata)
         if self._device is not None:
             # Summaries are harvested once the device ran the replay; the host values
             # travel with the point and are merged in by capture order.
             stream = torch.cuda.current_stream(self._device_index).cuda_stream
-            self._device.close_point(point.label, json.dumps(point.metadata), stream, None, native)
+            self._device.close_point(point.label, metadata, stream, None, native)
             self._device_labels.add(point.label)
             return
         assert snapshot is not None
-        self._writer.commit_point(
-            point.label, json.dumps(point.metadata), snapshot.replay_index, None, native
-        )
+        self._writer.commit_point(point.label, metadata, snapshot.replay_index, None, native)
 
     def _check_new_label(self, label: object) -> None:
         super()._check_new_label(label)

@@ -3,6 +3,8 @@
 //! selected and rejected candidate, which `explain` shows).
 
 mod error;
+#[cfg(feature = "python")]
+mod python;
 mod schema;
 mod select;
 

@@ -117,11 +117,32 @@ pub enum Payload {
     Summary,
 }
 
-/// Run settings from `[run]`.
+impl Payload {
+    /// The name the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Payload::Full => "full",
+            Payload::Summary => "summary",
+        }
+    }
+}
+
+/// The `[run]` settings of a probe config, every default applied.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ProbeRunSettings",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunSettings {
     pub name: String,
     pub dir: Option<String>,
+    /// `"full"` or `"summary"`.
     pub payload: Payload,
     /// Calls whose full values each site keeps on the device (0: none): the flight
     /// recorder's history, landed in the run when a trigger fires.
@@ -140,20 +161,33 @@ pub struct RunSettings {
 /// When the compile plugin records a memory point (`[memory] points`).
 pub const MEMORY_POINTS: [&str; 3] = ["before_recording", "after_recording", "after_warmup"];
 
-/// Memory points the compile plugin records on its own, from `[memory]`.
+/// The `[memory]` settings of a probe config: the memory points the compile plugin
+/// records on its own.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ProbeMemorySettings",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MemorySettings {
     /// The memory run's job root (default: the probe run's root).
     pub dir: Option<String>,
     /// The memory run's name (default: the probe run's name with `-memory`).
     pub name: String,
-    /// Which of [`MEMORY_POINTS`], in the order given.
+    /// Which memory points (`before_recording`, `after_recording`, `after_warmup`), in
+    /// the order given.
     pub points: Vec<String>,
     /// Also a point every this many calls of the compiled model (0: never).
     pub every: u32,
     /// Reset the allocator's peaks at each point, so each point's peaks are those since
     /// the previous one.
     pub reset_peaks: bool,
+    /// Replace a memory run already at its path.
     pub overwrite: bool,
 }
 

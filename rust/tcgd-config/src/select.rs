@@ -11,6 +11,16 @@ pub enum Action {
     Print,
 }
 
+impl Action {
+    /// The name the config file uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Record => "record",
+            Action::Print => "print",
+        }
+    }
+}
+
 /// A list of globs; empty matches everything.
 #[derive(Debug, Clone, Default)]
 pub struct GlobList {
@@ -137,6 +147,8 @@ pub struct Rule {
 }
 
 /// What the pass knows about one candidate node (raw, as torch has it; normalised here).
+/// From Python: a dict with every key.
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 pub struct NodeFacts {
     pub graph_kind: String,
@@ -153,6 +165,17 @@ pub struct NodeFacts {
     pub is_tensor: bool,
 }
 
+/// What the selection decided for one candidate node, and why.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "ProbeDecision",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Serialize)]
 pub struct Decision {
     pub node_name: String,
@@ -160,7 +183,9 @@ pub struct Decision {
     pub module_path: Option<String>,
     pub source_location: Option<String>,
     pub selected: bool,
+    /// The index of the `[[select]]` rule that selected the node.
     pub rule: Option<usize>,
+    /// `"record"` and/or `"print"`.
     pub actions: Vec<Action>,
     pub reason: String,
 }

@@ -14,26 +14,9 @@ pub(crate) fn csv_row_dict<'py, S: AsRef<str>>(
     tcgd_report::python::cells_to_python(py, names.into_iter().zip(cells))
 }
 
-/// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,
-/// anything else as is.
-fn dict_value(value: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
-    if value.hasattr("to_dict")? {
-        return value.call_method0("to_dict");
-    }
-    Ok(value)
-}
-
-/// `{name: value}` of the named attributes of `obj`, in order.
-pub(crate) fn attrs_dict<'py>(
-    obj: &Bound<'py, PyAny>,
-    names: &[&str],
-) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(obj.py());
-    for name in names {
-        dict.set_item(name, dict_value(obj.getattr(name)?)?)?;
-    }
-    Ok(dict)
-}
+/// `{name: value}` of the named attributes of an object, in order: the report crate's,
+/// one implementation for every class.
+pub(crate) use tcgd_report::python::attrs_dict;
 
 /// `Class(name=value, ...)` of the named attributes of an object: the report crate's, one
 /// implementation for every class.

@@ -6,7 +6,6 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use tcgd_config::{select_nodes, Decision, MemorySettings, NodeFacts, RunSettings};
 
 use crate::errors::{guard, BindResult, BindingError};
-use crate::results::serde_to_py;
 
 /// A validated probe config.
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
@@ -33,13 +32,13 @@ impl ProbeConfig {
     }
     /// The `[run]` settings, every default applied.
     #[getter]
-    fn run(&self) -> PyRunSettings {
-        self.inner.run.clone().into()
+    fn run(&self) -> RunSettings {
+        self.inner.run.clone()
     }
     /// The `[memory]` settings (`None` when the config has no `[memory]`).
     #[getter]
-    fn memory(&self) -> Option<PyMemorySettings> {
-        self.inner.memory.clone().map(PyMemorySettings::from)
+    fn memory(&self) -> Option<MemorySettings> {
+        self.inner.memory.clone()
     }
 
     /// Reads and validates a TOML config file.
@@ -96,242 +95,8 @@ impl ProbeConfig {
 
     /// Decides every candidate node of one graph, in graph order: one
     /// `ProbeDecision` per node's facts (a dict with every `NodeFacts` key).
-    fn select(&self, nodes: Vec<NodeArgs>) -> Vec<PyProbeDecision> {
-        let nodes: Vec<NodeFacts> = nodes.into_iter().map(NodeFacts::from).collect();
+    fn select(&self, nodes: Vec<NodeFacts>) -> Vec<Decision> {
         select_nodes(&self.inner.select, &self.inner.exclude, &nodes)
-            .into_iter()
-            .map(PyProbeDecision::from)
-            .collect()
-    }
-}
-
-/// The `[run]` settings of a probe config.
-#[pyclass(
-    name = "ProbeRunSettings",
-    module = "torch_cudagraph_debug._native",
-    frozen
-)]
-pub struct PyRunSettings {
-    pub(crate) inner: RunSettings,
-}
-
-impl From<RunSettings> for PyRunSettings {
-    fn from(inner: RunSettings) -> Self {
-        PyRunSettings { inner }
-    }
-}
-
-#[pymethods]
-impl PyRunSettings {
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    #[getter]
-    fn dir(&self) -> Option<String> {
-        self.inner.dir.clone()
-    }
-    /// `"full"` or `"summary"`.
-    #[getter]
-    fn payload<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(py, &self.inner.payload)
-    }
-    /// Calls whose full values each site keeps on the device (0: none).
-    #[getter]
-    fn history(&self) -> u32 {
-        self.inner.history
-    }
-    /// With summary payloads, also full values every this many calls (0: never).
-    #[getter]
-    fn full_every(&self) -> u32 {
-        self.inner.full_every
-    }
-    #[getter]
-    fn trigger_nonfinite(&self) -> bool {
-        self.inner.trigger_nonfinite
-    }
-    #[getter]
-    fn trigger_abs_max(&self) -> Option<f64> {
-        self.inner.trigger_abs_max
-    }
-    #[getter]
-    fn overwrite(&self) -> bool {
-        self.inner.overwrite
-    }
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        crate::classes::attrs_repr(
-            slf.as_any(),
-            &[
-                "name",
-                "dir",
-                "payload",
-                "history",
-                "full_every",
-                "trigger_nonfinite",
-                "trigger_abs_max",
-                "overwrite",
-            ],
-        )
-    }
-}
-
-/// The `[memory]` settings of a probe config: the memory points the compile plugin
-/// records on its own.
-#[pyclass(
-    name = "ProbeMemorySettings",
-    module = "torch_cudagraph_debug._native",
-    frozen
-)]
-pub struct PyMemorySettings {
-    pub(crate) inner: MemorySettings,
-}
-
-impl From<MemorySettings> for PyMemorySettings {
-    fn from(inner: MemorySettings) -> Self {
-        PyMemorySettings { inner }
-    }
-}
-
-#[pymethods]
-impl PyMemorySettings {
-    #[getter]
-    fn dir(&self) -> Option<String> {
-        self.inner.dir.clone()
-    }
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name.clone()
-    }
-    #[getter]
-    fn points(&self) -> Vec<String> {
-        self.inner.points.clone()
-    }
-    #[getter]
-    fn every(&self) -> u32 {
-        self.inner.every
-    }
-    #[getter]
-    fn reset_peaks(&self) -> bool {
-        self.inner.reset_peaks
-    }
-    #[getter]
-    fn overwrite(&self) -> bool {
-        self.inner.overwrite
-    }
-    /// Every attribute by name, in order.
-    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        crate::classes::attrs_dict(
-            slf.as_any(),
-            &["dir", "name", "points", "every", "reset_peaks", "overwrite"],
-        )
-    }
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        crate::classes::attrs_repr(
-            slf.as_any(),
-            &["dir", "name", "points", "every", "reset_peaks", "overwrite"],
-        )
-    }
-}
-
-/// What the selection decided for one candidate node, and why.
-#[pyclass(
-    name = "ProbeDecision",
-    module = "torch_cudagraph_debug._native",
-    frozen
-)]
-pub struct PyProbeDecision {
-    pub(crate) inner: Decision,
-}
-
-impl From<Decision> for PyProbeDecision {
-    fn from(inner: Decision) -> Self {
-        PyProbeDecision { inner }
-    }
-}
-
-#[pymethods]
-impl PyProbeDecision {
-    #[getter]
-    fn node_name(&self) -> String {
-        self.inner.node_name.clone()
-    }
-    #[getter]
-    fn op(&self) -> String {
-        self.inner.op.clone()
-    }
-    #[getter]
-    fn module_path(&self) -> Option<String> {
-        self.inner.module_path.clone()
-    }
-    #[getter]
-    fn source_location(&self) -> Option<String> {
-        self.inner.source_location.clone()
-    }
-    #[getter]
-    fn selected(&self) -> bool {
-        self.inner.selected
-    }
-    /// The index of the `[[select]]` rule that selected the node.
-    #[getter]
-    fn rule(&self) -> Option<usize> {
-        self.inner.rule
-    }
-    /// `"record"` and/or `"print"`.
-    #[getter]
-    fn actions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(py, &self.inner.actions)
-    }
-    #[getter]
-    fn reason(&self) -> String {
-        self.inner.reason.clone()
-    }
-    /// Every attribute by name, in order.
-    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        crate::classes::attrs_dict(
-            slf.as_any(),
-            &[
-                "node_name",
-                "op",
-                "module_path",
-                "source_location",
-                "selected",
-                "rule",
-                "actions",
-                "reason",
-            ],
-        )
-    }
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        crate::classes::attrs_repr(slf.as_any(), &["node_name", "op", "selected", "reason"])
-    }
-}
-
-/// What the pass knows about one candidate node, as Python hands it over.
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-pub struct NodeArgs {
-    graph_kind: String,
-    node_name: String,
-    op: String,
-    module_path: Option<String>,
-    stack_trace: Option<String>,
-    dtype: Option<String>,
-    numel: Option<u64>,
-    is_tensor: bool,
-}
-
-impl From<NodeArgs> for NodeFacts {
-    fn from(n: NodeArgs) -> NodeFacts {
-        NodeFacts {
-            graph_kind: n.graph_kind,
-            node_name: n.node_name,
-            op: n.op,
-            module_path: n.module_path,
-            stack_trace: n.stack_trace,
-            dtype: n.dtype,
-            numel: n.numel,
-            is_tensor: n.is_tensor,
-        }
     }
 }
 

@@ -182,9 +182,7 @@ mod _native {
         compare_point_series, compare_run_groups, compare_runs, compare_sets, run_group,
     };
     #[pymodule_export]
-    use super::config::{
-        check_run_name, ProbeConfig, PyMemorySettings, PyProbeDecision, PyRunSettings,
-    };
+    use super::config::{check_run_name, ProbeConfig};
     #[pymodule_export]
     use super::diagnosis::{judge_against_float64, PyReportDocument, PySiteAccuracy};
     #[pymodule_export]
@@ -243,6 +241,8 @@ mod _native {
     use tcgd_compare::{
         Counts, Divergence, FirstMismatch, Metrics, PointRef, SeriesPoint, Subject,
     };
+    #[pymodule_export]
+    use tcgd_config::{Decision, MemorySettings, RunSettings};
     #[pymodule_export]
     use tcgd_memory::lifetimes::{CohortPointState, CohortSizeBucket, CohortSizeOutcome};
     #[pymodule_export]

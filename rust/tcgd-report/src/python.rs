@@ -75,6 +75,25 @@ pub fn cells_to_python<'py, S: AsRef<str>>(
     Ok(dict)
 }
 
+/// How `to_dict()` gives an attribute's value: a class with a `to_dict()` as its dict,
+/// anything else as is.
+fn dict_value(value: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    if value.hasattr("to_dict")? {
+        return value.call_method0("to_dict");
+    }
+    Ok(value)
+}
+
+/// `{name: value}` of the named attributes of `obj`, in order: the `to_dict()` of the
+/// result classes whose attributes are their fields.
+pub fn attrs_dict<'py>(obj: &Bound<'py, PyAny>, names: &[&str]) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(obj.py());
+    for name in names {
+        dict.set_item(name, dict_value(obj.getattr(name)?)?)?;
+    }
+    Ok(dict)
+}
+
 /// `Class(name=value, ...)` of the named attributes of `obj`, each as Python's `repr`
 /// writes it: the `repr` of the result classes.
 pub fn repr_of(obj: &Bound<'_, PyAny>, names: &[&str]) -> PyResult<String> {
