@@ -224,19 +224,7 @@ class TensorRecorder(RunRecorder[TensorRun]):
                     "`with recorder.record_point(label):` or pass strict_scope=False"
                 )
             return tensor
-        check_recordable(tensor, f"observe({name!r})")
-        if self.device is not None and tensor.device != self.device:
-            raise InvalidInputError(
-                f"observe({name!r}): tensor is on {tensor.device}, the recorder on "
-                f"{self.device}; move it or create the recorder with device=None"
-            )
-        source = tensor.detach()
-        if not source.is_contiguous() and self.non_contiguous == "error":
-            raise NonContiguousTensorError(
-                f"observe({name!r}): tensor with shape {tuple(source.shape)} and stride "
-                f"{source.stride()} is not contiguous; pass non_contiguous='copy' to "
-                "record a contiguous copy (its original stride is kept in the run)"
-            )
+        source = self._checked_source(tensor, name, "record")
         host = self._to_host(source, point)
         invocation = point.invocations.get(name, 0)
         point.observations.append(
@@ -253,6 +241,24 @@ class TensorRecorder(RunRecorder[TensorRun]):
         )
         point.invocations[name] = invocation + 1
         return tensor
+
+    def _checked_source(self, tensor: torch.Tensor, name: str, what: str) -> torch.Tensor:
+        """The detached value ``observe`` takes: recordable, on the recorder's device, and
+        contiguous unless ``non_contiguous="copy"`` (``what`` says what is done with it)."""
+        check_recordable(tensor, f"observe({name!r})")
+        if self.device is not None and tensor.device != self.device:
+            raise WrongDeviceError(
+                f"observe({name!r}): tensor is on {tensor.device}, the recorder on "
+                f"{self.device}; move it or create the recorder with device=None"
+            )
+        source = tensor.detach()
+        if not source.is_contiguous() and self.non_contiguous == "error":
+            raise NonContiguousTensorError(
+                f"observe({name!r}): tensor with shape {tuple(source.shape)} and stride "
+                f"{source.stride()} is not contiguous; pass non_contiguous='copy' to "
+                f"{what} a contiguous copy (its original stride is kept in the run)"
+            )
+        return source
 
     def _observe_in_graph(self, tensor: torch.Tensor, name: str, kind: str) -> torch.Tensor:
         """``cuda_graph`` execution: inside a capture the value becomes a probe site refreshed
@@ -285,22 +291,10 @@ class TensorRecorder(RunRecorder[TensorRun]):
     def _summarise_in_graph(self, tensor: torch.Tensor, name: str) -> None:
         """Captures the summary kernel of one value: only its 112-byte record reaches the
         host on each replay."""
-        check_recordable(tensor, f"observe({name!r})")
-        if self.device is not None and tensor.device != self.device:
-            raise WrongDeviceError(
-                f"observe({name!r}): tensor is on {tensor.device}, the recorder on "
-                f"{self.device}; move it or create the recorder with device=None"
-            )
-        value = tensor.detach()
-        if not value.is_contiguous():
-            if self.non_contiguous == "error":
-                raise NonContiguousTensorError(
-                    f"observe({name!r}): tensor with shape {tuple(value.shape)} and stride "
-                    f"{value.stride()} is not contiguous; pass non_contiguous='copy' to "
-                    "summarise a contiguous copy (its original stride is kept in the run)"
-                )
-            # Read by the summary kernel recorded next, before the graph reuses its memory.
-            value = value.contiguous()
+        value = self._checked_source(tensor, name, "summarise")
+        # A copy is read by the summary kernel recorded next, before the graph reuses its
+        # memory.
+        value = value.contiguous()
         device = self._device_recorder(tensor.device)
         stream = torch.cuda.current_stream(tensor.device).cuda_stream
         capture = _native.capture_id(stream)
