@@ -458,8 +458,8 @@ class TensorRecorder(RunRecorder[TensorRun]):
             )
             if replays <= self._last_replays:
                 raise RecorderStateError(
-                    f"record_point({point.label!r}) saw no new replay (replay index "
-                    f"{replays}); replay the captured graph inside the point"
+                    f"record_point({point.label!r}) saw no new replay of the recorder's "
+                    "graphs; replay the captured graph inside the point"
                 )
             self._last_replays = replays
         observations = [
