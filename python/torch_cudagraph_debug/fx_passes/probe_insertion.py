@@ -260,17 +260,14 @@ def _fits(
 
 
 def group_sites(
-    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int | None = None
+    graph: torch.fx.Graph, selected: list[torch.fx.Node], extension_budget: int
 ) -> list[list[torch.fx.Node]]:
     """Groups selected nodes (graph order) so one probe op after a group's last node takes
     them all (one summary launch on the device: fewer, longer launches cost less). A value
     whose last use comes before that point is kept alive until it (the probe op reads it),
     which the group allows only while the graph's estimated memory (`_live_bytes`) stays
-    at most its own peak plus `extension_budget` bytes (default: `GROUP_EXTENSION`, read
-    at each call): probing never changes the graph's results and raises its peak memory
-    by a bounded amount."""
-    if extension_budget is None:
-        extension_budget = GROUP_EXTENSION
+    at most its own peak plus `extension_budget` bytes: probing never changes the graph's
+    results and raises its estimated peak memory by a bounded amount."""
     position = {n: i for i, n in enumerate(graph.nodes)}
     last_use = {n: _last_use(n, position) for n in selected}
     live = _live_bytes(graph, position, set(selected))
@@ -390,7 +387,7 @@ class ProbeInsertionPass(CustomGraphPass):
             record.counterparts[site_id] = key
             record.shapes[site_id] = _static_shape(node)
         if self.insert:
-            for group in group_sites(graph, list(sites)):
+            for group in group_sites(graph, list(sites), GROUP_EXTENSION):
                 text = json.dumps([sites[n] for n in group], sort_keys=True)
                 args = (list(group), self.probe_key, text)
                 with graph.inserting_after(group[-1]):

@@ -305,10 +305,9 @@ class TensorRecorder(RunRecorder[TensorRun]):
             runtime.bind_capture(stream)
             state = (runtime, device.add_capture(runtime))
             self._summary_captures[capture] = state
-        site = device_site(value, name, self._captured_count)
+        site = device_site(value, name, self._next_capture_order())
         site["stride"] = list(tensor.stride())
         device.register_sites(state[0], state[1], [site], stream)
-        self._next_capture_order()
 
     def _device_recorder(self, device: torch.device) -> _native.DeviceRecorder:
         if self._device is None:

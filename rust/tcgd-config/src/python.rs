@@ -22,19 +22,6 @@ impl<'py> IntoPyObject<'py> for &Payload {
     }
 }
 
-/// The attributes of `ProbeRunSettings` and `ProbeMemorySettings`, in field order.
-const RUN_ATTRIBUTES: [&str; 8] = [
-    "name",
-    "dir",
-    "payload",
-    "history",
-    "full_every",
-    "trigger_nonfinite",
-    "trigger_abs_max",
-    "overwrite",
-];
-const MEMORY_ATTRIBUTES: [&str; 6] = ["dir", "name", "points", "every", "reset_peaks", "overwrite"];
-
 /// An action is its name in Python (`"record"`, `"print"`).
 impl<'py> IntoPyObject<'py> for &Action {
     type Target = PyString;
@@ -47,23 +34,34 @@ impl<'py> IntoPyObject<'py> for &Action {
     }
 }
 
+/// The attributes of each class, in field order: what `to_dict()` holds.
+const DECISION_ATTRIBUTES: [&str; 8] = [
+    "node_name",
+    "op",
+    "module_path",
+    "source_location",
+    "selected",
+    "rule",
+    "actions",
+    "reason",
+];
+const RUN_ATTRIBUTES: [&str; 8] = [
+    "name",
+    "dir",
+    "payload",
+    "history",
+    "full_every",
+    "trigger_nonfinite",
+    "trigger_abs_max",
+    "overwrite",
+];
+const MEMORY_ATTRIBUTES: [&str; 6] = ["dir", "name", "points", "every", "reset_peaks", "overwrite"];
+
 #[pymethods]
 impl Decision {
     /// Every attribute by name, in order.
     fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        attrs_dict(
-            slf.as_any(),
-            &[
-                "node_name",
-                "op",
-                "module_path",
-                "source_location",
-                "selected",
-                "rule",
-                "actions",
-                "reason",
-            ],
-        )
+        attrs_dict(slf.as_any(), &DECISION_ATTRIBUTES)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
