@@ -153,6 +153,23 @@ def test_a_probe_inside_a_fused_chain_is_reported_as_materialized_by_probe(tmp_p
     assert len(stored_sites) == 2 and set(stored_sites) == {o.site for o in run[0].observations}
 
 
+def test_a_probe_group_carries_its_sites_as_text_that_reads_back_as_the_same_sites():
+    from torch_cudagraph_debug.errors import InvalidInputError
+
+    where = dict.fromkeys(SITE_COLUMNS[:-1])
+    sites = [
+        TensorSite(**{**where, "site_id": "inference/fc1/addmm", "graph_kind": "inference"}),
+        TensorSite(**{**where, "site_id": "inference/-/relu"}, materialized_by_probe=True),
+    ]
+    text = TensorSite.encode_group(sites)
+    assert isinstance(text, str) and json.loads(text)[1]["materialized_by_probe"] is True
+    assert TensorSite.decode_group(text) == sites
+    # Text that is not a probe group's sites is a typed error that says so.
+    for bad in ("{}", "[1]", '[{"site_id": "a", "colour": "red"}]', "not json"):
+        with pytest.raises(InvalidInputError, match="not a probe group's sites"):
+            TensorSite.decode_group(bad)
+
+
 def test_context_manager_chains_an_existing_custom_pass(tmp_path, config_file):
     from torch._inductor.custom_graph_pass import CustomGraphPass
 

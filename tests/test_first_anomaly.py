@@ -150,6 +150,8 @@ def test_result_is_frozen_and_serialises_to_one_json_object(root):
     assert (data["kind"], data["scanned"], data["threshold"]) == ("nonfinite", 11, None)
     assert [h["name"] for h in data["hits"]] == ["mlp", "out"]
     assert data["hits"][1]["neginf"] == 1 and data["hits"][0]["replay_index"] is None
+    # to_dict() is the same object without the text.
+    assert found.to_dict() == data
     assert "label='step2'" in repr(found) and "name='mlp'" in repr(found.sites[0])
     assert "kind='nonfinite'" in repr(found) and "replay_index=None" in repr(found)
 

@@ -219,6 +219,25 @@ def test_fault2_a_site_twice_inside_a_named_point_keeps_both_values(tmp_path, co
     torch.testing.assert_close(relu[1].tensor(), eager_sites(model, b)["relu"])
 
 
+def test_a_repeated_point_label_is_refused_before_its_block_runs(tmp_path, config_file):
+    compiled = torch.compile(
+        MLP(), backend="tcgd", options={"probes": str(config_file), "run_dir": tmp_path / "r"}
+    )
+    session = tcgd_compile.session_of(compiled)
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        with session.record_point("step"):
+            compiled(x)
+        ran = []
+        for label in ("step", "", 3):
+            with pytest.raises(InvalidInputError), session.record_point(label):
+                ran.append(compiled(x))
+        assert ran == []
+        with session.record_point("after"):
+            compiled(x)
+    assert session.finish().labels == ("step", "after")
+
+
 # --------------------------------------------------------------------------- fault 4
 def test_fault4_session_of_reaches_the_session_of_modules_and_functions(tmp_path, config_file):
     model = MLP()

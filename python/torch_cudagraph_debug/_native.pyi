@@ -11,7 +11,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Final, final
 
-__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryPhaseRow", "_MemoryRankPhaseRow", "_MemorySlotComparison", "_MemoryStatsBase", "_MemoryTimelineEntry", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "check_snapshot_pickle", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "supported_dtypes", "trace_action_names", "with_attribution_sections", "write_report_files"]
+__all__ = ["FORMAT_VERSION", "MAX_SITES_PER_LAUNCH", "MEMORY_ROW_CSV_FILES", "SITE_COLUMNS", "__version__", "AllocationCohort", "AllocationStackCoverage", "AllocationStackDelta", "AllocationStackSummary", "AllocatorEventSummary", "AnomalySite", "CohortBirth", "CohortFreeCompletion", "CohortFreeRequest", "CohortPointState", "CohortSizeBucket", "CohortSizeOutcome", "ComparisonCounts", "ComparisonIssue", "ComparisonMetrics", "ComparisonSubject", "CompiledCall", "DeviceMemorySample", "DeviceRecorder", "FirstAnomaly", "FirstMismatch", "MemoryAllocationLifetimeAnalysis", "MemoryAllocatorScopeComparison", "MemoryAllocatorScopePhaseDecomposition", "MemoryAllocatorScopeTimelineEntry", "MemoryAttribution", "MemoryAttributionStatus", "MemoryComparison", "MemoryDeviceComparison", "MemoryDevicePeaks", "MemoryDevicePhaseDecomposition", "MemoryDeviceTimelineEntry", "MemoryDisplayOptions", "MemoryEvidenceStatus", "MemoryIngestor", "MemoryLifecycleDelta", "MemoryMetricExtrema", "MemoryObservationComparison", "MemoryObservationTimelineEntry", "MemoryPhaseComparison", "MemoryPhaseComponents", "MemoryPoolComparison", "MemoryPoolOwner", "MemoryPoolPhaseDecomposition", "MemoryPoolTimelineEntry", "MemoryRankDevicePhaseDecomposition", "MemoryRankDevicePointState", "MemoryRankPhaseDecomposition", "MemoryRankPointAggregate", "MemoryRankPointState", "MemoryRankPoolPhaseDecomposition", "MemoryRunGroup", "MemoryRunGroupPhaseAggregate", "MemoryRunGroupPhaseComparison", "MemoryRunGroupSummary", "MemoryRunReader", "MemoryRunWriter", "MemoryState", "MemoryStats", "MemoryStatsDelta", "MemoryTimeline", "ObservationSide", "ObservationSite", "PointClock", "PointInfo", "ProbeConfig", "ProbeDecision", "ProbeMemorySettings", "ProbeRunSettings", "ProbeRuntime", "RecordedObservation", "RecordedPoint", "ReportDocument", "RunGroupInfo", "RunHeader", "RunManifest", "RunReader", "RunWriter", "SeriesDivergence", "SeriesPointRef", "SiteAccuracy", "TensorComparisonOptions", "TensorComparisonResult", "TensorObservationComparison", "TensorPointComparison", "TensorPointSeriesComparison", "TensorRankPointSummary", "TensorRankRunComparison", "TensorRunComparison", "TensorRunGroupComparison", "TensorRunGroupMember", "TensorRunGroupSummary", "TensorSite", "TensorSnapshotComparison", "TensorValueSummary", "_CohortTransition", "_MemoryPhaseRow", "_MemoryRankPhaseRow", "_MemorySlotComparison", "_MemoryStatsBase", "_MemoryTimelineEntry", "_RunWriterBase", "_TensorPointPairComparison", "_TensorWholeComparison", "add_nvrtc_search_dir", "allocation_stack_coverage", "attribution_csv", "capture_id", "check_dtype", "check_error_classes", "check_run_name", "check_snapshot_import", "compact_root", "compare_allocation_stacks", "compare_phases", "compare_point_series", "compare_run_group_phases", "compare_run_groups", "compare_runs", "compare_sets", "compare_states", "comparison_literals", "content_digest", "cuda_available", "event_window", "first_anomaly", "format_bytes", "format_change", "format_comparison", "judge_against_float64", "lifetime_action_names", "list_runs", "memory_attribution", "memory_lifetimes", "memory_state_from_pickle", "memory_timeline", "probe_memory", "release_deferred", "render_memory_summaries", "run_group", "set_log_retention", "summarize", "summarize_allocation_stacks", "summarize_state_events", "trace_action_names", "with_attribution_sections", "write_report_files"]
 
 FORMAT_VERSION: Final[int]
 
@@ -949,10 +949,14 @@ class FirstAnomaly(AnomalySite):
         """
     @property
     def threshold(self, /) -> float | None: ...
+    def to_dict(self, /) -> Any:
+        """
+        The whole answer as a dict of JSON values (what `tcgd tensor first-anomaly --json`
+        prints).
+        """
     def to_json(self, /) -> str:
         """
-        The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
-        prints).
+        `to_dict()` as JSON text.
         """
 
 @final
@@ -2332,7 +2336,8 @@ class ObservationSide:
 @final
 class ObservationSite:
     """
-    Where a compared value came from when a compile pass placed its probe.
+    Where a compile pass placed the probe of a value: the graph node, its op, module
+    and source line. All optional: hand-placed probes have none of it.
     """
     def __eq__(self, value: object, /) -> bool: ...
     def __ne__(self, value: object, /) -> bool: ...
@@ -3502,13 +3507,18 @@ class TensorRunGroupSummary:
 @final
 class TensorSite:
     """
-    Where a recorded value came from when a compile pass placed its probe (an
-    observation of a hand-placed probe has no site).
+    Where a probed value came from, as recorded: its location's columns and
+    whether the probe materialised it. What the probe pass writes into the graph
+    (as JSON) and what a run's rows read back.
     """
     def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self, /) -> int: ...
     def __ne__(self, value: object, /) -> bool: ...
-    def __new__(cls, /, site_id: str | None, graph_kind: str | None, node_name: str | None, aten_op: str | None, module_path: str | None, source_location: str | None, compile_id: str | None, materialized_by_probe: bool | None = None) -> TensorSite: ...
+    def __new__(cls, /, site_id: str | None, graph_kind: str | None, node_name: str | None, aten_op: str | None, module_path: str | None, source_location: str | None, compile_id: str | None, materialized_by_probe: bool | None = None) -> TensorSite:
+        """
+        Every site column, by position or keyword (`None` where unknown); only
+        `materialized_by_probe` may be left out.
+        """
     def __reduce__(self, /) -> tuple:
         """
         Pickles (and copies) as the class called with its attributes, in order.
@@ -3518,6 +3528,17 @@ class TensorSite:
     def aten_op(self, /) -> str | None: ...
     @property
     def compile_id(self, /) -> str | None: ...
+    @staticmethod
+    def decode_group(text: str) -> list[TensorSite]:
+        """
+        The sites `encode_group` wrote, in order.
+        """
+    @staticmethod
+    def encode_group(sites: Sequence[TensorSite]) -> str:
+        """
+        The sites of one probe group as JSON text: the form the probe op carries in the
+        graph (an op argument is a plain string).
+        """
     @property
     def graph_kind(self, /) -> str | None: ...
     @property
@@ -4057,12 +4078,6 @@ def check_snapshot_import(paths: Sequence[str | PathLike[str]], device_memory: S
     (`tcgd_memory::run::check_pickle_import`).
     """
 
-def check_snapshot_pickle(data: bytes) -> None:
-    """
-    Parses pickle bytes with the data-only reader; returns nothing, raises what a file
-    with these bytes would raise (used by tests and `tcgd memory import` checks).
-    """
-
 def compact_root(root: str | PathLike[str]) -> Any:
     """
     Tidies a job root whose writers are done (`tcgd_store::compact_root`); returns what
@@ -4228,11 +4243,6 @@ def summarize_state_events(events_of: MemoryState, reference: MemoryState, candi
     """
     Event rows of the entries `events_of` stored, pools looked up in the segments of
     `reference` and `candidate`.
-    """
-
-def supported_dtypes() -> list[str]:
-    """
-    Canonical names of the dtypes that can be recorded.
     """
 
 def trace_action_names() -> list[str]:

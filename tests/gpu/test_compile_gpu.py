@@ -13,6 +13,7 @@ import torch_cudagraph_debug.compile as tcgd_compile
 from compile_models import MLP, compile_on_graph_trees
 from torch import nn
 from torch._dynamo.utils import counters
+from torch_cudagraph_debug.errors import InvalidInputError
 from torch_cudagraph_debug.tensor_debug import TensorRun
 
 pytestmark = pytest.mark.usefixtures("fresh_inductor")
@@ -270,3 +271,27 @@ def test_session_of_flush_and_preview_under_graph_trees_and_a_finished_session(t
             torch.testing.assert_close(compiled(x), model(x))
     assert session.finish() is run
     assert TensorRun.load(tmp_path / "run").labels == run.labels
+
+
+def test_a_repeated_point_label_is_refused_before_its_block_runs_under_graph_trees(tmp_path):
+    # Replayed points end on the device and reach the writer later; their labels are
+    # taken when they end, so a repeat is refused at once and the run stays whole.
+    torch.manual_seed(3)
+    model = MLP(64, 128, 32).cuda()
+    compiled, session = compile_on_graph_trees(model, CONFIG, tmp_path / "run")
+    x = torch.randn(16, 64, device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            compiled(x)  # warmup, capture, a replay
+        with session.record_point("step"):
+            compiled(x)
+        ran = []
+        with pytest.raises(InvalidInputError, match="already used"):
+            with session.record_point("step"):
+                ran.append(compiled(x))
+        assert ran == []
+        with session.record_point("after"):
+            compiled(x)
+    run = session.finish()
+    assert run.complete and run.labels == ("call0", "call1", "call2", "step", "after")
+    assert [p.replay_index for p in run.points][-2:] == [3, 4]

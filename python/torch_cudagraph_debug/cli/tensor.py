@@ -396,7 +396,7 @@ def _first_anomaly(args: argparse.Namespace) -> int:
             asked = {"kind": _ANOMALY_KINDS[args.kind], "threshold": args.threshold}
             print(json.dumps({"found": False, **asked, "site_filter": args.site}))
         else:
-            print(json.dumps({"found": True, **json.loads(found.to_json())}))
+            print(json.dumps({"found": True, **found.to_dict()}))
         return EXIT_OK if found is None else EXIT_MISMATCH
     rule = args.kind if args.threshold is None else f"{args.kind} > {_g(args.threshold)}"
     where = "" if args.site is None else f" among sites matching {args.site!r}"

@@ -22,11 +22,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from torch_cudagraph_debug._native import TensorSite as Site
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions
 from torch_cudagraph_debug.fx_passes.provenance import EagerKey, normalized_op
 
-# A site as the probe pass describes it (site_id, graph_kind, node_name, ...).
-Site = dict[str, Any]
 # What the eager side takes from one Dynamo node: (op, occurrence) -> site, shape.
 NodePlan = dict[tuple[str, int], tuple[Site, tuple[int, ...] | None]]
 
@@ -46,9 +45,7 @@ class EagerPlan:
     def from_decisions(cls, decisions: Sequence[GraphDecisions]) -> EagerPlan:
         plan = cls()
         for graph in decisions:
-            for decision in graph.selected:
-                site = decision["site"]
-                site_id = site["site_id"]
+            for site_id, site in graph.sites.items():
                 plan.sites[site_id] = site
                 key = graph.counterparts.get(site_id, "the probe pass recorded no provenance")
                 if isinstance(key, EagerKey):
@@ -62,10 +59,10 @@ class EagerPlan:
     def aligned(self) -> list[str]:
         """Site ids an eager value stands for."""
         return [
-            site["site_id"]
+            site.site_id
             for node_plan in self.by_node.values()
             for site, _ in node_plan.values()
-            if site["site_id"] not in self.unaligned
+            if site.site_id not in self.unaligned
         ]
 
 
@@ -123,7 +120,7 @@ def eager_backend(plan: EagerPlan, take: Take) -> Callable[..., Any]:
     value of every planned site (``take(site, value)``)."""
 
     def take_checked(site: Site, shape: tuple[int, ...] | None, value: Any) -> None:
-        site_id = site["site_id"]
+        site_id = site.site_id
         if not isinstance(value, torch.Tensor):
             plan.unaligned[site_id] = "its eager op returned no tensor"
             return
@@ -175,14 +172,13 @@ def output_tensors(outputs: Any) -> list[torch.Tensor]:
 
 def output_site(index: int) -> Site:
     """The site the ``index``-th output tensor of the model is recorded as."""
-    return {
-        "site_id": f"output/{index}",
-        "graph_kind": "output",
-        "node_name": f"output[{index}]",
-        "aten_op": None,
-        "module_path": None,
-        "source_location": None,
-        "compile_id": None,
-        "materialized_by_probe": False,
-        "actions": ["record"],
-    }
+    return Site(
+        site_id=f"output/{index}",
+        graph_kind="output",
+        node_name=f"output[{index}]",
+        aten_op=None,
+        module_path=None,
+        source_location=None,
+        compile_id=None,
+        materialized_by_probe=False,
+    )

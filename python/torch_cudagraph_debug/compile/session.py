@@ -44,7 +44,7 @@ from torch_cudagraph_debug._torch_bridge import (
 )
 from torch_cudagraph_debug.errors import InvalidInputError, RecorderStateError
 from torch_cudagraph_debug.fx_passes.probe_insertion import GraphDecisions, ProbeInsertionPass
-from torch_cudagraph_debug.tensor_debug.observations import TensorSite, site_columns
+from torch_cudagraph_debug.tensor_debug.observations import TensorSite
 from torch_cudagraph_debug.tensor_debug.recorder import (
     _PendingObservation,
     device_site,
@@ -117,8 +117,10 @@ class ProbeSession(RunRecorder[TensorRun]):
 
         self.memory_points = memory_points.for_config(config, str(writer.path))
         self._memory_every = self.memory_points is not None and self.memory_points.every > 0
-        self._sites: dict[str, dict[str, Any]] = {}
-        self._groups: dict[str, list[dict[str, Any]]] = {}
+        # Every site seen, by id (its latest description), and the sites of each probe
+        # group by the text the group's probe op carries.
+        self._sites: dict[str, TensorSite] = {}
+        self._groups: dict[str, list[TensorSite]] = {}
         self._site_order: dict[str, int] = {}
         # The writer's index of each (site, dtype, shape, device) it was handed.
         self._writer_sites: dict[tuple[str, torch.dtype, torch.Size, str], int] = {}
@@ -159,28 +161,26 @@ class ProbeSession(RunRecorder[TensorRun]):
         _progress.decided(decisions.graph_kind, decisions.compile_id, len(decisions.selected))
 
     # ------------------------------------------------------------ the op's kernels
-    def _site(self, site_json: str) -> dict[str, Any]:
-        site = self._sites.get(site_json)
-        if site is None:
-            site = json.loads(site_json)
-            self._sites[site_json] = site
-            self._site_order.setdefault(site["site_id"], len(self._site_order))
-        return site
+    def _note_site(self, site: TensorSite) -> None:
+        self._sites[site.site_id] = site
+        self._site_order.setdefault(site.site_id, len(self._site_order))
 
-    def _record_cpu(self, value: torch.Tensor, site_json: str) -> None:
-        self._record_group([value], f"[{site_json}]")
+    def _record_cpu(self, value: torch.Tensor, site_text: str) -> None:
+        self._record_group([value], f"[{site_text}]")
 
-    def _record_cuda(self, value: torch.Tensor, site_json: str) -> None:
-        self._record_group([value], f"[{site_json}]")
+    def _record_cuda(self, value: torch.Tensor, site_text: str) -> None:
+        self._record_group([value], f"[{site_text}]")
 
-    def _group_sites(self, sites_json: str) -> list[dict[str, Any]]:
-        group = self._groups.get(sites_json)
+    def _group_sites(self, sites_text: str) -> list[TensorSite]:
+        group = self._groups.get(sites_text)
         if group is None:
-            group = [self._site(json.dumps(s, sort_keys=True)) for s in json.loads(sites_json)]
-            self._groups[sites_json] = group
+            group = TensorSite.decode_group(sites_text)
+            for site in group:
+                self._note_site(site)
+            self._groups[sites_text] = group
         return group
 
-    def _record_group(self, values: list[torch.Tensor], sites_json: str) -> None:
+    def _record_group(self, values: list[torch.Tensor], sites_text: str) -> None:
         """The probe op's body, for values alive together at one place of a graph. Run
         eagerly (CPU, CUDA without graphs, Graph Trees' warmup) it copies the values to
         the host now; under a capture it records their kernels into the graph, and the
@@ -188,13 +188,13 @@ class ProbeSession(RunRecorder[TensorRun]):
         with self._lock:
             if self._closed:
                 return  # finished: the model runs on, its probes record nothing
-            sites = self._group_sites(sites_json)
+            sites = self._group_sites(sites_text)
             if len(sites) != len(values):
                 raise InvalidInputError(
                     f"a probe group carries {len(sites)} sites but got {len(values)} values"
                 )
             for site in sites:
-                self.body_calls[site["site_id"]] += 1
+                self.body_calls[site.site_id] += 1
             device = values[0].device
             stream = current_stream_handle(device.index or 0) if device.type == "cuda" else None
             capture = _native.capture_id(stream) if stream is not None else None
@@ -206,22 +206,22 @@ class ProbeSession(RunRecorder[TensorRun]):
                     host = value.detach().to(
                         "cpu", copy=True, memory_format=torch.contiguous_format
                     )
-                    self._take_eager(site["site_id"], host, where)
+                    self._take_eager(site.site_id, host, where)
                 return
             self._record_in_capture(
                 [v.detach().contiguous() for v in values], sites, capture, stream
             )
 
-    def record_value(self, site: dict[str, Any], value: torch.Tensor) -> None:
+    def record_value(self, site: TensorSite, value: torch.Tensor) -> None:
         """Takes a value computed outside the compiled graphs into the point in progress
         as the site ``site`` (a site description as the probe pass writes it): the eager
         side of a differential run, a model's outputs."""
         with self._lock:
             if self._closed:
                 return
-            site = self._site(json.dumps(site, sort_keys=True))
+            self._note_site(site)
             host = value.detach().to("cpu", copy=True).contiguous()
-            self._take_eager(site["site_id"], host, str(value.device))
+            self._take_eager(site.site_id, host, str(value.device))
 
     def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
         if site_id in self._eager and self.auto_points and not self._clock.explicit:
@@ -252,7 +252,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         return self._device
 
     def _record_in_capture(
-        self, values: list[torch.Tensor], sites: list[dict[str, Any]], capture: int, stream: int
+        self, values: list[torch.Tensor], sites: list[TensorSite], capture: int, stream: int
     ) -> None:
         """Records the values' kernels into the graph being captured: summaries (and the
         history) with summary payloads, copies into slots the core brings to the host at
@@ -262,7 +262,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         if state is None:
             runtime = _native.ProbeRuntime(self._device_index)
             runtime.bind_capture(stream)
-            kind = sites[0]["graph_kind"]
+            kind = sites[0].graph_kind
             state = _Capture(runtime, kind, recorder.add_capture(runtime, kind))
             self._captures[capture] = state
         every = 1 if self.payload == "full" else self.full_every
@@ -275,8 +275,8 @@ class ProbeSession(RunRecorder[TensorRun]):
             sample_full=True,
         )
 
-    def _site_args(self, value: torch.Tensor, site: dict[str, Any]) -> dict[str, Any]:
-        return device_site(value, site["site_id"], self._site_order[site["site_id"]], site)
+    def _site_args(self, value: torch.Tensor, site: TensorSite) -> dict[str, Any]:
+        return device_site(value, site.site_id, self._site_order[site.site_id], site)
 
     # ------------------------------------------------------------ points
     def wrap(self, compiled: Callable[..., Any]) -> Callable[..., Any]:
@@ -322,6 +322,12 @@ class ProbeSession(RunRecorder[TensorRun]):
                 f"record_point({label!r}) on a finished session ({self.path}); compile the "
                 "model again for a new run"
             )
+        # Checked before the block runs: the run's labels include those of device points
+        # still in flight (taken when they ended).
+        if not isinstance(label, str) or not label:
+            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
+        if self._writer.has_label(label):
+            raise InvalidInputError(f"point label {label!r} is already used in this run")
         with self._lock:
             self._commit_pending()
             self._clock.explicit = True
@@ -383,10 +389,9 @@ class ProbeSession(RunRecorder[TensorRun]):
             # Once a graph was captured every point takes this one path, so points stay in
             # order: the core commits it when the device has run what the stream holds.
             # It merges these values with its own by site order.
-            sites = {s["site_id"]: s for s in self._sites.values()}
             observations = []
             for site_order, invocation, site_id, host, device in taken:
-                observation = self._pending(sites[site_id], host, device=device)
+                observation = self._pending(self._sites[site_id], host, device=device)
                 observation.order = site_order
                 observation.invocation_index = invocation
                 observations.append(observation.as_native())
@@ -409,21 +414,20 @@ class ProbeSession(RunRecorder[TensorRun]):
         key = (site_id, host.dtype, host.shape, device)
         index = self._writer_sites.get(key)
         if index is None:
-            site = next(s for s in self._sites.values() if s["site_id"] == site_id)
             index = self._writer.register_site(
                 site_id,
                 dtype_name(host.dtype),
                 list(host.shape),
                 list(host.stride()),
                 device,
-                TensorSite(**site_columns(site)),
+                self._sites[site_id],
             )
             self._writer_sites[key] = index
         return index
 
     def _pending(
         self,
-        site: dict[str, Any],
+        site: TensorSite,
         host: torch.Tensor,
         stride: tuple[int, ...] | None = None,
         device: str | None = None,
@@ -431,7 +435,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         host = host.contiguous()
         return _PendingObservation(
             order=0,
-            name=site["site_id"],
+            name=site.site_id or "",
             invocation_index=0,
             host=host,
             shape=tuple(host.shape),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
 
 from torch_cudagraph_debug import _native
+from torch_cudagraph_debug._native import TensorSite
 from torch_cudagraph_debug._probe_op import (
     NEEDS_MUTABLE_TOKEN,
     PROBE_OPS,
@@ -60,6 +60,8 @@ class GraphDecisions:
     graph_kind: str
     compile_id: str | None
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    # Per selected site id: the site its probe records (what the graph's probe op carries).
+    sites: dict[str, TensorSite] = field(default_factory=dict)
     # Per selected site id: where the eager model computes the same value (its
     # ``EagerKey``), or why it has no counterpart there (fx_passes/provenance.py).
     counterparts: dict[str, EagerKey | str] = field(default_factory=dict)
@@ -326,19 +328,18 @@ def _materialized_anyway(node: torch.fx.Node) -> bool:
     )
 
 
-def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -> dict[str, Any]:
+def site_description(node: torch.fx.Node, decision: dict[str, Any], kind: str) -> TensorSite:
     module = decision.get("module_path") or ""
-    return {
-        "site_id": f"{kind}/{module or '-'}/{node.name}",
-        "graph_kind": kind,
-        "node_name": node.name,
-        "aten_op": decision["op"],
-        "module_path": module or None,
-        "source_location": decision.get("source_location"),
-        "compile_id": _compile_id(),
-        "materialized_by_probe": not _materialized_anyway(node),
-        "actions": decision.get("actions", ["record"]),
-    }
+    return TensorSite(
+        site_id=f"{kind}/{module or '-'}/{node.name}",
+        graph_kind=kind,
+        node_name=node.name,
+        aten_op=decision["op"],
+        module_path=module or None,
+        source_location=decision.get("source_location"),
+        compile_id=_compile_id(),
+        materialized_by_probe=not _materialized_anyway(node),
+    )
 
 
 class ProbeInsertionPass(CustomGraphPass):
@@ -375,20 +376,21 @@ class ProbeInsertionPass(CustomGraphPass):
         facts = [node_facts(n, kind) for n in candidates]
         decisions = [d.to_dict() for d in self.config.select(facts)]
         record = GraphDecisions(kind, _compile_id())
-        sites: dict[torch.fx.Node, dict[str, Any]] = {}
+        sites: dict[torch.fx.Node, TensorSite] = {}
         for node, decision in zip(candidates, decisions, strict=True):
             if decision["selected"]:
                 site = site_description(node, decision, kind)
-                decision["site"] = site
+                decision["site"] = site.to_dict()
                 sites[node] = site
+                record.sites[site.site_id] = site
             record.decisions.append(decision)
         for node, key in eager_counterparts(graph, list(sites), record.compile_id).items():
-            site_id = sites[node]["site_id"]
+            site_id = sites[node].site_id
             record.counterparts[site_id] = key
             record.shapes[site_id] = _static_shape(node)
         if self.insert:
             for group in group_sites(graph, list(sites), GROUP_EXTENSION):
-                text = json.dumps([sites[n] for n in group], sort_keys=True)
+                text = TensorSite.encode_group([sites[n] for n in group])
                 args = (list(group), self.probe_key, text)
                 with graph.inserting_after(group[-1]):
                     if NEEDS_MUTABLE_TOKEN:

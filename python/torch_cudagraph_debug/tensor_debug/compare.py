@@ -48,7 +48,6 @@ from torch_cudagraph_debug.memory_debug.options import MemoryAttributionOptions
 from torch_cudagraph_debug.memory_debug.probe import MemoryProbeSnapshot
 from torch_cudagraph_debug.memory_debug.run import MemoryPoint
 from torch_cudagraph_debug.tensor_debug.observations import (
-    SITE_COLUMNS,
     TensorObservation,
     TensorPoint,
     observation_layout,
@@ -141,7 +140,7 @@ def _observation_args(o: TensorObservation) -> dict[str, Any]:
             s.std,
             s.l2_norm,
         ),
-        **{column: getattr(o.site, column, None) for column in SITE_COLUMNS},
+        "site": o.site,
     }
 
 

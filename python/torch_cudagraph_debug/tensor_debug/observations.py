@@ -49,13 +49,6 @@ TensorSite = _native.TensorSite
 SITE_COLUMNS: tuple[str, ...] = tuple(_native.SITE_COLUMNS)
 
 
-def site_columns(site: dict[str, Any] | None) -> dict[str, Any]:
-    """The site columns of one observation from a compile pass's site dict (``None``, or
-    a missing key, for a hand-placed observation)."""
-    site = site or {}
-    return {column: site.get(column) for column in SITE_COLUMNS}
-
-
 @dataclass(frozen=True)
 class TensorObservation:
     """One recorded tensor: its place (``order`` in the point or snapshot, ``name`` and

@@ -28,7 +28,7 @@ from torch_cudagraph_debug.errors import (
     RecorderStateError,
     WrongDeviceError,
 )
-from torch_cudagraph_debug.tensor_debug.observations import site_columns
+from torch_cudagraph_debug.tensor_debug.observations import TensorSite
 from torch_cudagraph_debug.tensor_debug.probe import SyncArg, TensorProbe, _check_sync_target
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 from torch_cudagraph_debug.tensor_debug.sites import _hook_gradient
@@ -56,10 +56,8 @@ class _PendingObservation:
     stride: tuple[int, ...]
     source_device: str
     payload: str
-    # Where a compile pass placed the probe (site_id, graph_kind, node_name, aten_op,
-    # module_path, source_location, compile_id, materialized_by_probe); None for
-    # hand-placed observations.
-    site: dict[str, Any] | None = None
+    # Where a compile pass placed the probe; None for hand-placed observations.
+    site: TensorSite | None = None
 
     def as_native(self) -> dict[str, object]:
         return {
@@ -76,16 +74,16 @@ class _PendingObservation:
             # never writes a host tensor once it is handed over.
             "owner": self.host,
             "summary": None,
-            **site_columns(self.site),
+            "site": self.site,
         }
 
 
 def device_site(
-    value: torch.Tensor, name: str, order: int, site: dict[str, Any] | None = None
+    value: torch.Tensor, name: str, order: int, site: TensorSite | None = None
 ) -> dict[str, Any]:
     """One value as the native device recorder's ``register_sites`` takes it: where its
-    bytes are, its layout, and the site columns of ``site`` (a compile pass's site dict;
-    ``None`` for a hand-placed value)."""
+    bytes are, its layout, and ``site`` (where a compile pass placed its probe; ``None``
+    for a hand-placed value)."""
     return {
         "src": value.data_ptr(),
         "dtype": dtype_name(value.dtype),
@@ -94,7 +92,7 @@ def device_site(
         "source_device": str(value.device),
         "name": name,
         "order": order,
-        **site_columns(site),
+        "site": site,
     }
 
 
@@ -183,8 +181,6 @@ class TensorRecorder(RunRecorder[TensorRun]):
         # by (name, invocation): the order points list them in.
         self._captured_count = 0
         self._order_of: dict[tuple[str, int], int] = {}
-        # Labels of points handed to the device recorder (the writer sees them later).
-        self._device_labels: set[str] = set()
         self._last_replays = 0
         if self.execution == "cuda_graph":
             try:
@@ -480,16 +476,11 @@ class TensorRecorder(RunRecorder[TensorRun]):
             # Summaries are harvested once the device ran the replay; the host values
             # travel with the point and are merged in by capture order.
             stream = torch.cuda.current_stream(self._device_index).cuda_stream
+            # The label is taken in the run now (the writer's has_label sees it).
             self._device.close_point(point.label, metadata, stream, None, native)
-            self._device_labels.add(point.label)
             return
         assert snapshot is not None
         self._writer.commit_point(point.label, metadata, snapshot.replay_index, None, native)
-
-    def _check_new_label(self, label: object) -> None:
-        super()._check_new_label(label)
-        if label in self._device_labels:
-            raise InvalidInputError(f"point label {label!r} is already used in this run")
 
     # ----------------------------------------------------------------- lifecycle
     def _load(self) -> TensorRun:

@@ -157,8 +157,12 @@ impl PyFirstAnomaly {
     fn sites(&self, py: Python<'_>) -> Vec<Py<PyAnomalySite>> {
         self.sites.iter().map(|s| s.clone_ref(py)).collect()
     }
-    /// The whole answer as one JSON object (what `tcgd tensor first-anomaly --json`
+    /// The whole answer as a dict of JSON values (what `tcgd tensor first-anomaly --json`
     /// prints).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        tcgd_report::python::to_python(py, &self.anomaly)
+    }
+    /// `to_dict()` as JSON text.
     fn to_json(&self, py: Python<'_>) -> PyResult<String> {
         guard(py, || {
             serde_json::to_string(&self.anomaly)

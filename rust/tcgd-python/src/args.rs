@@ -64,29 +64,16 @@ impl DescriptorArgs {
     }
 }
 
-/// Declares [`SiteArgs`] from the one list of site columns ([`tcgd_store::site_columns!`]).
-macro_rules! site_args {
-    ($($column:ident),* $(,)?) => {
-        /// Where a compile pass placed the probe of a value (all `None` for an eager value):
-        /// its site columns, and whether the probe materialized it.
-        #[derive(FromPyObject)]
-        #[pyo3(from_item_all)]
-        pub(crate) struct SiteArgs {
-            $($column: Option<String>,)*
-            /// Only recorded observations say it; a compared one leaves it out.
-            #[pyo3(default)]
-            materialized_by_probe: Option<bool>,
-        }
-
-        impl From<SiteArgs> for tcgd_store::Site {
-            fn from(s: SiteArgs) -> Self {
-                tcgd_store::Site {
-                    location: tcgd_store::SiteLocation { $($column: s.$column),* },
-                    materialized_by_probe: s.materialized_by_probe,
-                }
-            }
-        }
-    };
+/// Where a compile pass placed the probe of a value: its `site` key, a `TensorSite`
+/// (`None` for a hand-placed probe's value).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub(crate) struct SiteArgs {
+    site: Option<tcgd_store::Site>,
 }
 
-tcgd_store::site_columns!(site_args);
+impl From<SiteArgs> for tcgd_store::Site {
+    fn from(args: SiteArgs) -> Self {
+        args.site.unwrap_or_default()
+    }
+}

@@ -110,12 +110,6 @@ pub(crate) fn content_digest(py: Python<'_>, data: HostBytes) -> PyResult<String
     })
 }
 
-/// Canonical names of the dtypes that can be recorded.
-#[pyfunction]
-pub(crate) fn supported_dtypes() -> Vec<&'static str> {
-    DType::ALL.iter().map(|d| d.torch_name()).collect()
-}
-
 /// Checks a dtype name; raises `UnsupportedDtypeError` for one that cannot be recorded.
 #[pyfunction]
 pub(crate) fn check_dtype(name: &str) -> BindResult<()> {
@@ -208,9 +202,9 @@ mod _native {
     };
     #[pymodule_export]
     use super::memory::{
-        check_snapshot_import, check_snapshot_pickle, compare_phases, compare_states,
-        memory_state_from_pickle, memory_timeline, render_memory_summaries, write_report_files,
-        AbsoluteStats, MemoryAllocatorScopeComparison, MemoryAllocatorScopePhaseDecomposition,
+        check_snapshot_import, compare_phases, compare_states, memory_state_from_pickle,
+        memory_timeline, render_memory_summaries, write_report_files, AbsoluteStats,
+        MemoryAllocatorScopeComparison, MemoryAllocatorScopePhaseDecomposition,
         MemoryAllocatorScopeTimelineEntry, MemoryComparison, MemoryDeviceComparison,
         MemoryDevicePeaks, MemoryDevicePhaseDecomposition, MemoryDeviceTimelineEntry,
         MemoryIngestor, MemoryObservationComparison, MemoryObservationTimelineEntry,
@@ -226,7 +220,7 @@ mod _native {
         comparison_literals, PyComparisonResult, PyGroupComparison, PyGroupInfo, PyGroupMember,
         PyGroupSummary, PyIssue, PyObservationComparison, PyOptions, PyPointComparison,
         PyPointPair, PyRankComparison, PyRankPoint, PyRunComparison, PySeriesComparison, PySide,
-        PySite, PySnapshotComparison, PyTensorSite, PyValueSummary, PyWhole,
+        PySnapshotComparison, PyValueSummary, PyWhole,
     };
     #[pymodule_export]
     use super::{
@@ -235,7 +229,7 @@ mod _native {
         probe::probe_memory, probe::release_deferred, probe::ProbeRuntime,
         recording::add_nvrtc_search_dir, recording::DeviceRecorder, store::compact_root,
         store::list_runs, store::set_log_retention, store::PyRunManifest, store::RunReader,
-        store::RunWriter, store::RunWriterBase, summarize, supported_dtypes,
+        store::RunWriter, store::RunWriterBase, summarize,
     };
     #[pymodule_export]
     use tcgd_compare::{
@@ -250,7 +244,7 @@ mod _native {
     #[pymodule_export]
     use tcgd_memory::{rows::DeviceSample, Lifecycle, MemoryStats};
     #[pymodule_export]
-    use tcgd_store::RunHeader;
+    use tcgd_store::{RunHeader, Site, SiteLocation};
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};
@@ -265,7 +259,7 @@ mod _native {
     /// The site columns of a run's `observations` table, in order: the attributes of a
     /// `TensorSite`.
     #[pymodule_export]
-    const SITE_COLUMNS: [&str; super::results::SITE_COLUMNS.len()] = super::results::SITE_COLUMNS;
+    const SITE_COLUMNS: [&str; tcgd_store::Site::ATTRIBUTES.len()] = tcgd_store::Site::ATTRIBUTES;
 
     /// Values one device kernel launch takes at most: a probe group's summaries, a batched
     /// probe's copies.

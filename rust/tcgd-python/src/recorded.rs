@@ -8,7 +8,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 use tcgd_store::{ObservationMeta, RecordedPoint};
 
-use crate::results::{PyTensorSite, PyValueSummary};
+use crate::results::PyValueSummary;
 
 /// One recorded value without its bytes: its place in the point, its layout (`dtype` by
 /// torch's name), `nbytes` of its contiguous values, its `payload` kind (`"full"` or
@@ -33,7 +33,7 @@ pub struct PyRecordedObservation {
     payload: &'static str,
     digest: Option<String>,
     summary: Option<Py<PyValueSummary>>,
-    site: Option<Py<PyTensorSite>>,
+    site: Option<Py<tcgd_store::Site>>,
 }
 
 impl PyRecordedObservation {
@@ -55,10 +55,7 @@ impl PyRecordedObservation {
                 .summary
                 .map(|s| Py::new(py, PyValueSummary::from(s)))
                 .transpose()?,
-            site: meta
-                .site
-                .map(|s| Py::new(py, PyTensorSite::from(s)))
-                .transpose()?,
+            site: meta.site.map(|s| Py::new(py, s)).transpose()?,
         })
     }
 }

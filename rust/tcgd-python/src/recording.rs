@@ -55,6 +55,8 @@ struct ProbedValueArgs {
 #[pyclass(module = "torch_cudagraph_debug._native", frozen)]
 pub struct DeviceRecorder {
     inner: Mutex<tcgd_cuda::DeviceRecorder>,
+    /// The run's commit queue, where a point's label is taken when the point ends.
+    queue: Arc<Mutex<CommitQueue>>,
     facts: Facts,
     /// What each graph is, by capture index ("inference#0"): the metadata's keys.
     graphs: Arc<Mutex<Vec<String>>>,
@@ -208,9 +210,27 @@ impl DeviceRecorder {
         metadata_json: String,
         stream: usize,
     ) -> BindResult<u32> {
-        self.with_recorder(py, |r| {
+        self.close_labelled(py, label, |r, label| {
             r.close_point(label, metadata_json, stream, None, None)
         })
+    }
+
+    /// Ends a point by `close`, its label taken in the run first: a label already used
+    /// is refused now, not once the device has run the point (when the harvester hands it
+    /// over); the label is given back when the point could not end.
+    fn close_labelled(
+        &self,
+        py: Python<'_>,
+        label: String,
+        close: impl FnOnce(&mut tcgd_cuda::DeviceRecorder, String) -> tcgd_cuda::Result<u32> + Send,
+    ) -> BindResult<u32> {
+        lock(&self.queue)?.reserve(&label)?;
+        let taken = label.clone();
+        let closed = self.with_recorder(py, |r| close(r, taken));
+        if closed.is_err() {
+            lock(&self.queue)?.release(&label);
+        }
+        closed
     }
 
     /// Runs `work` on the core's recorder with the GIL released, taking the lock only
@@ -268,6 +288,7 @@ impl DeviceRecorder {
             )?;
             Ok(DeviceRecorder {
                 inner: Mutex::new(recorder),
+                queue: Arc::clone(&writer.inner),
                 facts,
                 graphs,
             })
@@ -378,7 +399,7 @@ impl DeviceRecorder {
                     _owners: owners,
                 }))
             };
-            self.with_recorder(py, |r| {
+            self.close_labelled(py, label, |r, label| {
                 r.close_point(label, metadata_json, stream, dump, attachment)
             })
         })

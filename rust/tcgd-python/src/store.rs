@@ -283,7 +283,7 @@ impl RunWriter {
         shape: Vec<i64>,
         stride: Vec<i64>,
         source_device: String,
-        site: Option<PyRef<'_, crate::results::PyTensorSite>>,
+        site: Option<tcgd_store::Site>,
     ) -> PyResult<usize> {
         let facts = SiteFacts {
             name,
@@ -291,7 +291,7 @@ impl RunWriter {
             shape,
             stride,
             source_device,
-            site: site.map(|s| s.inner.clone()).unwrap_or_default(),
+            site: site.unwrap_or_default(),
         };
         let mut sites = try_lock(&self.sites, "run writer")?;
         sites.push(std::sync::Arc::new(facts));

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tcgd_store::{
     CommitJob, CommitQueue, ObservationInput, PayloadKind, PointInput, RunHeader, RunKind,
-    RunWriter, Site, SiteFacts, SiteLocation, Value,
+    RunWriter, Site, SiteFacts, Value,
 };
 use tcgd_tensor::{DType, TensorSummary};
 
@@ -24,17 +24,15 @@ fn site(i: usize) -> Arc<SiteFacts> {
         stride: vec![65536, 512, 1],
         source_device: "cuda:0".into(),
         site: Site {
-            location: SiteLocation {
-                site_id: Some(format!("inference:mm_{i}")),
-                graph_kind: Some("inference".into()),
-                node_name: Some(format!("mm_{i}")),
-                aten_op: Some("aten.mm.default".into()),
-                module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
-                source_location: Some(
-                    "transformers/models/llama/modeling_llama.py:262 in forward".into(),
-                ),
-                compile_id: Some("0/0".into()),
-            },
+            site_id: Some(format!("inference:mm_{i}")),
+            graph_kind: Some("inference".into()),
+            node_name: Some(format!("mm_{i}")),
+            aten_op: Some("aten.mm.default".into()),
+            module_path: Some(format!("model.layers.{}.self_attn.q_proj", i / 7)),
+            source_location: Some(
+                "transformers/models/llama/modeling_llama.py:262 in forward".into(),
+            ),
+            compile_id: Some("0/0".into()),
             materialized_by_probe: Some(false),
         },
     })

@@ -1,11 +1,13 @@
 //! The store's types that are classes of the native module as they are (the `python`
-//! feature): a run's header crosses typed, its provenance and metadata as Python values.
+//! feature): a run's header crosses typed, its provenance and metadata as Python values;
+//! a site is `TensorSite` (recorded) or `ObservationSite` (compared), its columns the
+//! attributes.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use tcgd_report::python::{json_to_python, python_to_json};
+use pyo3::types::{PyDict, PyTuple};
+use tcgd_report::python::{attrs_dict, json_to_python, python_to_json, repr_of, to_python};
 
-use crate::{RunHeader, RunKind};
+use crate::{RunHeader, RunKind, Site, SiteLocation};
 
 pyo3::import_exception!(torch_cudagraph_debug.errors, InvalidInputError);
 
@@ -95,5 +97,85 @@ impl RunHeader {
             self.kind.as_str(),
             self.execution
         )
+    }
+}
+
+#[pymethods]
+impl Site {
+    /// Every site column, by position or keyword (`None` where unknown); only
+    /// `materialized_by_probe` may be left out.
+    #[new]
+    #[pyo3(signature = (
+        site_id, graph_kind, node_name, aten_op, module_path, source_location, compile_id,
+        materialized_by_probe = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        site_id: Option<String>,
+        graph_kind: Option<String>,
+        node_name: Option<String>,
+        aten_op: Option<String>,
+        module_path: Option<String>,
+        source_location: Option<String>,
+        compile_id: Option<String>,
+        materialized_by_probe: Option<bool>,
+    ) -> Site {
+        // Every field named: a site column added to the list fails to compile here until
+        // the constructor takes it too.
+        Site {
+            site_id,
+            graph_kind,
+            node_name,
+            aten_op,
+            module_path,
+            source_location,
+            compile_id,
+            materialized_by_probe,
+        }
+    }
+
+    /// The sites of one probe group as JSON text: the form the probe op carries in the
+    /// graph (an op argument is a plain string).
+    #[staticmethod]
+    #[pyo3(name = "encode_group")]
+    fn py_encode_group(sites: Vec<Site>) -> PyResult<String> {
+        Site::encode_group(&sites).map_err(|e| InvalidInputError::new_err(e.to_string()))
+    }
+
+    /// The sites `encode_group` wrote, in order.
+    #[staticmethod]
+    #[pyo3(name = "decode_group")]
+    fn py_decode_group(text: &str) -> PyResult<Vec<Site>> {
+        Site::decode_group(text).map_err(|e| InvalidInputError::new_err(e.to_string()))
+    }
+
+    /// Every attribute by name, in order.
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        attrs_dict(slf.as_any(), &Site::ATTRIBUTES)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &Site::ATTRIBUTES)
+    }
+
+    /// Pickles (and copies) as the class called with its attributes, in order.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let values = Site::ATTRIBUTES
+            .iter()
+            .map(|name| slf.getattr(*name))
+            .collect::<PyResult<Vec<_>>>()?;
+        (slf.get_type(), PyTuple::new(slf.py(), values)?).into_pyobject(slf.py())
+    }
+}
+
+#[pymethods]
+impl SiteLocation {
+    /// The value as its JSON report holds it.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ObservationSite({})", self.describe().unwrap_or_default())
     }
 }

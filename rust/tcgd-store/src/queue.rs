@@ -48,8 +48,18 @@ pub struct CommitQueue {
     failure: Failure,
     /// Points handed over so far (committed or queued).
     submitted: u64,
+    /// Labels of the points handed over and of those reserved.
     labels: HashSet<String>,
+    /// Labels taken by a producer for points it hands over later ([`CommitQueue::reserve`]).
+    reserved: HashSet<String>,
     closed: bool,
+}
+
+fn used_label(label: &str) -> StoreError {
+    StoreError::invalid(
+        "label",
+        format!("point label '{label}' is already used in this run"),
+    )
 }
 
 impl CommitQueue {
@@ -75,6 +85,7 @@ impl CommitQueue {
             failure,
             submitted,
             labels,
+            reserved: HashSet::new(),
             closed: false,
         })
     }
@@ -96,8 +107,29 @@ impl CommitQueue {
         self.submitted
     }
 
+    /// Whether a point handed over or reserved has this label.
     pub fn has_label(&self, label: &str) -> bool {
         self.labels.contains(label)
+    }
+
+    /// Takes `label` now for a point handed over later (a device point, submitted once
+    /// the device has run it): from here on the label is used, and [`CommitQueue::submit`]
+    /// accepts it once. An error when the label is already used, so a repeated label is
+    /// refused when the point ends, not when the device has finished it.
+    pub fn reserve(&mut self, label: &str) -> Result<()> {
+        self.check_usable()?;
+        if !self.labels.insert(label.to_owned()) {
+            return Err(used_label(label));
+        }
+        self.reserved.insert(label.to_owned());
+        Ok(())
+    }
+
+    /// Gives back a label [`CommitQueue::reserve`] took for a point that was never made.
+    pub fn release(&mut self, label: &str) {
+        if self.reserved.remove(label) {
+            self.labels.remove(label);
+        }
     }
 
     pub fn is_closed(&self) -> bool {
@@ -108,16 +140,15 @@ impl CommitQueue {
     /// point (index `next_point_index()`, label `label`).
     pub fn submit(&mut self, label: &str, job: CommitJob) -> Result<u64> {
         self.check_usable()?;
-        if self.labels.contains(label) {
-            return Err(StoreError::invalid(
-                "label",
-                format!("point label '{label}' is already used in this run"),
-            ));
+        let reserved = self.reserved.contains(label);
+        if !reserved && self.labels.contains(label) {
+            return Err(used_label(label));
         }
         self.send(Message::Commit {
             label: label.to_owned(),
             job,
         })?;
+        self.reserved.remove(label);
         self.labels.insert(label.to_owned());
         self.submitted += 1;
         Ok(self.submitted - 1)

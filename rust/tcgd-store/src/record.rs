@@ -1,22 +1,59 @@
 //! What a producer hands the writer for one point: plain facts about tensors, never torch
 //! objects. Bytes are borrowed host memory (contiguous, row-major, little-endian).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tcgd_tensor::{DType, TensorSummary};
 
 use crate::error::{Result, StoreError};
 
-/// Declares [`SiteLocation`] (and its borrowed form, [`SiteLocationRef`]) from the one
-/// list of its fields ([`site_columns!`]), each also a nullable string column of the
-/// `observations` table under the same name, so that the schema, the writer and the readers
-/// take the site columns from this one list.
+/// Declares [`SiteLocation`], [`Site`] and [`SiteLocationRef`] from the one list of site
+/// columns ([`site_columns!`]), each also a nullable string column of the `observations`
+/// table under the same name, so that the schema, the writer, the readers and the Python
+/// classes take the site columns from this one list. With the `python` feature the two
+/// owned forms are the native module's `ObservationSite` and `TensorSite`, their columns
+/// its attributes.
 macro_rules! site_location {
     ($($field:ident),* $(,)?) => {
         /// Where a compile pass placed the probe of a value: the graph node, its op, module
         /// and source line. All optional: hand-placed probes have none of it.
         #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
+        #[cfg_attr(
+            feature = "python",
+            pyo3::pyclass(
+                name = "ObservationSite",
+                module = "torch_cudagraph_debug._native",
+                frozen,
+                eq,
+                get_all,
+                skip_from_py_object
+            )
+        )]
         pub struct SiteLocation {
             $(pub $field: Option<String>,)*
+        }
+
+        /// Where a probed value came from, as recorded: its location's columns and
+        /// whether the probe materialised it. What the probe pass writes into the graph
+        /// (as JSON) and what a run's rows read back.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[cfg_attr(
+            feature = "python",
+            pyo3::pyclass(
+                name = "TensorSite",
+                module = "torch_cudagraph_debug._native",
+                frozen,
+                eq,
+                hash,
+                get_all,
+                from_py_object
+            )
+        )]
+        pub struct Site {
+            $(pub $field: Option<String>,)*
+            /// True when the probe forced the value out of a fused kernel (the observer
+            /// effect: rounding downstream may differ from the unprobed graph).
+            pub materialized_by_probe: Option<bool>,
         }
 
         impl SiteLocation {
@@ -28,12 +65,32 @@ macro_rules! site_location {
             pub fn column_values(&self) -> [&Option<String>; Self::COLUMNS.len()] {
                 [$(&self.$field),*]
             }
+        }
 
-            /// The location whose [`Self::column_values`] are `values`.
+        impl Site {
+            /// The site's location columns, in [`SiteLocation::COLUMNS`] order.
+            pub fn column_values(&self) -> [&Option<String>; SiteLocation::COLUMNS.len()] {
+                [$(&self.$field),*]
+            }
+
+            /// The site whose location columns are `values`.
             pub fn from_column_values(
-                [$($field),*]: [Option<String>; Self::COLUMNS.len()],
+                [$($field),*]: [Option<String>; SiteLocation::COLUMNS.len()],
+                materialized_by_probe: Option<bool>,
             ) -> Self {
-                Self { $($field),* }
+                Self { $($field,)* materialized_by_probe }
+            }
+
+            /// Where the site is, without what its probe did.
+            pub fn location(&self) -> SiteLocation {
+                SiteLocation { $($field: self.$field.clone()),* }
+            }
+        }
+
+        /// A location whose probe is not known to have materialised the value.
+        impl From<SiteLocation> for Site {
+            fn from(location: SiteLocation) -> Self {
+                Site { $($field: location.$field,)* materialized_by_probe: None }
             }
         }
 
@@ -100,19 +157,35 @@ impl SiteLocation {
     }
 }
 
-/// Where a probed value came from, as recorded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Site {
-    pub location: SiteLocation,
-    /// True when the probe forced the value out of a fused kernel (the observer effect:
-    /// rounding downstream may differ from the unprobed graph).
-    pub materialized_by_probe: Option<bool>,
-}
-
 impl Site {
+    /// The attributes of a `TensorSite`, in order: the site columns, then whether the
+    /// probe materialised the value.
+    pub const ATTRIBUTES: [&'static str; SiteLocation::COLUMNS.len() + 1] = {
+        let mut names = [""; SiteLocation::COLUMNS.len() + 1];
+        let mut k = 0;
+        while k < SiteLocation::COLUMNS.len() {
+            names[k] = SiteLocation::COLUMNS[k];
+            k += 1;
+        }
+        names[k] = "materialized_by_probe";
+        names
+    };
+
     /// No location and not known to be materialised by its probe: a hand-placed probe's.
     pub fn is_empty(&self) -> bool {
-        self.location.is_empty() && self.materialized_by_probe != Some(true)
+        self.column_values().iter().all(|v| v.is_none()) && self.materialized_by_probe != Some(true)
+    }
+
+    /// The sites of one probe group as the probe pass writes them into the graph: a JSON
+    /// list of objects keyed by attribute.
+    pub fn encode_group(sites: &[Site]) -> Result<String> {
+        serde_json::to_string(sites).map_err(|e| StoreError::invalid("sites", e.to_string()))
+    }
+
+    /// The sites [`Site::encode_group`] wrote; an error names what is not a site list.
+    pub fn decode_group(text: &str) -> Result<Vec<Site>> {
+        serde_json::from_str(text)
+            .map_err(|e| StoreError::invalid("sites", format!("not a probe group's sites: {e}")))
     }
 }
 

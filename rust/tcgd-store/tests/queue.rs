@@ -145,3 +145,32 @@ fn dropping_the_queue_commits_what_it_holds_and_leaves_the_run_incomplete() {
     assert_eq!(labels(&reader), ["p0", "p1", "p2"]);
     assert!(!reader.manifest().complete);
 }
+
+#[test]
+fn a_reserved_label_is_used_at_once_and_submitted_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut queue = CommitQueue::start(RunWriter::create(&dir, header(), "t").unwrap(), 2).unwrap();
+    queue.submit("host", point_job("host", 0.0)).unwrap();
+    // A device point takes its label when it ends, before it is handed over.
+    queue.reserve("device").unwrap();
+    assert!(queue.has_label("device"));
+    let used = |e: StoreError| e.to_string().contains("already used");
+    assert!(used(queue.reserve("device").unwrap_err()));
+    assert!(used(queue.reserve("host").unwrap_err()));
+    // The reserved point is accepted once; a second point of that label is refused.
+    queue.submit("device", point_job("device", 1.0)).unwrap();
+    assert!(used(
+        queue
+            .submit("device", point_job("device", 2.0))
+            .unwrap_err()
+    ));
+    // A released reservation frees the label.
+    queue.reserve("dropped").unwrap();
+    queue.release("dropped");
+    assert!(!queue.has_label("dropped"));
+    queue.submit("dropped", point_job("dropped", 3.0)).unwrap();
+    queue.close(true).unwrap();
+    let reader = RunReader::open(&dir).unwrap();
+    assert_eq!(labels(&reader), ["host", "device", "dropped"]);
+}

@@ -9,8 +9,8 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{Float64Type, Int64Type};
 use tcgd_store::{
     content_digest, CommitPolicy, ObservationDescriptor, ObservationInput, OnDamage, PayloadKind,
-    PointInput, RunHeader, RunKind, RunReader, RunSelector, RunWriter, Site, SiteFacts,
-    SiteLocation, StoreError, Table, Value, FORMAT_VERSION,
+    PointInput, RunHeader, RunKind, RunReader, RunSelector, RunWriter, Site, SiteFacts, StoreError,
+    Table, Value, FORMAT_VERSION,
 };
 use tcgd_tensor::{DType, TensorSummary};
 
@@ -785,11 +785,9 @@ fn a_group_of_many_blocks_of_rows_round_trips_with_statistics_of_every_row() {
                 stride: vec![i, 1],
                 source_device: "cuda:0".into(),
                 site: Site {
-                    location: SiteLocation {
-                        module_path: (i % 3 != 0).then(|| format!("model.layers.{i}")),
-                        ..SiteLocation::default()
-                    },
+                    module_path: (i % 3 != 0).then(|| format!("model.layers.{i}")),
                     materialized_by_probe: Some(i % 2 == 0),
+                    ..Site::default()
                 },
             })
         })

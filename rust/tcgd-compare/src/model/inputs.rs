@@ -33,7 +33,7 @@ impl ObservationSide {
             site: meta
                 .site
                 .as_ref()
-                .map(|s| s.location.clone())
+                .map(tcgd_store::Site::location)
                 .filter(|s| !s.is_empty()),
         }
     }

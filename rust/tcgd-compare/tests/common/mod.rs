@@ -103,10 +103,7 @@ pub fn set(label: &str, observations: Vec<Obs>) -> ObservationSet {
             },
             digest: Some(content_digest(&o.bytes)),
             summary: Some(summary_of(o.dtype, &o.bytes)),
-            site: o.site.map(|location| tcgd_store::Site {
-                location,
-                materialized_by_probe: None,
-            }),
+            site: o.site.map(tcgd_store::Site::from),
         });
         bytes.push(o.bytes);
     }

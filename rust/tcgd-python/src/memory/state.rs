@@ -377,22 +377,3 @@ pub(crate) fn check_snapshot_import(
             .map_err(BindingError::from)
     })
 }
-
-/// Parses pickle bytes with the data-only reader; returns nothing, raises what a file
-/// with these bytes would raise (used by tests and `tcgd memory import` checks).
-#[pyfunction]
-pub(crate) fn check_snapshot_pickle(py: Python<'_>, data: &[u8]) -> PyResult<()> {
-    guard(py, || {
-        let owned = data.to_vec();
-        py.detach(|| -> Result<(), MemoryError> {
-            let tree =
-                tcgd_memory::pickle::parse(&owned).map_err(|source| MemoryError::Pickle {
-                    path: PathBuf::from("<bytes>"),
-                    source,
-                })?;
-            ingest_alone(&PickleSnapshot::new(tree))?;
-            Ok(())
-        })
-        .map_err(BindingError::from)
-    })
-}

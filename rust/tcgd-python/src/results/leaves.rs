@@ -241,8 +241,8 @@ impl PySide {
         self.inner.summary.map(PyValueSummary::from)
     }
     #[getter]
-    fn site(&self) -> Option<PySite> {
-        self.inner.site.clone().map(PySite::from)
+    fn site(&self) -> Option<tcgd_store::SiteLocation> {
+        self.inner.site.clone()
     }
     /// The value as its JSON report holds it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -12,8 +12,8 @@ use serde::Serialize;
 use tcgd_compare::{
     CompareError, CompareOptions, Comparison, ComparisonKind, Counts, Divergence, FirstMismatch,
     GroupMember, Issue, Kind, MemberPoint, Metrics, ObservationComparison, ObservationSide,
-    PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, SiteLocation, Status,
-    Subject, TensorSummary,
+    PointComparison, PointRef, RankComparison, RunGroup, Scalar, SeriesPoint, Status, Subject,
+    TensorSummary,
 };
 
 pub(crate) use crate::classes::serde_to_py;
@@ -25,14 +25,12 @@ mod leaves;
 mod observations;
 mod options;
 mod points;
-mod sites;
 pub(crate) use comparisons::*;
 pub(crate) use group::*;
 pub(crate) use leaves::*;
 pub(crate) use observations::*;
 pub(crate) use options::*;
 pub(crate) use points::*;
-pub(crate) use sites::*;
 
 // ------------------------------------------------------------------------------ helpers
 

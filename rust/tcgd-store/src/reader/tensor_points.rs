@@ -147,12 +147,10 @@ fn observations_by_point(columns: &Columns<'_>) -> Result<HashMap<i64, Vec<Obser
                 *dtypes.entry(dtype.value(i)).or_insert(parsed)
             }
         };
-        let site = Site {
-            location: SiteLocation::from_column_values(std::array::from_fn(|k| {
-                (!sites[k].is_null(i)).then(|| sites[k].value(i).to_owned())
-            })),
-            materialized_by_probe: (!materialized.is_null(i)).then(|| materialized.value(i)),
-        };
+        let site = Site::from_column_values(
+            std::array::from_fn(|k| (!sites[k].is_null(i)).then(|| sites[k].value(i).to_owned())),
+            (!materialized.is_null(i)).then(|| materialized.value(i)),
+        );
         by_point
             .entry(point.value(i))
             .or_default()

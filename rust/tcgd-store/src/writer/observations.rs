@@ -249,7 +249,7 @@ impl Block {
             } else if let Some(k) = FLOAT_COLUMNS.iter().position(|c| *c == name) {
                 floats[k].take().expect("each column once")
             } else if let Some(k) = SiteLocation::COLUMNS.iter().position(|c| *c == name) {
-                site_strings(&|s| s.site.location.column_values()[k].as_deref())
+                site_strings(&|s| s.site.column_values()[k].as_deref())
             } else {
                 match name {
                     "run_id" => strings(
@@ -515,8 +515,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let sites: Vec<Arc<SiteFacts>> = (0..3)
             .map(|i| {
-                let mut site = Site::default();
-                site.location.module_path = (i != 1).then(|| format!("layers.{i}"));
+                let site = Site {
+                    module_path: (i != 1).then(|| format!("layers.{i}")),
+                    ..Site::default()
+                };
                 Arc::new(SiteFacts {
                     name: format!("v{i}"),
                     dtype: DType::Float32,
