@@ -7,7 +7,7 @@ use tcgd_tensor::{DType, TensorSummary};
 use crate::error::{Result, StoreError};
 
 /// Declares [`SiteLocation`], [`Site`] and [`SiteLocationRef`] from the one list of site
-/// columns ([`site_columns!`]), each also a nullable string column of the `observations`
+/// columns (given below), each also a nullable string column of the `observations`
 /// table under the same name, so that the schema, the writer, the readers and the Python
 /// classes take the site columns from this one list. With the `python` feature the two
 /// owned forms are the native module's `ObservationSite` and `TensorSite`, their columns
@@ -116,25 +116,16 @@ macro_rules! site_location {
     };
 }
 
-/// Calls `$callback! { site_id, graph_kind, ... }` with the fields of [`SiteLocation`], in
-/// their order: the one list of them, for code that declares something per field (the
-/// Python bindings' site classes and arguments as well as [`SiteLocation`] itself).
-#[macro_export]
-macro_rules! site_columns {
-    ($callback:ident) => {
-        $callback! {
-            site_id,
-            graph_kind,
-            node_name,
-            aten_op,
-            module_path,
-            source_location,
-            compile_id,
-        }
-    };
+// The site columns, in their order.
+site_location! {
+    site_id,
+    graph_kind,
+    node_name,
+    aten_op,
+    module_path,
+    source_location,
+    compile_id,
 }
-
-site_columns!(site_location);
 
 impl SiteLocation {
     pub fn is_empty(&self) -> bool {
