@@ -565,6 +565,7 @@ class Bench:
         notes = {
             "cudagraph_skips": skips() - before,
             "output_equal": bool(torch.equal(out, reference)),
+            "max_abs_diff": (out.float() - reference.float()).abs().max().item(),
             "sites": sum(sites_by_kind(probed.session).values()),
         }
         if notes["sites"] != self.expected_sites:
