@@ -116,6 +116,17 @@ TRAINING_SELECT = {
 }
 
 
+# What a row's notes print under "checks:".
+CHECKS = (
+    "cudagraph_skips",
+    "output_equal",
+    "max_abs_diff",
+    "compiled_repeats",
+    "loss_equal",
+    "sites",
+)
+
+
 class BenchError(RuntimeError):
     """The benchmark measured something other than what it claims (a wrong site count)."""
 
@@ -562,15 +573,19 @@ class Bench:
         self.sessions.append(("heavy tcgd summary", probed.session))
         warm(probed.fn, self.warmup, "cuda")
         out = probed.fn().clone()
+        # The compiled variant again, after the probed one ran: whether its own output
+        # repeats tells a difference the probes make from one between calls.
+        again = base.fn().clone()
         notes = {
             "cudagraph_skips": skips() - before,
             "output_equal": bool(torch.equal(out, reference)),
             "max_abs_diff": (out.float() - reference.float()).abs().max().item(),
+            "compiled_repeats": bool(torch.equal(again, reference)),
             "sites": sum(sites_by_kind(probed.session).values()),
         }
         if notes["sites"] != self.expected_sites:
             print(f"WARNING: heavy batch: {notes['sites']} sites, expected {self.expected_sites}")
-        del out, reference
+        del out, reference, again
         device_ms, host_ms = interleave_device([base, probed], self.rounds, self.heavy_calls)
         section = f"heavy batch {batch} x {seq}, {self.rounds} x {self.heavy_calls} calls"
         base_row = Row(
@@ -711,11 +726,7 @@ class Bench:
         print()
         print("checks:")
         for row in self.rows:
-            shown = {
-                k: v
-                for k, v in row.notes.items()
-                if k in ("cudagraph_skips", "output_equal", "loss_equal", "sites", "max_abs_diff")
-            }
+            shown = {k: v for k, v in row.notes.items() if k in CHECKS}
             if shown:
                 print(f"  {row.label}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
             if row.notes.get("cudagraph_skips"):
