@@ -324,10 +324,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             )
         # Checked before the block runs: the run's labels include those of device points
         # still in flight (taken when they ended).
-        if not isinstance(label, str) or not label:
-            raise InvalidInputError(f"point label must be a non-empty string, got {label!r}")
-        if self._writer.has_label(label):
-            raise InvalidInputError(f"point label {label!r} is already used in this run")
+        self._check_new_label(label)
         with self._lock:
             self._commit_pending()
             self._clock.explicit = True
