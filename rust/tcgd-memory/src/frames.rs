@@ -64,6 +64,16 @@ pub struct StackFrames(pub Vec<StackFrame>);
 
 pub const UNATTRIBUTED: &str = "<unattributed>";
 
+/// How many frames a `display_stack(depth)` shows: every frame for `None`; the message
+/// of a negative depth otherwise.
+pub fn display_depth(depth: Option<i64>) -> std::result::Result<usize, String> {
+    match depth {
+        None => Ok(usize::MAX),
+        Some(d) => usize::try_from(d)
+            .map_err(|_| format!("depth must be a non-negative integer or None, got {d}")),
+    }
+}
+
 impl StackFrames {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

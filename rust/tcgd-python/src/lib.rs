@@ -183,9 +183,7 @@ mod _native {
     use super::memory::attribution::{
         allocation_stack_coverage, attribution_csv, compare_allocation_stacks, event_window,
         memory_attribution, summarize_allocation_stacks, summarize_state_events,
-        with_attribution_sections, AllocationStackCoverage, AllocationStackDelta,
-        AllocationStackSummary, AllocatorEventSummary, MemoryAttribution, MemoryAttributionStatus,
-        MemoryEvidenceStatus,
+        with_attribution_sections, MemoryAttribution,
     };
     #[pymodule_export]
     use super::memory::group::{
@@ -237,6 +235,10 @@ mod _native {
     };
     #[pymodule_export]
     use tcgd_config::{Decision, MemorySettings, RunSettings};
+    #[pymodule_export]
+    use tcgd_memory::attribution::{
+        AttributionStatus, EventSummary, EvidenceStatus, StackCoverage, StackDelta, StackSummary,
+    };
     #[pymodule_export]
     use tcgd_memory::lifetimes::{CohortPointState, CohortSizeBucket, CohortSizeOutcome};
     #[pymodule_export]

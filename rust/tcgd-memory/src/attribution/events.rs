@@ -38,17 +38,33 @@ impl PoolConfidence {
     }
 }
 
+/// Allocator events of one (device, pool, stream, action, complete stack) in an interval.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "AllocatorEventSummary",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EventSummary {
     pub device_index: i64,
     /// `None` unless the confidence is `reported` or `matched`.
     pub pool_id: Option<PoolId>,
     pub stream: i64,
+    /// The trace action (`alloc`, `free_requested`, `free_completed`, `oom`, ...).
     pub action: String,
+    /// Every frame as a dict (`filename`, `line`, `name`, FX fields when present),
+    /// innermost first.
     pub stack_frames: StackFrames,
     /// Sum of the entries' absolute sizes.
     pub total_bytes: i64,
+    /// Events.
     pub count: i64,
+    /// `reported`, `matched`, `ambiguous`, `unknown` or `not_applicable`.
     pub attribution_confidence: PoolConfidence,
 }
 

@@ -10,6 +10,8 @@
 //! are requested.
 
 pub mod events;
+#[cfg(feature = "python")]
+mod python;
 pub mod stacks;
 
 use serde::Serialize;
@@ -28,6 +30,17 @@ pub use stacks::{BlockFilter, StackCoverage, StackDelta, StackSummary};
 
 /// Whether an analysis was asked for, whether its evidence existed, and whether that
 /// evidence was complete.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "MemoryEvidenceStatus",
+        frozen,
+        get_all,
+        eq,
+        from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct EvidenceStatus {
     pub requested: bool,
@@ -35,6 +48,19 @@ pub struct EvidenceStatus {
     pub complete: bool,
 }
 
+/// Whether each kind of evidence an attribution can use was asked for, found and
+/// complete.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "MemoryAttributionStatus",
+        frozen,
+        get_all,
+        eq,
+        from_py_object
+    )
+)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct AttributionStatus {
     pub stacks: EvidenceStatus,

@@ -22,15 +22,29 @@ pub struct BlockFilter {
 
 /// Attributed active bytes over active bytes. `coverage` is `1.0` when nothing is active:
 /// an empty state has nothing left to explain.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "AllocationStackCoverage",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackCoverage {
     pub device_index: Option<i64>,
     pub pool_id: Option<PoolId>,
+    /// Bytes of the active blocks.
     pub active_bytes: i64,
+    /// Bytes of the active blocks that have allocation frames.
     pub attributed_bytes: i64,
+    /// `active_bytes - attributed_bytes`: the `<unattributed>` bucket.
     pub unattributed_bytes: i64,
     pub active_blocks: i64,
     pub attributed_blocks: i64,
+    /// `attributed_bytes / active_bytes`; `1.0` when nothing is active.
     pub coverage: f64,
 }
 
@@ -42,23 +56,49 @@ impl StackCoverage {
 
 /// Active blocks of one (device, pool, stream?, stack): the `<unattributed>` bucket is
 /// the row with no frames.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "AllocationStackSummary",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackSummary {
     pub device_index: i64,
     pub pool_id: PoolId,
     /// `None` when streams were summed.
     pub stream: Option<i64>,
+    /// Every frame as a dict (`filename`, `line`, `name`, FX fields when present),
+    /// innermost first.
     pub stack_frames: StackFrames,
+    /// Bytes (allocator-rounded) of the blocks.
     pub size_bytes: i64,
+    /// Requested (unrounded) bytes of the blocks.
     pub requested_bytes: i64,
+    /// Blocks.
     pub count: i64,
 }
 
 /// One pool key of a delta: `(device, pool)`; `None` on the side that lacks the pool.
 pub type SideKey = Option<(i64, PoolId)>;
 
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "AllocationStackDelta",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StackDelta {
+    /// `(device, (a, b))` of the reference side; `None` where it lacks the pool.
     pub reference_key: SideKey,
     pub candidate_key: SideKey,
     pub stream: Option<i64>,

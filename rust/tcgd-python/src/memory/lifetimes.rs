@@ -30,13 +30,7 @@ pub(crate) fn row_dicts<'py>(
 
 /// How many frames `display_stack(depth)` shows: every frame for `None`.
 pub(crate) fn display_depth(depth: Option<i64>) -> BindResult<usize> {
-    match depth {
-        None => Ok(usize::MAX),
-        Some(d) if d >= 0 => Ok(d as usize),
-        Some(d) => Err(BindingError::InvalidInput(format!(
-            "depth must be a non-negative integer or None, got {d}"
-        ))),
-    }
+    tcgd_memory::frames::display_depth(depth).map_err(BindingError::InvalidInput)
 }
 
 fn tuple<'py, T: IntoPyObject<'py>>(

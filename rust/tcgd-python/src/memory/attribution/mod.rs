@@ -3,7 +3,10 @@
 //! classes are in [`results`].
 
 use tcgd_memory::attribution::events::{self as ev, PointWindow};
-use tcgd_memory::attribution::{self as att, AttributionRequest, BlockFilter};
+use tcgd_memory::attribution::{
+    self as att, AttributionRequest, BlockFilter, EventSummary, StackCoverage, StackDelta,
+    StackSummary,
+};
 use tcgd_memory::lifetimes as lt;
 use tcgd_memory::report::attribution::{self as rep, Display};
 
@@ -195,10 +198,12 @@ pub(crate) fn allocation_stack_coverage(
     state: &MemoryState,
     device: Option<i64>,
     pool: Option<(i64, i64)>,
-) -> PyResult<AllocationStackCoverage> {
+) -> PyResult<StackCoverage> {
     guard(py, || {
-        let inner = att::stacks::coverage(&state.inner, filter(device, pool, None))?;
-        Ok(AllocationStackCoverage::of(&inner))
+        Ok(att::stacks::coverage(
+            &state.inner,
+            filter(device, pool, None),
+        )?)
     })
 }
 
@@ -211,17 +216,14 @@ pub(crate) fn summarize_allocation_stacks(
     pool: Option<(i64, i64)>,
     stream: Option<i64>,
     by_stream: bool,
-) -> PyResult<Vec<AllocationStackSummary>> {
-    let rows = guard(py, || {
+) -> PyResult<Vec<StackSummary>> {
+    guard(py, || {
         Ok(att::stacks::summarize(
             &state.inner,
             filter(device, pool, stream),
             by_stream,
         )?)
-    })?;
-    rows.iter()
-        .map(|s| AllocationStackSummary::of(py, s))
-        .collect()
+    })
 }
 
 /// Stack deltas between two states whose pools pair by id (`device`/`pool` restrict the
@@ -238,8 +240,8 @@ pub(crate) fn compare_allocation_stacks(
     stream: Option<i64>,
     by_stream: bool,
     include_unchanged: bool,
-) -> PyResult<Vec<AllocationStackDelta>> {
-    let rows = guard(py, || {
+) -> PyResult<Vec<StackDelta>> {
+    guard(py, || {
         let keep = |k: &Option<(i64, (i64, i64))>| {
             k.is_none_or(|(d, p)| device.is_none_or(|x| x == d) && pool.is_none_or(|x| x == p))
         };
@@ -255,26 +257,19 @@ pub(crate) fn compare_allocation_stacks(
             by_stream,
             include_unchanged,
         )?)
-    })?;
-    rows.iter()
-        .map(|d| AllocationStackDelta::of(py, d))
-        .collect()
+    })
 }
 
 /// Event rows of the entries `events_of` stored, pools looked up in the segments of
 /// `reference` and `candidate`.
 #[pyfunction]
 pub(crate) fn summarize_state_events(
-    py: Python<'_>,
     events_of: &MemoryState,
     reference: &MemoryState,
     candidate: &MemoryState,
-) -> PyResult<Vec<AllocatorEventSummary>> {
+) -> Vec<EventSummary> {
     let ranges = ev::segment_ranges(&[&reference.inner, &candidate.inner]);
-    let rows = ev::summarize_events(&events_of.inner.events, &events_of.inner.stacks, &ranges);
-    rows.iter()
-        .map(|e| AllocatorEventSummary::of(py, e))
-        .collect()
+    ev::summarize_events(&events_of.inner.events, &events_of.inner.stacks, &ranges)
 }
 
 /// `(start, end, status)` of the window between the last `start_marker` and the last
