@@ -187,11 +187,10 @@ mod _native {
     };
     #[pymodule_export]
     use super::memory::group::{
-        compare_run_group_phases, MemoryMetricExtrema, MemoryRankDevicePhaseDecomposition,
-        MemoryRankDevicePointState, MemoryRankPhaseDecomposition, MemoryRankPhaseRow,
-        MemoryRankPointAggregate, MemoryRankPointState, MemoryRankPoolPhaseDecomposition,
-        MemoryRunGroup, MemoryRunGroupPhaseAggregate, MemoryRunGroupPhaseComparison,
-        MemoryRunGroupSummary,
+        compare_run_group_phases, MemoryRankDevicePhaseDecomposition, MemoryRankDevicePointState,
+        MemoryRankPhaseDecomposition, MemoryRankPhaseRow, MemoryRankPointAggregate,
+        MemoryRankPointState, MemoryRankPoolPhaseDecomposition, MemoryRunGroup,
+        MemoryRunGroupPhaseAggregate, MemoryRunGroupPhaseComparison, MemoryRunGroupSummary,
     };
     #[pymodule_export]
     use super::memory::lifetimes::{
@@ -239,6 +238,8 @@ mod _native {
     use tcgd_memory::attribution::{
         AttributionStatus, EventSummary, EvidenceStatus, StackCoverage, StackDelta, StackSummary,
     };
+    #[pymodule_export]
+    use tcgd_memory::group::MetricExtrema;
     #[pymodule_export]
     use tcgd_memory::lifetimes::{CohortPointState, CohortSizeBucket, CohortSizeOutcome};
     #[pymodule_export]

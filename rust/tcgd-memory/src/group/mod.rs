@@ -21,6 +21,8 @@ use crate::run::MemoryRunReader;
 use crate::state::MemoryState;
 
 mod phases;
+#[cfg(feature = "python")]
+mod python;
 mod summary;
 
 pub use phases::*;

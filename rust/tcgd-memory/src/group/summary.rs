@@ -88,6 +88,16 @@ impl RankDevicePointState {
 }
 
 /// Minimum and maximum of one value across ranks, with the ranks holding them.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        module = "torch_cudagraph_debug._native",
+        name = "MemoryMetricExtrema",
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MetricExtrema {
     pub min_bytes: i64,
@@ -97,7 +107,9 @@ pub struct MetricExtrema {
     pub max_bytes: i64,
     pub max_rank: i64,
     pub max_ranks: Vec<i64>,
+    /// `max_bytes - min_bytes` (saturating).
     pub spread_bytes: i64,
+    /// Ranks that have the value.
     pub rank_count: usize,
 }
 

@@ -154,66 +154,6 @@ impl MemoryRankDevicePointState {
     }
 }
 
-/// Minimum and maximum of one value across ranks, with the ranks that hold them.
-#[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
-pub struct MemoryMetricExtrema {
-    #[pyo3(get)]
-    min_bytes: i64,
-    /// The lowest rank holding the minimum; `min_ranks` lists them all.
-    #[pyo3(get)]
-    min_rank: i64,
-    #[pyo3(get)]
-    min_ranks: Vec<i64>,
-    #[pyo3(get)]
-    max_bytes: i64,
-    #[pyo3(get)]
-    max_rank: i64,
-    #[pyo3(get)]
-    max_ranks: Vec<i64>,
-    /// `max_bytes - min_bytes` (saturating).
-    #[pyo3(get)]
-    spread_bytes: i64,
-    /// Ranks that have the value.
-    #[pyo3(get)]
-    rank_count: usize,
-    inner: MetricExtrema,
-}
-
-impl MemoryMetricExtrema {
-    fn of(e: &MetricExtrema) -> Self {
-        MemoryMetricExtrema {
-            min_bytes: e.min_bytes,
-            min_rank: e.min_rank,
-            min_ranks: e.min_ranks.clone(),
-            max_bytes: e.max_bytes,
-            max_rank: e.max_rank,
-            max_ranks: e.max_ranks.clone(),
-            spread_bytes: e.spread_bytes,
-            rank_count: e.rank_count,
-            inner: e.clone(),
-        }
-    }
-}
-
-#[pymethods]
-impl MemoryMetricExtrema {
-    /// The extrema as `report.json` holds them; with `prefix`, every key after it (joined
-    /// by `_` unless it ends with one): `to_dict("end_gap")` gives `end_gap_min_bytes`,
-    /// ... as flat rows name a term's extrema.
-    #[pyo3(signature = (prefix=None))]
-    fn to_dict<'py>(&self, py: Python<'py>, prefix: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(py, &self.inner.json_with_prefix(prefix))
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "MemoryMetricExtrema(min_bytes={}, min_rank={}, max_bytes={}, max_rank={}, \
-             spread_bytes={})",
-            self.min_bytes, self.min_rank, self.max_bytes, self.max_rank, self.spread_bytes
-        )
-    }
-}
-
 /// The extrema of one metric of one scope at one point across the ranks that recorded
 /// it, flat: the point, then the extrema's values.
 #[pyclass(module = "torch_cudagraph_debug._native", frozen, skip_from_py_object)]
@@ -509,10 +449,8 @@ pub(crate) fn device_row(r: &RankPhaseRow) -> MemoryRankDevicePhaseDecomposition
     }
 }
 
-fn extrema(py: Python<'_>, e: &Option<MetricExtrema>) -> PyResult<Option<Py<MemoryMetricExtrema>>> {
-    e.as_ref()
-        .map(|e| Py::new(py, MemoryMetricExtrema::of(e)))
-        .transpose()
+fn extrema(py: Python<'_>, e: &Option<MetricExtrema>) -> PyResult<Option<Py<MetricExtrema>>> {
+    e.clone().map(|e| Py::new(py, e)).transpose()
 }
 
 /// The cross-rank extrema of every term of one scope's equation for one metric.
@@ -532,15 +470,15 @@ pub struct MemoryRunGroupPhaseAggregate {
     #[pyo3(get)]
     changed: bool,
     #[pyo3(get)]
-    baseline_change: Option<Py<MemoryMetricExtrema>>,
+    baseline_change: Option<Py<MetricExtrema>>,
     #[pyo3(get)]
-    candidate_change: Option<Py<MemoryMetricExtrema>>,
+    candidate_change: Option<Py<MetricExtrema>>,
     #[pyo3(get)]
-    start_gap: Option<Py<MemoryMetricExtrema>>,
+    start_gap: Option<Py<MetricExtrema>>,
     #[pyo3(get)]
-    end_gap: Option<Py<MemoryMetricExtrema>>,
+    end_gap: Option<Py<MetricExtrema>>,
     #[pyo3(get)]
-    change_gap: Option<Py<MemoryMetricExtrema>>,
+    change_gap: Option<Py<MetricExtrema>>,
     inner: rg::GroupPhaseAggregate,
 }
 
