@@ -224,7 +224,8 @@ class AllocationCohort:
 @final
 class AllocationStackCoverage:
     """
-    Attributed active bytes over active bytes, for a whole state or one pool.
+    Attributed active bytes over active bytes. `coverage` is `1.0` when nothing is active:
+    an empty state has nothing left to explain.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -317,11 +318,17 @@ class AllocationStackDelta:
     @property
     def reference_size_bytes(self, /) -> int: ...
     @property
-    def stack_fingerprint(self, /) -> str: ...
+    def stack_fingerprint(self, /) -> str:
+        """
+        Fingerprint of the complete stack, every frame field included.
+        """
     @property
     def stack_frames(self, /) -> tuple: ...
     @property
-    def stack_key(self, /) -> str: ...
+    def stack_key(self, /) -> str:
+        """
+        Locations only (`file:line:function <- ...`); `<unattributed>` without frames.
+        """
     @property
     def stream(self, /) -> int | None: ...
     def to_dict(self, /) -> Any: ...
@@ -334,7 +341,8 @@ class AllocationStackDelta:
 @final
 class AllocationStackSummary:
     """
-    Active blocks of one (device, pool, stream when asked, complete stack).
+    Active blocks of one (device, pool, stream?, stack): the `<unattributed>` bucket is
+    the row with no frames.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -435,11 +443,21 @@ class AllocatorEventSummary:
         The reference's name of `total_bytes`.
         """
     @property
-    def stack_fingerprint(self, /) -> str: ...
+    def stack_fingerprint(self, /) -> str:
+        """
+        Fingerprint of the complete stack, every frame field included.
+        """
     @property
-    def stack_frames(self, /) -> tuple: ...
+    def stack_frames(self, /) -> tuple:
+        """
+        Every frame as a dict (`filename`, `line`, `name`, FX fields when present),
+        innermost first.
+        """
     @property
-    def stack_key(self, /) -> str: ...
+    def stack_key(self, /) -> str:
+        """
+        Locations only (`file:line:function <- ...`); `<unattributed>` without frames.
+        """
     @property
     def stream(self, /) -> int: ...
     def to_dict(self, /, *, reference_label: str | None = None, candidate_label: str | None = None) -> Any:
@@ -455,7 +473,7 @@ class AllocatorEventSummary:
     @property
     def total_bytes(self, /) -> int:
         """
-        Sum of the events' absolute sizes.
+        Sum of the entries' absolute sizes.
         """
 
 class AnomalySite:
@@ -1471,7 +1489,7 @@ class MemoryLifecycleDelta:
 @final
 class MemoryMetricExtrema:
     """
-    Minimum and maximum of one value across ranks, with the ranks that hold them.
+    Minimum and maximum of one value across ranks, with the ranks holding them.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -1485,7 +1503,7 @@ class MemoryMetricExtrema:
     @property
     def min_rank(self, /) -> int:
         """
-        The lowest rank holding the minimum; `min_ranks` lists them all.
+        The lowest rank holding the minimum; `min_ranks` lists every rank holding it.
         """
     @property
     def min_ranks(self, /) -> list[int]: ...

@@ -8,7 +8,7 @@ use pyo3::inspect::PyStaticExpr;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
-use tcgd_report::python::{cells_to_python, repr_of, to_python};
+use tcgd_report::python::{attrs_dict, cells_to_python, repr_of, to_python};
 
 use super::{
     AttributionStatus, EventSummary, EvidenceStatus, PoolConfidence, StackCoverage, StackDelta,
@@ -137,9 +137,8 @@ impl AttributionStatus {
     }
 
     /// `{"stacks", "events", "lifetimes"}`, each as its status's `to_dict()`.
-    #[allow(clippy::wrong_self_convention)]
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_python(py, self)
+    fn to_dict<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        attrs_dict(slf.as_any(), &["stacks", "events", "lifetimes"])
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

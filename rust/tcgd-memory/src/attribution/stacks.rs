@@ -86,6 +86,7 @@ pub struct StackSummary {
 /// One pool key of a delta: `(device, pool)`; `None` on the side that lacks the pool.
 pub type SideKey = Option<(i64, PoolId)>;
 
+/// The change of one (pool pair, stream when asked, complete stack) between two states.
 #[cfg_attr(
     feature = "python",
     pyo3::pyclass(
