@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -374,3 +375,36 @@ def test_points_of_registered_sites_store_each_site_once_and_read_back_whole(tmp
     assert second.summary.nan_count == 1 and second.summary.max == 4.0
     assert bare_obs.name == "loss" and bare_obs.site is None and bare_obs.summary.mean == 0.5
     assert run["p1"].metadata == {"step": 1}
+
+
+def test_the_run_writer_waits_for_its_lock_while_another_thread_commits(tmp_path):
+    # The writer's lock is shared with a native thread on the device path (the harvester
+    # submits the points it reads back, holding the lock while the queue makes room), so
+    # a label check or a count from the recording thread waits for it rather than failing
+    # as if a second Python thread had taken the writer.
+    rec = TensorRecorder(run_dir=tmp_path / "run", payload="summary")
+    writer = rec._writer
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def commit_many() -> None:
+        try:
+            for i in range(400):
+                writer.commit_point(f"bg{i}", "{}", None, None, [])
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=commit_many)
+    thread.start()
+    checks = 0
+    while not done.is_set():
+        assert not writer.has_label("never-used")
+        assert writer.point_count >= 0 and not writer.closed
+        checks += 1
+    thread.join()
+    assert errors == [] and checks > 0
+    rec.flush()
+    assert writer.point_count == 400 and writer.has_label("bg399")
+    rec.close()

@@ -71,17 +71,26 @@ pub(crate) fn observation_inputs(
     Ok((inputs, owners))
 }
 
-/// Runs `work` on the writer behind `lock` with the GIL released: how every blocking call
-/// of a writer class reaches it. `what` names the writer in errors.
+/// Runs `work` on the writer behind `lock`, taking the lock and working with the GIL
+/// released: how every call of a writer class reaches it. The lock is not the caller's
+/// alone: a device recorder's harvester thread submits the points it reads back through
+/// it, and holds it while a submission waits for room in the queue, so a caller waits for
+/// it (never while holding the GIL, which that thread never needs) instead of taking a busy
+/// lock for a second Python thread. `what` names the writer in errors.
 pub(crate) fn with_locked<W: ?Sized + Send, T: Send, E: Into<BindingError> + Send>(
     py: Python<'_>,
     lock: &Mutex<W>,
     what: &str,
     work: impl FnOnce(&mut W) -> Result<T, E> + Send,
 ) -> BindResult<T> {
-    let mut locked = try_lock(lock, what)?;
-    let writer: &mut W = &mut locked;
-    py.detach(|| work(writer)).map_err(Into::into)
+    py.detach(|| {
+        let mut locked = lock.lock().map_err(|_| {
+            BindingError::Internal(format!(
+                "the {what} failed earlier while another thread used it; open the run again"
+            ))
+        })?;
+        work(&mut locked).map_err(Into::into)
+    })
 }
 
 /// What every run writer does besides committing points, whatever kind of run it writes:
@@ -142,27 +151,40 @@ impl RunWriterBase {
     pub(crate) fn over(lifecycle: Arc<Mutex<dyn RunLifecycle>>, what: &'static str) -> Self {
         RunWriterBase { lifecycle, what }
     }
+
+    /// One fact about the writer, read under its lock ([`with_locked`]).
+    fn read<T: Send>(
+        &self,
+        py: Python<'_>,
+        fact: impl FnOnce(&dyn RunLifecycle) -> T + Send,
+    ) -> PyResult<T> {
+        guard(py, || {
+            with_locked(py, &self.lifecycle, self.what, |w| {
+                Ok::<_, BindingError>(fact(w))
+            })
+        })
+    }
 }
 
 #[pymethods]
 impl RunWriterBase {
-    fn has_label(&self, label: &str) -> PyResult<bool> {
-        Ok(try_lock(&self.lifecycle, self.what)?.has_label(label))
+    fn has_label(&self, py: Python<'_>, label: &str) -> PyResult<bool> {
+        self.read(py, |w| w.has_label(label))
     }
 
     #[getter]
-    fn point_count(&self) -> PyResult<u64> {
-        Ok(try_lock(&self.lifecycle, self.what)?.point_count())
+    fn point_count(&self, py: Python<'_>) -> PyResult<u64> {
+        self.read(py, |w| w.point_count())
     }
 
     #[getter]
-    fn closed(&self) -> PyResult<bool> {
-        Ok(try_lock(&self.lifecycle, self.what)?.is_closed())
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        self.read(py, |w| w.is_closed())
     }
 
     #[getter]
-    fn path(&self) -> PyResult<PathBuf> {
-        Ok(try_lock(&self.lifecycle, self.what)?.dir().to_path_buf())
+    fn path(&self, py: Python<'_>) -> PyResult<PathBuf> {
+        self.read(py, |w| w.dir().to_path_buf())
     }
 
     /// Waits until every point handed over is durable.
