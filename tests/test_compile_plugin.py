@@ -240,6 +240,44 @@ def test_training_graphs_probe_forward_and_backward(tmp_path):
     assert isinstance(TensorRun.load(tmp_path / "run"), TensorRun)
 
 
+def test_cpu_summaries_are_taken_at_the_probe_and_keep_no_bytes(tmp_path):
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    model = MLP().eval()
+    x = torch.randn(4, 8)
+    x[1, 2] = float("inf")  # a row of infinities and NaNs in both linear outputs
+    config = {"version": 1, "select": [{"ops": ["aten.addmm"]}], "run": {"payload": "summary"}}
+    compiled = tcgd_compile.compile(model, probes=config, run_dir=tmp_path / "run")
+    with torch.no_grad():
+        for _ in range(2):
+            compiled(x)
+        hidden = model.fc1(x)
+        values = [hidden, model.fc2(torch.relu(hidden))]
+    session = tcgd_compile.session_for(tcgd_compile.load_config(config), run_dir=tmp_path / "run")
+    run = session.finish()
+    assert run.labels == ("call0", "call1")
+    for label in run.labels:
+        observations = run[label].observations
+        assert len(observations) == 2
+        for observation, value in zip(observations, values, strict=True):
+            summary = observation.summary
+            assert (observation.payload, observation.digest) == ("summary", None)
+            assert observation.shape == tuple(value.shape)
+            v = value.double().flatten()
+            finite = v[v.isfinite()]
+            assert (summary.numel, summary.finite_count) == (v.numel(), finite.numel())
+            assert summary.nan_count == int(v.isnan().sum())
+            assert summary.pos_inf_count == int((v == float("inf")).sum())
+            assert summary.neg_inf_count == int((v == float("-inf")).sum())
+            assert 0 < summary.finite_count < summary.numel
+            assert summary.min == finite.min().item() and summary.max == finite.max().item()
+            expected = (finite.mean(), finite.std(unbiased=False), finite.norm())
+            got = (summary.mean, summary.std, summary.l2_norm)
+            assert got == pytest.approx([e.item() for e in expected], rel=1e-6)
+    # A summary payload stores no value bytes.
+    assert pq.read_table(data_files(tmp_path / "run", "payloads")).num_rows == 0
+
+
 CHILD = textwrap.dedent(
     """
     import os, sys, torch

@@ -2935,13 +2935,15 @@ class RunWriter(_RunWriterBase):
         point is durable once `flush` (or `close`) returns; a failed background commit is
         raised by the next call.
         """
-    def commit_site_values(self, /, label: str, metadata_json: str, payload: str, values: Sequence[tuple[int, int, int, tuple[int, int], Any]]) -> int:
+    def commit_site_values(self, /, label: str, metadata_json: str, payload: str, values: Sequence[tuple[int, int, int, tuple[int, int] | TensorValueSummary, Any | None]]) -> int:
         """
         Checks one point of registered sites' host values and hands it to the writer
         thread, as `commit_point` does; returns its point index. Each value is `(site index,
         order, invocation index, (address, length), owner)`, its bytes laid out as the site
         declared (contiguous), `owner` the private host tensor that holds them until the
-        point is on disk. `payload` (`"full"` or `"summary"`) applies to every value.
+        point is on disk; or `(site index, order, invocation index, summary, None)` for a
+        value summarised where it was (a `TensorValueSummary`, summary payloads only).
+        `payload` (`"full"` or `"summary"`) applies to every value.
         """
     def register_site(self, /, name: str, dtype: str, shape: Sequence[int], stride: Sequence[int], source_device: str, site: TensorSite | None = None) -> int:
         """
@@ -3591,6 +3593,10 @@ class TensorValueSummary:
     neg_inf_count == numel`, `zero_count` is part of `finite_count`; `min`, `max`, `mean`,
     `std` (population) and `l2_norm` cover the finite elements in float64 and are `None`
     when there is none (`l2_norm` is then 0). `minimum` and `maximum` are `min` and `max`.
+    [`summarize`] gives the exact semantics of each field.
+
+    In JSON (reports, `to_json`) the counts are named `finite`, `nan`, `posinf`, `neginf`
+    and `zero` and the norm `l2`, and non-finite floats are strings ([`crate::json`]).
     """
     def __eq__(self, value: object, /) -> bool: ...
     def __ne__(self, value: object, /) -> bool: ...
@@ -3609,13 +3615,19 @@ class TensorValueSummary:
     @property
     def max(self, /) -> float | None: ...
     @property
-    def maximum(self, /) -> float | None: ...
+    def maximum(self, /) -> float | None:
+        """
+        `max`.
+        """
     @property
     def mean(self, /) -> float | None: ...
     @property
     def min(self, /) -> float | None: ...
     @property
-    def minimum(self, /) -> float | None: ...
+    def minimum(self, /) -> float | None:
+        """
+        `min`.
+        """
     @property
     def nan_count(self, /) -> int: ...
     @property

@@ -53,6 +53,56 @@ from torch_cudagraph_debug.tensor_debug.recorder import (
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 
+@dataclass(frozen=True)
+class _HostSummary:
+    """A CPU value summarised where its probe ran (summary payloads): its layout as the
+    copy path would have stored it (contiguous) and its summary; no bytes are kept."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    summary: _native.TensorValueSummary
+
+    @staticmethod
+    def of(value: torch.Tensor) -> _HostSummary:
+        # A contiguous value is read where it lies (the graph reuses its buffer only after
+        # the op returns); any other is made contiguous first, as the copy would be.
+        value = value.detach()
+        if not value.is_contiguous():
+            value = value.contiguous()
+        name = dtype_name(value.dtype)
+        return _HostSummary(
+            value.dtype,
+            tuple(value.shape),
+            tuple(value.stride()),
+            _native.summarize(name, host_bytes(value)),
+        )
+
+    def as_native(
+        self, site: TensorSite, order: int, invocation_index: int, device: str
+    ) -> dict[str, object]:
+        """The observation as the device recorder's points take it (no bytes: the
+        summary)."""
+        return {
+            "order": order,
+            "name": site.site_id or "",
+            "invocation_index": invocation_index,
+            "dtype": dtype_name(self.dtype),
+            "shape": list(self.shape),
+            "stride": list(self.stride),
+            "source_device": device,
+            "payload": "summary",
+            "data": None,
+            "owner": None,
+            "summary": self.summary,
+            "site": site,
+        }
+
+
+# What a point holds of a site's eager value until it is committed.
+_Taken = torch.Tensor | _HostSummary
+
+
 @dataclass
 class _Capture:
     runtime: _native.ProbeRuntime
@@ -126,7 +176,7 @@ class ProbeSession(RunRecorder[TensorRun]):
         self._writer_sites: dict[tuple[str, torch.dtype, torch.Size, str], int] = {}
         # Values taken eagerly in the current point: site id -> [(host copy, source
         # device)], one entry per invocation of the site within the point.
-        self._eager: dict[str, list[tuple[torch.Tensor, str]]] = {}
+        self._eager: dict[str, list[tuple[_Taken, str]]] = {}
         self._captures: dict[int, _Capture] = {}
         # Which compiled callables ran in the current point, the automatic points' labels,
         # whether a named point is open; once a graph was captured it closes the points of
@@ -199,9 +249,15 @@ class ProbeSession(RunRecorder[TensorRun]):
             stream = current_stream_handle(device.index or 0) if device.type == "cuda" else None
             capture = _native.capture_id(stream) if stream is not None else None
             if capture is None or stream is None:
+                where = str(device)
+                if self.payload == "summary" and device.type == "cpu" and self._device is None:
+                    # Summarised here, from the value itself: no copy, no digest (as the
+                    # device summarises a replayed graph's values).
+                    for value, site in zip(values, sites, strict=True):
+                        self._take_eager(site.site_id, _HostSummary.of(value), where)
+                    return
                 # One copy per value, straight into a contiguous host tensor (the values'
                 # buffers are reused by the graph once the op returns).
-                where = str(device)
                 for value, site in zip(values, sites, strict=True):
                     host = value.detach().to(
                         "cpu", copy=True, memory_format=torch.contiguous_format
@@ -223,7 +279,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             host = value.detach().to("cpu", copy=True).contiguous()
             self._take_eager(site.site_id, host, str(value.device))
 
-    def _take_eager(self, site_id: str, host: torch.Tensor, device: str) -> None:
+    def _take_eager(self, site_id: str, host: _Taken, device: str) -> None:
         if site_id in self._eager and self.auto_points and not self._clock.explicit:
             # The site ran again inside one automatic point: a call nothing delimited (a
             # compiled callable this session did not wrap). Its values begin the next
@@ -388,34 +444,46 @@ class ProbeSession(RunRecorder[TensorRun]):
             # It merges these values with its own by site order.
             observations = []
             for site_order, invocation, site_id, host, device in taken:
-                observation = self._pending(self._sites[site_id], host, device=device)
-                observation.order = site_order
-                observation.invocation_index = invocation
-                observations.append(observation.as_native())
+                site = self._sites[site_id]
+                if isinstance(host, _HostSummary):
+                    observations.append(host.as_native(site, site_order, invocation, device))
+                    continue
+                pending = self._pending(site, host, device=device)
+                pending.order = site_order
+                pending.invocation_index = invocation
+                observations.append(pending.as_native())
             stream = current_stream_handle(self._device_index)
             self._device.close_point(label, json.dumps(metadata), stream, dump, observations)
         else:
             # Each site's facts were handed to the writer once; a point is its values.
             values = [
-                (self._writer_site(site_id, host, device), order, n, host_bytes(host), host)
+                (
+                    self._writer_site(site_id, host, device),
+                    order,
+                    n,
+                    host.summary if isinstance(host, _HostSummary) else host_bytes(host),
+                    None if isinstance(host, _HostSummary) else host,
+                )
                 for order, (_, n, site_id, host, device) in enumerate(taken)
             ]
             self._writer.commit_site_values(label, json.dumps(metadata), self.payload, values)
         self._eager.clear()
         self._clock.point_ended()
 
-    def _writer_site(self, site_id: str, host: torch.Tensor, device: str) -> int:
+    def _writer_site(self, site_id: str, host: _Taken, device: str) -> int:
         """The writer's index of the site ``site_id`` holding a value like ``host`` (a
-        contiguous host copy): registered the first time, again when a dynamic shape gives
-        the site another layout."""
-        key = (site_id, host.dtype, host.shape, device)
+        contiguous host copy or a summary of one): registered the first time, again when a
+        dynamic shape gives the site another layout."""
+        shape = tuple(host.shape)
+        key = (site_id, host.dtype, shape, device)
         index = self._writer_sites.get(key)
         if index is None:
+            stride = host.stride if isinstance(host, _HostSummary) else host.stride()
             index = self._writer.register_site(
                 site_id,
                 dtype_name(host.dtype),
-                list(host.shape),
-                list(host.stride()),
+                list(shape),
+                list(stride),
                 device,
                 self._sites[site_id],
             )

@@ -123,23 +123,10 @@ Observed = TensorPoint | TensorProbeSnapshot
 
 
 def _observation_args(o: TensorObservation) -> dict[str, Any]:
-    s = o.summary
     return {
         **observation_layout(o),
         "digest": o.digest,
-        "summary": (
-            s.numel,
-            s.finite_count,
-            s.nan_count,
-            s.pos_inf_count,
-            s.neg_inf_count,
-            s.zero_count,
-            s.min,
-            s.max,
-            s.mean,
-            s.std,
-            s.l2_norm,
-        ),
+        "summary": o.summary,
         "site": o.site,
     }
 

@@ -154,8 +154,8 @@ fn print_value(spec: &PrintSpec, replay: u64, value: &[u8]) {
                 opt(s.max),
                 opt(s.mean),
                 opt(s.std),
-                s.nan,
-                s.pos_inf + s.neg_inf
+                s.nan_count,
+                s.pos_inf_count + s.neg_inf_count
             );
         }
     }

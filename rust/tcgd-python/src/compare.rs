@@ -18,7 +18,6 @@ use crate::args::{Joined, ObservationArgs};
 use crate::errors::{guard, BindResult, BindingError};
 use crate::results::{self, PyOptions};
 use crate::store::RunAddress;
-use crate::{to_summary, SummaryArgs};
 
 // --------------------------------------------------------------------------- inputs
 
@@ -28,7 +27,7 @@ use crate::{to_summary, SummaryArgs};
 struct StoredValueArgs {
     digest: Option<String>,
     /// (numel, finite, nan, posinf, neginf, zero, min, max, mean, std, l2)
-    summary: Option<SummaryArgs>,
+    summary: Option<tcgd_tensor::TensorSummary>,
 }
 
 #[derive(FromPyObject)]
@@ -148,7 +147,7 @@ fn build_set(
         observations.push(ObservationMeta {
             descriptor: descriptor.check()?,
             digest: value.digest,
-            summary: value.summary.map(to_summary),
+            summary: value.summary,
             site: Some(site).filter(|s| !s.is_empty()),
         });
     }

@@ -44,38 +44,6 @@ impl HostBytes {
     }
 }
 
-/// A summary as Python hands it over: (numel, finite, nan, posinf, neginf, zero, min,
-/// max, mean, std, l2).
-pub(crate) type SummaryArgs = (
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    Option<f64>,
-    f64,
-);
-
-pub(crate) fn to_summary(s: SummaryArgs) -> TensorSummary {
-    TensorSummary {
-        numel: s.0,
-        finite: s.1,
-        nan: s.2,
-        pos_inf: s.3,
-        neg_inf: s.4,
-        zero: s.5,
-        min: s.6,
-        max: s.7,
-        mean: s.8,
-        std: s.9,
-        l2: s.10,
-    }
-}
-
 pub(crate) fn parse_dtype(name: &str) -> BindResult<DType> {
     Ok(DType::from_torch_name(name)?)
 }
@@ -83,11 +51,7 @@ pub(crate) fn parse_dtype(name: &str) -> BindResult<DType> {
 /// Summary of a tensor's host bytes (contiguous, little-endian), `data` being
 /// `(address, length)`: the same `TensorValueSummary` the comparisons report.
 #[pyfunction]
-pub(crate) fn summarize(
-    py: Python<'_>,
-    dtype: &str,
-    data: HostBytes,
-) -> PyResult<results::PyValueSummary> {
+pub(crate) fn summarize(py: Python<'_>, dtype: &str, data: HostBytes) -> PyResult<TensorSummary> {
     guard(py, || {
         let dtype = parse_dtype(dtype)?;
         // SAFETY: `data` comes from `_torch_bridge.host_bytes`, which keeps the tensor
@@ -96,7 +60,7 @@ pub(crate) fn summarize(
         let summary = py
             .detach(|| summarize_bytes(dtype, bytes))
             .map_err(tcgd_store::StoreError::from)?;
-        Ok(results::PyValueSummary::from(summary))
+        Ok(summary)
     })
 }
 
@@ -217,7 +181,7 @@ mod _native {
         comparison_literals, PyComparisonResult, PyGroupComparison, PyGroupInfo, PyGroupMember,
         PyGroupSummary, PyIssue, PyObservationComparison, PyOptions, PyPointComparison,
         PyPointPair, PyRankComparison, PyRankPoint, PyRunComparison, PySeriesComparison, PySide,
-        PySnapshotComparison, PyValueSummary, PyWhole,
+        PySnapshotComparison, PyWhole,
     };
     #[pymodule_export]
     use super::{
@@ -248,6 +212,8 @@ mod _native {
     use tcgd_memory::{rows::DeviceSample, Lifecycle, MemoryStats};
     #[pymodule_export]
     use tcgd_store::{RunHeader, Site, SiteLocation};
+    #[pymodule_export]
+    use tcgd_tensor::TensorSummary;
 
     #[pymodule_export]
     use super::{check_error_classes, lifetime_action_names, trace_action_names};

@@ -8,8 +8,6 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 use tcgd_store::{ObservationMeta, RecordedPoint};
 
-use crate::results::PyValueSummary;
-
 /// One recorded value without its bytes: its place in the point, its layout (`dtype` by
 /// torch's name), `nbytes` of its contiguous values, its `payload` kind (`"full"` or
 /// `"summary"`), `digest` (`blake3:<hex>`, `None` when no bytes were seen), `summary`, and
@@ -32,7 +30,7 @@ pub struct PyRecordedObservation {
     nbytes: u64,
     payload: &'static str,
     digest: Option<String>,
-    summary: Option<Py<PyValueSummary>>,
+    summary: Option<Py<tcgd_tensor::TensorSummary>>,
     site: Option<Py<tcgd_store::Site>>,
 }
 
@@ -51,10 +49,7 @@ impl PyRecordedObservation {
             nbytes,
             payload: d.payload.as_str(),
             digest: meta.digest,
-            summary: meta
-                .summary
-                .map(|s| Py::new(py, PyValueSummary::from(s)))
-                .transpose()?,
+            summary: meta.summary.map(|s| Py::new(py, s)).transpose()?,
             site: meta.site.map(|s| Py::new(py, s)).transpose()?,
         })
     }

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use tcgd_store::{
     check_point, now_micros, CommitJob, CommitPolicy, CommitQueue, ObservationInput, OnDamage,
-    PointInput, RunHeader, RunKind, RunSelector, SiteFacts, Table, Value,
+    PayloadKind, PointInput, RunHeader, RunKind, RunSelector, SiteFacts, Table, Value,
 };
 
 use crate::args::{Joined, ObservationArgs};
 use crate::errors::{guard, try_lock, BindResult, BindingError};
 use crate::results::serde_to_py;
-use crate::{to_summary, HostBytes, SummaryArgs};
+use crate::HostBytes;
 
 /// A recorded observation's value: host bytes, or a summary computed on the device.
 #[derive(FromPyObject)]
@@ -27,9 +27,19 @@ pub(crate) struct HostValueArgs {
     /// The object that owns `data` (a private host tensor the recorder never writes
     /// again); kept alive until the point is committed on the writer thread.
     owner: Option<Py<PyAny>>,
-    /// A device-computed summary: (numel, finite, nan, posinf, neginf, zero, min, max,
-    /// mean, std, l2).
-    summary: Option<SummaryArgs>,
+    /// A summary computed where the value was (a `TensorValueSummary`).
+    summary: Option<tcgd_tensor::TensorSummary>,
+}
+
+/// One value of `commit_site_values`: (site index, order, invocation index, value, owner).
+type SiteValueArgs = (usize, i64, i64, SiteValue, Option<Py<PyAny>>);
+
+/// A registered site's value in a point: its host bytes, or its summary taken where the
+/// value was (then no bytes cross).
+#[derive(FromPyObject)]
+pub(crate) enum SiteValue {
+    Bytes(HostBytes),
+    Summary(tcgd_tensor::TensorSummary),
 }
 
 /// Python's observations as the store takes them, with the objects that own their bytes
@@ -54,7 +64,7 @@ pub(crate) fn observation_inputs(
                 // handed over (see `HostBytes::as_slice`).
                 Value::Bytes(unsafe { data.as_slice() })
             }
-            (None, Some(s)) => Value::Summary(to_summary(s)),
+            (None, Some(s)) => Value::Summary(s),
             (None, None) => {
                 return Err(BindingError::InvalidInput(format!(
                     "observation '{}' has neither bytes nor a summary",
@@ -324,7 +334,9 @@ impl RunWriter {
     /// thread, as `commit_point` does; returns its point index. Each value is `(site index,
     /// order, invocation index, (address, length), owner)`, its bytes laid out as the site
     /// declared (contiguous), `owner` the private host tensor that holds them until the
-    /// point is on disk. `payload` (`"full"` or `"summary"`) applies to every value.
+    /// point is on disk; or `(site index, order, invocation index, summary, None)` for a
+    /// value summarised where it was (a `TensorValueSummary`, summary payloads only).
+    /// `payload` (`"full"` or `"summary"`) applies to every value.
     #[pyo3(signature = (label, metadata_json, payload, values))]
     fn commit_site_values(
         &self,
@@ -332,10 +344,10 @@ impl RunWriter {
         label: String,
         metadata_json: String,
         payload: &str,
-        values: Vec<(usize, i64, i64, HostBytes, Py<PyAny>)>,
+        values: Vec<SiteValueArgs>,
     ) -> PyResult<u64> {
         guard(py, || {
-            let payload = tcgd_store::PayloadKind::parse(payload)?;
+            let payload = PayloadKind::parse(payload)?;
             let sites = try_lock(&self.sites, "run writer")?;
             let mut inputs: Vec<ObservationInput<'static>> = Vec::with_capacity(values.len());
             let mut owners: Vec<Py<PyAny>> = Vec::with_capacity(values.len());
@@ -346,16 +358,34 @@ impl RunWriter {
                         sites.len()
                     ))
                 })?;
-                owners.push(owner);
+                let value = match (data, owner) {
+                    (SiteValue::Summary(summary), _) if payload == PayloadKind::Summary => {
+                        Value::Summary(summary)
+                    }
+                    (SiteValue::Summary(_), _) => {
+                        return Err(BindingError::InvalidInput(
+                            "a full payload needs the value's bytes, not its summary".to_owned(),
+                        ))
+                    }
+                    (SiteValue::Bytes(data), Some(owner)) => {
+                        owners.push(owner);
+                        // SAFETY: `owner` owns these bytes and is kept with the inputs,
+                        // which are dropped first; the recorder never writes a host tensor
+                        // it handed over (see `HostBytes::as_slice`).
+                        Value::Bytes(unsafe { data.as_slice() })
+                    }
+                    (SiteValue::Bytes(_), None) => {
+                        return Err(BindingError::InvalidInput(
+                            "host bytes need the tensor that owns them".to_owned(),
+                        ))
+                    }
+                };
                 inputs.push(ObservationInput {
                     facts,
                     order,
                     invocation_index,
                     payload,
-                    // SAFETY: `owner` owns these bytes and is kept with the inputs, which
-                    // are dropped first; the recorder never writes a host tensor it handed
-                    // over (see `HostBytes::as_slice`).
-                    value: Value::Bytes(unsafe { data.as_slice() }),
+                    value,
                 });
             }
             drop(sites);

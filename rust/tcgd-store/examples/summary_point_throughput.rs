@@ -50,16 +50,16 @@ fn job(label: String, sites: Arc<Vec<Arc<SiteFacts>>>) -> CommitJob {
                 payload: PayloadKind::Summary,
                 value: Value::Summary(TensorSummary {
                     numel: 4 * 128 * 512,
-                    finite: 4 * 128 * 512,
+                    finite_count: 4 * 128 * 512,
                     min: Some(-3.0),
                     max: Some(3.0),
                     mean: Some(0.01),
                     std: Some(1.0),
-                    l2: 512.0,
-                    nan: 0,
-                    pos_inf: 0,
-                    neg_inf: 0,
-                    zero: 0,
+                    l2_norm: 512.0,
+                    nan_count: 0,
+                    pos_inf_count: 0,
+                    neg_inf_count: 0,
+                    zero_count: 0,
                 }),
             })
             .collect();

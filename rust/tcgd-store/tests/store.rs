@@ -175,7 +175,12 @@ fn tensor_points_are_the_rows_as_typed_points() {
     assert_eq!(a.site, None);
     let summary = a.summary.unwrap();
     assert_eq!(
-        (summary.numel, summary.finite, summary.nan, summary.pos_inf),
+        (
+            summary.numel,
+            summary.finite_count,
+            summary.nan_count,
+            summary.pos_inf_count
+        ),
         (4, 2, 1, 1)
     );
     assert_eq!(summary.mean, Some(1.5));
@@ -805,16 +810,16 @@ fn a_group_of_many_blocks_of_rows_round_trips_with_statistics_of_every_row() {
                 payload: PayloadKind::Summary,
                 value: Value::Summary(TensorSummary {
                     numel: 2 * i as u64,
-                    finite: 2 * i as u64,
+                    finite_count: 2 * i as u64,
                     min: (i != 5).then_some(p as f64),
                     max: Some(p as f64 + 1.0),
                     mean: Some(0.5),
                     std: Some(0.25),
-                    l2: i as f64,
-                    nan: 0,
-                    pos_inf: 0,
-                    neg_inf: 0,
-                    zero: 0,
+                    l2_norm: i as f64,
+                    nan_count: 0,
+                    pos_inf_count: 0,
+                    neg_inf_count: 0,
+                    zero_count: 0,
                 }),
             })
             .collect();

@@ -2,6 +2,10 @@
 //! sizes: the writer's cost per recorded value when the host summarises it (CPU backend,
 //! eager values).
 //!
+//! The last row reads each value once, from 200 different float32 values of 96 KiB in
+//! turn (19 MiB, past this machine's caches): what a probe sees, reading a value the model
+//! has just written.
+//!
 //! `cargo run --release -p tcgd-tensor --example summarize_throughput`
 
 use std::time::Instant;
@@ -44,4 +48,22 @@ fn main() {
             per * 1e9 / numel as f64
         );
     }
+
+    let (numel, values) = (64 * 384, 200);
+    let bytes = bytes_of(DType::Float32, numel * values);
+    let one = numel * DType::Float32.itemsize();
+    let mut per = f64::INFINITY;
+    for _ in 0..3 {
+        let started = Instant::now();
+        for value in bytes.chunks(one) {
+            std::hint::black_box(summarize(DType::Float32, value).expect("summary"));
+        }
+        per = per.min(started.elapsed().as_secs_f64() / values as f64);
+    }
+    println!(
+        "float32 x {numel}, each of {values} values read once: {:.1} us per summary, {:.2} ns \
+         per element",
+        per * 1e6,
+        per * 1e9 / numel as f64
+    );
 }

@@ -11,6 +11,8 @@ mod dtype;
 mod float8;
 pub mod json;
 mod moments;
+#[cfg(feature = "python")]
+mod python;
 mod summary;
 
 pub use close::CloseRule;

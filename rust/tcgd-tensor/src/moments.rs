@@ -95,6 +95,34 @@ impl Moments {
         }
     }
 
+    /// The moments of finite values accumulated without scaling (`mean`, `m2` and
+    /// `ssq` of the values themselves), put on this type's scale. Exact, and so equal bit
+    /// for bit to [`Moments::of_finite`] over the same values in the same lanes, whenever
+    /// nothing under- or overflowed unscaled: true of every value a float32, float16 or
+    /// bfloat16 can hold (their squares and sums lie far inside float64's range), because
+    /// scaling by a power of two changes no rounding.
+    pub fn from_unscaled(n_finite: u64, max_abs: f64, mean: f64, m2: f64, ssq: f64) -> Moments {
+        if n_finite == 0 {
+            return Moments::EMPTY;
+        }
+        if max_abs == 0.0 {
+            return Moments {
+                n: n_finite,
+                ..Moments::EMPTY
+            };
+        }
+        let k = exponent(max_abs);
+        let down = pow2(-k);
+        let down2 = pow2(-2 * k);
+        Moments {
+            n: n_finite,
+            k,
+            mean: mean * down,
+            m2: m2 * down2,
+            ssq: ssq * down2,
+        }
+    }
+
     /// Chan et al.'s pairwise combination, done at the larger of the two scales.
     pub fn merge(self, other: Moments) -> Moments {
         if self.n == 0 {
@@ -134,10 +162,10 @@ impl Moments {
     }
 }
 
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 
 /// Pairwise so the lane order, not just the lane count, is fixed.
-fn lane_sum(l: [f64; LANES]) -> f64 {
+pub(crate) fn lane_sum(l: [f64; LANES]) -> f64 {
     ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
 

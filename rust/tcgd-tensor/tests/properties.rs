@@ -15,16 +15,16 @@ fn reference(values: &[f64]) -> TensorSummary {
     let std = mean.map(|m| (finite.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n).sqrt());
     TensorSummary {
         numel: values.len() as u64,
-        finite: finite.len() as u64,
-        nan: values.iter().filter(|x| x.is_nan()).count() as u64,
-        pos_inf: values.iter().filter(|&&x| x == f64::INFINITY).count() as u64,
-        neg_inf: values.iter().filter(|&&x| x == f64::NEG_INFINITY).count() as u64,
-        zero: values.iter().filter(|&&x| x == 0.0).count() as u64,
+        finite_count: finite.len() as u64,
+        nan_count: values.iter().filter(|x| x.is_nan()).count() as u64,
+        pos_inf_count: values.iter().filter(|&&x| x == f64::INFINITY).count() as u64,
+        neg_inf_count: values.iter().filter(|&&x| x == f64::NEG_INFINITY).count() as u64,
+        zero_count: values.iter().filter(|&&x| x == 0.0).count() as u64,
         min: finite.iter().copied().reduce(f64::min),
         max: finite.iter().copied().reduce(f64::max),
         mean,
         std,
-        l2: finite.iter().map(|x| x * x).sum::<f64>().sqrt(),
+        l2_norm: finite.iter().map(|x| x * x).sum::<f64>().sqrt(),
     }
 }
 
@@ -34,19 +34,19 @@ fn check(got: &TensorSummary, want: &TensorSummary) -> Result<(), TestCaseError>
     prop_assert_eq!(
         (
             got.numel,
-            got.finite,
-            got.nan,
-            got.pos_inf,
-            got.neg_inf,
-            got.zero
+            got.finite_count,
+            got.nan_count,
+            got.pos_inf_count,
+            got.neg_inf_count,
+            got.zero_count
         ),
         (
             want.numel,
-            want.finite,
-            want.nan,
-            want.pos_inf,
-            want.neg_inf,
-            want.zero
+            want.finite_count,
+            want.nan_count,
+            want.pos_inf_count,
+            want.neg_inf_count,
+            want.zero_count
         )
     );
     prop_assert_eq!(got.min, want.min);
@@ -72,10 +72,10 @@ fn check(got: &TensorSummary, want: &TensorSummary) -> Result<(), TestCaseError>
         }
     }
     prop_assert!(
-        (got.l2 - want.l2).abs() <= REL * want.l2,
+        (got.l2_norm - want.l2_norm).abs() <= REL * want.l2_norm,
         "l2: {} vs {}",
-        got.l2,
-        want.l2
+        got.l2_norm,
+        want.l2_norm
     );
     Ok(())
 }
@@ -118,7 +118,7 @@ macro_rules! int_property {
                 let got = summarize($dtype, &le_bytes(&xs, <$t>::to_le_bytes)).unwrap();
                 let values: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
                 check(&got, &reference(&values))?;
-                prop_assert_eq!(got.finite, got.numel);
+                prop_assert_eq!(got.finite_count, got.numel);
             }
         }
     };
@@ -206,8 +206,8 @@ proptest! {
             })
             .collect();
         let mut want = reference(&mags);
-        want.zero = parts.iter().filter(|&&(r, i)| r == 0.0 && i == 0.0).count() as u64;
+        want.zero_count = parts.iter().filter(|&&(r, i)| r == 0.0 && i == 0.0).count() as u64;
         check(&got, &want)?;
-        prop_assert_eq!(got.neg_inf, 0);
+        prop_assert_eq!(got.neg_inf_count, 0);
     }
 }

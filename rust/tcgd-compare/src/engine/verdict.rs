@@ -191,7 +191,10 @@ pub(crate) fn decide(
         ));
     }
     let numel = r.numel().unwrap_or(0);
-    let nan_count = r.summary.map(|s| s.nan).or(c.summary.map(|s| s.nan));
+    let nan_count = r
+        .summary
+        .map(|s| s.nan_count)
+        .or(c.summary.map(|s| s.nan_count));
 
     if r.descriptor.dtype == c.descriptor.dtype && r.digest.is_some() && r.digest == c.digest {
         let nans = nan_count.unwrap_or(0);
@@ -225,9 +228,9 @@ pub(crate) fn decide(
     if !(r.has_payload() && c.has_payload()) {
         if let (Some(rs), Some(cs)) = (r.summary, c.summary) {
             let classes = [
-                ("NaN", rs.nan, cs.nan),
-                ("+inf", rs.pos_inf, cs.pos_inf),
-                ("-inf", rs.neg_inf, cs.neg_inf),
+                ("NaN", rs.nan_count, cs.nan_count),
+                ("+inf", rs.pos_inf_count, cs.pos_inf_count),
+                ("-inf", rs.neg_inf_count, cs.neg_inf_count),
             ];
             let differing: Vec<String> = classes
                 .iter()

@@ -60,8 +60,8 @@ fn a_record_becomes_the_stores_summary() {
     let s = record.to_summary();
     assert_eq!(s.mean, Some(2.0));
     assert!((s.std.unwrap() - (2.0f64 / 3.0).sqrt()).abs() < 1e-15);
-    assert!((s.l2 - 14f64.sqrt()).abs() < 1e-15);
-    assert_eq!(s.nan, 1);
+    assert!((s.l2_norm - 14f64.sqrt()).abs() < 1e-15);
+    assert_eq!(s.nan_count, 1);
 }
 
 #[test]

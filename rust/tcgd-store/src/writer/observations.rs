@@ -180,11 +180,11 @@ impl Block {
             d.input.invocation_index,
             d.nbytes,
             count(s.numel),
-            count(s.finite),
-            count(s.nan),
-            count(s.pos_inf),
-            count(s.neg_inf),
-            count(s.zero),
+            count(s.finite_count),
+            count(s.nan_count),
+            count(s.pos_inf_count),
+            count(s.neg_inf_count),
+            count(s.zero_count),
         ];
         for (column, value) in self.ints.iter_mut().zip(ints) {
             column.push(value);
@@ -194,7 +194,7 @@ impl Block {
             self.known[k].append(value.is_some());
             self.unknown[k] += usize::from(value.is_none());
         }
-        self.floats[4].push(s.l2);
+        self.floats[4].push(s.l2_norm);
         self.digest.append_option(d.digest.as_deref());
     }
 
@@ -476,16 +476,16 @@ mod tests {
     fn summary(numel: u64, min: Option<f64>) -> TensorSummary {
         TensorSummary {
             numel,
-            finite: numel,
+            finite_count: numel,
             min,
             max: Some(2.0),
             mean: Some(1.0),
             std: Some(0.5),
-            l2: 3.0,
-            nan: 0,
-            pos_inf: 0,
-            neg_inf: 0,
-            zero: 0,
+            l2_norm: 3.0,
+            nan_count: 0,
+            pos_inf_count: 0,
+            neg_inf_count: 0,
+            zero_count: 0,
         }
     }
 
