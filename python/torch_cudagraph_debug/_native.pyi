@@ -3593,10 +3593,10 @@ class TensorValueSummary:
     neg_inf_count == numel`, `zero_count` is part of `finite_count`; `min`, `max`, `mean`,
     `std` (population) and `l2_norm` cover the finite elements in float64 and are `None`
     when there is none (`l2_norm` is then 0). `minimum` and `maximum` are `min` and `max`.
-    [`summarize`] gives the exact semantics of each field.
 
     In JSON (reports, `to_json`) the counts are named `finite`, `nan`, `posinf`, `neginf`
-    and `zero` and the norm `l2`, and non-finite floats are strings ([`crate::json`]).
+    and `zero` and the norm `l2`, and non-finite floats are the strings `"nan"`, `"inf"`
+    and `"-inf"`.
     """
     def __eq__(self, value: object, /) -> bool: ...
     def __ne__(self, value: object, /) -> bool: ...
@@ -3617,7 +3617,7 @@ class TensorValueSummary:
     @property
     def maximum(self, /) -> float | None:
         """
-        `max`.
+        The same as `max` (the reference's other name).
         """
     @property
     def mean(self, /) -> float | None: ...
@@ -3626,7 +3626,7 @@ class TensorValueSummary:
     @property
     def minimum(self, /) -> float | None:
         """
-        `min`.
+        The same as `min` (the reference's other name).
         """
     @property
     def nan_count(self, /) -> int: ...

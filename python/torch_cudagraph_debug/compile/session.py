@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -53,10 +53,10 @@ from torch_cudagraph_debug.tensor_debug.recorder import (
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
 
 
-@dataclass(frozen=True)
-class _HostSummary:
+class _HostSummary(NamedTuple):
     """A CPU value summarised where its probe ran (summary payloads): its layout as the
-    copy path would have stored it (contiguous) and its summary; no bytes are kept."""
+    copy path would have stored it (contiguous) and its summary; no bytes are kept. (A
+    named tuple: the probe op makes one per value per call.)"""
 
     dtype: torch.dtype
     shape: tuple[int, ...]
@@ -67,16 +67,10 @@ class _HostSummary:
     def of(value: torch.Tensor) -> _HostSummary:
         # A contiguous value is read where it lies (the graph reuses its buffer only after
         # the op returns); any other is made contiguous first, as the copy would be.
-        value = value.detach()
         if not value.is_contiguous():
             value = value.contiguous()
-        name = dtype_name(value.dtype)
-        return _HostSummary(
-            value.dtype,
-            tuple(value.shape),
-            tuple(value.stride()),
-            _native.summarize(name, host_bytes(value)),
-        )
+        summary = _native.summarize(dtype_name(value.dtype), (value.data_ptr(), value.nbytes))
+        return _HostSummary(value.dtype, tuple(value.shape), value.stride(), summary)
 
     def as_native(
         self, site: TensorSite, order: int, invocation_index: int, device: str

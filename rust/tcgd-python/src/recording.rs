@@ -99,12 +99,13 @@ fn point_metadata(point: &HarvestedPoint, graphs: &[String]) -> String {
     Json::Object(map).to_string()
 }
 
-/// Builds the commit job of one harvested point (runs on the writer thread).
+/// Builds the commit job of one harvested point (runs on the writer thread); with its
+/// label and the host bytes it holds.
 fn commit_job(
     mut point: HarvestedPoint,
     facts: Arc<Vec<RegisteredSite>>,
     graphs: &[String],
-) -> (String, CommitJob) {
+) -> (String, usize, CommitJob) {
     let label = point.label.clone();
     let metadata = point_metadata(&point, graphs);
     let replay = point.replays.iter().map(|r| r.2).max().map(|r| r as i64);
@@ -113,6 +114,22 @@ fn commit_job(
         .attachment
         .take()
         .and_then(|a| a.downcast::<HostObservations>().ok());
+    let bytes_of = |value: &Value<'_>| match value {
+        Value::Bytes(bytes) => bytes.len(),
+        Value::Summary(_) => 0,
+    };
+    let held = point
+        .values
+        .iter()
+        .map(|v| match &v.data {
+            HarvestedData::Bytes { bytes, .. } => bytes.len(),
+            HarvestedData::Summary(_) => 0,
+        })
+        .chain(
+            host.iter()
+                .flat_map(|h| h.inputs.iter().map(|i| bytes_of(&i.value))),
+        )
+        .sum();
     let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
         // Device values and the host's, in site order (then replay / invocation); orders
         // and invocation indices are numbered afresh over the merged list.
@@ -177,7 +194,7 @@ fn commit_job(
         drop(host);
         committed
     });
-    (label, job)
+    (label, held, job)
 }
 
 fn sink(
@@ -191,10 +208,10 @@ fn sink(
             .lock()
             .map_err(|_| "graph names poisoned".to_owned())?
             .clone();
-        let (label, job) = commit_job(point, facts, &graphs);
+        let (label, held, job) = commit_job(point, facts, &graphs);
         let mut queue = queue.lock().map_err(|_| "run writer poisoned".to_owned())?;
         queue
-            .submit(&label, job)
+            .submit(&label, held, job)
             .map(|_| ())
             .map_err(|e| e.to_string())
     })

@@ -230,8 +230,12 @@ pub struct RunWriter {
     sites: Mutex<Vec<std::sync::Arc<SiteFacts>>>,
 }
 
-/// Tensor points waiting for the writer thread at most (each holds its host tensors).
-const QUEUE_DEPTH: usize = 2;
+/// Tensor points waiting for the writer thread at most, and the host bytes they may hold
+/// between them: points of summaries hold none and queue deep, so the writer's group
+/// commits (Parquet files and fsyncs, tens of milliseconds) never hold a model's calls up;
+/// points of full values hold their host tensors and wait once 256 MiB are queued.
+const QUEUE_DEPTH: usize = 1024;
+const QUEUE_HELD_BYTES: usize = 256 << 20;
 
 impl RunWriter {
     /// Creates the run (committing its first `runs` row) and starts its writer thread.
@@ -247,7 +251,11 @@ impl RunWriter {
         writer.set_commit_policy(policy)?;
         writer.set_compact_on_close(compact);
         Ok(RunWriter {
-            inner: std::sync::Arc::new(Mutex::new(CommitQueue::start(writer, QUEUE_DEPTH)?)),
+            inner: std::sync::Arc::new(Mutex::new(CommitQueue::start(
+                writer,
+                QUEUE_DEPTH,
+                QUEUE_HELD_BYTES,
+            )?)),
             sites: Mutex::new(Vec::new()),
         })
     }
@@ -411,6 +419,13 @@ fn submit_point(
 ) -> BindResult<u64> {
     check_point(&point, &inputs)?;
     let label = point.label.clone();
+    let held = inputs
+        .iter()
+        .map(|input| match input.value {
+            Value::Bytes(bytes) => bytes.len(),
+            Value::Summary(_) => 0,
+        })
+        .sum();
     let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
         let committed = writer.commit_point(&point, &inputs).map(|_| ());
         // The borrowed slices go before their owners.
@@ -418,7 +433,9 @@ fn submit_point(
         drop(owners);
         committed
     });
-    with_locked(py, queue, "run writer", |queue| queue.submit(&label, job))
+    with_locked(py, queue, "run writer", |queue| {
+        queue.submit(&label, held, job)
+    })
 }
 
 /// When a writer commits its groups: `commit_interval` seconds (default 1.0).

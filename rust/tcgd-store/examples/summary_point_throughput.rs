@@ -84,12 +84,12 @@ fn main() {
     let tmp = std::env::temp_dir().join(format!("tcgd-throughput-{}", std::process::id()));
     let header = RunHeader::new("throughput", "throughput", RunKind::Tensor, "compiled");
     let writer = RunWriter::create(&tmp, header, "bench").expect("run");
-    let mut queue = CommitQueue::start(writer, 64).expect("queue");
+    let mut queue = CommitQueue::start(writer, 64, usize::MAX).expect("queue");
     let started = Instant::now();
     for p in 0..points {
         let label = format!("call{p}");
         queue
-            .submit(&label, job(label.clone(), Arc::clone(&facts)))
+            .submit(&label, 0, job(label.clone(), Arc::clone(&facts)))
             .expect("submit");
         if groups > 1 && (p + 1) % points.div_ceil(groups) == 0 {
             queue.flush().expect("flush");

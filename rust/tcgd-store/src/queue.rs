@@ -26,6 +26,9 @@ pub type CommitJob = Box<dyn FnOnce(&mut RunWriter) -> Result<()> + Send>;
 enum Message {
     Commit {
         label: String,
+        /// Host bytes the job keeps alive until it has run (counted against the queue's
+        /// byte budget).
+        held: usize,
         job: CommitJob,
     },
     /// Answered once every earlier message is done.
@@ -62,15 +65,27 @@ fn used_label(label: &str) -> StoreError {
     )
 }
 
+impl Message {
+    fn held(&self) -> usize {
+        match self {
+            Message::Commit { held, .. } => *held,
+            _ => 0,
+        }
+    }
+}
+
 impl CommitQueue {
-    /// Starts the writer thread. At most `depth` points wait in the queue; handing over
-    /// one more blocks until the oldest is committed, which bounds the memory they hold.
-    pub fn start(writer: RunWriter, depth: usize) -> Result<CommitQueue> {
+    /// Starts the writer thread. At most `depth` points wait in the queue, holding at most
+    /// `held_budget` bytes between them (a point larger than that waits alone); handing
+    /// over one more blocks until the writer has taken enough of them, which bounds the
+    /// memory they hold while letting points that hold little (summaries) queue deep, so
+    /// that the writer's periodic group commit does not hold the recording thread up.
+    pub fn start(writer: RunWriter, depth: usize, held_budget: usize) -> Result<CommitQueue> {
         let dir = writer.dir().to_path_buf();
         let header = writer.manifest().header.clone();
         let submitted = writer.point_count();
         let labels = writer.labels().cloned().collect();
-        let (sender, receiver) = channel(depth.max(1));
+        let (sender, receiver) = channel(depth.max(1), held_budget);
         let failure: Failure = Arc::new(Mutex::new(None));
         let worker_failure = Arc::clone(&failure);
         let worker = std::thread::Builder::new()
@@ -137,8 +152,9 @@ impl CommitQueue {
     }
 
     /// Hands a point over; `job` runs on the writer thread and must commit exactly one
-    /// point (index `next_point_index()`, label `label`).
-    pub fn submit(&mut self, label: &str, job: CommitJob) -> Result<u64> {
+    /// point (index `next_point_index()`, label `label`). `held` is the host bytes the job
+    /// keeps alive until it has run.
+    pub fn submit(&mut self, label: &str, held: usize, job: CommitJob) -> Result<u64> {
         self.check_usable()?;
         let reserved = self.reserved.contains(label);
         if !reserved && self.labels.contains(label) {
@@ -146,6 +162,7 @@ impl CommitQueue {
         }
         self.send(Message::Commit {
             label: label.to_owned(),
+            held,
             job,
         })?;
         self.reserved.remove(label);
@@ -283,7 +300,7 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver, failure: &Failure) {
             },
         };
         match message {
-            Message::Commit { label, job } => {
+            Message::Commit { label, job, .. } => {
                 if failed(failure) {
                     continue;
                 }
@@ -330,9 +347,9 @@ fn run_worker(mut writer: RunWriter, receiver: &Receiver, failure: &Failure) {
     let _ = writer.close(false);
 }
 
-/// The queue between the recording thread and the writer thread: at most `depth` messages,
-/// in order. A sender that finds it full sleeps until it is half empty again, not until one
-/// message is taken: a producer that outpaces the writer (points handed over back to back)
+/// The queue between the recording thread and the writer thread: at most `depth` messages
+/// holding at most `budget` bytes (or one message holding more), in order. A sender that
+/// finds it full sleeps until it is half empty again, not until one message is taken: a producer that outpaces the writer (points handed over back to back)
 /// then wakes once per half queue instead of once per point, and each wake-up is a system
 /// call and a context switch on both threads. Either side waking the other only when it
 /// sleeps keeps the common case (nobody waiting) free of system calls.
@@ -343,11 +360,14 @@ struct Channel {
     /// The queue has room again, or the receiver is gone.
     room: Condvar,
     depth: usize,
+    budget: usize,
 }
 
 #[derive(Default)]
 struct ChannelState {
     messages: VecDeque<Message>,
+    /// Bytes the queued messages hold.
+    held: usize,
     sender_waits: bool,
     receiver_waits: bool,
     sender_gone: bool,
@@ -357,17 +377,29 @@ struct ChannelState {
 struct Sender(Arc<Channel>);
 struct Receiver(Arc<Channel>);
 
-fn channel(depth: usize) -> (Sender, Receiver) {
+fn channel(depth: usize, budget: usize) -> (Sender, Receiver) {
     let channel = Arc::new(Channel {
         state: Mutex::new(ChannelState::default()),
         arrived: Condvar::new(),
         room: Condvar::new(),
         depth,
+        budget,
     });
     (Sender(Arc::clone(&channel)), Receiver(channel))
 }
 
 impl Channel {
+    /// Whether a message holding `held` bytes must wait for room.
+    fn full(&self, state: &ChannelState, held: usize) -> bool {
+        state.messages.len() >= self.depth
+            || (state.held > 0 && state.held.saturating_add(held) > self.budget)
+    }
+
+    /// Whether a waiting sender is woken: the queue half empty, in messages and in bytes.
+    fn half_empty(&self, state: &ChannelState) -> bool {
+        state.messages.len() <= self.depth / 2 && state.held <= self.budget / 2
+    }
+
     fn lock(&self) -> MutexGuard<'_, ChannelState> {
         // No code panics while holding the lock; a poisoned one still holds a valid queue.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -379,7 +411,8 @@ impl Sender {
     fn send(&self, message: Message) -> std::result::Result<(), Message> {
         let channel = &self.0;
         let mut state = channel.lock();
-        while state.messages.len() >= channel.depth && !state.receiver_gone {
+        let held = message.held();
+        while channel.full(&state, held) && !state.receiver_gone {
             state.sender_waits = true;
             state = channel.room.wait(state).unwrap_or_else(|e| e.into_inner());
         }
@@ -387,6 +420,7 @@ impl Sender {
             return Err(message);
         }
         state.messages.push_back(message);
+        state.held += held;
         if state.receiver_waits {
             state.receiver_waits = false;
             channel.arrived.notify_one();
@@ -411,7 +445,8 @@ impl Receiver {
         let mut state = channel.lock();
         loop {
             if let Some(message) = state.messages.pop_front() {
-                if state.sender_waits && state.messages.len() <= channel.depth / 2 {
+                state.held -= message.held();
+                if state.sender_waits && channel.half_empty(&state) {
                     state.sender_waits = false;
                     channel.room.notify_one();
                 }

@@ -135,7 +135,7 @@ impl MemoryRunWriter {
         writer.set_commit_policy(policy)?;
         writer.set_compact_on_close(compact);
         Ok(MemoryRunWriter {
-            store: CommitQueue::start(writer, QUEUE_DEPTH)?,
+            store: CommitQueue::start(writer, QUEUE_DEPTH, usize::MAX)?,
             cursor: HistoryCursor::new(),
             stacks: Arc::new(StackTable::default()),
             committed: StackMark::default(),
@@ -290,6 +290,7 @@ impl MemoryRunWriter {
         let label = point.label.clone();
         self.store.submit(
             &label,
+            0,
             Box::new(move |store: &mut RunWriter| {
                 let tables = state_batches(&job_state, &ids, committed).map_err(|e| {
                     StoreError::InvalidInput {
