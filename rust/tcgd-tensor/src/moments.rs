@@ -29,6 +29,20 @@ impl Moments {
         ssq: 0.0,
     };
 
+    /// The moments of `n_finite` values whose largest magnitude is `max_abs`, when that
+    /// alone decides them (none, or all zero); `None` otherwise.
+    #[inline(always)]
+    fn without_spread(n_finite: u64, max_abs: f64) -> Option<Moments> {
+        match (n_finite, max_abs == 0.0) {
+            (0, _) => Some(Moments::EMPTY),
+            (n, true) => Some(Moments {
+                n,
+                ..Moments::EMPTY
+            }),
+            _ => None,
+        }
+    }
+
     /// Two-pass moments of the finite entries of `values` (non-finite ones are
     /// skipped). `n_finite` and `max_abs` must describe exactly those entries; the
     /// caller has them already from its classification pass.
@@ -37,14 +51,8 @@ impl Moments {
     /// that would otherwise overflow).
     #[inline(always)]
     pub fn of_finite(values: &[f64], n_finite: u64, max_abs: f64, extra_k: i32) -> Moments {
-        if n_finite == 0 {
-            return Moments::EMPTY;
-        }
-        if max_abs == 0.0 {
-            return Moments {
-                n: n_finite,
-                ..Moments::EMPTY
-            };
+        if let Some(trivial) = Moments::without_spread(n_finite, max_abs) {
+            return trivial;
         }
         let k = exponent(max_abs);
         let (a, b) = scale_down_factors(k);
@@ -102,14 +110,8 @@ impl Moments {
     /// bfloat16 can hold (their squares and sums lie far inside float64's range), because
     /// scaling by a power of two changes no rounding.
     pub fn from_unscaled(n_finite: u64, max_abs: f64, mean: f64, m2: f64, ssq: f64) -> Moments {
-        if n_finite == 0 {
-            return Moments::EMPTY;
-        }
-        if max_abs == 0.0 {
-            return Moments {
-                n: n_finite,
-                ..Moments::EMPTY
-            };
+        if let Some(trivial) = Moments::without_spread(n_finite, max_abs) {
+            return trivial;
         }
         let k = exponent(max_abs);
         let down = pow2(-k);

@@ -300,6 +300,25 @@ fn narrow_block(values: &[f32]) -> Partial {
     narrow_float_block(values)
 }
 
+/// The float64 sums of the first pass, as vectors: the sum of lanes 0-3 and of lanes 4-7,
+/// then the sums of squares of the same.
+#[cfg(target_arch = "x86_64")]
+type Sums = [std::arch::x86_64::__m256d; 4];
+
+/// Adds eight float32 values (lanes 0-7), widened to float64, and their squares to `sums`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn add_sums(sums: &mut Sums, values: std::arch::x86_64::__m256) {
+    use std::arch::x86_64::*;
+    let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(values));
+    let hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(values));
+    sums[0] = _mm256_add_pd(sums[0], lo);
+    sums[1] = _mm256_add_pd(sums[1], hi);
+    sums[2] = _mm256_add_pd(sums[2], _mm256_mul_pd(lo, lo));
+    sums[3] = _mm256_add_pd(sums[3], _mm256_mul_pd(hi, hi));
+}
+
 /// [`narrow_float_block_avx2`] for a block whose every element is finite (the usual
 /// case), or `None` when one is not: with nothing to exclude, the counts other than zeros
 /// and the selects before the extremes and sums fall away. The same sums, in the same
@@ -315,8 +334,7 @@ unsafe fn finite_float_block_avx2(values: &[f32]) -> Option<Partial> {
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
     let (mut not_finite, mut zero) = (_mm256_setzero_ps(), _mm256_setzero_si256());
     let (mut min, mut max) = (inf, _mm256_set1_ps(f32::NEG_INFINITY));
-    let (mut sum_lo, mut sum_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-    let (mut ssq_lo, mut ssq_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let mut sums = [_mm256_setzero_pd(); 4];
     for c in chunks.clone() {
         _mm_prefetch::<_MM_HINT_T0>(c.as_ptr().wrapping_add(PREFETCH_AHEAD).cast());
         let x = _mm256_loadu_ps(c.as_ptr());
@@ -327,28 +345,14 @@ unsafe fn finite_float_block_avx2(values: &[f32]) -> Option<Partial> {
         zero = _mm256_sub_epi32(zero, _mm256_castps_si256(is_zero));
         min = _mm256_min_ps(x, min);
         max = _mm256_max_ps(x, max);
-        let x_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-        let x_hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(x));
-        sum_lo = _mm256_add_pd(sum_lo, x_lo);
-        sum_hi = _mm256_add_pd(sum_hi, x_hi);
-        ssq_lo = _mm256_add_pd(ssq_lo, _mm256_mul_pd(x_lo, x_lo));
-        ssq_hi = _mm256_add_pd(ssq_hi, _mm256_mul_pd(x_hi, x_hi));
+        add_sums(&mut sums, x);
     }
     if _mm256_movemask_ps(not_finite) != 0 || tail.iter().any(|x| !x.is_finite()) {
         return None;
     }
     let mut lanes = NarrowLanes::default();
     _mm256_storeu_si256(lanes.zero.as_mut_ptr().cast(), zero);
-    _mm256_storeu_ps(lanes.min.as_mut_ptr(), min);
-    _mm256_storeu_ps(lanes.max.as_mut_ptr(), max);
-    _mm256_storeu_pd(lanes.sum.as_mut_ptr(), sum_lo);
-    _mm256_storeu_pd(lanes.sum[4..].as_mut_ptr(), sum_hi);
-    _mm256_storeu_pd(lanes.ssq.as_mut_ptr(), ssq_lo);
-    _mm256_storeu_pd(lanes.ssq[4..].as_mut_ptr(), ssq_hi);
-    for (i, &x) in tail.iter().enumerate() {
-        lanes.scan(i, x);
-    }
-    let mean = lanes.mean(values.len());
+    let mean = lanes.first_pass_done(tail, values.len(), [min, max], sums);
 
     let mean_v = _mm256_set1_pd(mean);
     let (mut m2_lo, mut m2_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
@@ -395,8 +399,7 @@ unsafe fn narrow_float_block_avx2(values: &[f32]) -> Partial {
         _mm256_setzero_si256(),
     );
     let (mut min, mut max) = (inf, neg_inf_v);
-    let (mut sum_lo, mut sum_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
-    let (mut ssq_lo, mut ssq_hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let mut sums = [_mm256_setzero_pd(); 4];
     // A comparison's mask is -1 where it holds: subtracting it counts.
     let count = |acc: __m256i, mask: __m256| _mm256_sub_epi32(acc, _mm256_castps_si256(mask));
     for c in chunks.clone() {
@@ -414,28 +417,14 @@ unsafe fn narrow_float_block_avx2(values: &[f32]) -> Partial {
         min = _mm256_min_ps(_mm256_blendv_ps(inf, x, finite), min);
         max = _mm256_max_ps(_mm256_blendv_ps(neg_inf_v, x, finite), max);
         let y = _mm256_and_ps(x, finite);
-        let y_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(y));
-        let y_hi = _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(y));
-        sum_lo = _mm256_add_pd(sum_lo, y_lo);
-        sum_hi = _mm256_add_pd(sum_hi, y_hi);
-        ssq_lo = _mm256_add_pd(ssq_lo, _mm256_mul_pd(y_lo, y_lo));
-        ssq_hi = _mm256_add_pd(ssq_hi, _mm256_mul_pd(y_hi, y_hi));
+        add_sums(&mut sums, y);
     }
     let mut lanes = NarrowLanes::default();
     _mm256_storeu_si256(lanes.nan.as_mut_ptr().cast(), nan);
     _mm256_storeu_si256(lanes.pos_inf.as_mut_ptr().cast(), pos_inf);
     _mm256_storeu_si256(lanes.neg_inf.as_mut_ptr().cast(), neg_inf);
     _mm256_storeu_si256(lanes.zero.as_mut_ptr().cast(), zero);
-    _mm256_storeu_ps(lanes.min.as_mut_ptr(), min);
-    _mm256_storeu_ps(lanes.max.as_mut_ptr(), max);
-    _mm256_storeu_pd(lanes.sum.as_mut_ptr(), sum_lo);
-    _mm256_storeu_pd(lanes.sum[4..].as_mut_ptr(), sum_hi);
-    _mm256_storeu_pd(lanes.ssq.as_mut_ptr(), ssq_lo);
-    _mm256_storeu_pd(lanes.ssq[4..].as_mut_ptr(), ssq_hi);
-    for (i, &x) in tail.iter().enumerate() {
-        lanes.scan(i, x);
-    }
-    let mean = lanes.mean(values.len());
+    let mean = lanes.first_pass_done(tail, values.len(), [min, max], sums);
 
     let mean_v = _mm256_set1_pd(mean);
     let inf_d = _mm256_set1_pd(f64::INFINITY);
@@ -493,6 +482,30 @@ impl Default for NarrowLanes {
 }
 
 impl NarrowLanes {
+    /// Takes the vector code's extremes and sums of the first pass into the lanes, runs
+    /// the tail through the portable pass and returns the block's mean.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn first_pass_done(
+        &mut self,
+        tail: &[f32],
+        numel: usize,
+        [min, max]: [std::arch::x86_64::__m256; 2],
+        [sum_lo, sum_hi, ssq_lo, ssq_hi]: Sums,
+    ) -> f64 {
+        use std::arch::x86_64::*;
+        _mm256_storeu_ps(self.min.as_mut_ptr(), min);
+        _mm256_storeu_ps(self.max.as_mut_ptr(), max);
+        _mm256_storeu_pd(self.sum.as_mut_ptr(), sum_lo);
+        _mm256_storeu_pd(self.sum[4..].as_mut_ptr(), sum_hi);
+        _mm256_storeu_pd(self.ssq.as_mut_ptr(), ssq_lo);
+        _mm256_storeu_pd(self.ssq[4..].as_mut_ptr(), ssq_hi);
+        for (i, &x) in tail.iter().enumerate() {
+            self.scan(i, x);
+        }
+        self.mean(numel)
+    }
+
     /// The first pass over one element in lane `i`.
     #[inline(always)]
     fn scan(&mut self, i: usize, x: f32) {
