@@ -255,7 +255,7 @@ def test_cpu_summaries_are_taken_at_the_probe_and_keep_no_bytes(tmp_path):
         values = [hidden, model.fc2(torch.relu(hidden))]
     session = tcgd_compile.session_for(tcgd_compile.load_config(config), run_dir=tmp_path / "run")
     run = session.finish()
-    assert run.labels == ("call0", "call1")
+    assert (run.labels, run.default_payload) == (("call0", "call1"), "summary")
     for label in run.labels:
         observations = run[label].observations
         assert len(observations) == 2

@@ -153,6 +153,7 @@ class ProbeSession(RunRecorder[TensorRun]):
             devices=None,
             run_metadata={"probe_config": config.source_name, "config_digest": config.digest},
             overwrite=settings.overwrite if overwrite is None else bool(overwrite),
+            default_payload=self.payload,
         )
         self._lock = threading.RLock()
         self._start(writer, str(writer.path))
