@@ -36,10 +36,22 @@ type SiteValueArgs = (usize, i64, i64, SiteValue, Option<Py<PyAny>>);
 
 /// A registered site's value in a point: its host bytes, or its summary taken where the
 /// value was (then no bytes cross).
-#[derive(FromPyObject)]
 pub(crate) enum SiteValue {
     Bytes(HostBytes),
     Summary(tcgd_tensor::TensorSummary),
+}
+
+/// A type check, then one extraction: the derived form would try the variants in turn,
+/// making and dropping an exception for each value of the other kind.
+impl<'a, 'py> FromPyObject<'a, 'py> for SiteValue {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        match obj.cast::<tcgd_tensor::TensorSummary>() {
+            Ok(summary) => Ok(SiteValue::Summary(*summary.get())),
+            Err(_) => Ok(SiteValue::Bytes(obj.extract()?)),
+        }
+    }
 }
 
 /// Python's observations as the store takes them, with the objects that own their bytes
