@@ -2784,7 +2784,6 @@ class RunGroupInfo:
         The largest world size any member declares (at least the member count).
         """
 
-@final
 class RunHeader:
     """
     What the producer knows when a run starts.
@@ -2807,21 +2806,29 @@ class RunHeader:
     @property
     def name(self, /) -> str: ...
     @property
-    def provenance(self, /) -> Any: ...
+    def provenance(self, /) -> Any:
+        """
+        Package, Python, platform, torch and CUDA versions of the recording process, as a
+        dict (absent: empty).
+        """
     @property
     def rank(self, /) -> int | None: ...
     @property
     def run_id(self, /) -> str: ...
     @property
-    def run_metadata(self, /) -> Any: ...
+    def run_metadata(self, /) -> Any:
+        """
+        The application's own metadata for the run, as a dict (absent: empty).
+        """
     @property
     def world_size(self, /) -> int | None: ...
 
 @final
-class RunManifest:
+class RunManifest(RunHeader):
     """
-    What a run's manifest says about the run (its part list aside): identity, rank,
-    times, completeness, provenance. Shared by tensor and memory runs.
+    What a run's manifest says about the run (its part list aside): the header it was
+    created with (the `RunHeader` it is: identity, rank, provenance, metadata) and what the
+    writer added since (times, completeness, point count). Shared by tensor and memory runs.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -2832,39 +2839,11 @@ class RunManifest:
         RFC 3339, UTC.
         """
     @property
-    def execution(self, /) -> str: ...
-    @property
     def finished_at(self, /) -> str | None: ...
     @property
     def format_version(self, /) -> int: ...
     @property
-    def group_id(self, /) -> str | None: ...
-    @property
-    def kind(self, /) -> str:
-        """
-        `"tensor"` or `"memory"`.
-        """
-    @property
-    def name(self, /) -> str: ...
-    @property
     def point_count(self, /) -> int: ...
-    @property
-    def provenance(self, /) -> Any:
-        """
-        Package, Python, platform, torch and CUDA versions of the recording process
-        (absent: empty).
-        """
-    @property
-    def rank(self, /) -> int | None: ...
-    @property
-    def run_id(self, /) -> str: ...
-    @property
-    def run_metadata(self, /) -> Any:
-        """
-        The application's own metadata for the run (absent: empty).
-        """
-    @property
-    def world_size(self, /) -> int | None: ...
 
 @final
 class RunReader:

@@ -46,6 +46,13 @@ pub(crate) enum SiteValue {
 impl<'a, 'py> FromPyObject<'a, 'py> for SiteValue {
     type Error = PyErr;
 
+    // What the stub says the argument takes (the derived form wrote it from the variants).
+    const INPUT_TYPE: pyo3::inspect::PyStaticExpr = pyo3::inspect::PyStaticExpr::BinOp {
+        left: &HostBytes::INPUT_TYPE,
+        op: pyo3::inspect::PyStaticOperator::BitOr,
+        right: &<tcgd_tensor::TensorSummary as pyo3::PyTypeInfo>::TYPE_HINT,
+    };
+
     fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         match obj.cast::<tcgd_tensor::TensorSummary>() {
             Ok(summary) => Ok(SiteValue::Summary(*summary.get())),
@@ -546,99 +553,27 @@ pub fn on_damage(value: &str) -> BindResult<OnDamage> {
     Ok(OnDamage::parse(value)?)
 }
 
-/// What a run's manifest says about the run (its part list aside): identity, rank,
-/// times, completeness, provenance. Shared by tensor and memory runs.
-#[pyclass(name = "RunManifest", module = "torch_cudagraph_debug._native", frozen)]
+/// What a run's manifest says about the run (its part list aside): the header it was
+/// created with (the `RunHeader` it is: identity, rank, provenance, metadata) and what the
+/// writer added since (times, completeness, point count). Shared by tensor and memory runs.
+#[pyclass(
+    name = "RunManifest",
+    module = "torch_cudagraph_debug._native",
+    extends = RunHeader,
+    frozen,
+    get_all
+)]
 pub struct PyRunManifest {
-    pub(crate) inner: tcgd_store::Manifest,
-}
-
-impl From<tcgd_store::Manifest> for PyRunManifest {
-    fn from(inner: tcgd_store::Manifest) -> Self {
-        PyRunManifest { inner }
-    }
+    /// RFC 3339, UTC.
+    created_at: String,
+    finished_at: Option<String>,
+    complete: bool,
+    format_version: u32,
+    point_count: u64,
 }
 
 #[pymethods]
 impl PyRunManifest {
-    #[getter]
-    fn run_id(&self) -> String {
-        self.inner.header.run_id.clone()
-    }
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.header.name.clone()
-    }
-    /// `"tensor"` or `"memory"`.
-    #[getter]
-    fn kind(&self) -> &'static str {
-        match self.inner.header.kind {
-            RunKind::Tensor => "tensor",
-            RunKind::Memory => "memory",
-        }
-    }
-    #[getter]
-    fn execution(&self) -> String {
-        self.inner.header.execution.clone()
-    }
-    #[getter]
-    fn rank(&self) -> Option<i64> {
-        self.inner.header.rank
-    }
-    #[getter]
-    fn group_id(&self) -> Option<String> {
-        self.inner.header.group_id.clone()
-    }
-    #[getter]
-    fn world_size(&self) -> Option<i64> {
-        self.inner.header.world_size
-    }
-    /// RFC 3339, UTC.
-    #[getter]
-    fn created_at(&self) -> String {
-        self.inner.created_at.clone()
-    }
-    #[getter]
-    fn finished_at(&self) -> Option<String> {
-        self.inner.finished_at.clone()
-    }
-    #[getter]
-    fn complete(&self) -> bool {
-        self.inner.complete
-    }
-    #[getter]
-    fn format_version(&self) -> u32 {
-        self.inner.format_version
-    }
-    #[getter]
-    fn point_count(&self) -> u64 {
-        self.inner.point_count
-    }
-    /// Package, Python, platform, torch and CUDA versions of the recording process
-    /// (absent: empty).
-    #[getter]
-    fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(
-            py,
-            self.inner
-                .header
-                .provenance
-                .as_object()
-                .unwrap_or(&Default::default()),
-        )
-    }
-    /// The application's own metadata for the run (absent: empty).
-    #[getter]
-    fn run_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        serde_to_py(
-            py,
-            self.inner
-                .header
-                .run_metadata
-                .as_object()
-                .unwrap_or(&Default::default()),
-        )
-    }
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         crate::classes::attrs_repr(
             slf.as_any(),
@@ -648,12 +583,18 @@ impl PyRunManifest {
 }
 
 impl PyRunManifest {
-    pub(crate) fn of(manifest: &tcgd_store::Manifest) -> PyRunManifest {
-        PyRunManifest::from(tcgd_store::Manifest {
-            // The parts are the reader's business; a copy of them is not needed here.
-            parts: Vec::new(),
-            ..manifest.clone()
-        })
+    pub(crate) fn of(py: Python<'_>, manifest: &tcgd_store::Manifest) -> PyResult<Py<Self>> {
+        let own = PyRunManifest {
+            created_at: manifest.created_at.clone(),
+            finished_at: manifest.finished_at.clone(),
+            complete: manifest.complete,
+            format_version: manifest.format_version,
+            point_count: manifest.point_count,
+        };
+        Py::new(
+            py,
+            PyClassInitializer::from(manifest.header.clone()).add_subclass(own),
+        )
     }
 }
 
@@ -741,8 +682,8 @@ impl RunReader {
     }
 
     /// The run's manifest as a typed object.
-    fn manifest(&self) -> PyRunManifest {
-        PyRunManifest::of(self.inner.manifest())
+    fn manifest(&self, py: Python<'_>) -> PyResult<Py<PyRunManifest>> {
+        PyRunManifest::of(py, self.inner.manifest())
     }
 
     /// Every committed row of a table as a `pyarrow.RecordBatch` (through the Arrow C

@@ -52,6 +52,7 @@ impl RunKind {
     pyo3::pyclass(
         name = "RunHeader",
         module = "torch_cudagraph_debug._native",
+        subclass,
         frozen,
         from_py_object
     )

@@ -11,6 +11,18 @@ use crate::{RunHeader, RunKind, Site, SiteLocation};
 
 pyo3::import_exception!(torch_cudagraph_debug.errors, InvalidInputError);
 
+/// A header's JSON object as a dict; an empty one for anything else (a manifest written
+/// without it).
+fn json_object_to_python<'py>(
+    py: Python<'py>,
+    value: &serde_json::Value,
+) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        serde_json::Value::Object(_) => json_to_python(py, value),
+        _ => Ok(PyDict::new(py).into_any()),
+    }
+}
+
 #[pymethods]
 impl RunHeader {
     /// What a run is created with. `kind` is `tensor` or `memory`; `provenance` (the
@@ -81,13 +93,16 @@ impl RunHeader {
     fn world_size(&self) -> Option<i64> {
         self.world_size
     }
+    /// Package, Python, platform, torch and CUDA versions of the recording process, as a
+    /// dict (absent: empty).
     #[getter]
     fn provenance<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_python(py, &self.provenance)
+        json_object_to_python(py, &self.provenance)
     }
+    /// The application's own metadata for the run, as a dict (absent: empty).
     #[getter]
     fn run_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_to_python(py, &self.run_metadata)
+        json_object_to_python(py, &self.run_metadata)
     }
     fn __repr__(&self) -> String {
         format!(

@@ -197,8 +197,8 @@ impl MemoryRunReader {
     }
 
     /// The run's manifest as a typed object.
-    fn manifest(&self) -> crate::store::PyRunManifest {
-        crate::store::PyRunManifest::of(self.inner.manifest())
+    fn manifest(&self, py: Python<'_>) -> PyResult<Py<crate::store::PyRunManifest>> {
+        crate::store::PyRunManifest::of(py, self.inner.manifest())
     }
 
     /// Every point's state, in commit order.
