@@ -48,6 +48,7 @@ from torch_cudagraph_debug.tensor_debug.observations import TensorSite
 from torch_cudagraph_debug.tensor_debug.recorder import (
     _PendingObservation,
     device_site,
+    native_observation,
     open_run_writer,
 )
 from torch_cudagraph_debug.tensor_debug.run import TensorRun
@@ -77,20 +78,18 @@ class _HostSummary(NamedTuple):
     ) -> dict[str, object]:
         """The observation as the device recorder's points take it (no bytes: the
         summary)."""
-        return {
-            "order": order,
-            "name": site.site_id or "",
-            "invocation_index": invocation_index,
-            "dtype": dtype_name(self.dtype),
-            "shape": list(self.shape),
-            "stride": list(self.stride),
-            "source_device": device,
-            "payload": "summary",
-            "data": None,
-            "owner": None,
-            "summary": self.summary,
-            "site": site,
-        }
+        return native_observation(
+            order=order,
+            name=site.site_id or "",
+            invocation_index=invocation_index,
+            dtype=self.dtype,
+            shape=self.shape,
+            stride=self.stride,
+            source_device=device,
+            payload="summary",
+            site=site,
+            summary=self.summary,
+        )
 
 
 # What a point holds of a site's eager value until it is committed.

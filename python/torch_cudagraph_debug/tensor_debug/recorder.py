@@ -60,22 +60,55 @@ class _PendingObservation:
     site: TensorSite | None = None
 
     def as_native(self) -> dict[str, object]:
-        return {
-            "order": self.order,
-            "name": self.name,
-            "invocation_index": self.invocation_index,
-            "dtype": dtype_name(self.host.dtype),
-            "shape": list(self.shape),
-            "stride": list(self.stride),
-            "source_device": self.source_device,
-            "payload": self.payload,
-            "data": host_bytes(self.host),
+        return native_observation(
+            order=self.order,
+            name=self.name,
+            invocation_index=self.invocation_index,
+            dtype=self.host.dtype,
+            shape=self.shape,
+            stride=self.stride,
+            source_device=self.source_device,
+            payload=self.payload,
+            site=self.site,
+            data=host_bytes(self.host),
             # Kept alive by the writer thread until the point is on disk; the recorder
             # never writes a host tensor once it is handed over.
-            "owner": self.host,
-            "summary": None,
-            "site": self.site,
-        }
+            owner=self.host,
+        )
+
+
+def native_observation(
+    *,
+    order: int,
+    name: str,
+    invocation_index: int,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    stride: tuple[int, ...],
+    source_device: str,
+    payload: str,
+    site: TensorSite | None,
+    data: tuple[int, int] | None = None,
+    owner: torch.Tensor | None = None,
+    summary: _native.TensorValueSummary | None = None,
+) -> dict[str, object]:
+    """One observation as the native recorders' points take it: what it is and where it
+    stands in its point, then its host bytes (``data``, and ``owner``, the tensor holding
+    them) or, for a value summarised where it was, its ``summary``."""
+    return {
+        "order": order,
+        "name": name,
+        "invocation_index": invocation_index,
+        "dtype": dtype_name(dtype),
+        "shape": list(shape),
+        "stride": list(stride),
+        "source_device": source_device,
+        "payload": payload,
+        "data": data,
+        "owner": owner,
+        "summary": summary,
+        "site": site,
+    }
 
 
 def device_site(

@@ -8,6 +8,18 @@ fn f64_bytes(xs: &[f64]) -> Vec<u8> {
     xs.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// A summary's element counts: (numel, finite, nan, +inf, -inf, zero).
+fn counts(s: &TensorSummary) -> (u64, u64, u64, u64, u64, u64) {
+    (
+        s.numel,
+        s.finite_count,
+        s.nan_count,
+        s.pos_inf_count,
+        s.neg_inf_count,
+        s.zero_count,
+    )
+}
+
 fn rel_eq(got: f64, want: f64, rel: f64) -> bool {
     got == want || (got - want).abs() <= rel * want.abs()
 }
@@ -66,17 +78,7 @@ fn float_specials_are_counted_and_excluded() {
         f64::INFINITY,
     ];
     let s = summarize(DType::Float64, &f64_bytes(&xs)).unwrap();
-    assert_eq!(
-        (
-            s.numel,
-            s.finite_count,
-            s.nan_count,
-            s.pos_inf_count,
-            s.neg_inf_count,
-            s.zero_count
-        ),
-        (8, 4, 1, 2, 1, 2)
-    );
+    assert_eq!(counts(&s), (8, 4, 1, 2, 1, 2));
     assert_eq!((s.min, s.max), (Some(-3.0), Some(1.0)));
     assert_eq!(s.mean, Some(-0.5));
     // Deviations 1.5, -2.5, 0.5, 0.5: sum of squares 9, over 4.
@@ -216,17 +218,7 @@ fn complex_by_magnitude_with_nan_and_inf_parts() {
         (1.0, f64::NAN),
     ];
     let s = summarize(DType::Complex128, &complex128_bytes(&zs)).unwrap();
-    assert_eq!(
-        (
-            s.numel,
-            s.finite_count,
-            s.nan_count,
-            s.pos_inf_count,
-            s.neg_inf_count,
-            s.zero_count
-        ),
-        (6, 3, 2, 1, 0, 1)
-    );
+    assert_eq!(counts(&s), (6, 3, 2, 1, 0, 1));
     assert_eq!((s.min, s.max), (Some(0.0), Some(10.0)));
     assert_eq!(s.mean, Some(5.0));
     assert!(rel_eq(s.std.unwrap(), (50.0f64 / 3.0).sqrt(), 1e-15));
