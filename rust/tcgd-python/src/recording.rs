@@ -114,10 +114,6 @@ fn commit_job(
         .attachment
         .take()
         .and_then(|a| a.downcast::<HostObservations>().ok());
-    let bytes_of = |value: &Value<'_>| match value {
-        Value::Bytes(bytes) => bytes.len(),
-        Value::Summary(_) => 0,
-    };
     let held = point
         .values
         .iter()
@@ -127,7 +123,7 @@ fn commit_job(
         })
         .chain(
             host.iter()
-                .flat_map(|h| h.inputs.iter().map(|i| bytes_of(&i.value))),
+                .flat_map(|h| h.inputs.iter().map(|i| i.value.held_bytes())),
         )
         .sum();
     let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {

@@ -438,13 +438,7 @@ fn submit_point(
 ) -> BindResult<u64> {
     check_point(&point, &inputs)?;
     let label = point.label.clone();
-    let held = inputs
-        .iter()
-        .map(|input| match input.value {
-            Value::Bytes(bytes) => bytes.len(),
-            Value::Summary(_) => 0,
-        })
-        .sum();
+    let held = inputs.iter().map(|input| input.value.held_bytes()).sum();
     let job: CommitJob = Box::new(move |writer: &mut tcgd_store::RunWriter| {
         let committed = writer.commit_point(&point, &inputs).map(|_| ());
         // The borrowed slices go before their owners.

@@ -217,6 +217,16 @@ pub enum Value<'a> {
     Summary(TensorSummary),
 }
 
+impl Value<'_> {
+    /// Host bytes the value holds (a summary holds none): what a queued point keeps alive.
+    pub fn held_bytes(&self) -> usize {
+        match self {
+            Value::Bytes(bytes) => bytes.len(),
+            Value::Summary(_) => 0,
+        }
+    }
+}
+
 /// Elements of the value `name` of this shape; an error for a negative size or an overflow.
 fn numel(name: &str, shape: &[i64]) -> Result<u64> {
     shape.iter().try_fold(1u64, |acc, &d| {
