@@ -1,17 +1,26 @@
-"""The package's modules import each other without cycles: every import of a module of the
-package (at the top of a file or inside a function; ``TYPE_CHECKING`` blocks aside) is an
-edge, and ``from pkg import name`` is an edge to ``pkg`` unless ``name`` is a module of
-it. A submodule's own parent packages are not edges (Python imports them first anyway)."""
+"""Modules use each other without cycles, in the Python package and inside each Rust crate.
+
+Python: every import of a module of the package (at the top of a file or inside a
+function; ``TYPE_CHECKING`` blocks aside) is an edge, and ``from pkg import name`` is an
+edge to ``pkg`` unless ``name`` is a module of it. A submodule's own parent packages are
+not edges (Python imports them first anyway).
+
+Rust: every path through ``crate::`` or ``super::`` in a module's file (comments and
+in-file test modules aside) is an edge to the deepest module it names. A module's edges to
+its own ancestors are not counted: a child using ``super::*`` is how Rust nests modules,
+and the parent declaring the child is not a use of it."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import torch_cudagraph_debug
 
 ROOT = Path(torch_cudagraph_debug.__file__).parent
 PACKAGE = "torch_cudagraph_debug"
+CRATES = Path(__file__).resolve().parents[1] / "rust"
 
 
 def _modules() -> dict[str, Path]:
@@ -87,3 +96,79 @@ def test_the_package_has_no_import_cycles() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def _rust_modules(src: Path) -> dict[tuple[str, ...], Path]:
+    """The crate's modules by path (``("report", "html")``), the crate root as ``()``."""
+    out = {}
+    for path in src.rglob("*.rs"):
+        parts = path.relative_to(src).with_suffix("").parts
+        if parts[-1] == "mod" or parts in (("lib",), ("main",)):
+            parts = parts[:-1]
+        if parts and parts[-1] == "tests":  # test modules use their parent, nothing uses them
+            continue
+        out[parts] = path
+    return out
+
+
+_RUST_PATH = re.compile(r"\b(crate|super)((?:::\w+)+|::\{[^}]*\})")
+
+
+def _rust_code(path: Path) -> str:
+    """The file's code without comments and without an in-file ``#[cfg(test)] mod``."""
+    text = re.split(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{", path.read_text())[0]
+    return "\n".join(line.split("//")[0] for line in text.splitlines())
+
+
+def _rust_edges(src: Path) -> dict[str, set[str]]:
+    modules = _rust_modules(src)
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[tuple[str, ...]] = set()
+        for root, rest in _RUST_PATH.findall(_rust_code(path)):
+            base = () if root == "crate" else name[:-1]
+            # `crate::{a::b, c}` names several paths; `crate::a::b::f` one
+            for tail in re.findall(r"\w+(?:::\w+)*", rest):
+                deepest = None
+                prefix = list(base)
+                for segment in tail.split("::"):
+                    prefix.append(segment)
+                    if tuple(prefix) in modules:
+                        deepest = tuple(prefix)
+                if deepest is not None:
+                    found.add(deepest)
+        edges["::".join(name) or "lib"] = {
+            "::".join(m) or "lib" for m in found if m != name[: len(m)]
+        }
+    return edges
+
+
+def test_no_rust_crate_has_module_cycles() -> None:
+    crates = sorted(p for p in CRATES.iterdir() if (p / "src").is_dir())
+    assert len(crates) >= 8  # every crate was found
+    for crate in crates:
+        edges = _rust_edges(crate / "src")
+        cycle = _cycle(edges)
+        assert cycle is None, f"{crate.name}: " + " -> ".join(cycle or [])
+
+
+def test_the_rust_edge_finder_sees_uses_and_skips_comments(tmp_path: Path) -> None:
+    (tmp_path / "report").mkdir()
+    (tmp_path / "lib.rs").write_text("mod report;\nmod state;\n")
+    (tmp_path / "report" / "mod.rs").write_text("use super::*;\nmod html;\n")
+    (tmp_path / "report" / "html.rs").write_text(
+        "use crate::{state::State, report};\n/// [`x`]: crate::lib_only\n"
+    )
+    (tmp_path / "state.rs").write_text(
+        "// crate::report::html is only named here\n"
+        "fn f() { crate::report::html::g() }\n"
+        "#[cfg(test)]\nmod tests {\n    use crate::report;\n}\n"
+    )
+    edges = _rust_edges(tmp_path)
+    assert edges == {
+        "lib": set(),
+        "report": set(),
+        "report::html": {"state"},
+        "state": {"report::html"},
+    }
+    assert _cycle(edges) == ["report::html", "state", "report::html"]
