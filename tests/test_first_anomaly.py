@@ -65,7 +65,7 @@ def test_nonfinite_names_the_first_point_and_site_and_the_later_sites_there(root
     assert (found.kind, found.threshold, found.site_filter) == ("nonfinite", None, None)
     assert (found.point_index, found.label, found.replay_index) == (2, "step2", None)
     assert (found.name, found.invocation_index, found.order) == ("mlp", 0, 2)
-    assert (found.nan, found.posinf, found.neginf) == (1, 0, 0)
+    assert (found.nan_count, found.pos_inf_count, found.neg_inf_count) == (1, 0, 0)
     # Finite extremes of linspace(-3, 3, 6) without its element 1 (-1.8).
     assert found.min == pytest.approx(-3.0) and found.max == pytest.approx(3.0)
     assert found.abs_max == pytest.approx(3.0)
@@ -73,7 +73,9 @@ def test_nonfinite_names_the_first_point_and_site_and_the_later_sites_there(root
     assert (found.site_id, found.graph_kind, found.node_name, found.module_path) == (None,) * 4
     # Two points of four observations, then embed, attn, mlp of step 2.
     assert found.scanned == 2 * 4 + 3
-    sites = [(s.point_index, s.name, s.nan, s.posinf, s.neginf) for s in found.sites]
+    sites = [
+        (s.point_index, s.name, s.nan_count, s.pos_inf_count, s.neg_inf_count) for s in found.sites
+    ]
     assert sites == [(2, "mlp", 1, 0, 0), (2, "out", 1, 0, 1)]
     assert found.sites[0].label == "step2" and found.sites[1].order == 3
 
@@ -84,7 +86,7 @@ def test_each_kind_finds_its_own_first_point(root):
     assert (nan.label, nan.name) == ("step2", "mlp")
     # Infinity: -inf of `out` at step 2 comes before +inf of `embed` at step 3.
     inf = run.first_anomaly("inf")
-    assert (inf.label, inf.name, inf.neginf) == ("step2", "out", 1)
+    assert (inf.label, inf.name, inf.neg_inf_count) == ("step2", "out", 1)
     assert [s.name for s in inf.sites] == ["out"]
     assert inf.scanned == 2 * 4 + 4
     # Magnitudes: step 2's `out` holds -inf (over any threshold) before step 4's 500.
@@ -100,7 +102,7 @@ def test_each_kind_finds_its_own_first_point(root):
 def test_site_filter_takes_globs_and_exact_names(root):
     run = TensorRun.load(root)
     embed = run.first_anomaly(site="embed")
-    assert (embed.label, embed.name, embed.posinf, embed.site_filter) == (
+    assert (embed.label, embed.name, embed.pos_inf_count, embed.site_filter) == (
         "step3",
         "embed",
         1,
@@ -149,7 +151,7 @@ def test_result_is_frozen_and_serialises_to_one_json_object(root):
     data = json.loads(found.to_json())
     assert (data["kind"], data["scanned"], data["threshold"]) == ("nonfinite", 11, None)
     assert [h["name"] for h in data["hits"]] == ["mlp", "out"]
-    assert data["hits"][1]["neginf"] == 1 and data["hits"][0]["replay_index"] is None
+    assert data["hits"][1]["neg_inf_count"] == 1 and data["hits"][0]["replay_index"] is None
     # to_dict() is the same object without the text.
     assert found.to_dict() == data
     assert "label='step2'" in repr(found) and "name='mlp'" in repr(found.sites[0])
@@ -280,10 +282,10 @@ def test_compiled_model_names_call_3_and_the_second_linear(tmp_path, capsys):
     # The source line of the model that produced the value, and the compile it belongs to.
     assert found.source_location and "test_first_anomaly.py" in found.source_location
     assert found.compile_id
-    assert found.nan == 3  # one column of the 3 x 8 output
+    assert found.nan_count == 3  # one column of the 3 x 8 output
     # The sites after it in call 3 hit too, in execution order: its ReLU, then the later
     # layers (whose outputs are all NaN); the first layer and its ReLU come before it.
-    sites = [(s.order, s.module_path, s.aten_op, s.nan) for s in found.sites]
+    sites = [(s.order, s.module_path, s.aten_op, s.nan_count) for s in found.sites]
     assert sites == [
         (2, "layers.1", "aten.addmm.default", 3),
         (3, None, "aten.relu.default", 3),

@@ -39,16 +39,16 @@ def test_scalars_are_the_summaries_of_every_point(tmp_path, run):
     log_dir = export_to_tensorboard(run, tmp_path / "tb")
     acc = load(log_dir)
     tags = set(acc.Tags()["scalars"])
-    assert {"x[0]/mean", "x[0]/std", "x[0]/max", "x[0]/nan", "ids[0]/mean"} <= tags
+    assert {"x[0]/mean", "x[0]/std", "x[0]/max", "x[0]/nan_count", "ids[0]/mean"} <= tags
     assert acc.Tags()["histograms"] == []
-    for tag, field in (("x[0]/mean", "mean"), ("x[0]/max", "max"), ("x[0]/nan", "nan_count")):
+    for tag, field in (("x[0]/mean", "mean"), ("x[0]/max", "max"), ("x[0]/nan_count", "nan_count")):
         events = acc.Scalars(tag)
         assert [e.step for e in events] == [0, 1, 2]
         for event, point in zip(events, run.points, strict=True):
             want = getattr(point.observation("x").summary, field)
             assert math.isclose(event.value, want, rel_tol=1e-6, abs_tol=1e-7), (tag, event, want)
             assert math.isclose(event.wall_time, point.timestamp.timestamp(), abs_tol=1e-3)
-    assert [e.value for e in acc.Scalars("x[0]/nan")] == [0.0, 0.0, 1.0]
+    assert [e.value for e in acc.Scalars("x[0]/nan_count")] == [0.0, 0.0, 1.0]
 
 
 def test_histograms_on_request(tmp_path, run):

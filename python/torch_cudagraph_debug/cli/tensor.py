@@ -375,7 +375,7 @@ def _counts_text(site: Any) -> str:
     extremes = (
         "no finite values" if site.min is None else f"finite min {_g(site.min)}, max {_g(site.max)}"
     )
-    return f"nan {site.nan}, +inf {site.posinf}, -inf {site.neginf}; {extremes}"
+    return f"nan {site.nan_count}, +inf {site.pos_inf_count}, -inf {site.neg_inf_count}; {extremes}"
 
 
 def _first_anomaly(args: argparse.Namespace) -> int:

@@ -22,29 +22,22 @@ from torch_cudagraph_debug.tensor_debug.snapshot import TensorProbeSnapshot
 
 Source = TensorRun | TensorPoint | TensorProbeSnapshot | Iterable[TensorProbeSnapshot]
 
-# What export_to_tensorboard writes as scalars: (tag suffix, summary field); None values (no
-# finite element) are skipped.
+# The TensorValueSummary fields written as scalars, each under its own name; None values
+# (no finite element) are skipped. export_to_tensorboard writes these:
 SCALAR_FIELDS = (
-    ("mean", "mean"),
-    ("std", "std"),
-    ("min", "min"),
-    ("max", "max"),
-    ("l2", "l2_norm"),
-    ("nan", "nan_count"),
-    ("posinf", "pos_inf_count"),
-    ("neginf", "neg_inf_count"),
-    ("zero", "zero_count"),
-    ("finite", "finite_count"),
+    "mean",
+    "std",
+    "min",
+    "max",
+    "l2_norm",
+    "nan_count",
+    "pos_inf_count",
+    "neg_inf_count",
+    "zero_count",
+    "finite_count",
 )
-# What export_snapshots_to_tensorboard writes: (tag suffix, summary field).
-SNAPSHOT_SCALARS = (
-    ("numel", "numel"),
-    ("mean", "mean"),
-    ("std", "std"),
-    ("min", "min"),
-    ("max", "max"),
-    ("l2_norm", "l2_norm"),
-)
+# and export_snapshots_to_tensorboard these:
+SNAPSHOT_SCALARS = ("numel", "mean", "std", "min", "max", "l2_norm")
 
 
 @dataclass(frozen=True)
@@ -120,8 +113,9 @@ def export_to_tensorboard(
     """Writes TensorBoard event files into ``log_dir`` and returns its path.
 
     Scalars: for every observation ``name[invocation]`` and summary field (``mean``,
-    ``std``, ``min``, ``max``, ``l2`` and the element counts ``nan``, ``posinf``,
-    ``neginf``, ``zero``, ``finite``), tag ``{tag_prefix}{name}[{invocation}]/{field}``.
+    ``std``, ``min``, ``max``, ``l2_norm`` and the element counts ``nan_count``,
+    ``pos_inf_count``, ``neg_inf_count``, ``zero_count``, ``finite_count``), tag
+    ``{tag_prefix}{name}[{invocation}]/{field}``.
     The step is the point index for runs and points, the replay index for snapshots; the
     wall time is the point's (snapshot's) timestamp. With ``histograms=True`` the finite
     values of each full-payload observation are also written as a histogram, tag
@@ -152,11 +146,11 @@ def _write(
     entries: list[_Entry],
     *,
     tag: Callable[[TensorObservation, Counter[str]], str],
-    scalars: tuple[tuple[str, str], ...],
+    scalars: tuple[str, ...],
     histograms: bool,
 ) -> set[str]:
-    """Writes every entry's observations: scalars ``{tag}/{suffix}`` for each
-    ``(suffix, summary field)`` whose value is not None, and with ``histograms`` the
+    """Writes every entry's observations: scalars ``{tag}/{field}`` for each summary
+    field of ``scalars`` whose value is not None, and with ``histograms`` the
     finite values under ``{tag}``. ``tag`` gets the observation and how many
     observations of each name the entry has. Returns the tags of summary-only
     observations that got no histogram."""
@@ -165,11 +159,11 @@ def _write(
         per_name = Counter(o.name for o in entry.observations)
         for o in entry.observations:
             base = tag(o, per_name)
-            for suffix, field in scalars:
+            for field in scalars:
                 value = getattr(o.summary, field)
                 if value is not None:
                     writer.add_scalar(
-                        f"{base}/{suffix}", float(value), entry.step, walltime=entry.wall_time
+                        f"{base}/{field}", float(value), entry.step, walltime=entry.wall_time
                     )
             if not histograms:
                 continue

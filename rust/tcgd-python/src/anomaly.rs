@@ -76,16 +76,16 @@ impl PyAnomalySite {
         self.hit.site.compile_id.as_deref()
     }
     #[getter]
-    fn nan(&self) -> u64 {
-        self.hit.values.nan
+    fn nan_count(&self) -> u64 {
+        self.hit.values.nan_count
     }
     #[getter]
-    fn posinf(&self) -> u64 {
-        self.hit.values.posinf
+    fn pos_inf_count(&self) -> u64 {
+        self.hit.values.pos_inf_count
     }
     #[getter]
-    fn neginf(&self) -> u64 {
-        self.hit.values.neginf
+    fn neg_inf_count(&self) -> u64 {
+        self.hit.values.neg_inf_count
     }
     #[getter]
     fn min(&self) -> Option<f64> {
@@ -107,9 +107,9 @@ impl PyAnomalySite {
             "replay_index",
             "order",
             "name",
-            "nan",
-            "posinf",
-            "neginf",
+            "nan_count",
+            "pos_inf_count",
+            "neg_inf_count",
         ];
         crate::classes::attrs_repr(slf.as_any(), &shown)
     }

@@ -26,7 +26,6 @@ use crate::store::RunAddress;
 #[pyo3(from_item_all)]
 struct StoredValueArgs {
     digest: Option<String>,
-    /// (numel, finite, nan, posinf, neginf, zero, min, max, mean, std, l2)
     summary: Option<tcgd_tensor::TensorSummary>,
 }
 

@@ -13,9 +13,8 @@ use crate::moments::{lane_sum, Moments, LANES};
 /// `std` (population) and `l2_norm` cover the finite elements in float64 and are `None`
 /// when there is none (`l2_norm` is then 0). `minimum` and `maximum` are `min` and `max`.
 ///
-/// In JSON (reports, `to_json`) the counts are named `finite`, `nan`, `posinf`, `neginf`
-/// and `zero` and the norm `l2`, and non-finite floats are the strings `"nan"`, `"inf"`
-/// and `"-inf"`.
+/// In JSON (reports, `to_json`) the fields keep these names, and non-finite floats are the
+/// strings `"nan"`, `"inf"` and `"-inf"`.
 #[cfg_attr(
     feature = "python",
     pyo3::pyclass(
@@ -30,15 +29,10 @@ use crate::moments::{lane_sum, Moments, LANES};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TensorSummary {
     pub numel: u64,
-    #[serde(rename = "finite")]
     pub finite_count: u64,
-    #[serde(rename = "nan")]
     pub nan_count: u64,
-    #[serde(rename = "posinf")]
     pub pos_inf_count: u64,
-    #[serde(rename = "neginf")]
     pub neg_inf_count: u64,
-    #[serde(rename = "zero")]
     pub zero_count: u64,
     #[serde(serialize_with = "opt_float")]
     pub min: Option<f64>,
@@ -48,7 +42,7 @@ pub struct TensorSummary {
     pub mean: Option<f64>,
     #[serde(serialize_with = "opt_float")]
     pub std: Option<f64>,
-    #[serde(rename = "l2", serialize_with = "float")]
+    #[serde(serialize_with = "float")]
     pub l2_norm: f64,
 }
 

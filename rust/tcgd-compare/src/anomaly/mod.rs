@@ -91,8 +91,8 @@ impl AnomalyRule {
 
     /// Whether a value with these element counts and finite extremes is an anomaly.
     pub fn hits(&self, v: &ValueExtremes) -> bool {
-        let nan = v.nan > 0;
-        let inf = v.posinf > 0 || v.neginf > 0;
+        let nan = v.nan_count > 0;
+        let inf = v.pos_inf_count > 0 || v.neg_inf_count > 0;
         match self {
             AnomalyRule::Nan => nan,
             AnomalyRule::Inf => inf,
@@ -106,9 +106,9 @@ impl AnomalyRule {
 /// counts of its non-finite elements and its finite extremes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ValueExtremes {
-    pub nan: u64,
-    pub posinf: u64,
-    pub neginf: u64,
+    pub nan_count: u64,
+    pub pos_inf_count: u64,
+    pub neg_inf_count: u64,
     /// Finite extremes; `None` when no value is finite.
     pub min: Option<f64>,
     pub max: Option<f64>,
@@ -380,9 +380,9 @@ pub fn first_anomaly_in_tables(
     for column in SiteLocation::COLUMNS {
         site.push(cols.strings(column)?);
     }
-    let nan = cols.ints("nan_count")?;
-    let posinf = cols.ints("posinf_count")?;
-    let neginf = cols.ints("neginf_count")?;
+    let nan_count = cols.ints("nan_count")?;
+    let pos_inf_count = cols.ints("posinf_count")?;
+    let neg_inf_count = cols.ints("neginf_count")?;
     let min = cols.floats("min")?;
     let max = cols.floats("max")?;
     fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
@@ -403,9 +403,9 @@ pub fn first_anomaly_in_tables(
             invocation_index: invocation.value(i),
             site: SiteLocationRef::from_column_values(std::array::from_fn(|c| opt_str(site[c], i))),
             values: ValueExtremes {
-                nan: count(nan, i),
-                posinf: count(posinf, i),
-                neginf: count(neginf, i),
+                nan_count: count(nan_count, i),
+                pos_inf_count: count(pos_inf_count, i),
+                neg_inf_count: count(neg_inf_count, i),
                 min: opt_f64(min, i),
                 max: opt_f64(max, i),
             },

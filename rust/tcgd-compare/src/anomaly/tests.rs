@@ -41,10 +41,10 @@ fn each_rule_decides_from_counts_and_finite_extremes() {
     let nonfinite = AnomalyRule::parse("nonfinite", None).unwrap();
     let big = AnomalyRule::parse("abs_max", Some(10.0)).unwrap();
     let (a, b) = (Some(-3.0), Some(4.0));
-    let v = |nan, posinf, neginf, min, max| ValueExtremes {
-        nan,
-        posinf,
-        neginf,
+    let v = |nan_count, pos_inf_count, neg_inf_count, min, max| ValueExtremes {
+        nan_count,
+        pos_inf_count,
+        neg_inf_count,
         min,
         max,
     };
@@ -96,8 +96,8 @@ fn first_hit_follows_replay_then_point_then_order() {
         obs(1, 0, "a"),
         obs(1, 1, "b"),
     ];
-    rows[0].values.nan = 1; // replay 7
-    rows[3].values.posinf = 2; // replay 2, order 1
+    rows[0].values.nan_count = 1; // replay 7
+    rows[3].values.pos_inf_count = 2; // replay 2, order 1
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     let first = found.first();
     assert_eq!((first.point_index, first.label.as_str()), (1, "early"));
@@ -106,7 +106,7 @@ fn first_hit_follows_replay_then_point_then_order() {
         (Some(2), 1, "b")
     );
     assert_eq!(
-        (first.values.nan, first.values.posinf, first.values.neginf),
+        (first.values.nan_count, first.values.pos_inf_count, first.values.neg_inf_count),
         (0, 2, 0)
     );
     // Visited at replay 2: 'a' then 'b'.
@@ -128,9 +128,9 @@ fn points_without_replay_order_by_point_index_and_rows_by_ordinal() {
         obs(1, 0, "first"),
         obs(1, 1, "mid"),
     ];
-    rows[0].values.nan = 1;
-    rows[1].values.nan = 3;
-    rows[3].values.neginf = 1;
+    rows[0].values.nan_count = 1;
+    rows[1].values.nan_count = 3;
+    rows[3].values.neg_inf_count = 1;
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     assert_eq!(found.first().name, "mid");
     assert_eq!(found.first().label, "p1");
@@ -173,7 +173,7 @@ fn site_filter_matches_names_module_paths_and_node_names() {
     rows[1].site.module_path = Some("layers.1");
     rows[1].site.node_name = Some("addmm_1");
     for r in &mut rows {
-        r.values.nan = 1;
+        r.values.nan_count = 1;
     }
     let first = |site: Option<&str>| {
         first_anomaly(&points, &rows, &query("nan", None, site))
@@ -198,13 +198,13 @@ fn site_filter_matches_names_module_paths_and_node_names() {
 fn no_hit_and_rows_of_unknown_points_give_none() {
     let points = [point(0, "p0", None)];
     let mut rows = vec![obs(0, 0, "x"), obs(5, 0, "orphan")];
-    rows[1].values.nan = 1;
+    rows[1].values.nan_count = 1;
     assert!(first_anomaly(&points, &rows, &query("nonfinite", None, None)).is_none());
     assert!(first_anomaly(&points, &[], &query("nan", None, None)).is_none());
     // All-NaN values have no finite extremes: only an infinity passes a threshold.
     rows[0].values.min = None;
     rows[0].values.max = None;
-    rows[0].values.nan = 4;
+    rows[0].values.nan_count = 4;
     assert!(first_anomaly(&points, &rows, &query("abs_max", Some(0.0), None)).is_none());
 }
 
@@ -248,7 +248,7 @@ fn arrow_tables_are_read_by_column_name() {
         .unwrap();
     let first = found.first();
     assert_eq!(
-        (first.label.as_str(), first.name.as_str(), first.values.nan),
+        (first.label.as_str(), first.name.as_str(), first.values.nan_count),
         ("s1", "b", 2)
     );
     assert_eq!(first.site.module_path.as_deref(), Some("fc2"));
@@ -261,7 +261,7 @@ fn arrow_tables_are_read_by_column_name() {
     assert_eq!(json["hits"][0]["point_index"], 1);
     // The hit's site and values are keys of the hit itself.
     assert_eq!(json["hits"][0]["module_path"], "fc2");
-    assert_eq!(json["hits"][0]["nan"], 2);
+    assert_eq!(json["hits"][0]["nan_count"], 2);
     // A table without a summary column is a damaged run, named by the column.
     let stripped = observations.project(&[0, 1, 2, 3]).unwrap();
     let error =
