@@ -25,9 +25,8 @@ mod run;
 
 pub use accuracy::{judge_against_float64, AccuracyVerdict, Float64Rule, SiteAccuracy};
 pub use anomaly::{
-    first_anomaly, first_anomaly_in_run, first_anomaly_in_tables, AnomalyHit, AnomalyQuery,
-    AnomalyRule, FirstAnomaly, Observation as AnomalyObservation, Point as AnomalyPoint,
-    SiteFilter, ValueExtremes,
+    first_anomaly, first_anomaly_in_run, AnomalyHit, AnomalyQuery, AnomalyRule, FirstAnomaly,
+    Observation as AnomalyObservation, Point as AnomalyPoint, SiteFilter,
 };
 pub use compare::{
     compare_point_series, compare_run_groups, compare_runs, compare_sets, PointMapping,

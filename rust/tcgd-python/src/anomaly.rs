@@ -77,28 +77,28 @@ impl PyAnomalySite {
     }
     #[getter]
     fn nan_count(&self) -> u64 {
-        self.hit.values.nan_count
+        self.hit.summary.nan_count
     }
     #[getter]
     fn pos_inf_count(&self) -> u64 {
-        self.hit.values.pos_inf_count
+        self.hit.summary.pos_inf_count
     }
     #[getter]
     fn neg_inf_count(&self) -> u64 {
-        self.hit.values.neg_inf_count
+        self.hit.summary.neg_inf_count
     }
     #[getter]
     fn min(&self) -> Option<f64> {
-        self.hit.values.min
+        self.hit.summary.min
     }
     #[getter]
     fn max(&self) -> Option<f64> {
-        self.hit.values.max
+        self.hit.summary.max
     }
     /// max(|min|, |max|) of the finite values; None when none is finite.
     #[getter]
     fn abs_max(&self) -> Option<f64> {
-        self.hit.values.abs_max()
+        self.hit.summary.abs_max()
     }
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         let shown = [

@@ -40,8 +40,8 @@ pub use error::{Result, StoreError};
 pub use manifest::{Manifest, PartEntry, RunHeader, RunKind};
 pub use queue::{CommitJob, CommitQueue};
 pub use reader::{
-    list_runs, runs_batch, Columns, Damage, ObservationMeta, OnDamage, RecordedPoint, RunReader,
-    RunRow, RunSelector, ValidationIssue,
+    list_runs, runs_batch, Columns, Damage, ObservationMeta, ObservationRows, OnDamage,
+    RecordedPoint, RunReader, RunRow, RunSelector, ValidationIssue,
 };
 pub use record::{
     CommittedPoint, ObservationDescriptor, ObservationInput, PayloadKind, PointInput, Site,

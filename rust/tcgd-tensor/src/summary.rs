@@ -26,7 +26,7 @@ use crate::moments::{lane_sum, Moments, LANES};
         from_py_object
     )
 )]
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct TensorSummary {
     pub numel: u64,
     pub finite_count: u64,
@@ -76,6 +76,15 @@ impl ElementCounts {
 }
 
 impl TensorSummary {
+    /// max(|min|, |max|) over the finite values; `None` when none is finite.
+    pub fn abs_max(&self) -> Option<f64> {
+        match (self.min, self.max) {
+            (Some(a), Some(b)) => Some(a.abs().max(b.abs())),
+            (Some(v), None) | (None, Some(v)) => Some(v.abs()),
+            (None, None) => None,
+        }
+    }
+
     /// A summary from its element counts and what was accumulated over the finite
     /// elements. `min` and `max` are kept only when some element is finite: otherwise
     /// they are an accumulator's starting values, not data.

@@ -10,10 +10,10 @@
 
 use std::collections::HashMap;
 
-use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
-use tcgd_store::{Columns, RunKind, RunReader, SiteLocation, SiteLocationRef, Table};
+use tcgd_store::{ObservationRows, RunKind, RunReader, SiteLocation, SiteLocationRef, Table};
+use tcgd_tensor::TensorSummary;
 
 use crate::error::{CompareError, Result};
 
@@ -89,8 +89,9 @@ impl AnomalyRule {
         }
     }
 
-    /// Whether a value with these element counts and finite extremes is an anomaly.
-    pub fn hits(&self, v: &ValueExtremes) -> bool {
+    /// Whether a value with this summary is an anomaly (only its non-finite counts and
+    /// finite extremes are read).
+    pub fn hits(&self, v: &TensorSummary) -> bool {
         let nan = v.nan_count > 0;
         let inf = v.pos_inf_count > 0 || v.neg_inf_count > 0;
         match self {
@@ -98,29 +99,6 @@ impl AnomalyRule {
             AnomalyRule::Inf => inf,
             AnomalyRule::NonFinite => nan || inf,
             AnomalyRule::AbsMax { threshold } => inf || v.abs_max().is_some_and(|m| m > *threshold),
-        }
-    }
-}
-
-/// What the rules read of a value: the summary columns every observation row has (the
-/// counts of its non-finite elements and its finite extremes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct ValueExtremes {
-    pub nan_count: u64,
-    pub pos_inf_count: u64,
-    pub neg_inf_count: u64,
-    /// Finite extremes; `None` when no value is finite.
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-}
-
-impl ValueExtremes {
-    /// max(|min|, |max|) over the finite values; `None` when none is finite.
-    pub fn abs_max(&self) -> Option<f64> {
-        match (self.min, self.max) {
-            (Some(a), Some(b)) => Some(a.abs().max(b.abs())),
-            (Some(v), None) | (None, Some(v)) => Some(v.abs()),
-            (None, None) => None,
         }
     }
 }
@@ -188,7 +166,7 @@ pub struct Point<'a> {
     pub replay_index: Option<i64>,
 }
 
-/// An observation row's identity, site and extremes, borrowed from the run's table.
+/// An observation row's identity, site and summary, borrowed from the run's table.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Observation<'a> {
     pub point_index: i64,
@@ -196,10 +174,10 @@ pub struct Observation<'a> {
     pub name: &'a str,
     pub invocation_index: i64,
     pub site: SiteLocationRef<'a>,
-    pub values: ValueExtremes,
+    pub summary: TensorSummary,
 }
 
-/// One observation that hit the rule. In JSON its site and values are keys of the hit
+/// One observation that hit the rule. In JSON its site and summary are keys of the hit
 /// itself, beside its point and name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnomalyHit {
@@ -212,7 +190,7 @@ pub struct AnomalyHit {
     #[serde(flatten)]
     pub site: SiteLocation,
     #[serde(flatten)]
-    pub values: ValueExtremes,
+    pub summary: TensorSummary,
 }
 
 impl AnomalyHit {
@@ -225,7 +203,7 @@ impl AnomalyHit {
             name: o.name.to_owned(),
             invocation_index: o.invocation_index,
             site: o.site.to_owned(),
-            values: o.values,
+            summary: o.summary,
         }
     }
 }
@@ -287,7 +265,7 @@ pub fn first_anomaly(
 ) -> Option<FirstAnomaly> {
     let by_index: HashMap<i64, &Point<'_>> = points.iter().map(|p| (p.index, p)).collect();
     let keep = |o: &Observation<'_>| query.site.as_ref().is_none_or(|f| f.matches(o));
-    let hit = |o: &Observation<'_>| query.rule.hits(&o.values);
+    let hit = |o: &Observation<'_>| query.rule.hits(&o.summary);
 
     // The earliest hit.
     let mut first: Option<(Position, &Point<'_>)> = None;
@@ -334,8 +312,8 @@ pub fn first_anomaly(
     })
 }
 
-/// The first anomaly of a tensor run opened by the store's reader: its `points` and
-/// `observations` tables (committed rows only; no payload is read).
+/// The first anomaly of a tensor run opened by the store's reader: its points and the
+/// summaries of its observations (committed rows only; no payload is read).
 pub fn first_anomaly_in_run(
     reader: &RunReader,
     query: &AnomalyQuery,
@@ -346,73 +324,26 @@ pub fn first_anomaly_in_run(
             reader.dir().display()
         )));
     }
-    let points = reader.table(Table::Points)?;
-    let observations = reader.table(Table::Observations)?;
-    first_anomaly_in_tables(reader.dir(), &points, &observations, query)
-}
-
-/// As [`first_anomaly_in_run`], over the two tables as read (`dir` names the run in
-/// errors).
-pub fn first_anomaly_in_tables(
-    dir: &std::path::Path,
-    points: &RecordBatch,
-    observations: &RecordBatch,
-    query: &AnomalyQuery,
-) -> Result<Option<FirstAnomaly>> {
-    let cols = Columns::new(dir, points);
-    let index = cols.ints("point_index")?;
-    let label = cols.strings("label")?;
-    let replay = cols.ints("replay_index")?;
-    let points: Vec<Point<'_>> = (0..points.num_rows())
-        .map(|i| Point {
-            index: index.value(i),
-            label: label.value(i),
-            replay_index: replay.is_valid(i).then(|| replay.value(i)),
+    let recorded = reader.points()?;
+    let points: Vec<Point<'_>> = recorded
+        .iter()
+        .map(|p| Point {
+            index: p.index,
+            label: &p.label,
+            replay_index: p.replay_index,
         })
         .collect();
-
-    let cols = Columns::new(dir, observations);
-    let point = cols.ints("point_index")?;
-    let order = cols.ints("ordinal")?;
-    let name = cols.strings("name")?;
-    let invocation = cols.ints("invocation_index")?;
-    let mut site = Vec::with_capacity(SiteLocation::COLUMNS.len());
-    for column in SiteLocation::COLUMNS {
-        site.push(cols.strings(column)?);
-    }
-    let nan_count = cols.ints("nan_count")?;
-    let pos_inf_count = cols.ints("posinf_count")?;
-    let neg_inf_count = cols.ints("neginf_count")?;
-    let min = cols.floats("min")?;
-    let max = cols.floats("max")?;
-    fn opt_str(a: &StringArray, i: usize) -> Option<&str> {
-        a.is_valid(i).then(|| a.value(i))
-    }
-    fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
-        a.is_valid(i).then(|| a.value(i))
-    }
-    // Counts are never negative in a run this package wrote.
-    fn count(a: &Int64Array, i: usize) -> u64 {
-        u64::try_from(a.value(i)).unwrap_or(0)
-    }
-    let rows: Vec<Observation<'_>> = (0..observations.num_rows())
+    let table = reader.table(Table::Observations)?;
+    let rows = ObservationRows::new(reader.dir(), &table)?;
+    let observations: Vec<Observation<'_>> = (0..rows.len())
         .map(|i| Observation {
-            point_index: point.value(i),
-            order: order.value(i),
-            name: name.value(i),
-            invocation_index: invocation.value(i),
-            site: SiteLocationRef::from_column_values(std::array::from_fn(|c| opt_str(site[c], i))),
-            values: ValueExtremes {
-                nan_count: count(nan_count, i),
-                pos_inf_count: count(pos_inf_count, i),
-                neg_inf_count: count(neg_inf_count, i),
-                min: opt_f64(min, i),
-                max: opt_f64(max, i),
-            },
+            point_index: rows.point_index(i),
+            order: rows.order(i),
+            name: rows.name(i),
+            invocation_index: rows.invocation_index(i),
+            site: rows.site_location(i),
+            summary: rows.summary(i),
         })
         .collect();
-    Ok(first_anomaly(&points, &rows, query))
+    Ok(first_anomaly(&points, &observations, query))
 }
-
-#[cfg(test)]
-mod tests;

@@ -13,10 +13,10 @@ fn obs(point_index: i64, order: i64, name: &'static str) -> Observation<'static>
         point_index,
         order,
         name,
-        values: ValueExtremes {
+        summary: TensorSummary {
             min: Some(-1.0),
             max: Some(1.0),
-            ..ValueExtremes::default()
+            ..TensorSummary::default()
         },
         ..Observation::default()
     }
@@ -41,12 +41,13 @@ fn each_rule_decides_from_counts_and_finite_extremes() {
     let nonfinite = AnomalyRule::parse("nonfinite", None).unwrap();
     let big = AnomalyRule::parse("abs_max", Some(10.0)).unwrap();
     let (a, b) = (Some(-3.0), Some(4.0));
-    let v = |nan_count, pos_inf_count, neg_inf_count, min, max| ValueExtremes {
+    let v = |nan_count, pos_inf_count, neg_inf_count, min, max| TensorSummary {
         nan_count,
         pos_inf_count,
         neg_inf_count,
         min,
         max,
+        ..TensorSummary::default()
     };
     assert!(nan.hits(&v(1, 0, 0, a, b)) && !nan.hits(&v(0, 1, 1, a, b)));
     assert!(
@@ -96,8 +97,8 @@ fn first_hit_follows_replay_then_point_then_order() {
         obs(1, 0, "a"),
         obs(1, 1, "b"),
     ];
-    rows[0].values.nan_count = 1; // replay 7
-    rows[3].values.pos_inf_count = 2; // replay 2, order 1
+    rows[0].summary.nan_count = 1; // replay 7
+    rows[3].summary.pos_inf_count = 2; // replay 2, order 1
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     let first = found.first();
     assert_eq!((first.point_index, first.label.as_str()), (1, "early"));
@@ -106,7 +107,7 @@ fn first_hit_follows_replay_then_point_then_order() {
         (Some(2), 1, "b")
     );
     assert_eq!(
-        (first.values.nan_count, first.values.pos_inf_count, first.values.neg_inf_count),
+        (first.summary.nan_count, first.summary.pos_inf_count, first.summary.neg_inf_count),
         (0, 2, 0)
     );
     // Visited at replay 2: 'a' then 'b'.
@@ -128,9 +129,9 @@ fn points_without_replay_order_by_point_index_and_rows_by_ordinal() {
         obs(1, 0, "first"),
         obs(1, 1, "mid"),
     ];
-    rows[0].values.nan_count = 1;
-    rows[1].values.nan_count = 3;
-    rows[3].values.neg_inf_count = 1;
+    rows[0].summary.nan_count = 1;
+    rows[1].summary.nan_count = 3;
+    rows[3].summary.neg_inf_count = 1;
     let found = first_anomaly(&points, &rows, &query("nonfinite", None, None)).unwrap();
     assert_eq!(found.first().name, "mid");
     assert_eq!(found.first().label, "p1");
@@ -153,12 +154,12 @@ fn hits_of_the_same_replay_span_the_points_that_read_it() {
     ];
     let mut rows = vec![obs(1, 0, "y"), obs(0, 0, "x"), obs(2, 0, "z")];
     for r in &mut rows {
-        r.values.max = Some(100.0);
+        r.summary.max = Some(100.0);
     }
     let found = first_anomaly(&points, &rows, &query("abs_max", Some(50.0), None)).unwrap();
     assert_eq!(names(&found), vec![(0, "x"), (1, "y")]);
     assert_eq!(found.threshold, Some(50.0));
-    assert_eq!(found.first().values.abs_max(), Some(100.0));
+    assert_eq!(found.first().summary.abs_max(), Some(100.0));
 }
 
 #[test]
@@ -173,7 +174,7 @@ fn site_filter_matches_names_module_paths_and_node_names() {
     rows[1].site.module_path = Some("layers.1");
     rows[1].site.node_name = Some("addmm_1");
     for r in &mut rows {
-        r.values.nan_count = 1;
+        r.summary.nan_count = 1;
     }
     let first = |site: Option<&str>| {
         first_anomaly(&points, &rows, &query("nan", None, site))
@@ -198,73 +199,12 @@ fn site_filter_matches_names_module_paths_and_node_names() {
 fn no_hit_and_rows_of_unknown_points_give_none() {
     let points = [point(0, "p0", None)];
     let mut rows = vec![obs(0, 0, "x"), obs(5, 0, "orphan")];
-    rows[1].values.nan_count = 1;
+    rows[1].summary.nan_count = 1;
     assert!(first_anomaly(&points, &rows, &query("nonfinite", None, None)).is_none());
     assert!(first_anomaly(&points, &[], &query("nan", None, None)).is_none());
     // All-NaN values have no finite extremes: only an infinity passes a threshold.
-    rows[0].values.min = None;
-    rows[0].values.max = None;
-    rows[0].values.nan_count = 4;
+    rows[0].summary.min = None;
+    rows[0].summary.max = None;
+    rows[0].summary.nan_count = 4;
     assert!(first_anomaly(&points, &rows, &query("abs_max", Some(0.0), None)).is_none());
-}
-
-#[test]
-fn arrow_tables_are_read_by_column_name() {
-    use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
-    use std::sync::Arc;
-
-    let ints = |v: Vec<Option<i64>>| Arc::new(Int64Array::from(v)) as ArrayRef;
-    let strs = |v: Vec<Option<&str>>| Arc::new(StringArray::from(v)) as ArrayRef;
-    let floats = |v: Vec<Option<f64>>| Arc::new(Float64Array::from(v)) as ArrayRef;
-    let points = RecordBatch::try_from_iter([
-        ("point_index", ints(vec![Some(0), Some(1)])),
-        ("label", strs(vec![Some("s0"), Some("s1")])),
-        ("replay_index", ints(vec![None, None])),
-    ])
-    .unwrap();
-    let none = || strs(vec![None, None, None]);
-    let observations = RecordBatch::try_from_iter([
-        ("point_index", ints(vec![Some(0), Some(1), Some(1)])),
-        ("ordinal", ints(vec![Some(0), Some(0), Some(1)])),
-        ("name", strs(vec![Some("a"), Some("a"), Some("b")])),
-        ("invocation_index", ints(vec![Some(0), Some(0), Some(0)])),
-        ("site_id", none()),
-        ("graph_kind", none()),
-        ("node_name", none()),
-        ("aten_op", none()),
-        ("module_path", strs(vec![None, None, Some("fc2")])),
-        ("source_location", none()),
-        ("compile_id", none()),
-        ("nan_count", ints(vec![Some(0), Some(0), Some(2)])),
-        ("posinf_count", ints(vec![Some(0), Some(0), Some(0)])),
-        ("neginf_count", ints(vec![Some(0), Some(0), Some(0)])),
-        ("min", floats(vec![Some(0.0), Some(0.0), None])),
-        ("max", floats(vec![Some(1.0), Some(1.0), None])),
-    ])
-    .unwrap();
-    let dir = std::path::Path::new("job");
-    let found = first_anomaly_in_tables(dir, &points, &observations, &query("nan", None, None))
-        .unwrap()
-        .unwrap();
-    let first = found.first();
-    assert_eq!(
-        (first.label.as_str(), first.name.as_str(), first.values.nan_count),
-        ("s1", "b", 2)
-    );
-    assert_eq!(first.site.module_path.as_deref(), Some("fc2"));
-    assert_eq!(
-        (first.values.min, first.values.max, found.scanned),
-        (None, None, 3)
-    );
-    let json = serde_json::to_value(&found).unwrap();
-    assert_eq!(json["kind"], "nan");
-    assert_eq!(json["hits"][0]["point_index"], 1);
-    // The hit's site and values are keys of the hit itself.
-    assert_eq!(json["hits"][0]["module_path"], "fc2");
-    assert_eq!(json["hits"][0]["nan_count"], 2);
-    // A table without a summary column is a damaged run, named by the column.
-    let stripped = observations.project(&[0, 1, 2, 3]).unwrap();
-    let error =
-        first_anomaly_in_tables(dir, &points, &stripped, &query("nan", None, None)).unwrap_err();
-    assert!(error.to_string().contains("'site_id'"), "{error}");
 }

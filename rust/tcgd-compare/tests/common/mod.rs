@@ -161,7 +161,7 @@ pub fn write_run(
                         source_device: "cpu".into(),
                         payload: o.payload,
                     },
-                    Site::default(),
+                    o.site.clone().map(Site::from).unwrap_or_default(),
                     Value::Bytes(&o.bytes),
                 )
             })

@@ -1,5 +1,5 @@
 //! Typed access to the columns of a table's rows, by name: how every reader of a run's
-//! batches (the store's points, the comparison engine's anomaly scan) gets its arrays.
+//! batches (the store's points and observation rows) gets its arrays.
 
 use std::path::Path;
 

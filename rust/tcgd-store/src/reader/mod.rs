@@ -30,7 +30,7 @@ pub use columns::Columns;
 pub use damage::*;
 use payloads::*;
 pub use runs::*;
-pub use tensor_points::{ObservationMeta, RecordedPoint};
+pub use tensor_points::{ObservationMeta, ObservationRows, RecordedPoint};
 
 pub struct RunReader {
     dir: PathBuf,

@@ -1,16 +1,20 @@
 //! A run's rows as typed points and observations: the one place that maps the `points`
 //! and `observations` columns to fields. The comparison engine and the Python package
-//! both read runs through [`RunReader::tensor_points`] (and [`RunReader::points`]).
+//! both read runs through [`RunReader::tensor_points`] (and [`RunReader::points`]); the
+//! anomaly search scans the same mapping borrowed ([`ObservationRows`]).
 
 use std::collections::HashMap;
+use std::path::Path;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
 use arrow::datatypes::TimestampMicrosecondType;
 use tcgd_tensor::{DType, TensorSummary};
 
 use super::{Columns, RunReader};
 use crate::error::Result;
-use crate::record::{ObservationDescriptor, PayloadKind, Site, SiteLocation};
+use crate::record::{ObservationDescriptor, PayloadKind, Site, SiteLocation, SiteLocationRef};
 use crate::schema::Table;
 
 /// Everything about one recorded value except its bytes: the row of `observations`
@@ -68,7 +72,8 @@ impl RunReader {
     /// points a damaged run left out are not there (see [`RunReader::damage`]).
     pub fn tensor_points(&self) -> Result<Vec<RecordedPoint>> {
         let observations = self.table(Table::Observations)?;
-        let mut by_point = observations_by_point(&Columns::new(self.dir(), &observations))?;
+        let mut by_point =
+            observations_by_point(&ObservationRows::new(self.dir(), &observations)?)?;
         let mut points = self.points()?;
         for point in &mut points {
             if let Some(mut observations) = by_point.remove(&point.index) {
@@ -108,38 +113,141 @@ impl RunReader {
     }
 }
 
+/// The `observations` table's columns, resolved once: the one place that maps them to the
+/// fields of an observation. [`RunReader::tensor_points`] builds owned observations from
+/// it; a scan that needs a few fields of every row (the comparison engine's anomaly
+/// search) reads them borrowed, row by row, without building the rest.
+pub struct ObservationRows<'a> {
+    columns: Columns<'a>,
+    point_index: &'a Int64Array,
+    order: &'a Int64Array,
+    name: &'a StringArray,
+    invocation_index: &'a Int64Array,
+    sites: [&'a StringArray; SiteLocation::COLUMNS.len()],
+    materialized_by_probe: &'a BooleanArray,
+    numel: &'a Int64Array,
+    finite_count: &'a Int64Array,
+    nan_count: &'a Int64Array,
+    pos_inf_count: &'a Int64Array,
+    neg_inf_count: &'a Int64Array,
+    zero_count: &'a Int64Array,
+    min: &'a Float64Array,
+    max: &'a Float64Array,
+    mean: &'a Float64Array,
+    std: &'a Float64Array,
+    l2_norm: &'a Float64Array,
+}
+
+impl<'a> ObservationRows<'a> {
+    /// The rows of `batch`, a part of the `observations` table read from `dir`; a missing
+    /// column, or one of another type, is a damaged run ([`StoreError::CorruptPart`]).
+    ///
+    /// [`StoreError::CorruptPart`]: crate::StoreError::CorruptPart
+    pub fn new(dir: &'a Path, batch: &'a RecordBatch) -> Result<Self> {
+        let columns = Columns::new(dir, batch);
+        let mut sites = Vec::with_capacity(SiteLocation::COLUMNS.len());
+        for column in SiteLocation::COLUMNS {
+            sites.push(columns.strings(column)?);
+        }
+        Ok(ObservationRows {
+            point_index: columns.ints("point_index")?,
+            order: columns.ints("ordinal")?,
+            name: columns.strings("name")?,
+            invocation_index: columns.ints("invocation_index")?,
+            sites: sites.try_into().expect("one array per site column"),
+            materialized_by_probe: columns.booleans("materialized_by_probe")?,
+            numel: columns.ints("numel")?,
+            finite_count: columns.ints("finite_count")?,
+            nan_count: columns.ints("nan_count")?,
+            pos_inf_count: columns.ints("posinf_count")?,
+            neg_inf_count: columns.ints("neginf_count")?,
+            zero_count: columns.ints("zero_count")?,
+            min: columns.floats("min")?,
+            max: columns.floats("max")?,
+            mean: columns.floats("mean")?,
+            std: columns.floats("std")?,
+            l2_norm: columns.floats("l2")?,
+            columns,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.columns.num_rows()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn point_index(&self, row: usize) -> i64 {
+        self.point_index.value(row)
+    }
+
+    /// The observation's place within its point (`TensorObservation.order`).
+    pub fn order(&self, row: usize) -> i64 {
+        self.order.value(row)
+    }
+
+    pub fn name(&self, row: usize) -> &'a str {
+        self.name.value(row)
+    }
+
+    pub fn invocation_index(&self, row: usize) -> i64 {
+        self.invocation_index.value(row)
+    }
+
+    /// The site's location columns, borrowed (all `None` for a hand-placed probe).
+    pub fn site_location(&self, row: usize) -> SiteLocationRef<'a> {
+        SiteLocationRef::from_column_values(std::array::from_fn(|c| {
+            let column = self.sites[c];
+            column.is_valid(row).then(|| column.value(row))
+        }))
+    }
+
+    /// The value's summary; every row has one, whether its bytes were stored or not.
+    pub fn summary(&self, row: usize) -> TensorSummary {
+        // Counts are stored as int64 and never negative in a run this package wrote.
+        let count = |a: &Int64Array| u64::try_from(a.value(row)).unwrap_or(0);
+        let float = |a: &Float64Array| a.is_valid(row).then(|| a.value(row));
+        TensorSummary {
+            numel: count(self.numel),
+            finite_count: count(self.finite_count),
+            nan_count: count(self.nan_count),
+            pos_inf_count: count(self.pos_inf_count),
+            neg_inf_count: count(self.neg_inf_count),
+            zero_count: count(self.zero_count),
+            min: float(self.min),
+            max: float(self.max),
+            mean: float(self.mean),
+            std: float(self.std),
+            l2_norm: self.l2_norm.value(row),
+        }
+    }
+
+    /// The site as recorded, `None` for a hand-placed probe (every site column null).
+    fn site(&self, row: usize) -> Option<Site> {
+        let flag = self.materialized_by_probe;
+        let site = Site::from(self.site_location(row).to_owned());
+        let site = Site {
+            materialized_by_probe: flag.is_valid(row).then(|| flag.value(row)),
+            ..site
+        };
+        Some(site).filter(|s| !s.is_empty())
+    }
+}
+
 /// The rows of `observations`, by point index.
-fn observations_by_point(columns: &Columns<'_>) -> Result<HashMap<i64, Vec<ObservationMeta>>> {
-    let point = columns.ints("point_index")?;
-    let order = columns.ints("ordinal")?;
-    let name = columns.strings("name")?;
-    let invocation = columns.ints("invocation_index")?;
+fn observations_by_point(rows: &ObservationRows<'_>) -> Result<HashMap<i64, Vec<ObservationMeta>>> {
+    let columns = &rows.columns;
     let dtype = columns.strings("dtype")?;
     let mut shape = columns.int_lists("shape")?;
     let mut stride = columns.int_lists("stride")?;
     let device = columns.strings("source_device")?;
     let payload = columns.strings("payload")?;
     let digest = columns.strings("digest")?;
-    let numel = columns.counts("numel")?;
-    let finite = columns.counts("finite_count")?;
-    let nan = columns.counts("nan_count")?;
-    let pos_inf = columns.counts("posinf_count")?;
-    let neg_inf = columns.counts("neginf_count")?;
-    let zero = columns.counts("zero_count")?;
-    let min = columns.floats("min")?;
-    let max = columns.floats("max")?;
-    let mean = columns.floats("mean")?;
-    let std_dev = columns.floats("std")?;
-    let l2 = columns.floats("l2")?;
-    let opt_float = |a: &arrow::array::Float64Array, i| (!a.is_null(i)).then(|| a.value(i));
-    let materialized = columns.booleans("materialized_by_probe")?;
-    let sites = SiteLocation::COLUMNS
-        .iter()
-        .map(|c| columns.strings(c))
-        .collect::<Result<Vec<_>>>()?;
     let mut by_point: HashMap<i64, Vec<ObservationMeta>> = HashMap::new();
     let mut dtypes: HashMap<&str, DType> = HashMap::new();
-    for i in 0..columns.num_rows() {
+    for i in 0..rows.len() {
         let dtype = match dtypes.get(dtype.value(i)) {
             Some(d) => *d,
             None => {
@@ -147,18 +255,14 @@ fn observations_by_point(columns: &Columns<'_>) -> Result<HashMap<i64, Vec<Obser
                 *dtypes.entry(dtype.value(i)).or_insert(parsed)
             }
         };
-        let site = Site::from_column_values(
-            std::array::from_fn(|k| (!sites[k].is_null(i)).then(|| sites[k].value(i).to_owned())),
-            (!materialized.is_null(i)).then(|| materialized.value(i)),
-        );
         by_point
-            .entry(point.value(i))
+            .entry(rows.point_index(i))
             .or_default()
             .push(ObservationMeta {
                 descriptor: ObservationDescriptor {
-                    order: order.value(i),
-                    name: name.value(i).to_owned(),
-                    invocation_index: invocation.value(i),
+                    order: rows.order(i),
+                    name: rows.name(i).to_owned(),
+                    invocation_index: rows.invocation_index(i),
                     dtype,
                     shape: std::mem::take(&mut shape[i]),
                     stride: std::mem::take(&mut stride[i]),
@@ -166,21 +270,36 @@ fn observations_by_point(columns: &Columns<'_>) -> Result<HashMap<i64, Vec<Obser
                     payload: PayloadKind::parse(payload.value(i))?,
                 },
                 digest: (!digest.is_null(i)).then(|| digest.value(i).to_owned()),
-                summary: Some(TensorSummary {
-                    numel: numel(i),
-                    finite_count: finite(i),
-                    nan_count: nan(i),
-                    pos_inf_count: pos_inf(i),
-                    neg_inf_count: neg_inf(i),
-                    zero_count: zero(i),
-                    min: opt_float(min, i),
-                    max: opt_float(max, i),
-                    mean: opt_float(mean, i),
-                    std: opt_float(std_dev, i),
-                    l2_norm: l2.value(i),
-                }),
-                site: Some(site).filter(|s| !s.is_empty()),
+                summary: Some(rows.summary(i)),
+                site: rows.site(i),
             });
     }
     Ok(by_point)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::ArrayRef;
+
+    use super::*;
+
+    #[test]
+    fn a_missing_observation_column_is_a_damaged_part_named_by_it() {
+        let points = Arc::new(Int64Array::from(vec![0])) as ArrayRef;
+        let batch = RecordBatch::try_from_iter([("point_index", points)]).unwrap();
+        let Err(error) = ObservationRows::new(Path::new("job"), &batch) else {
+            panic!("a batch of one column was accepted");
+        };
+        // The first of the columns it lacks names the damage.
+        assert!(
+            matches!(error, crate::StoreError::CorruptPart { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("column 'site_id' is missing"),
+            "{error}"
+        );
+    }
 }
