@@ -60,7 +60,7 @@ def main() -> None:
     run = tcgd_compile.session_of(compiled).finish()
 
     anomaly = run.first_anomaly("nan")
-    print(f"first NaN: point {anomaly.label}, site {anomaly.name} ({anomaly.module_path})")
+    print(f"first NaN: point {anomaly.label}, site {anomaly.name} ({anomaly.site.module_path})")
     flight = [p.label for p in run.points if p.label.startswith("history:")]
     print(f"flight recorder points: {flight or 'none (no CUDA graphs here)'}")
     # The same question from the command line (exit status 1: an anomaly was found).

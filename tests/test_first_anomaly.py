@@ -65,18 +65,22 @@ def test_nonfinite_names_the_first_point_and_site_and_the_later_sites_there(root
     assert (found.kind, found.threshold, found.site_filter) == ("nonfinite", None, None)
     assert (found.point_index, found.label, found.replay_index) == (2, "step2", None)
     assert (found.name, found.invocation_index, found.order) == ("mlp", 0, 2)
-    assert (found.nan_count, found.pos_inf_count, found.neg_inf_count) == (1, 0, 0)
+    # The value's summary and site, as its TensorObservation has them.
+    summary = found.summary
+    assert (summary.nan_count, summary.pos_inf_count, summary.neg_inf_count) == (1, 0, 0)
+    assert summary == run["step2"].observations[2].summary
     # Finite extremes of linspace(-3, 3, 6) without its element 1 (-1.8).
-    assert found.min == pytest.approx(-3.0) and found.max == pytest.approx(3.0)
-    assert found.abs_max == pytest.approx(3.0)
-    # Site columns are null for hand-placed probes.
-    assert (found.site_id, found.graph_kind, found.node_name, found.module_path) == (None,) * 4
+    assert summary.min == pytest.approx(-3.0) and summary.max == pytest.approx(3.0)
+    assert summary.abs_max == pytest.approx(3.0)
+    # Hand-placed probes have no site.
+    assert found.site is None
     # Two points of four observations, then embed, attn, mlp of step 2.
     assert found.scanned == 2 * 4 + 3
     sites = [
-        (s.point_index, s.name, s.nan_count, s.pos_inf_count, s.neg_inf_count) for s in found.sites
+        (s.point_index, s.name, s.summary.nan_count, s.summary.pos_inf_count) for s in found.sites
     ]
-    assert sites == [(2, "mlp", 1, 0, 0), (2, "out", 1, 0, 1)]
+    assert sites == [(2, "mlp", 1, 0), (2, "out", 1, 0)]
+    assert found.sites[1].summary.neg_inf_count == 1
     assert found.sites[0].label == "step2" and found.sites[1].order == 3
 
 
@@ -86,7 +90,7 @@ def test_each_kind_finds_its_own_first_point(root):
     assert (nan.label, nan.name) == ("step2", "mlp")
     # Infinity: -inf of `out` at step 2 comes before +inf of `embed` at step 3.
     inf = run.first_anomaly("inf")
-    assert (inf.label, inf.name, inf.neg_inf_count) == ("step2", "out", 1)
+    assert (inf.label, inf.name, inf.summary.neg_inf_count) == ("step2", "out", 1)
     assert [s.name for s in inf.sites] == ["out"]
     assert inf.scanned == 2 * 4 + 4
     # Magnitudes: step 2's `out` holds -inf (over any threshold) before step 4's 500.
@@ -94,7 +98,7 @@ def test_each_kind_finds_its_own_first_point(root):
     assert (big.kind, big.threshold, big.label, big.name) == ("abs_max", 100.0, "step2", "out")
     # A threshold below the plain values (step k: |x| <= k + 1) hits step 2's first site.
     low = run.first_anomaly("abs_max", threshold=2.5)
-    assert (low.label, low.name, low.abs_max) == ("step2", "embed", pytest.approx(3.0))
+    assert (low.label, low.name, low.summary.abs_max) == ("step2", "embed", pytest.approx(3.0))
     # Over 1e3 only infinities pass.
     assert run.first_anomaly("abs_max", threshold=1e3).name == "out"
 
@@ -102,7 +106,7 @@ def test_each_kind_finds_its_own_first_point(root):
 def test_site_filter_takes_globs_and_exact_names(root):
     run = TensorRun.load(root)
     embed = run.first_anomaly(site="embed")
-    assert (embed.label, embed.name, embed.pos_inf_count, embed.site_filter) == (
+    assert (embed.label, embed.name, embed.summary.pos_inf_count, embed.site_filter) == (
         "step3",
         "embed",
         1,
@@ -111,7 +115,7 @@ def test_site_filter_takes_globs_and_exact_names(root):
     # Visited: embed of steps 0..3.
     assert embed.scanned == 4
     attn = run.first_anomaly("abs_max", threshold=100.0, site="a*")
-    assert (attn.label, attn.name, attn.max) == ("step4", "attn", 500.0)
+    assert (attn.label, attn.name, attn.summary.max) == ("step4", "attn", 500.0)
     assert run.first_anomaly(site="m?p").name == "mlp"
     assert run.first_anomaly(site="[eo]*").name == "out"
     # Exact means exact: no prefix match.
@@ -150,8 +154,8 @@ def test_result_is_frozen_and_serialises_to_one_json_object(root):
         found.label = "other"  # type: ignore[misc]
     data = json.loads(found.to_json())
     assert (data["kind"], data["scanned"], data["threshold"]) == ("nonfinite", 11, None)
-    assert [h["name"] for h in data["hits"]] == ["mlp", "out"]
-    assert data["hits"][1]["neg_inf_count"] == 1 and data["hits"][0]["replay_index"] is None
+    assert [h["name"] for h in data["sites"]] == ["mlp", "out"]
+    assert data["sites"][1]["neg_inf_count"] == 1 and data["sites"][0]["replay_index"] is None
     # to_dict() is the same object without the text.
     assert found.to_dict() == data
     assert "label='step2'" in repr(found) and "name='mlp'" in repr(found.sites[0])
@@ -180,7 +184,7 @@ def test_cli_prints_the_first_anomaly_and_exits_1(root, capsys):
     assert code == 1
     data = json.loads(out)
     assert data["found"] is True and data["kind"] == "abs_max" and data["threshold"] == 100.0
-    first = data["hits"][0]
+    first = data["sites"][0]
     assert (first["label"], first["name"], first["point_index"]) == ("step2", "out", 2)
 
 
@@ -232,7 +236,7 @@ def test_cli_as_a_module_returns_the_same_exit_code(root):
     )
     assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
-    assert (data["hits"][0]["label"], data["hits"][0]["name"]) == ("step2", "mlp")
+    assert (data["sites"][0]["label"], data["sites"][0]["name"]) == ("step2", "mlp")
 
 
 # -------------------------------------------------------------------- compiled model
@@ -276,16 +280,20 @@ def test_compiled_model_names_call_3_and_the_second_linear(tmp_path, capsys):
     assert run.labels == tuple(f"call{i}" for i in range(6))
     found = run.first_anomaly("nan")
     assert (found.label, found.point_index, found.replay_index) == ("call3", 3, None)
-    assert found.module_path == "layers.1"
-    assert found.aten_op == "aten.addmm.default" and found.graph_kind == "inference"
-    assert found.name == found.site_id and found.node_name
+    site = found.site
+    assert site == run["call3"].observations[2].site
+    assert site.module_path == "layers.1"
+    assert site.aten_op == "aten.addmm.default" and site.graph_kind == "inference"
+    assert found.name == site.site_id and site.node_name
     # The source line of the model that produced the value, and the compile it belongs to.
-    assert found.source_location and "test_first_anomaly.py" in found.source_location
-    assert found.compile_id
-    assert found.nan_count == 3  # one column of the 3 x 8 output
+    assert site.source_location and "test_first_anomaly.py" in site.source_location
+    assert site.compile_id
+    assert found.summary.nan_count == 3  # one column of the 3 x 8 output
     # The sites after it in call 3 hit too, in execution order: its ReLU, then the later
     # layers (whose outputs are all NaN); the first layer and its ReLU come before it.
-    sites = [(s.order, s.module_path, s.aten_op, s.nan_count) for s in found.sites]
+    sites = [
+        (s.order, s.site.module_path, s.site.aten_op, s.summary.nan_count) for s in found.sites
+    ]
     assert sites == [
         (2, "layers.1", "aten.addmm.default", 3),
         (3, None, "aten.relu.default", 3),

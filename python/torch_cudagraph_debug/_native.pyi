@@ -478,51 +478,27 @@ class AllocatorEventSummary:
 
 class AnomalySite:
     """
-    One observation that hit the rule: where it is (point, replay, order, name, site) and
-    what it holds (element counts, finite extremes). `FirstAnomaly` derives from it.
+    One observation that hit the rule: its point, its identity, its site (`None` for a
+    hand-placed probe) and its summary, as `TensorObservation` has them. In JSON its site
+    and summary are keys of the hit itself, beside its point and name.
     """
     def __repr__(self, /) -> str: ...
-    @property
-    def abs_max(self, /) -> float | None:
-        """
-        max(|min|, |max|) of the finite values; None when none is finite.
-        """
-    @property
-    def aten_op(self, /) -> str | None: ...
-    @property
-    def compile_id(self, /) -> str | None: ...
-    @property
-    def graph_kind(self, /) -> str | None: ...
     @property
     def invocation_index(self, /) -> int: ...
     @property
     def label(self, /) -> str: ...
     @property
-    def max(self, /) -> float | None: ...
-    @property
-    def min(self, /) -> float | None: ...
-    @property
-    def module_path(self, /) -> str | None: ...
-    @property
     def name(self, /) -> str: ...
-    @property
-    def nan_count(self, /) -> int: ...
-    @property
-    def neg_inf_count(self, /) -> int: ...
-    @property
-    def node_name(self, /) -> str | None: ...
     @property
     def order(self, /) -> int: ...
     @property
     def point_index(self, /) -> int: ...
     @property
-    def pos_inf_count(self, /) -> int: ...
-    @property
     def replay_index(self, /) -> int | None: ...
     @property
-    def site_id(self, /) -> str | None: ...
+    def site(self, /) -> TensorSite | None: ...
     @property
-    def source_location(self, /) -> str | None: ...
+    def summary(self, /) -> TensorValueSummary: ...
 
 @final
 class CohortBirth(_CohortTransition):
@@ -939,9 +915,9 @@ class DeviceRecorder:
 @final
 class FirstAnomaly(AnomalySite):
     """
-    The first anomaly of a run: the first site's values (the `AnomalySite` it is), the
-    rule that was applied, how many observations were visited, and every site that hit at
-    the same replay (`sites`, the first of them being this one).
+    The answer: the first hit in execution order and every hit at the same replay. In
+    Python it is an `AnomalySite` (the first hit) with the question and the other hits
+    added.
     """
     def __repr__(self, /) -> str: ...
     @property
@@ -952,7 +928,8 @@ class FirstAnomaly(AnomalySite):
     @property
     def scanned(self, /) -> int:
         """
-        Observations visited in execution order up to and including the first hit.
+        Observations visited (those the site filter keeps) up to and including the first
+        hit.
         """
     @property
     def site_filter(self, /) -> str | None:
@@ -962,8 +939,8 @@ class FirstAnomaly(AnomalySite):
     @property
     def sites(self, /) -> list[AnomalySite]:
         """
-        Every site that hit at the first hit's replay (its point, for a point without a
-        replay index), in execution order.
+        The hits at the first hit's replay (at its point, for a point without a replay
+        index), in execution order; never empty, and the first one is the answer.
         """
     @property
     def threshold(self, /) -> float | None: ...
@@ -3580,6 +3557,11 @@ class TensorValueSummary:
     def __ne__(self, value: object, /) -> bool: ...
     def __new__(cls, /, *, numel: int, finite_count: int, nan_count: int, pos_inf_count: int, neg_inf_count: int, zero_count: int, min: float | None = None, max: float | None = None, mean: float | None = None, std: float | None = None, l2_norm: float = 0.0) -> TensorValueSummary: ...
     def __repr__(self, /) -> str: ...
+    @property
+    def abs_max(self, /) -> float | None:
+        """
+        max(|min|, |max|) over the finite values; None when none is finite.
+        """
     @property
     def finite_count(self, /) -> int: ...
     @classmethod

@@ -360,22 +360,23 @@ def _compare_run_groups(args: argparse.Namespace) -> int:
 _ANOMALY_KINDS = {"nan": "nan", "inf": "inf", "nonfinite": "nonfinite", "abs-max": "abs_max"}
 
 
-def _site_text(site: Any) -> str:
+def _site_text(hit: Any) -> str:
     """`name[invocation]`, then what a compile pass knows of it: module, op, graph, node."""
-    parts = [p for p in (site.module_path, site.aten_op) if p]
-    if site.graph_kind:
-        parts.append(f"{site.graph_kind} graph")
-    if site.node_name:
-        parts.append(f"node {site.node_name}")
+    site, parts = hit.site, []
+    if site is not None:
+        parts = [p for p in (site.module_path, site.aten_op) if p]
+        if site.graph_kind:
+            parts.append(f"{site.graph_kind} graph")
+        if site.node_name:
+            parts.append(f"node {site.node_name}")
     detail = f" ({', '.join(parts)})" if parts else ""
-    return f"{site.name}[{site.invocation_index}]{detail}"
+    return f"{hit.name}[{hit.invocation_index}]{detail}"
 
 
-def _counts_text(site: Any) -> str:
-    extremes = (
-        "no finite values" if site.min is None else f"finite min {_g(site.min)}, max {_g(site.max)}"
-    )
-    return f"nan {site.nan_count}, +inf {site.pos_inf_count}, -inf {site.neg_inf_count}; {extremes}"
+def _counts_text(hit: Any) -> str:
+    s = hit.summary
+    extremes = "no finite values" if s.min is None else f"finite min {_g(s.min)}, max {_g(s.max)}"
+    return f"nan {s.nan_count}, +inf {s.pos_inf_count}, -inf {s.neg_inf_count}; {extremes}"
 
 
 def _first_anomaly(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ mod run;
 
 pub use accuracy::{judge_against_float64, AccuracyVerdict, Float64Rule, SiteAccuracy};
 pub use anomaly::{
-    first_anomaly, first_anomaly_in_run, AnomalyHit, AnomalyQuery, AnomalyRule, FirstAnomaly,
+    first_anomaly, first_anomaly_in_run, AnomalyQuery, AnomalyRule, AnomalySite, FirstAnomaly,
     Observation as AnomalyObservation, Point as AnomalyPoint, SiteFilter,
 };
 pub use compare::{

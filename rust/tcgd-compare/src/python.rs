@@ -9,7 +9,8 @@ use pyo3::types::{PyComplex, PyFloat, PyString, PyTuple};
 use tcgd_report::python::{repr_of, to_python};
 
 use crate::{
-    Counts, Divergence, FirstMismatch, Metrics, PointRef, Scalar, SeriesPoint, Status, Subject,
+    AnomalySite, Counts, Divergence, FirstAnomaly, FirstMismatch, Metrics, PointRef, Scalar,
+    SeriesPoint, Status, Subject,
 };
 
 /// A status is its name in Python (`match`, `mismatch`, `inconclusive`), as in the reports.
@@ -133,5 +134,39 @@ impl Metrics {
     }
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         repr_of(slf.as_any(), &["mismatch_count", "total", "max_abs_error"])
+    }
+}
+
+#[pymethods]
+impl AnomalySite {
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let shown = ["point_index", "label", "replay_index", "order", "name"];
+        repr_of(slf.as_any(), &shown)
+    }
+}
+
+#[pymethods]
+impl FirstAnomaly {
+    /// The whole answer as a dict of JSON values (what `tcgd tensor first-anomaly --json`
+    /// prints).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, self)
+    }
+    /// `to_dict()` as JSON text.
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(self).map_err(|e| {
+            pyo3::exceptions::PyValueError::new_err(format!("cannot encode the anomaly: {e}"))
+        })
+    }
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let shown = [
+            "kind",
+            "point_index",
+            "label",
+            "replay_index",
+            "name",
+            "scanned",
+        ];
+        repr_of(slf.as_any(), &shown)
     }
 }

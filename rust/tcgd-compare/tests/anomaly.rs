@@ -35,20 +35,22 @@ fn a_written_run_answers_with_its_point_site_and_summary() {
         (first.point_index, first.replay_index, first.order),
         (1, Some(2), 1)
     );
-    assert_eq!(first.site.module_path.as_deref(), Some("fc2"));
+    let site = first.site.as_ref().expect("the hit has a site");
+    assert_eq!(site.module_path.as_deref(), Some("fc2"));
+    assert_eq!(found.sites[1].site, None);
     assert_eq!((first.summary.numel, first.summary.nan_count), (1, 1));
     assert_eq!((first.summary.min, first.summary.max), (None, None));
     // Visited: both of s0, then a and b of s1; c hit at the same replay.
     assert_eq!(found.scanned, 4);
-    let names: Vec<_> = found.hits.iter().map(|h| h.name.as_str()).collect();
+    let names: Vec<_> = found.sites.iter().map(|h| h.name.as_str()).collect();
     assert_eq!(names, ["b", "c"]);
-    assert_eq!(found.hits[1].summary.pos_inf_count, 1);
+    assert_eq!(found.sites[1].summary.pos_inf_count, 1);
 
     // In JSON the hit's site and summary are keys of the hit itself.
     let json = serde_json::to_value(&found).unwrap();
-    assert_eq!(json["hits"][0]["module_path"], "fc2");
-    assert_eq!(json["hits"][0]["nan_count"], 1);
-    assert_eq!(json["hits"][1]["pos_inf_count"], 1);
+    assert_eq!(json["sites"][0]["module_path"], "fc2");
+    assert_eq!(json["sites"][0]["nan_count"], 1);
+    assert_eq!(json["sites"][1]["pos_inf_count"], 1);
 
     // The site filter reads the same rows, and only what it keeps is scanned.
     let query = AnomalyQuery::parse("nan", None, Some("fc*")).unwrap();

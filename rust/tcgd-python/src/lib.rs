@@ -134,7 +134,7 @@ fn check_error_classes(py: Python<'_>) -> PyResult<()> {
 #[pymodule]
 mod _native {
     #[pymodule_export]
-    use super::anomaly::{first_anomaly, PyAnomalySite, PyFirstAnomaly};
+    use super::anomaly::first_anomaly;
     #[pymodule_export]
     use super::compare::{
         compare_point_series, compare_run_groups, compare_runs, compare_sets, run_group,
@@ -194,7 +194,8 @@ mod _native {
     };
     #[pymodule_export]
     use tcgd_compare::{
-        Counts, Divergence, FirstMismatch, Metrics, PointRef, SeriesPoint, Subject,
+        AnomalySite, Counts, Divergence, FirstAnomaly, FirstMismatch, Metrics, PointRef,
+        SeriesPoint, Subject,
     };
     #[pymodule_export]
     use tcgd_config::{Decision, MemorySettings, RunSettings};

@@ -83,6 +83,12 @@ impl TensorSummary {
         self.max
     }
 
+    /// max(|min|, |max|) over the finite values; None when none is finite.
+    #[getter(abs_max)]
+    fn py_abs_max(&self) -> Option<f64> {
+        self.abs_max()
+    }
+
     /// The summary `to_dict()` gave (`minimum` / `maximum` accepted for `min` / `max`),
     /// checked as the constructor checks it.
     #[classmethod]

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use globset::{Glob, GlobMatcher};
 use serde::Serialize;
-use tcgd_store::{ObservationRows, RunKind, RunReader, SiteLocation, SiteLocationRef, Table};
+use tcgd_store::{ObservationRows, RunKind, RunReader, Site, SiteLocationRef, Table};
 use tcgd_tensor::TensorSummary;
 
 use crate::error::{CompareError, Result};
@@ -174,13 +174,26 @@ pub struct Observation<'a> {
     pub name: &'a str,
     pub invocation_index: i64,
     pub site: SiteLocationRef<'a>,
+    pub materialized_by_probe: Option<bool>,
     pub summary: TensorSummary,
 }
 
-/// One observation that hit the rule. In JSON its site and summary are keys of the hit
-/// itself, beside its point and name.
+/// One observation that hit the rule: its point, its identity, its site (`None` for a
+/// hand-placed probe) and its summary, as `TensorObservation` has them. In JSON its site
+/// and summary are keys of the hit itself, beside its point and name.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "AnomalySite",
+        module = "torch_cudagraph_debug._native",
+        frozen,
+        get_all,
+        subclass,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AnomalyHit {
+pub struct AnomalySite {
     pub point_index: i64,
     pub label: String,
     pub replay_index: Option<i64>,
@@ -188,43 +201,62 @@ pub struct AnomalyHit {
     pub name: String,
     pub invocation_index: i64,
     #[serde(flatten)]
-    pub site: SiteLocation,
+    pub site: Option<Site>,
     #[serde(flatten)]
     pub summary: TensorSummary,
 }
 
-impl AnomalyHit {
-    fn new(point: &Point<'_>, o: &Observation<'_>) -> AnomalyHit {
-        AnomalyHit {
+impl AnomalySite {
+    fn new(point: &Point<'_>, o: &Observation<'_>) -> AnomalySite {
+        let site = Site {
+            materialized_by_probe: o.materialized_by_probe,
+            ..Site::from(o.site.to_owned())
+        };
+        AnomalySite {
             point_index: point.index,
             label: point.label.to_owned(),
             replay_index: point.replay_index,
             order: o.order,
             name: o.name.to_owned(),
             invocation_index: o.invocation_index,
-            site: o.site.to_owned(),
+            site: Some(site).filter(|s| !s.is_empty()),
             summary: o.summary,
         }
     }
 }
 
-/// The answer: the first hit in execution order and every hit at the same replay.
+/// The answer: the first hit in execution order and every hit at the same replay. In
+/// Python it is an `AnomalySite` (the first hit) with the question and the other hits
+/// added.
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        name = "FirstAnomaly",
+        module = "torch_cudagraph_debug._native",
+        extends = AnomalySite,
+        frozen,
+        get_all,
+        skip_from_py_object
+    )
+)]
 #[derive(Debug, Clone, Serialize)]
 pub struct FirstAnomaly {
+    /// `"nan"`, `"inf"`, `"nonfinite"` or `"abs_max"`.
     pub kind: &'static str,
     pub threshold: Option<f64>,
+    /// The site filter the search used, as given.
     pub site_filter: Option<String>,
     /// Observations visited (those the site filter keeps) up to and including the first
     /// hit.
     pub scanned: u64,
     /// The hits at the first hit's replay (at its point, for a point without a replay
     /// index), in execution order; never empty, and the first one is the answer.
-    pub hits: Vec<AnomalyHit>,
+    pub sites: Vec<AnomalySite>,
 }
 
 impl FirstAnomaly {
-    pub fn first(&self) -> &AnomalyHit {
-        &self.hits[0]
+    pub fn first(&self) -> &AnomalySite {
+        &self.sites[0]
     }
 }
 
@@ -286,7 +318,7 @@ pub fn first_anomaly(
 
     // What was visited before it, and the other hits of its replay.
     let mut scanned = 0u64;
-    let mut hits: Vec<(Position, AnomalyHit)> = Vec::new();
+    let mut hits: Vec<(Position, AnomalySite)> = Vec::new();
     for o in observations {
         let Some(point) = by_index.get(&o.point_index) else {
             continue;
@@ -299,7 +331,7 @@ pub fn first_anomaly(
             scanned += 1;
         }
         if moment(point) == at_moment && hit(o) {
-            hits.push((at, AnomalyHit::new(point, o)));
+            hits.push((at, AnomalySite::new(point, o)));
         }
     }
     hits.sort_by_key(|(at, _)| *at);
@@ -308,7 +340,7 @@ pub fn first_anomaly(
         threshold: query.rule.threshold(),
         site_filter: query.site.as_ref().map(|f| f.pattern.clone()),
         scanned,
-        hits: hits.into_iter().map(|(_, h)| h).collect(),
+        sites: hits.into_iter().map(|(_, h)| h).collect(),
     })
 }
 
@@ -342,6 +374,7 @@ pub fn first_anomaly_in_run(
             name: rows.name(i),
             invocation_index: rows.invocation_index(i),
             site: rows.site_location(i),
+            materialized_by_probe: rows.materialized_by_probe(i),
             summary: rows.summary(i),
         })
         .collect();

@@ -28,7 +28,7 @@ fn query(kind: &str, threshold: Option<f64>, site: Option<&str>) -> AnomalyQuery
 
 fn names(found: &FirstAnomaly) -> Vec<(i64, &str)> {
     found
-        .hits
+        .sites
         .iter()
         .map(|h| (h.point_index, h.name.as_str()))
         .collect()

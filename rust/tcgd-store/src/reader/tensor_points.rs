@@ -224,13 +224,17 @@ impl<'a> ObservationRows<'a> {
         }
     }
 
+    /// Whether the probe forced the value out of a fused kernel; `None` when not known.
+    pub fn materialized_by_probe(&self, row: usize) -> Option<bool> {
+        let flag = self.materialized_by_probe;
+        flag.is_valid(row).then(|| flag.value(row))
+    }
+
     /// The site as recorded, `None` for a hand-placed probe (every site column null).
     fn site(&self, row: usize) -> Option<Site> {
-        let flag = self.materialized_by_probe;
-        let site = Site::from(self.site_location(row).to_owned());
         let site = Site {
-            materialized_by_probe: flag.is_valid(row).then(|| flag.value(row)),
-            ..site
+            materialized_by_probe: self.materialized_by_probe(row),
+            ..Site::from(self.site_location(row).to_owned())
         };
         Some(site).filter(|s| !s.is_empty())
     }
