@@ -1,10 +1,12 @@
 //! Reading a memory run back: the memory tables' rows as states, stacks and pool owners.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListArray, RecordBatch, StringArray,
+};
 use arrow::datatypes::Int64Type;
 use tcgd_store::{Manifest, OnDamage, RunKind, RunReader, RunSelector, Table};
 
@@ -18,10 +20,11 @@ use crate::state::{MemoryState, SnapshotSource, StateIdentity};
 
 // ---------------------------------------------------------------------- reading
 
-/// Typed access to the columns of one stored table.
+/// One stored table of the run, read through the store's typed column access (a missing
+/// or mistyped column is a damaged part of the run), with the memory reader's row helpers.
 pub(crate) struct Columns {
     batch: RecordBatch,
-    table: Table,
+    dir: PathBuf,
 }
 
 impl Columns {
@@ -29,8 +32,12 @@ impl Columns {
     fn read(store: &RunReader, table: Table) -> Result<Columns> {
         Ok(Columns {
             batch: store.table(table)?,
-            table,
+            dir: store.dir().to_path_buf(),
         })
+    }
+
+    fn typed(&self) -> tcgd_store::Columns<'_> {
+        tcgd_store::Columns::new(&self.dir, &self.batch)
     }
 
     fn num_rows(&self) -> usize {
@@ -68,30 +75,25 @@ impl Columns {
         Ok(out)
     }
 
-    fn column(&self, name: &str) -> Result<&ArrayRef> {
-        self.batch.column_by_name(name).ok_or_else(|| {
-            MemoryError::invalid(format!("{} has no column '{name}'", self.table.dir_name()))
-        })
-    }
-
     fn int(&self, name: &str) -> Result<&Int64Array> {
-        self.column(name)?
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| {
-                MemoryError::invalid(format!("{}.{name} is not int64", self.table.dir_name()))
-            })
+        Ok(self.typed().ints(name)?)
     }
 
     fn str(&self, name: &str) -> Result<&StringArray> {
-        self.column(name)?.as_string_opt::<i32>().ok_or_else(|| {
-            MemoryError::invalid(format!("{}.{name} is not a string", self.table.dir_name()))
-        })
+        Ok(self.typed().strings(name)?)
     }
 
     fn bool(&self, name: &str) -> Result<&BooleanArray> {
-        self.column(name)?.as_boolean_opt().ok_or_else(|| {
-            MemoryError::invalid(format!("{}.{name} is not a bool", self.table.dir_name()))
-        })
+        Ok(self.typed().booleans(name)?)
+    }
+
+    /// A list column (its items are checked where they are read).
+    fn list(&self, name: &str) -> Result<&ListArray> {
+        let typed = self.typed();
+        Ok(typed
+            .column(name)?
+            .as_list_opt::<i32>()
+            .ok_or_else(|| typed.bad(name))?)
     }
 }
 
@@ -173,11 +175,7 @@ impl MemoryRunReader {
                     "point {index} ('{label}') has no memory_points row; the run is damaged"
                 )));
             };
-            let warnings_col = mp
-                .column("warnings")?
-                .as_list_opt::<i32>()
-                .ok_or_else(|| MemoryError::invalid("memory_points.warnings is not a list"))?;
-            let warning_values = warnings_col.value(m);
+            let warning_values = mp.list("warnings")?.value(m);
             let warning_strings = warning_values
                 .as_string_opt::<i32>()
                 .ok_or_else(|| MemoryError::invalid("memory_points.warnings is not strings"))?;
@@ -390,15 +388,10 @@ pub(crate) fn string_list(a: &ArrayRef, what: &str) -> Result<Vec<String>> {
 }
 
 pub(crate) fn read_owners(c: &Columns, rows: &[usize]) -> Result<Vec<PoolOwner>> {
-    let list = |name: &str| {
-        c.column(name)?
-            .as_list_opt::<i32>()
-            .ok_or_else(|| MemoryError::invalid(format!("memory_pool_owners.{name} is not a list")))
-    };
     let (graphs, kinds, compiles) = (
-        list("graph_ids")?,
-        list("function_kinds")?,
-        list("compile_ids")?,
+        c.list("graph_ids")?,
+        c.list("function_kinds")?,
+        c.list("compile_ids")?,
     );
     let mut out = Vec::with_capacity(rows.len());
     for &i in rows {
@@ -460,10 +453,7 @@ pub(crate) fn read_stacks(store: &RunReader) -> Result<StackTable> {
     }
     let s = Columns::read(store, Table::MemoryStacks)?;
     let sid = s.int("stack_id")?;
-    let lists = s
-        .column("frame_ids")?
-        .as_list_opt::<i32>()
-        .ok_or_else(|| MemoryError::invalid("memory_stacks.frame_ids is not a list"))?;
+    let lists = s.list("frame_ids")?;
     let mut stacks: BTreeMap<i64, Vec<u32>> = BTreeMap::new();
     for i in 0..s.num_rows() {
         let values = lists.value(i);
