@@ -147,38 +147,33 @@ def _loader(observations: Sequence[TensorObservation], private_copy: bool) -> Ca
 
 def _set_args(observed: Observed, what: str) -> dict[str, Any]:
     if isinstance(observed, TensorProbeSnapshot):
-        subject = {
-            "kind": "snapshot",
-            "name": observed.probe_name,
-            "detail": f"snapshot {observed.snapshot_index}, replay {observed.replay_index}",
-        }
-        point = {
-            "label": None,
-            "index": None,
-            "replay_index": observed.replay_index,
-            "snapshot_index": observed.snapshot_index,
-            "timestamp": observed.timestamp.isoformat(),
-        }
+        subject = ComparisonSubject(
+            "snapshot",
+            name=observed.probe_name,
+            detail=f"snapshot {observed.snapshot_index}, replay {observed.replay_index}",
+        )
+        point = PointInfo(
+            replay_index=observed.replay_index,
+            snapshot_index=observed.snapshot_index,
+            timestamp=observed.timestamp.isoformat(),
+        )
         private = True
     elif isinstance(observed, TensorPoint):
         detail = f"point {observed.index}"
         if observed.replay_index is not None:
             detail += f", replay {observed.replay_index}"
-        subject = {"kind": "point", "name": observed.label, "detail": detail}
-        point = {
-            "label": observed.label,
-            "index": observed.index,
-            "replay_index": observed.replay_index,
-            "snapshot_index": None,
-            "timestamp": observed.timestamp.isoformat() if observed.timestamp else None,
-        }
+        subject = ComparisonSubject("point", name=observed.label, detail=detail)
+        point = PointInfo(
+            label=observed.label,
+            index=observed.index,
+            replay_index=observed.replay_index,
+            timestamp=observed.timestamp.isoformat() if observed.timestamp else None,
+        )
         private = False
     else:
         raise InvalidInputError(
             f"{what} must be a TensorPoint or a TensorProbeSnapshot, got {type(observed).__name__}"
         )
-    for key in ("path", "run_id", "rank", "world_size", "complete", "points"):
-        subject.setdefault(key, None)
     observations = list(observed.observations)
     return {
         "subject": subject,

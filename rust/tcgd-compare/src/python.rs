@@ -27,6 +27,25 @@ impl<'py> IntoPyObject<'py> for &Status {
 
 #[pymethods]
 impl PointRef {
+    #[new]
+    #[pyo3(signature = (
+        *, label=None, index=None, replay_index=None, snapshot_index=None, timestamp=None
+    ))]
+    fn new(
+        label: Option<String>,
+        index: Option<i64>,
+        replay_index: Option<i64>,
+        snapshot_index: Option<i64>,
+        timestamp: Option<String>,
+    ) -> PointRef {
+        PointRef {
+            label,
+            index,
+            replay_index,
+            snapshot_index,
+            timestamp,
+        }
+    }
     /// The point as report.json holds it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, self)
@@ -38,6 +57,35 @@ impl PointRef {
 
 #[pymethods]
 impl Subject {
+    #[new]
+    #[pyo3(signature = (
+        kind, *, name=None, path=None, run_id=None, rank=None, world_size=None, complete=None,
+        points=None, detail=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kind: String,
+        name: Option<String>,
+        path: Option<String>,
+        run_id: Option<String>,
+        rank: Option<i64>,
+        world_size: Option<i64>,
+        complete: Option<bool>,
+        points: Option<usize>,
+        detail: Option<String>,
+    ) -> Subject {
+        Subject {
+            kind,
+            name,
+            path,
+            run_id,
+            rank,
+            world_size,
+            complete,
+            points,
+            detail,
+        }
+    }
     /// The subject as report.json holds it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, self)

@@ -29,54 +29,14 @@ struct StoredValueArgs {
     summary: Option<tcgd_tensor::TensorSummary>,
 }
 
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-struct PointArgs {
-    label: Option<String>,
-    index: Option<i64>,
-    replay_index: Option<i64>,
-    snapshot_index: Option<i64>,
-    timestamp: Option<String>,
-}
-
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-struct SubjectArgs {
-    kind: String,
-    name: Option<String>,
-    path: Option<String>,
-    run_id: Option<String>,
-    rank: Option<i64>,
-    world_size: Option<i64>,
-    complete: Option<bool>,
-    points: Option<usize>,
-    detail: Option<String>,
-}
-
-impl From<SubjectArgs> for Subject {
-    fn from(s: SubjectArgs) -> Subject {
-        Subject {
-            kind: s.kind,
-            name: s.name,
-            path: s.path,
-            run_id: s.run_id,
-            rank: s.rank,
-            world_size: s.world_size,
-            complete: s.complete,
-            points: s.points,
-            detail: s.detail,
-        }
-    }
-}
-
 /// A set of observations from Python: a snapshot or a point, with a loader that returns
 /// `(owner, (address, length))` for observation `i`: the bytes of a private, contiguous CPU
 /// tensor that `owner` keeps alive.
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
 pub(crate) struct SetArgs {
-    subject: SubjectArgs,
-    point: PointArgs,
+    subject: Subject,
+    point: PointRef,
     observations: Vec<ObservationArgs<StoredValueArgs>>,
     loader: Py<PyAny>,
 }
@@ -150,24 +110,17 @@ fn build_set(
             site: Some(site).filter(|s| !s.is_empty()),
         });
     }
-    let point = PointRef {
-        label: args.point.label,
-        index: args.point.index,
-        replay_index: args.point.replay_index,
-        snapshot_index: args.point.snapshot_index,
-        timestamp: args.point.timestamp,
-    };
     let source = Arc::new(PySource {
         loader: args.loader,
         error: error.clone(),
     });
     Ok((
         ObservationSet {
-            point,
+            point: args.point,
             observations,
             source,
         },
-        args.subject.into(),
+        args.subject,
     ))
 }
 

@@ -48,7 +48,7 @@ impl ObservationSide {
         frozen,
         get_all,
         eq,
-        skip_from_py_object
+        from_py_object
     )
 )]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -82,7 +82,7 @@ impl PointRef {
         frozen,
         get_all,
         eq,
-        skip_from_py_object
+        from_py_object
     )
 )]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
