@@ -8,7 +8,8 @@ not edges (Python imports them first anyway).
 Rust: every path through ``crate::`` or ``super::`` in a module's file (comments and
 in-file test modules aside) is an edge to the deepest module it names. A module's edges to
 its own ancestors are not counted: a child using ``super::*`` is how Rust nests modules,
-and the parent declaring the child is not a use of it."""
+and the parent declaring the child is not a use of it. Every Rust source file is also
+declared by its parent (`mod name;`): a file without one is silently not compiled."""
 
 from __future__ import annotations
 
@@ -172,3 +173,29 @@ def test_the_rust_edge_finder_sees_uses_and_skips_comments(tmp_path: Path) -> No
         "state": {"report::html"},
     }
     assert _cycle(edges) == ["report::html", "state", "report::html"]
+
+
+def _declared(parent: Path, name: str) -> bool:
+    return (
+        re.search(rf"^\s*(pub(\([^)]*\))?\s+)?mod\s+{name}\s*;", parent.read_text(), re.M)
+        is not None
+    )
+
+
+def test_every_rust_source_file_is_part_of_its_crate() -> None:
+    # A file whose `mod` line went missing is not compiled, and neither are its tests.
+    orphans = []
+    for crate in sorted(p for p in CRATES.iterdir() if (p / "src").is_dir()):
+        src = crate / "src"
+        for path in src.rglob("*.rs"):
+            rel = path.relative_to(src)
+            if rel.parts in (("lib.rs",), ("main.rs",)) or rel.parts[0] == "bin":
+                continue
+            name = rel.stem if rel.name != "mod.rs" else rel.parent.name
+            folder = path.parent if rel.name != "mod.rs" else path.parent.parent
+            parents = [folder / "mod.rs", folder.with_suffix(".rs")]
+            if folder == src:
+                parents = [src / "lib.rs", src / "main.rs"]
+            if not any(p.is_file() and _declared(p, name) for p in parents):
+                orphans.append(str(path.relative_to(CRATES)))
+    assert orphans == []

@@ -380,3 +380,6 @@ pub fn first_anomaly_in_run(
         .collect();
     Ok(first_anomaly(&points, &observations, query))
 }
+
+#[cfg(test)]
+mod tests;

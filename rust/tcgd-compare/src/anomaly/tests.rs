@@ -107,7 +107,11 @@ fn first_hit_follows_replay_then_point_then_order() {
         (Some(2), 1, "b")
     );
     assert_eq!(
-        (first.summary.nan_count, first.summary.pos_inf_count, first.summary.neg_inf_count),
+        (
+            first.summary.nan_count,
+            first.summary.pos_inf_count,
+            first.summary.neg_inf_count
+        ),
         (0, 2, 0)
     );
     // Visited at replay 2: 'a' then 'b'.
