@@ -73,14 +73,6 @@ macro_rules! site_location {
                 [$(&self.$field),*]
             }
 
-            /// The site whose location columns are `values`.
-            pub fn from_column_values(
-                [$($field),*]: [Option<String>; SiteLocation::COLUMNS.len()],
-                materialized_by_probe: Option<bool>,
-            ) -> Self {
-                Self { $($field,)* materialized_by_probe }
-            }
-
             /// Where the site is, without what its probe did.
             pub fn location(&self) -> SiteLocation {
                 SiteLocation { $($field: self.$field.clone()),* }
@@ -95,7 +87,7 @@ macro_rules! site_location {
         }
 
         /// A [`SiteLocation`] borrowed from a table's columns: what a scan over many rows
-        /// reads without copying; [`SiteLocationRef::to_owned`] keeps one.
+        /// reads without copying; [`SiteLocationRef::to_site`] keeps one.
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
         pub struct SiteLocationRef<'a> {
             $(pub $field: Option<&'a str>,)*
@@ -109,8 +101,14 @@ macro_rules! site_location {
                 Self { $($field),* }
             }
 
-            pub fn to_owned(&self) -> SiteLocation {
-                SiteLocation { $($field: self.$field.map(str::to_owned)),* }
+            /// The recorded site at this location, `None` when every location column is
+            /// null (a hand-placed probe's value).
+            pub fn to_site(&self, materialized_by_probe: Option<bool>) -> Option<Site> {
+                let site = Site {
+                    $($field: self.$field.map(str::to_owned),)*
+                    materialized_by_probe,
+                };
+                Some(site).filter(|s| !s.is_empty())
             }
         }
     };

@@ -208,10 +208,6 @@ pub struct AnomalySite {
 
 impl AnomalySite {
     fn new(point: &Point<'_>, o: &Observation<'_>) -> AnomalySite {
-        let site = Site {
-            materialized_by_probe: o.materialized_by_probe,
-            ..Site::from(o.site.to_owned())
-        };
         AnomalySite {
             point_index: point.index,
             label: point.label.to_owned(),
@@ -219,7 +215,7 @@ impl AnomalySite {
             order: o.order,
             name: o.name.to_owned(),
             invocation_index: o.invocation_index,
-            site: Some(site).filter(|s| !s.is_empty()),
+            site: o.site.to_site(o.materialized_by_probe),
             summary: o.summary,
         }
     }

@@ -64,12 +64,6 @@ impl<'a> Columns<'a> {
             .ok_or_else(|| self.bad(name))
     }
 
-    /// A count column: the writer stores counts as int64 and never a negative one.
-    pub fn counts(&self, name: &str) -> Result<impl Fn(usize) -> u64 + 'a> {
-        let values = self.ints(name)?;
-        Ok(move |row| u64::try_from(values.value(row)).unwrap_or(0))
-    }
-
     /// A list<int64> column (shapes, strides), one vector per row.
     pub fn int_lists(&self, name: &str) -> Result<Vec<Vec<i64>>> {
         let lists = self

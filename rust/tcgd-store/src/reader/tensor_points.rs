@@ -232,11 +232,8 @@ impl<'a> ObservationRows<'a> {
 
     /// The site as recorded, `None` for a hand-placed probe (every site column null).
     fn site(&self, row: usize) -> Option<Site> {
-        let site = Site {
-            materialized_by_probe: self.materialized_by_probe(row),
-            ..Site::from(self.site_location(row).to_owned())
-        };
-        Some(site).filter(|s| !s.is_empty())
+        self.site_location(row)
+            .to_site(self.materialized_by_probe(row))
     }
 }
 
